@@ -1,0 +1,60 @@
+# The kernel layer: per-row polynomial kernels over the nonzeros of one CSR row.
+#
+# Layout convention: a factor matrix P is (n_features, n_components) in C order, so one
+# nonzero j touches the contiguous block P[j*k : (j+1)*k] and every kernel runs its
+# recurrence for all k components of that nonzero together (vectorisable inner loop).
+# "Dummy" rows gamma (n_dummy, k) are extra features of value 1 processed before the
+# row's nonzeros: they implement the shared-parameter ("augmented") HOFM and the PN
+# offset gamma_s of (gamma_s + <p_s, x>)^m.
+from libc.stdint cimport int32_t, int64_t
+from cython cimport floating
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    ANOVA = 0
+    ALL_SUBSETS = 1
+    POLYNOMIAL = 2
+
+cdef void anova_forward(const floating* P, Py_ssize_t k,
+                        const floating* gamma, Py_ssize_t n_dummy,
+                        const index_t* ind, const floating* val, Py_ssize_t nnz,
+                        int degree, floating* a) noexcept nogil
+
+cdef void anova_gradient(const floating* P, Py_ssize_t k,
+                         const floating* gamma, Py_ssize_t n_dummy,
+                         const index_t* ind, const floating* val, Py_ssize_t nnz,
+                         int degree, floating* table, floating* adj,
+                         floating* grad, floating* grad_gamma) noexcept nogil
+
+cdef void all_subsets_forward(const floating* P, Py_ssize_t k,
+                              const index_t* ind, const floating* val, Py_ssize_t nnz,
+                              floating* out) noexcept nogil
+
+cdef void all_subsets_gradient(const floating* P, Py_ssize_t k,
+                               const index_t* ind, const floating* val, Py_ssize_t nnz,
+                               floating* prefix, floating* suffix,
+                               floating* grad) noexcept nogil
+
+cdef void linear_forms(const floating* P, Py_ssize_t k, const floating* gamma,
+                       const index_t* ind, const floating* val, Py_ssize_t nnz,
+                       floating* out) noexcept nogil
+
+cdef void power_sums(const floating* P, Py_ssize_t k, Py_ssize_t s,
+                     const floating* gamma, Py_ssize_t n_dummy,
+                     const index_t* ind, const floating* val, Py_ssize_t nnz,
+                     int degree, double* D) noexcept nogil
+
+cdef void anova_from_power_sums(const double* D, int degree, double* A) noexcept nogil
+
+cdef double anova_coordinate_derivative(const double* A, int degree,
+                                        double q, double x) noexcept nogil
+
+cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
+                           Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
+                           const floating* gamma, Py_ssize_t n_dummy,
+                           const floating* lam,
+                           const index_t* ind, const floating* val, Py_ssize_t nnz,
+                           floating* work) noexcept nogil

@@ -1,0 +1,433 @@
+"""Polynomial kernels over one sparse row, and batch prediction over a CSR matrix.
+
+The ``cdef`` functions are the single implementation of each formula (ALGORITHMS.md
+sections 1-3); the solvers ``cimport`` them.  The ``def`` functions below them expose each
+kernel on one row for tests and for users who want the raw kernels.
+"""
+import numpy as np
+from libc.math cimport pow as c_pow
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+
+
+# ---------------------------------------------------------------------------------------
+# ANOVA kernel: dynamic programme (HOFM paper, Algorithm 1) and reverse mode (Algorithm 2)
+# ---------------------------------------------------------------------------------------
+
+cdef inline const floating* _item_row(const floating* P, Py_ssize_t k,
+                                      const floating* gamma, Py_ssize_t n_dummy,
+                                      const index_t* ind, Py_ssize_t e) noexcept nogil:
+    # Item e of the augmented row: the dummies first, then the row's nonzeros.
+    if e < n_dummy:
+        return gamma + e * k
+    return P + ind[e - n_dummy] * k
+
+
+cdef inline floating _item_value(const floating* val, Py_ssize_t n_dummy,
+                                 Py_ssize_t e) noexcept nogil:
+    if e < n_dummy:
+        return 1
+    return val[e - n_dummy]
+
+
+cdef void anova_forward(const floating* P, Py_ssize_t k,
+                        const floating* gamma, Py_ssize_t n_dummy,
+                        const index_t* ind, const floating* val, Py_ssize_t nnz,
+                        int degree, floating* a) noexcept nogil:
+    """A_t(p_s, x) for t = 0..degree and every component s, into a[(degree+1)*k].
+
+    a[t*k + s] = A_t.  O((n_dummy + nnz) * degree * k) time, no memory beyond ``a``.
+    """
+    cdef Py_ssize_t s, e, t, top
+    cdef Py_ssize_t n_items = n_dummy + nnz
+    cdef const floating* row
+    cdef floating x
+    cdef floating* hi
+    cdef floating* lo
+    for s in range(k):
+        a[s] = 1
+    for s in range(k, (degree + 1) * k):
+        a[s] = 0
+    for e in range(n_items):
+        row = _item_row(P, k, gamma, n_dummy, ind, e)
+        x = _item_value(val, n_dummy, e)
+        # After e+1 items, degrees above e+1 are still zero: skip them.
+        top = e + 1 if e + 1 < degree else degree
+        # Descending t so that a[t-1] still holds the previous item's value.
+        for t in range(top, 0, -1):
+            hi = a + t * k
+            lo = a + (t - 1) * k
+            for s in range(k):
+                hi[s] += x * row[s] * lo[s]
+
+
+cdef void anova_gradient(const floating* P, Py_ssize_t k,
+                         const floating* gamma, Py_ssize_t n_dummy,
+                         const index_t* ind, const floating* val, Py_ssize_t nnz,
+                         int degree, floating* table, floating* adj,
+                         floating* grad, floating* grad_gamma) noexcept nogil:
+    """Gradient of A_degree(p_s, x) with respect to p_s on the row's support.
+
+    Workspace: ``table`` (n_dummy + nnz + 1) * (degree + 1) * k, ``adj`` (degree + 1) * k.
+    Output: grad[z*k + s] = dA/dP[ind[z], s], grad_gamma[r*k + s] = dA/dgamma[r, s]
+    (skipped when n_dummy == 0).  On return the last block of ``table``,
+    table[n_items*(degree+1)*k : ...], holds A_t for t = 0..degree (as anova_forward).
+    """
+    cdef Py_ssize_t s, e, t
+    cdef Py_ssize_t n_items = n_dummy + nnz
+    cdef Py_ssize_t block = (degree + 1) * k
+    cdef const floating* row
+    cdef floating x, acc
+    cdef floating* cur
+    cdef floating* nxt
+    cdef floating* g
+    # Forward: table[e] = DP state after e items.
+    for s in range(k):
+        table[s] = 1
+    for s in range(k, block):
+        table[s] = 0
+    for e in range(n_items):
+        row = _item_row(P, k, gamma, n_dummy, ind, e)
+        x = _item_value(val, n_dummy, e)
+        cur = table + e * block
+        nxt = cur + block
+        memcpy(nxt, cur, block * sizeof(floating))
+        for t in range(1, degree + 1):
+            for s in range(k):
+                nxt[t * k + s] += x * row[s] * cur[(t - 1) * k + s]
+    # Backward: adj[t] = dA_degree / d a[e, t], from e = n_items down to 1.
+    for s in range(block):
+        adj[s] = 0
+    for s in range(k):
+        adj[degree * k + s] = 1
+    for e in range(n_items - 1, -1, -1):
+        row = _item_row(P, k, gamma, n_dummy, ind, e)
+        x = _item_value(val, n_dummy, e)
+        cur = table + e * block
+        g = grad_gamma + e * k if e < n_dummy else grad + (e - n_dummy) * k
+        for s in range(k):
+            acc = 0
+            for t in range(1, degree + 1):
+                acc += adj[t * k + s] * cur[(t - 1) * k + s]
+            g[s] = acc * x
+        # Ascending t: adj[t+1] still holds the later item's adjoint.
+        for t in range(degree):
+            for s in range(k):
+                adj[t * k + s] += x * row[s] * adj[(t + 1) * k + s]
+
+
+# ---------------------------------------------------------------------------------------
+# All-subsets kernel S(p, x) = prod_j (1 + p_j x_j)
+# ---------------------------------------------------------------------------------------
+
+cdef void all_subsets_forward(const floating* P, Py_ssize_t k,
+                              const index_t* ind, const floating* val, Py_ssize_t nnz,
+                              floating* out) noexcept nogil:
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x
+    for s in range(k):
+        out[s] = 1
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            out[s] *= 1 + row[s] * x
+
+
+cdef void all_subsets_gradient(const floating* P, Py_ssize_t k,
+                               const index_t* ind, const floating* val, Py_ssize_t nnz,
+                               floating* prefix, floating* suffix,
+                               floating* grad) noexcept nogil:
+    """grad[z*k+s] = x_z prod_{z' != z} (1 + p_z' x_z'), without dividing (a factor may be 0).
+
+    Workspace: ``prefix`` (nnz + 1) * k, ``suffix`` k.  On return prefix[nnz*k : ] holds S.
+    """
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x
+    for s in range(k):
+        prefix[s] = 1
+        suffix[s] = 1
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            prefix[(z + 1) * k + s] = prefix[z * k + s] * (1 + row[s] * x)
+    for z in range(nnz - 1, -1, -1):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            grad[z * k + s] = x * prefix[z * k + s] * suffix[s]
+            suffix[s] *= 1 + row[s] * x
+
+
+# ---------------------------------------------------------------------------------------
+# Polynomial kernel: the linear forms gamma_s + <p_s, x>; callers raise them to the power m
+# ---------------------------------------------------------------------------------------
+
+cdef void linear_forms(const floating* P, Py_ssize_t k, const floating* gamma,
+                       const index_t* ind, const floating* val, Py_ssize_t nnz,
+                       floating* out) noexcept nogil:
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x
+    for s in range(k):
+        out[s] = gamma[s] if gamma != NULL else 0
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            out[s] += row[s] * x
+
+
+# ---------------------------------------------------------------------------------------
+# Power sums and the coordinate derivative (HOFM paper, section 4)
+# ---------------------------------------------------------------------------------------
+
+cdef void power_sums(const floating* P, Py_ssize_t k, Py_ssize_t s,
+                     const floating* gamma, Py_ssize_t n_dummy,
+                     const index_t* ind, const floating* val, Py_ssize_t nnz,
+                     int degree, double* D) noexcept nogil:
+    """D[t-1] = sum_j (p_js x_j)^t for t = 1..degree (dummies included), component s."""
+    cdef Py_ssize_t e, t
+    cdef double q, qt
+    for t in range(degree):
+        D[t] = 0
+    for e in range(n_dummy + nnz):
+        if e < n_dummy:
+            q = gamma[e * k + s]
+        else:
+            q = P[ind[e - n_dummy] * k + s] * val[e - n_dummy]
+        qt = q
+        for t in range(degree):
+            D[t] += qt
+            qt *= q
+
+
+cdef void anova_from_power_sums(const double* D, int degree, double* A) noexcept nogil:
+    """Newton's identity: A[t] = (1/t) sum_{i=1..t} (-1)^(i+1) A[t-i] D_i, t = 0..degree."""
+    cdef int t, i
+    cdef double acc, sign
+    A[0] = 1
+    for t in range(1, degree + 1):
+        acc = 0
+        sign = 1
+        for i in range(1, t + 1):
+            acc += sign * A[t - i] * D[i - 1]
+            sign = -sign
+        A[t] = acc / t
+
+
+cdef double anova_coordinate_derivative(const double* A, int degree,
+                                        double q, double x) noexcept nogil:
+    """dA_degree/dp_j = x_j A_{degree-1}(p without j, x without j), q = p_j x_j.
+
+    A holds A_0..A_{degree-1}(p, x).  Multi-linearity gives
+    A_t(p, x) = A_t(without j) + q A_{t-1}(without j), peeled off from t = 1 upwards.
+    """
+    cdef int t
+    cdef double rest = 1  # A_0 without j
+    for t in range(1, degree):
+        rest = A[t] - q * rest
+    return x * rest
+
+
+# ---------------------------------------------------------------------------------------
+# The model's nonlinear term on one row (what predict sums)
+# ---------------------------------------------------------------------------------------
+
+cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
+                           Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
+                           const floating* gamma, Py_ssize_t n_dummy,
+                           const floating* lam,
+                           const index_t* ind, const floating* val, Py_ssize_t nnz,
+                           floating* work) noexcept nogil:
+    """Sum over blocks and components of the kernel values; ``work`` has
+    (max degree + 1) * k entries.  ANOVA: block b has degree degrees[b] and the dummies
+    belong to block 0.  ALL_SUBSETS: one block.  POLYNOMIAL: one block,
+    lam[s] * (gamma[s] + <p_s, x>)^degrees[0], with gamma present iff n_dummy == 1."""
+    cdef double total = 0
+    cdef Py_ssize_t b, s, m
+    cdef const floating* Pb
+    if kernel == ANOVA:
+        for b in range(n_blocks):
+            m = degrees[b]
+            Pb = P + b * n_features * k
+            if b == 0:
+                anova_forward(Pb, k, gamma, n_dummy, ind, val, nnz, m, work)
+            else:
+                anova_forward(Pb, k, gamma, 0, ind, val, nnz, m, work)
+            for s in range(k):
+                total += work[m * k + s]
+    elif kernel == ALL_SUBSETS:
+        all_subsets_forward(P, k, ind, val, nnz, work)
+        for s in range(k):
+            total += work[s]
+    else:
+        linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, work)
+        m = degrees[0]
+        for s in range(k):
+            total += lam[s] * _ipow(work[s], m)
+    return total
+
+
+cdef inline double _ipow(double base, Py_ssize_t m) noexcept nogil:
+    cdef double r = 1
+    cdef Py_ssize_t i
+    for i in range(m):
+        r *= base
+    return r
+
+
+# ---------------------------------------------------------------------------------------
+# Batch prediction over a CSR matrix
+# ---------------------------------------------------------------------------------------
+
+def predict_csr(const floating[::1] data, const index_t[::1] indices,
+                const index_t[::1] indptr, double intercept,
+                const floating[::1] w, const floating[:, :, ::1] P,
+                const int[::1] degrees, const floating[:, ::1] gamma,
+                const floating[::1] lam, int kernel, floating[::1] out):
+    """out[i] = intercept + <w, x_i> + nonlinear_term(x_i) for every CSR row i.
+
+    Shapes and ranges are the caller's responsibility (``polylite._model`` validates).
+    ``w`` may be empty (no linear term); ``lam`` has one entry per component.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
+    cdef Py_ssize_t n_dummy = gamma.shape[0]
+    cdef bint linear = w.shape[0] > 0
+    cdef Py_ssize_t i, z, start, end
+    cdef int max_degree = 1
+    cdef double acc
+    for i in range(degrees.shape[0]):
+        if degrees[i] > max_degree:
+            max_degree = degrees[i]
+    cdef floating* work = <floating*> malloc((max_degree + 1) * max(k, 1) * sizeof(floating))
+    if work == NULL:
+        raise MemoryError()
+    # Empty arrays have no data pointer to take: point at the workspace instead (unused).
+    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
+    cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
+    cdef const floating* lam_ptr = &lam[0] if lam.shape[0] > 0 else work
+    cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
+    try:
+        with nogil:
+            for i in range(n):
+                start = indptr[i]
+                end = indptr[i + 1]
+                acc = intercept
+                if linear:
+                    for z in range(start, end):
+                        acc += w[indices[z]] * data[z]
+                if k > 0 and n_blocks > 0:
+                    acc += nonlinear_term(kernel, P_ptr, d, k, n_blocks, &degrees[0],
+                                          gamma_ptr, n_dummy, lam_ptr,
+                                          ind_ptr + start, val_ptr + start,
+                                          end - start, work)
+                out[i] = acc
+    finally:
+        free(work)
+    return np.asarray(out)
+
+
+# ---------------------------------------------------------------------------------------
+# One-row Python access to each kernel (tests, exploration)
+# ---------------------------------------------------------------------------------------
+
+def _row_anova(const floating[:, ::1] P, const index_t[::1] indices,
+               const floating[::1] values, int degree, const floating[:, ::1] gamma):
+    cdef Py_ssize_t k = P.shape[1]
+    out = np.empty((degree + 1, k), dtype=np.asarray(P).dtype)
+    cdef floating[:, ::1] o = out
+    cdef const floating* g = &gamma[0, 0] if gamma.size > 0 else NULL
+    cdef const index_t* ind = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val = &values[0] if values.shape[0] > 0 else NULL
+    if k > 0:
+        anova_forward(&P[0, 0], k, g, gamma.shape[0], ind, val, indices.shape[0],
+                      degree, &o[0, 0])
+    return out
+
+
+def _row_anova_gradient(const floating[:, ::1] P, const index_t[::1] indices,
+                        const floating[::1] values, int degree,
+                        const floating[:, ::1] gamma):
+    cdef Py_ssize_t k = P.shape[1], nnz = indices.shape[0], n_dummy = gamma.shape[0]
+    dtype = np.asarray(P).dtype
+    table = np.empty((n_dummy + nnz + 1, degree + 1, k), dtype=dtype)
+    adj = np.empty((degree + 1, k), dtype=dtype)
+    grad = np.zeros((nnz, k), dtype=dtype)
+    grad_gamma = np.zeros((n_dummy, k), dtype=dtype)
+    cdef floating[:, :, ::1] tv = table
+    cdef floating[:, ::1] av = adj, gv = grad, ggv = grad_gamma
+    if k > 0:
+        anova_gradient(&P[0, 0], k, &gamma[0, 0] if n_dummy > 0 else NULL, n_dummy,
+                       &indices[0] if nnz > 0 else NULL, &values[0] if nnz > 0 else NULL,
+                       nnz, degree, &tv[0, 0, 0], &av[0, 0],
+                       &gv[0, 0] if nnz > 0 else NULL,
+                       &ggv[0, 0] if n_dummy > 0 else NULL)
+    return table[-1], grad, grad_gamma
+
+
+def _row_all_subsets(const floating[:, ::1] P, const index_t[::1] indices,
+                     const floating[::1] values):
+    cdef Py_ssize_t k = P.shape[1], nnz = indices.shape[0]
+    dtype = np.asarray(P).dtype
+    prefix = np.empty((nnz + 1, k), dtype=dtype)
+    suffix = np.empty(k, dtype=dtype)
+    grad = np.zeros((nnz, k), dtype=dtype)
+    value = np.empty(k, dtype=dtype)
+    cdef floating[:, ::1] pv = prefix, gv = grad
+    cdef floating[::1] sv = suffix, vv = value
+    if k > 0:
+        all_subsets_forward(&P[0, 0], k, &indices[0] if nnz > 0 else NULL,
+                            &values[0] if nnz > 0 else NULL, nnz, &vv[0])
+        all_subsets_gradient(&P[0, 0], k, &indices[0] if nnz > 0 else NULL,
+                             &values[0] if nnz > 0 else NULL, nnz, &pv[0, 0], &sv[0],
+                             &gv[0, 0] if nnz > 0 else NULL)
+    return value, grad
+
+
+def _row_linear_forms(const floating[:, ::1] P, const index_t[::1] indices,
+                      const floating[::1] values, const floating[::1] gamma):
+    cdef Py_ssize_t k = P.shape[1], nnz = indices.shape[0]
+    out = np.empty(k, dtype=np.asarray(P).dtype)
+    cdef floating[::1] ov = out
+    if k > 0:
+        linear_forms(&P[0, 0], k, &gamma[0] if gamma.shape[0] > 0 else NULL,
+                     &indices[0] if nnz > 0 else NULL, &values[0] if nnz > 0 else NULL,
+                     nnz, &ov[0])
+    return out
+
+
+def _row_power_sums(const floating[:, ::1] P, const index_t[::1] indices,
+                    const floating[::1] values, int degree,
+                    const floating[:, ::1] gamma):
+    cdef Py_ssize_t k = P.shape[1], nnz = indices.shape[0], s
+    out = np.empty((degree, k), dtype=np.float64)
+    cdef double[::1] D = np.empty(degree, dtype=np.float64)
+    for s in range(k):
+        power_sums(&P[0, 0], k, s, &gamma[0, 0] if gamma.shape[0] > 0 else NULL,
+                   gamma.shape[0], &indices[0] if nnz > 0 else NULL,
+                   &values[0] if nnz > 0 else NULL, nnz, degree, &D[0])
+        out[:, s] = D
+    return out
+
+
+def _anova_from_power_sums(const double[::1] D):
+    cdef int degree = D.shape[0]
+    out = np.empty(degree + 1, dtype=np.float64)
+    cdef double[::1] ov = out
+    anova_from_power_sums(&D[0] if degree > 0 else NULL, degree, &ov[0])
+    return out
+
+
+def _coordinate_derivative(const double[::1] D, int degree, double p_j, double x_j):
+    """dA_degree(p, x)/dp_j from the cached power sums D_1..D_{degree-1}."""
+    if D.shape[0] < degree - 1:
+        raise ValueError(f"need {degree - 1} power sums, got {D.shape[0]}")
+    cdef double[::1] A = np.empty(degree, dtype=np.float64)
+    anova_from_power_sums(&D[0] if degree > 1 else NULL, degree - 1, &A[0])
+    return anova_coordinate_derivative(&A[0], degree, p_j * x_j, x_j)

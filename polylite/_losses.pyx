@@ -1,0 +1,45 @@
+"""Python access to the loss functions of ``_losses.pxd`` (used by tests and estimators)."""
+import numpy as np
+
+LOSSES = {"squared": SQUARED, "logistic": LOGISTIC, "squared_hinge": SQUARED_HINGE}
+
+
+def loss_code(name):
+    """Integer code of the loss called ``name``, with a clear error for unknown names."""
+    try:
+        return LOSSES[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown loss {name!r}; expected one of {sorted(LOSSES)}") from None
+
+
+def _vectorise(int loss, y, p, bint derivative):
+    cdef const double[:] yv = np.ascontiguousarray(y, dtype=np.float64).ravel()
+    cdef const double[:] pv = np.ascontiguousarray(p, dtype=np.float64).ravel()
+    if yv.shape[0] != pv.shape[0]:
+        raise ValueError(f"y has {yv.shape[0]} entries but p has {pv.shape[0]}")
+    out = np.empty(yv.shape[0], dtype=np.float64)
+    cdef double[:] ov = out
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(yv.shape[0]):
+            if derivative:
+                ov[i] = loss_derivative(loss, yv[i], pv[i])
+            else:
+                ov[i] = loss_value(loss, yv[i], pv[i])
+    return out
+
+
+def loss(name, y, p):
+    """Per-sample loss values of the named loss at labels ``y`` and predictions ``p``."""
+    return _vectorise(loss_code(name), y, p, False)
+
+
+def loss_gradient(name, y, p):
+    """Per-sample derivatives d loss / d p of the named loss."""
+    return _vectorise(loss_code(name), y, p, True)
+
+
+def smoothness(name):
+    """The smoothness constant mu of the named loss (bound on its second derivative)."""
+    return loss_smoothness(loss_code(name))

@@ -1,0 +1,334 @@
+"""Validated access to the polynomial kernels and to batch prediction.
+
+The heavy lifting is in the Cython module ``polylite._kernels``; this module turns user
+input into the exact arrays it expects and rejects what it cannot handle, naming the
+problem.  Estimators call :func:`check_X` and :func:`predict` from here.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_array
+
+from . import _kernels
+
+__all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
+           "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
+           "power_sums", "anova_from_power_sums", "anova_coordinate_derivative"]
+
+#: Kernel names accepted by :func:`predict` and the estimators, with their codes.
+KERNELS = {"anova": 0, "all-subsets": 1, "polynomial": 2}
+
+# Dense input is converted to CSR this many rows at a time, so prediction on a large dense
+# array never holds a second full copy of it.
+_DENSE_CHUNK_ROWS = 8192
+
+
+def check_degree(degree, minimum=1, name="degree"):
+    """Return ``degree`` as an int, or raise ValueError if it is not an integer >= minimum."""
+    if isinstance(degree, (bool, np.bool_)) or not isinstance(degree, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {degree!r}")
+    if degree < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {degree}")
+    return int(degree)
+
+
+def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, reset=False,
+            accept_dense=True):
+    """Validate a data matrix and return it in CSR form (or as a dense float array).
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Data.  Any scipy sparse format is accepted and converted to CSR.
+    dtype : dtype or tuple of dtypes, default=(float64, float32)
+        Allowed floating types; the first is used when X has another type.
+    n_features : int or None, default=None
+        Expected number of columns, checked when given.
+    reset : bool, default=False
+        Unused; kept for symmetry with scikit-learn's ``validate_data``.
+    accept_dense : bool, default=True
+        When False, dense input is converted to CSR here.
+
+    Returns
+    -------
+    X : csr_matrix or csr_array or ndarray
+        Canonical CSR (no duplicate entries, indices checked to lie in
+        ``[0, n_features)``) or a C-contiguous dense array, finite, of an allowed dtype.
+
+    Raises
+    ------
+    ValueError
+        If X contains NaN or inf, is not 2-D, has a wrong number of columns, or has
+        negative or out-of-range column indices.
+    """
+    dtypes = list(dtype) if isinstance(dtype, (tuple, list)) else [dtype]
+    X = check_array(X, accept_sparse="csr", dtype=dtypes, order="C",
+                    ensure_all_finite=True, accept_large_sparse=True,
+                    ensure_min_samples=0, ensure_min_features=0)
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but the model expects "
+                         f"{n_features}")
+    if sp.issparse(X):
+        X = _check_csr_structure(X)
+    elif not accept_dense:
+        X = sp.csr_matrix(X)
+    return X
+
+
+def _check_csr_structure(X):
+    n_rows, n_cols = X.shape
+    indptr, indices = X.indptr, X.indices
+    if indptr.shape[0] != n_rows + 1 or indptr[0] != 0 or indptr[-1] > indices.shape[0]:
+        raise ValueError("X is a corrupt CSR matrix: its indptr does not match its shape")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("X is a corrupt CSR matrix: its indptr is not non-decreasing")
+    used = indices[:indptr[-1]]
+    if used.size:
+        lo, hi = used.min(), used.max()
+        if lo < 0:
+            raise ValueError(f"X has a negative column index ({lo})")
+        if hi >= n_cols:
+            raise ValueError(f"X has a column index {hi} out of range for "
+                             f"{n_cols} columns")
+    if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
+        idx = np.int64 if max(indices.dtype.itemsize, indptr.dtype.itemsize) > 4 else np.int32
+        X = X.copy()
+        X.indices = X.indices.astype(idx)
+        X.indptr = X.indptr.astype(idx)
+    if not X.has_canonical_format:
+        # Duplicate entries would count a feature twice in the ANOVA kernel.
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
+def _iter_csr_chunks(X):
+    """Yield (start, CSR chunk) pairs covering X; dense input is converted chunk by chunk."""
+    if sp.issparse(X):
+        yield 0, X
+        return
+    for start in range(0, X.shape[0], _DENSE_CHUNK_ROWS):
+        yield start, sp.csr_matrix(X[start:start + _DENSE_CHUNK_ROWS])
+
+
+def _as_param(a, dtype, shape, name):
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.shape != shape:
+        raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return a
+
+
+def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
+            lam=None, check_input=True):
+    """Predictions of a polynomial model of any degree on every row of X.
+
+    ``intercept + <w, x> + sum_b sum_s K_b(P[b, :, s], x)``, where K is
+
+    * ``"anova"``: ``A_{degrees[b]}``, the ANOVA kernel of the degree of block b (separate
+      factor matrices per degree); ``gamma`` rows are dummy features of value 1 added to
+      block 0 (the shared-parameter, augmented model);
+    * ``"all-subsets"``: ``prod_j (1 + p_j x_j)`` (one block);
+    * ``"polynomial"``: ``lam[s] * (gamma[0, s] + <p_s, x>)^degrees[0]`` (one block).
+
+    X is never densified; dense X is converted to CSR a chunk of rows at a time.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    P : ndarray of shape (n_blocks, n_features, n_components) or (n_features, n_components)
+        Factor matrices; a 2-D array is one block.
+    degrees : int or sequence of int, default=None
+        Degree of each block (required for "anova" and "polynomial").
+    kernel : {"anova", "all-subsets", "polynomial"}, default="anova"
+    intercept : float, default=0.0
+    w : ndarray of shape (n_features,) or None
+        Linear weights; None means no linear term.
+    gamma : ndarray of shape (n_dummy, n_components) or None
+        Dummy-feature parameters (see above).
+    lam : ndarray of shape (n_components,) or None
+        Output weights of the polynomial kernel (default: ones).
+    check_input : bool, default=True
+        Validate X (skip only when it comes from :func:`check_X` already).
+
+    Returns
+    -------
+    y : ndarray of shape (n_samples,)
+        In the dtype of P (float32 or float64).
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}")
+    P = np.asarray(P)
+    if P.ndim == 2:
+        P = P[np.newaxis]
+    if P.ndim != 3:
+        raise ValueError(f"P must be 2-D or 3-D, got {P.ndim} dimensions")
+    dtype = P.dtype if P.dtype in (np.float32, np.float64) else np.float64
+    n_blocks, d, k = P.shape
+    P = _as_param(P, dtype, P.shape, "P")
+    if kernel == "all-subsets":
+        degrees = [0] * n_blocks
+        if n_blocks != 1:
+            raise ValueError("the all-subsets kernel takes one factor matrix")
+    else:
+        if degrees is None:
+            raise ValueError(f"degrees is required for the {kernel} kernel")
+        degrees = np.atleast_1d(degrees).tolist()
+        degrees = [check_degree(m) for m in degrees]
+        if len(degrees) != n_blocks:
+            raise ValueError(f"{len(degrees)} degrees given for {n_blocks} factor blocks")
+    if kernel == "polynomial" and n_blocks != 1:
+        raise ValueError("the polynomial kernel takes one factor matrix")
+    degrees = np.asarray(degrees, dtype=np.intc)
+    gamma = (np.zeros((0, k), dtype) if gamma is None
+             else _as_param(gamma, dtype, np.shape(gamma), "gamma"))
+    if gamma.ndim != 2 or gamma.shape[1] != k:
+        raise ValueError(f"gamma has shape {gamma.shape}, expected (n_dummy, {k})")
+    if kernel == "polynomial" and gamma.shape[0] > 1:
+        raise ValueError("the polynomial kernel takes at most one gamma row")
+    if kernel == "all-subsets" and gamma.shape[0] > 0:
+        raise ValueError("the all-subsets kernel takes no gamma")
+    w = np.zeros(0, dtype) if w is None else _as_param(w, dtype, (d,), "w")
+    lam = np.ones(k, dtype) if lam is None else _as_param(lam, dtype, (k,), "lam")
+    intercept = float(intercept)
+    if not np.isfinite(intercept):
+        raise ValueError("intercept is NaN or infinite")
+    if check_input:
+        X = check_X(X, dtype=dtype, n_features=d)
+    elif X.shape[1] != d:
+        raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
+    out = np.empty(X.shape[0], dtype=dtype)
+    for start, chunk in _iter_csr_chunks(X):
+        data = np.asarray(chunk.data, dtype=dtype)
+        _kernels.predict_csr(data, chunk.indices, chunk.indptr, intercept, w, P,
+                             degrees, gamma, lam, KERNELS[kernel],
+                             out[start:start + chunk.shape[0]])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# One-row kernels.  A row is given as (indices, values) of its nonzeros, as in a CSR row.
+# --------------------------------------------------------------------------------------
+
+def _row(P, indices, values, gamma=None):
+    P = np.asarray(P)
+    dtype = P.dtype if P.dtype in (np.float32, np.float64) else np.float64
+    if P.ndim == 1:
+        P = P[:, np.newaxis]
+    P = _as_param(P, dtype, P.shape, "P")
+    if P.ndim != 2:
+        raise ValueError(f"P must be 1-D or 2-D, got {P.ndim} dimensions")
+    indices = np.ascontiguousarray(indices)
+    if indices.dtype not in (np.int32, np.int64):
+        indices = indices.astype(np.int64)
+    values = np.ascontiguousarray(values, dtype=dtype)
+    if indices.shape != values.shape or indices.ndim != 1:
+        raise ValueError("indices and values must be 1-D arrays of the same length")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("the row contains NaN or infinity")
+    if indices.size and (indices.min() < 0 or indices.max() >= P.shape[0]):
+        raise ValueError(f"row indices must lie in [0, {P.shape[0]})")
+    if indices.size != np.unique(indices).size:
+        raise ValueError("the row has duplicate indices")
+    k = P.shape[1]
+    gamma = (np.zeros((0, k), dtype) if gamma is None
+             else _as_param(np.atleast_2d(gamma), dtype, np.atleast_2d(gamma).shape, "gamma"))
+    if gamma.shape[1] != k:
+        raise ValueError(f"gamma must have {k} columns")
+    return P, indices, values, gamma
+
+
+def anova(P, indices, values, degree, gamma=None):
+    """ANOVA kernels A_t(p_s, x) of one row for t = 0..degree, by dynamic programming.
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_features, n_components) or (n_features,)
+    indices, values : ndarray of shape (nnz,)
+        The row's nonzeros.
+    degree : int >= 1
+    gamma : ndarray of shape (n_dummy, n_components), optional
+        Parameters of dummy features of value 1 prepended to the row.
+
+    Returns
+    -------
+    A : ndarray of shape (degree + 1, n_components)
+    """
+    degree = check_degree(degree)
+    P, indices, values, gamma = _row(P, indices, values, gamma)
+    return _kernels._row_anova(P, indices, values, degree, gamma)
+
+
+def anova_gradient(P, indices, values, degree, gamma=None):
+    """A_degree(p_s, x) and its gradient on the row's support, by reverse mode.
+
+    Returns
+    -------
+    value : ndarray of shape (n_components,)
+    grad : ndarray of shape (nnz, n_components)
+        ``grad[z, s] = dA/dP[indices[z], s]``.
+    grad_gamma : ndarray of shape (n_dummy, n_components)
+    """
+    degree = check_degree(degree)
+    P, indices, values, gamma = _row(P, indices, values, gamma)
+    A, grad, grad_gamma = _kernels._row_anova_gradient(P, indices, values, degree, gamma)
+    return A[degree], grad, grad_gamma
+
+
+def all_subsets(P, indices, values):
+    """All-subsets kernel prod_j (1 + p_js x_j) of one row, shape (n_components,)."""
+    P, indices, values, _ = _row(P, indices, values)
+    return _kernels._row_all_subsets(P, indices, values)[0]
+
+
+def all_subsets_gradient(P, indices, values):
+    """All-subsets kernel and its gradient (nnz, n_components), exact when a factor is 0."""
+    P, indices, values, _ = _row(P, indices, values)
+    return _kernels._row_all_subsets(P, indices, values)
+
+
+def _linear_forms(P, indices, values, gamma):
+    P, indices, values, gamma = _row(P, indices, values, gamma)
+    if gamma.shape[0] > 1:
+        raise ValueError("the polynomial kernel takes at most one gamma row")
+    g = gamma[0] if gamma.shape[0] else np.zeros(0, P.dtype)
+    return _kernels._row_linear_forms(P, indices, values, g), values
+
+
+def polynomial(P, indices, values, degree, gamma=None):
+    """Polynomial kernel (gamma_s + <p_s, x>)^degree of one row, shape (n_components,)."""
+    degree = check_degree(degree)
+    forms, _ = _linear_forms(P, indices, values, gamma)
+    return forms ** degree
+
+
+def polynomial_gradient(P, indices, values, degree, gamma=None):
+    """Polynomial kernel and its gradients: (value, grad (nnz, k), grad_gamma (k,))."""
+    degree = check_degree(degree)
+    forms, values = _linear_forms(P, indices, values, gamma)
+    outer = degree * forms ** (degree - 1)
+    return forms ** degree, values[:, np.newaxis] * outer, outer
+
+
+def power_sums(P, indices, values, degree, gamma=None):
+    """Power sums D_t(p_s, x) = sum_j (p_js x_j)^t, t = 1..degree, shape (degree, k)."""
+    degree = check_degree(degree)
+    P, indices, values, gamma = _row(P, indices, values, gamma)
+    return _kernels._row_power_sums(P, indices, values, degree, gamma)
+
+
+def anova_from_power_sums(D):
+    """ANOVA kernels A_0..A_m from power sums D_1..D_m by Newton's identity."""
+    D = np.ascontiguousarray(D, dtype=np.float64)
+    if D.ndim != 1:
+        raise ValueError("D must be 1-D (the power sums of one component)")
+    return _kernels._anova_from_power_sums(D)
+
+
+def anova_coordinate_derivative(D, degree, p_j, x_j):
+    """dA_degree(p, x)/dp_j from cached power sums D_1..D_{degree-1} (coordinate descent)."""
+    degree = check_degree(degree)
+    D = np.ascontiguousarray(D, dtype=np.float64)
+    return _kernels._coordinate_derivative(D, degree, float(p_j), float(x_j))
