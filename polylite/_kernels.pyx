@@ -205,34 +205,6 @@ cdef void power_sums(const floating* P, Py_ssize_t k, Py_ssize_t s,
             qt *= q
 
 
-cdef void anova_from_power_sums(const double* D, int degree, double* A) noexcept nogil:
-    """Newton's identity: A[t] = (1/t) sum_{i=1..t} (-1)^(i+1) A[t-i] D_i, t = 0..degree."""
-    cdef int t, i
-    cdef double acc, sign
-    A[0] = 1
-    for t in range(1, degree + 1):
-        acc = 0
-        sign = 1
-        for i in range(1, t + 1):
-            acc += sign * A[t - i] * D[i - 1]
-            sign = -sign
-        A[t] = acc / t
-
-
-cdef double anova_coordinate_derivative(const double* A, int degree,
-                                        double q, double x) noexcept nogil:
-    """dA_degree/dp_j = x_j A_{degree-1}(p without j, x without j), q = p_j x_j.
-
-    A holds A_0..A_{degree-1}(p, x).  Multi-linearity gives
-    A_t(p, x) = A_t(without j) + q A_{t-1}(without j), peeled off from t = 1 upwards.
-    """
-    cdef int t
-    cdef double rest = 1  # A_0 without j
-    for t in range(1, degree):
-        rest = A[t] - q * rest
-    return x * rest
-
-
 # ---------------------------------------------------------------------------------------
 # The model's nonlinear term on one row (what predict sums)
 # ---------------------------------------------------------------------------------------

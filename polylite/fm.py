@@ -1,0 +1,175 @@
+"""Factorization machines of any degree (HOFM), trained by coordinate descent."""
+from sklearn.base import ClassifierMixin, RegressorMixin
+
+from ._base import _PolynomialModel, _check_choice, _check_number
+from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+
+__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
+
+LOWER_DEGREES = ("separate", "shared", "none")
+FM_KERNELS = ("anova", "all-subsets")
+
+
+class _BaseFactorizationMachine(_PolynomialModel):
+
+    def _check_params(self):
+        super()._check_params()
+        _check_number(self.degree, "degree", low=2, integer=True)
+        _check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
+        _check_choice(self.kernel, "kernel", FM_KERNELS)
+
+    def _structure(self):
+        if self.kernel == "all-subsets":
+            return "all-subsets", [0], 0
+        m = int(self.degree)
+        if self.lower_degrees == "separate":
+            return "anova", list(range(2, m + 1)), 0
+        if self.lower_degrees == "shared":
+            return "anova", [m], m - 1
+        return "anova", [m], 0
+
+
+_FM_PARAMS_DOC = """
+    Parameters
+    ----------
+    degree : int, default=2
+        Degree m >= 2 of the feature interactions (tested up to 5).
+    n_components : int, default=8
+        Rank k of each factor matrix.
+    lower_degrees : {"separate", "shared", "none"}, default="separate"
+        How the interactions of degrees 2..m-1 are modelled (ANOVA kernel only):
+
+        - "separate": one factor matrix per degree t = 2..m (the higher-order FM of
+          Blondel et al. 2016); ``P_`` has m - 1 blocks, block t - 2 for degree t.
+        - "shared": one factor matrix for all degrees, through m - 1 dummy features of
+          value 1 whose learned parameters ``gamma_`` weight the degrees 1..m.
+        - "none": degree m only.
+    kernel : {"anova", "all-subsets"}, default="anova"
+        "anova": interactions of distinct features of the degrees above.  "all-subsets":
+        ``prod_j (1 + p_j x_j)``, every subset of features, all degrees at once (so
+        ``degree`` and ``lower_degrees`` do not apply).
+    fit_linear : bool, default=True
+        Fit the linear term ``<w, x>``.
+    fit_intercept : bool, default=True
+        Fit the intercept (it is not regularised).
+    alpha : float, default=1e-4
+        L2 regularisation of the linear weights ``w_``.
+    beta : float, default=1e-4
+        L2 regularisation of the factors (``P_`` and ``gamma_``).
+    init_scale : float, default=0.01
+        Standard deviation of the normal initialisation of the factors.
+    max_iter : int, default=100
+        Maximum number of epochs (one epoch updates every parameter once).
+    tol : float, default=1e-5
+        Stop when the relative decrease of the objective in an epoch, or the largest
+        parameter change, falls below ``tol``.
+    solver : {"cd"}, default="cd"
+        "cd": cyclic coordinate descent with cached power sums (objective never increases).
+    warm_start : bool, default=False
+        Continue from the previous fit's parameters.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the factor initialisation.
+    verbose : int, default=0
+        Print the objective after every epoch when > 0.
+"""
+
+_FM_OBJECTIVE_DOC = """
+    The objective is ``sum_i s_i loss(y_i, y_hat_i) / sum_i s_i + alpha/2 ||w||^2 +
+    beta/2 (||P||^2 + ||gamma||^2)`` with sample weights ``s_i`` (1 by default).
+"""
+
+
+class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
+                                    _BaseFactorizationMachine):
+    __doc__ = """Factorization machine regressor of any degree (squared loss).
+
+    ``y_hat(x) = intercept_ + <w_, x> + sum_t sum_s A_t(P_[t-2, :, s], x)`` with the ANOVA
+    kernel ``A_t`` (sum over sets of t distinct features of the products p_j x_j).
+    """ + _FM_OBJECTIVE_DOC + _FM_PARAMS_DOC + """
+    Attributes
+    ----------
+    intercept_ : float
+    w_ : ndarray of shape (n_features,)
+        Linear weights (zeros when ``fit_linear=False``).
+    P_ : ndarray of shape (n_blocks, n_features, n_components)
+        Factor matrices; one block per degree 2..m for ``lower_degrees="separate"``,
+        otherwise one block.
+    gamma_ : ndarray of shape (n_dummy, n_components)
+        Parameters of the dummy features (``degree - 1`` rows for "shared", else none).
+    n_iter_ : int
+        Number of epochs run.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import FactorizationMachineRegressor
+    >>> X = np.random.RandomState(0).rand(50, 4)
+    >>> y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> fm = FactorizationMachineRegressor(n_components=2, random_state=0).fit(X, y)
+    >>> fm.predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
+                 kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
+                 beta=1e-4, init_scale=0.01, max_iter=100, tol=1e-5, solver="cd",
+                 warm_start=False, random_state=None, verbose=0):
+        self.degree = degree
+        self.n_components = n_components
+        self.lower_degrees = lower_degrees
+        self.kernel = kernel
+        self.fit_linear = fit_linear
+        self.fit_intercept = fit_intercept
+        self.alpha = alpha
+        self.beta = beta
+        self.init_scale = init_scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
+                                     _BaseFactorizationMachine):
+    __doc__ = """Factorization machine classifier of any degree, binary or multi-class.
+
+    Multi-class problems are solved one-vs-rest inside the estimator (one model per class).
+    """ + _FM_OBJECTIVE_DOC + _FM_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    intercept_ : ndarray of shape (n_outputs,)
+        n_outputs is 1 for two classes, else n_classes.
+    w_ : ndarray of shape (n_outputs, n_features)
+    P_ : ndarray of shape (n_outputs, n_blocks, n_features, n_components)
+    gamma_ : ndarray of shape (n_outputs, n_dummy, n_components)
+    n_iter_ : ndarray of shape (n_outputs,)
+    n_features_in_ : int
+    """
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
+                 kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
+                 alpha=1e-4, beta=1e-4, init_scale=0.01, max_iter=100, tol=1e-5,
+                 solver="cd", warm_start=False, random_state=None, verbose=0):
+        self.degree = degree
+        self.n_components = n_components
+        self.lower_degrees = lower_degrees
+        self.kernel = kernel
+        self.loss = loss
+        self.fit_linear = fit_linear
+        self.fit_intercept = fit_intercept
+        self.alpha = alpha
+        self.beta = beta
+        self.init_scale = init_scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
