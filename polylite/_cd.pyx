@@ -14,10 +14,19 @@ sample weights (sum s_i = 1) and mu the smoothness of the loss.  The model is af
 single coordinate, so for the squared loss (mu = 1) the step is the exact minimiser and the
 objective never increases for any loss.
 
-Per row, only the current prediction and the cache of the component being updated are kept:
-power sums D_1..D_{m-1} for the ANOVA kernel (from which Newton's identity gives
-A_0..A_{m-1} and the coordinate derivative), and (product of the nonzero factors, number of
-zero factors) for the all-subsets kernel.  O(n * m) memory, never a dense X.
+Per-row state.  Only the current prediction and the cache of the component being updated
+are kept, O(n * m) memory, never a dense X: power sums D_1..D_{m-1} for the ANOVA kernel
+(Newton's identity gives A_0..A_{m-1} and the coordinate derivative), or (product of the
+nonzero factors, number of zero factors) for the all-subsets kernel.  They are packed into
+one record per row so that a visit to row i touches one cache line:
+
+    [prediction, label?, weight?, cache of component s, cache of component s + 1]
+
+For the squared loss the record holds the residual y_hat - y (label 0), so no label is
+stored; weights are stored only when they are not uniform.  The cache of component s + 1 is
+accumulated during the update pass of component s, which visits exactly the (row, feature)
+pairs it needs while p_{s+1} is fixed: so only the first component of a block needs a
+separate pass over the rows to fill its cache.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
@@ -25,7 +34,57 @@ from libc.math cimport fabs
 
 from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, power_sums,
                         anova_from_power_sums, anova_coordinate_derivative)
-from ._losses cimport loss_derivative, loss_smoothness, loss_value
+from ._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
+
+
+cdef extern from *:
+    """
+    /* A volatile asm on x86-64: GCC would otherwise see the helper that holds the
+       prefetch as a side-effect-free function and delete its calls. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #define POLYLITE_PREFETCH(p) \
+        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
+    #elif defined(__GNUC__) || defined(__clang__)
+    #define POLYLITE_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+    #else
+    #define POLYLITE_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void POLYLITE_PREFETCH(const void* p) noexcept nogil
+
+cdef enum:
+    # Rows of a column are scattered in memory: request the record of the visit this many
+    # steps ahead so that its cache miss overlaps the current work.
+    PREFETCH_AHEAD = 12
+    PRED = 0
+
+
+cdef struct Layout:
+    Py_ssize_t stride     # doubles per record
+    Py_ssize_t label      # offset of the label, or -1 (squared loss: PRED is the residual)
+    Py_ssize_t weight     # offset of the weight, or -1 (uniform weights)
+    double uniform_weight
+    Py_ssize_t cache      # offset of the first of the two cache slots
+    Py_ssize_t width      # doubles per cache slot
+    int loss
+
+
+cdef inline double _dloss(const double* row, const Layout* L) noexcept nogil:
+    """Weighted loss derivative s_i * l'(y_i, y_hat_i) of one row."""
+    cdef double y = row[L.label] if L.label >= 0 else 0.0
+    cdef double s = row[L.weight] if L.weight >= 0 else L.uniform_weight
+    return s * loss_derivative(L.loss, y, row[PRED])
+
+
+cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
+    return row[L.weight] if L.weight >= 0 else L.uniform_weight
+
+
+cdef inline void _prefetch_row(const double* state, Py_ssize_t stride,
+                               const index_t* rows, Py_ssize_t z,
+                               Py_ssize_t end) noexcept nogil:
+    if z + PREFETCH_AHEAD < end:
+        POLYLITE_PREFETCH(state + rows[z + PREFETCH_AHEAD] * stride)
 
 
 cdef inline double _step(double grad, double curvature, double reg,
@@ -37,24 +96,28 @@ cdef inline double _step(double grad, double curvature, double reg,
     return -(grad + reg * value) / denominator
 
 
+# ---- ANOVA: power-sum caches ------------------------------------------------------------
+
 cdef inline double _anova_derivative(const double* D, int degree, double q, double x,
                                      double* A) noexcept nogil:
     anova_from_power_sums(D, degree - 1, A)
     return anova_coordinate_derivative(A, degree, q, x)
 
 
-cdef inline void _shift_power_sums(double* D, int width, double q_old,
-                                   double q_new) noexcept nogil:
-    cdef int t
-    cdef double po = q_old, pn = q_new
+cdef inline void _add_powers(double* D, Py_ssize_t width, double q,
+                             double sign) noexcept nogil:
+    """D[t-1] += sign * q^t for t = 1..width."""
+    cdef Py_ssize_t t
+    cdef double qt = sign * q
     for t in range(width):
-        D[t] += pn - po
-        po *= q_old
-        pn *= q_new
+        D[t] += qt
+        qt *= q
 
+
+# ---- all-subsets: (product of nonzero factors, number of zero factors) -----------------
 
 cdef inline double _subsets_rest(const double* cache, double factor) noexcept nogil:
-    """prod_{j' != j} (1 + p_j' x_j') from (product of nonzero factors, zero count)."""
+    """prod_{j' != j} (1 + p_j' x_j') from the cache, given row j's factor."""
     cdef double product = cache[0], zeros = cache[1]
     if factor == 0:
         return product if zeros == 1 else 0
@@ -73,39 +136,92 @@ cdef inline void _subsets_swap(double* cache, double old_factor,
         cache[0] *= new_factor
 
 
-cdef double _cd_anova_component(
-        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
-        const floating* csr_data, const index_t* csr_indices, const index_t* csr_indptr,
-        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, int degree,
-        floating* Pb, floating* gamma, Py_ssize_t n_dummy,
-        const double* y, const double* sw, int loss, double mu, double beta,
-        double* y_pred, double* cache, double* buf, double* A) noexcept nogil:
-    cdef Py_ssize_t i, j, z, r, start, end
-    cdef int width = degree - 1
-    cdef double p, q, x, der, dl, g, h, delta, max_change = 0
-    # Fresh power sums D_1..D_{m-1} of component s for every row (row-wise: sequential).
+# ---- the caches of one component -------------------------------------------------------
+
+cdef inline void _reset_slot(double* state, const Layout* L, Py_ssize_t n,
+                             Py_ssize_t slot, int kernel, const floating* gamma,
+                             Py_ssize_t n_dummy, Py_ssize_t k, Py_ssize_t s) noexcept nogil:
+    """Start the cache of component s in every row: the dummies' share, nothing else."""
+    cdef Py_ssize_t i, t, r
+    cdef double init[2]
+    cdef double* D
+    cdef double* base = NULL
+    if kernel == ALL_SUBSETS:
+        for i in range(n):
+            D = state + i * L.stride + slot
+            D[0] = 1
+            D[1] = 0
+        return
+    for i in range(n):
+        D = state + i * L.stride + slot
+        if base == NULL:
+            for t in range(L.width):
+                D[t] = 0
+            for r in range(n_dummy):
+                _add_powers(D, L.width, gamma[r * k + s], 1.0)
+            base = D
+        else:
+            for t in range(L.width):
+                D[t] = base[t]
+
+
+cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                     int kernel, const floating* P, Py_ssize_t k, Py_ssize_t s,
+                     const floating* gamma, Py_ssize_t n_dummy,
+                     const floating* csr_data, const index_t* csr_indices,
+                     const index_t* csr_indptr) noexcept nogil:
+    """Compute the cache of component s in every row from scratch (row-wise pass)."""
+    cdef Py_ssize_t i, z, start, end
     for i in range(n):
         start = csr_indptr[i]
         end = csr_indptr[i + 1]
-        power_sums(Pb, k, s, gamma, n_dummy, csr_indices + start, csr_data + start,
-                   end - start, width, cache + i * width)
-    # Dummy features (value 1 in every row).
+        if kernel == ALL_SUBSETS:
+            _reset_slot(state + i * L.stride, L, 1, slot, kernel, gamma, 0, k, s)
+            for z in range(start, end):
+                _subsets_swap(state + i * L.stride + slot, 1.0,
+                              1 + <double> P[csr_indices[z] * k + s] * csr_data[z])
+        else:
+            power_sums(P, k, s, gamma, n_dummy, csr_indices + start, csr_data + start,
+                       end - start, L.width, state + i * L.stride + slot)
+
+
+cdef double _cd_component(
+        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
+        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, int kernel, int degree,
+        floating* Pb, floating* gamma, Py_ssize_t n_dummy, bint has_next,
+        double mu, double beta, double* state, const Layout* L, Py_ssize_t cur,
+        Py_ssize_t nxt, double* buf, double* A) noexcept nogil:
+    """Update every coordinate of component s; the cache in slot ``cur`` must be current.
+
+    When ``has_next``, also build the cache of component s + 1 in slot ``nxt``.
+    Returns the largest |step|.
+    """
+    cdef Py_ssize_t i, j, z, r, start, end, stride = L.stride, width = L.width
+    cdef bint anova = kernel == ANOVA
+    cdef double p, x, der, g, h, delta, max_change = 0, p_next
+    cdef double* row
+    if has_next:
+        _reset_slot(state, L, n, nxt, kernel, gamma, n_dummy, k, s + 1)
+    # Dummy features (value 1 in every row; ANOVA only).
     for r in range(n_dummy):
         p = gamma[r * k + s]
         g = 0
         h = 0
         for i in range(n):
-            der = _anova_derivative(cache + i * width, degree, p, 1.0, A)
+            row = state + i * stride
+            der = _anova_derivative(row + cur, degree, p, 1.0, A)
             buf[i] = der
-            g += sw[i] * loss_derivative(loss, y[i], y_pred[i]) * der
-            h += sw[i] * der * der
+            g += _dloss(row, L) * der
+            h += _weight(row, L) * der * der
         delta = _step(g, mu * h, beta, p)
         if delta != 0:
             gamma[r * k + s] = <floating> (p + delta)
             delta = gamma[r * k + s] - p  # the step actually taken in this precision
             for i in range(n):
-                y_pred[i] += delta * buf[i]
-                _shift_power_sums(cache + i * width, width, p, p + delta)
+                row = state + i * stride
+                row[PRED] += delta * buf[i]
+                _add_powers(row + cur, width, p, -1.0)
+                _add_powers(row + cur, width, p + delta, 1.0)
             max_change = max(max_change, fabs(delta))
     # Features, through the CSC copy: column j lists the rows that contain j.
     for j in range(d):
@@ -117,67 +233,40 @@ cdef double _cd_anova_component(
         g = 0
         h = 0
         for z in range(start, end):
-            i = csc_indices[z]
+            _prefetch_row(state, stride, csc_indices, z, end)
+            row = state + csc_indices[z] * stride
             x = csc_data[z]
-            der = _anova_derivative(cache + i * width, degree, p * x, x, A)
+            if anova:
+                der = _anova_derivative(row + cur, degree, p * x, x, A)
+            else:
+                der = x * _subsets_rest(row + cur, 1 + p * x)
             buf[z - start] = der
-            g += sw[i] * loss_derivative(loss, y[i], y_pred[i]) * der
-            h += sw[i] * der * der
+            g += _dloss(row, L) * der
+            h += _weight(row, L) * der * der
         delta = _step(g, mu * h, beta, p)
-        if delta == 0:
+        if delta != 0:
+            Pb[j * k + s] = <floating> (p + delta)
+            delta = Pb[j * k + s] - p
+            max_change = max(max_change, fabs(delta))
+        elif not has_next:
             continue
-        Pb[j * k + s] = <floating> (p + delta)
-        delta = Pb[j * k + s] - p
+        p_next = Pb[j * k + s + 1] if has_next else 0
         for z in range(start, end):
-            i = csc_indices[z]
+            _prefetch_row(state, stride, csc_indices, z, end)
+            row = state + csc_indices[z] * stride
             x = csc_data[z]
-            y_pred[i] += delta * buf[z - start]
-            _shift_power_sums(cache + i * width, width, p * x, (p + delta) * x)
-        max_change = max(max_change, fabs(delta))
-    return max_change
-
-
-cdef double _cd_subsets_component(
-        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
-        const floating* csr_data, const index_t* csr_indices, const index_t* csr_indptr,
-        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, floating* P,
-        const double* y, const double* sw, int loss, double mu, double beta,
-        double* y_pred, double* cache, double* buf) noexcept nogil:
-    cdef Py_ssize_t i, j, z, start, end
-    cdef double p, x, f, der, g, h, delta, max_change = 0
-    # Per row: cache[0] = product of the nonzero factors 1 + p_js x_ij, cache[1] = zeros.
-    for i in range(n):
-        cache[2 * i] = 1
-        cache[2 * i + 1] = 0
-        for z in range(csr_indptr[i], csr_indptr[i + 1]):
-            f = 1 + <double> P[csr_indices[z] * k + s] * csr_data[z]
-            _subsets_swap(cache + 2 * i, 1.0, f)
-    for j in range(d):
-        start = csc_indptr[j]
-        end = csc_indptr[j + 1]
-        if start == end:
-            continue
-        p = P[j * k + s]
-        g = 0
-        h = 0
-        for z in range(start, end):
-            i = csc_indices[z]
-            x = csc_data[z]
-            der = x * _subsets_rest(cache + 2 * i, 1 + p * x)
-            buf[z - start] = der
-            g += sw[i] * loss_derivative(loss, y[i], y_pred[i]) * der
-            h += sw[i] * der * der
-        delta = _step(g, mu * h, beta, p)
-        if delta == 0:
-            continue
-        P[j * k + s] = <floating> (p + delta)
-        delta = P[j * k + s] - p
-        for z in range(start, end):
-            i = csc_indices[z]
-            x = csc_data[z]
-            y_pred[i] += delta * buf[z - start]
-            _subsets_swap(cache + 2 * i, 1 + p * x, 1 + (p + delta) * x)
-        max_change = max(max_change, fabs(delta))
+            if delta != 0:
+                row[PRED] += delta * buf[z - start]
+                if anova:
+                    _add_powers(row + cur, width, p * x, -1.0)
+                    _add_powers(row + cur, width, (p + delta) * x, 1.0)
+                else:
+                    _subsets_swap(row + cur, 1 + p * x, 1 + (p + delta) * x)
+            if has_next:
+                if anova:
+                    _add_powers(row + nxt, width, p_next * x, 1.0)
+                else:
+                    _subsets_swap(row + nxt, 1.0, 1 + p_next * x)
     return max_change
 
 
@@ -197,19 +286,33 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     """
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0]
-    cdef Py_ssize_t i, j, z, b, s, start, end, longest = n
+    cdef Py_ssize_t i, j, z, b, s, start, end, longest = n, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
     cdef double g, h, x, delta, max_change = 0, change
+    cdef bint uniform = True
+    cdef Layout L
     for b in range(n_blocks):
         max_degree = max(max_degree, degrees[b])
     for j in range(d):
         longest = max(longest, csc_indptr[j + 1] - csc_indptr[j])
-    cdef double* cache = <double*> malloc(n * max(max_degree - 1, 2) * sizeof(double) + 1)
+    for i in range(1, n):
+        if sample_weight[i] != sample_weight[0]:
+            uniform = False
+            break
+    L.loss = loss
+    L.label = -1 if loss == SQUARED else 1
+    L.weight = -1 if uniform else 1 + (L.label >= 0)
+    L.uniform_weight = sample_weight[0] if n > 0 else 0
+    L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
+    L.width = 2 if kernel == ALL_SUBSETS else max_degree - 1
+    L.stride = L.cache + 2 * L.width
+    cdef double* state = <double*> malloc(n * L.stride * sizeof(double) + 1)
     cdef double* buf = <double*> malloc(longest * sizeof(double) + 1)
     cdef double* A = <double*> malloc((max_degree + 1) * sizeof(double))
-    if cache == NULL or buf == NULL or A == NULL:
-        free(cache)
+    cdef double* row
+    if state == NULL or buf == NULL or A == NULL:
+        free(state)
         free(buf)
         free(A)
         raise MemoryError("not enough memory for the coordinate descent caches")
@@ -220,19 +323,29 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     cdef const index_t* csr_ind = &csr_indices[0] if csr_indices.shape[0] > 0 else NULL
     try:
         with nogil:
+            for i in range(n):
+                row = state + i * L.stride
+                if L.label >= 0:
+                    row[PRED] = y_pred[i]
+                    row[L.label] = y[i]
+                else:
+                    row[PRED] = y_pred[i] - y[i]
+                if L.weight >= 0:
+                    row[L.weight] = sample_weight[i]
             if fit_intercept and n > 0:
                 g = 0
                 h = 0
                 for i in range(n):
-                    g += sample_weight[i] * loss_derivative(loss, y[i], y_pred[i])
-                    h += sample_weight[i]
+                    row = state + i * L.stride
+                    g += _dloss(row, &L)
+                    h += _weight(row, &L)
                 delta = _step(g, mu * h, 0.0, intercept[0])
                 if delta != 0:
                     change = intercept[0]
                     intercept[0] = <floating> (intercept[0] + delta)
                     delta = intercept[0] - change
                     for i in range(n):
-                        y_pred[i] += delta
+                        state[i * L.stride] += delta
                     max_change = max(max_change, fabs(delta))
             if fit_linear:
                 for j in range(d):
@@ -241,10 +354,11 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                     g = 0
                     h = 0
                     for z in range(start, end):
-                        i = csc_indices[z]
+                        _prefetch_row(state, L.stride, csc_ind, z, end)
+                        row = state + csc_indices[z] * L.stride
                         x = csc_data[z]
-                        g += sample_weight[i] * loss_derivative(loss, y[i], y_pred[i]) * x
-                        h += sample_weight[i] * x * x
+                        g += _dloss(row, &L) * x
+                        h += _weight(row, &L) * x * x
                     delta = _step(g, mu * h, alpha, w[j])
                     if delta == 0:
                         continue
@@ -252,27 +366,30 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                     w[j] = <floating> (w[j] + delta)
                     delta = w[j] - change
                     for z in range(start, end):
-                        y_pred[csc_indices[z]] += delta * csc_data[z]
+                        state[csc_indices[z] * L.stride] += delta * csc_data[z]
                     max_change = max(max_change, fabs(delta))
             for b in range(n_blocks):
+                if kernel == ANOVA:
+                    L.width = degrees[b] - 1
                 for s in range(k):
-                    if kernel == ANOVA:
-                        change = _cd_anova_component(
-                            csc_val, csc_ind, &csc_indptr[0], csr_val, csr_ind,
-                            &csr_indptr[0], n, d, k, s, degrees[b],
-                            &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
-                            n_dummy if b == 0 else 0,
-                            &y[0], &sample_weight[0], loss, mu, beta, &y_pred[0],
-                            cache, buf, A)
-                    else:
-                        change = _cd_subsets_component(
-                            csc_val, csc_ind, &csc_indptr[0], csr_val, csr_ind,
-                            &csr_indptr[0], n, d, k, s, &P[b, 0, 0],
-                            &y[0], &sample_weight[0], loss, mu, beta, &y_pred[0],
-                            cache, buf)
+                    # Alternate the two cache slots between consecutive components.
+                    cur = L.cache + (s % 2) * L.width
+                    nxt = L.cache + ((s + 1) % 2) * L.width
+                    if s == 0:
+                        _fill_slot(state, &L, n, cur, kernel, &P[b, 0, 0], k, s,
+                                   gamma_ptr if b == 0 else NULL,
+                                   n_dummy if b == 0 else 0, csr_val, csr_ind,
+                                   &csr_indptr[0])
+                    change = _cd_component(
+                        csc_val, csc_ind, &csc_indptr[0], n, d, k, s, kernel,
+                        degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
+                        n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
+                        cur, nxt, buf, A)
                     max_change = max(max_change, change)
+            for i in range(n):
+                y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
     finally:
-        free(cache)
+        free(state)
         free(buf)
         free(A)
     return max_change

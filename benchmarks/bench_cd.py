@@ -1,0 +1,95 @@
+"""Coordinate descent speed: seconds per epoch against X @ P on recommender-shaped data.
+
+Data: 10^6 rows, one-hot user (50,000 levels) and item (30,000 levels) fields with power-law
+popularity and 3 numeric columns (5 nonzeros per row); k = 10; degrees 2, 3, 4 (separate
+factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the median time of
+the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
+CSC copy, objective per epoch) divided by its epochs.  The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in
+the same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers) plus the
+solver's C caches, against the size of X.
+
+    python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
+"""
+import argparse
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+from polylite import FactorizationMachineRegressor, _cd
+from polylite.datasets import make_recommender
+
+_epoch = _cd.cd_epoch
+epoch_times = []
+
+
+def timed_epoch(*args):
+    """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch)."""
+    start = time.perf_counter()
+    out = _epoch(*args)
+    epoch_times.append(time.perf_counter() - start)
+    return out
+
+
+_cd.cd_epoch = timed_epoch
+
+
+def median_time(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=50_000)
+    parser.add_argument("--items", type=int, default=30_000)
+    parser.add_argument("--components", type=int, default=10)
+    parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    args = parser.parse_args()
+    dtype = np.dtype(args.dtype)
+
+    X, y = make_recommender(args.rows, args.users, args.items, 3, dtype=dtype,
+                            random_state=0)
+    k = args.components
+    P = np.random.default_rng(0).normal(size=(X.shape[1], k)).astype(dtype)
+    xp = median_time(lambda: X @ P, 7)
+    nnz = X.nnz
+    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    print(f"X: {X.shape[0]} x {X.shape[1]}, {nnz} nonzeros, {dtype}, "
+          f"{x_bytes / 2**20:.0f} MiB; k = {k}")
+    print(f"X @ P: {xp * 1e3:.1f} ms = {xp / (nnz * k) * 1e9:.2f} ns per nonzero x component")
+    print()
+    print(f"{'degree':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'x (X@P)':>8} "
+          f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7}")
+    warnings.simplefilter("ignore")
+    for degree in args.degrees:
+        fm = FactorizationMachineRegressor(degree=degree, n_components=k,
+                                           max_iter=args.epochs, tol=0, random_state=0,
+                                           init_scale=0.1)
+        epoch_times.clear()
+        tracemalloc.start()
+        start = time.perf_counter()
+        fm.fit(X, y)
+        fit_time = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        # The solver's packed per-row state is malloc'd outside tracemalloc's view:
+        # n records of 3 + (m - 1) doubles, plus the longest column in doubles.
+        peak += 8 * (X.shape[0] * (3 + max(degree - 1, 2)) + X.shape[0])
+        epoch = float(np.median(epoch_times))
+        print(f"{degree:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
+              f"{epoch / xp:>8.1f} {fit_time / len(epoch_times):>12.3f} "
+              f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
