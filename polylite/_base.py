@@ -84,7 +84,14 @@ class _PolynomialModel(BaseEstimator):
             raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
         if not isinstance(self.fit_linear, (bool, np.bool_)):
             raise ValueError(f"fit_linear must be a bool, got {self.fit_linear!r}")
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
         _check_choice(self.solver, "solver", self._solvers)
+        try:
+            check_random_state(self.random_state)
+        except ValueError:
+            raise ValueError(f"random_state must be None, an integer in [0, 2**32) or a "
+                             f"numpy RandomState, got {self.random_state!r}") from None
 
     _solvers = ("cd",)
 
@@ -110,11 +117,17 @@ class _PolynomialModel(BaseEstimator):
         return kernels.check_X(X, dtype=dtype, accept_dense=False), y
 
     # ---- parameters of the outputs --------------------------------------------------
+    #
+    # While fitting, the parameters live in a *stack*: a dict of arrays with a leading
+    # axis over the outputs, of which the solver updates one output's views at a time.
+    # The fitted attributes (``P_`` ...) are the only state kept after ``fit``; prediction
+    # and saving rebuild a stack of views from them and never modify the estimator.
 
     def _allocate(self, n_outputs, n_features, dtype):
+        """A fresh stack of zero parameters (``lam`` ones) for ``n_outputs`` outputs."""
         _, degrees, n_dummy = self._structure()
         k = self.n_components
-        self._stack = dict(
+        return dict(
             intercept=np.zeros((n_outputs, 1), dtype),
             w=np.zeros((n_outputs, n_features), dtype),
             P=np.zeros((n_outputs, len(degrees), n_features, k), dtype),
@@ -122,60 +135,58 @@ class _PolynomialModel(BaseEstimator):
             lam=np.ones((n_outputs, k), dtype),
         )
 
-    def _output(self, o):
-        return _OutputParams(**{name: a[o] for name, a in self._stack.items()})
+    @staticmethod
+    def _output(stack, o):
+        return _OutputParams(**{name: a[o] for name, a in stack.items()})
 
-    def _publish(self):
-        """Expose the stacked arrays as the documented fitted attributes."""
-        st = self._stack
+    def _publish(self, stack):
+        """Expose the arrays of ``stack`` as the documented fitted attributes."""
         if self._is_classifier:
-            self.intercept_ = st["intercept"][:, 0]
-            self.w_, self.P_, self.gamma_ = st["w"], st["P"], st["gamma"]
+            self.intercept_ = stack["intercept"][:, 0]
+            self.w_, self.P_, self.gamma_ = stack["w"], stack["P"], stack["gamma"]
         else:
-            self.intercept_ = float(st["intercept"][0, 0])
-            self.w_, self.P_, self.gamma_ = st["w"][0], st["P"][0], st["gamma"][0]
+            self.intercept_ = float(stack["intercept"][0, 0])
+            self.w_, self.P_, self.gamma_ = stack["w"][0], stack["P"][0], stack["gamma"][0]
         if self._has_lam:
-            self.lam_ = st["lam"] if self._is_classifier else st["lam"][0]
+            self.lam_ = stack["lam"] if self._is_classifier else stack["lam"][0]
 
     _has_lam = False
 
-    def _restack(self, copy=False):
-        """Rebuild the stacked arrays from the fitted attributes (views unless ``copy``)."""
+    def _stacked(self, copy=False):
+        """The stack of the fitted attributes (views of them unless ``copy``)."""
         lead = (lambda a: a) if self._is_classifier else (lambda a: a[np.newaxis])
         dtype = self.P_.dtype
         intercept = np.array(self.intercept_, dtype=dtype).reshape(-1, 1)
         k = self.P_.shape[-1]
         lam = lead(self.lam_) if self._has_lam else np.ones((intercept.shape[0], k), dtype)
-        self._stack = {name: np.array(a, dtype=dtype, copy=copy or None) for name, a in
-                       dict(intercept=intercept, w=lead(self.w_), P=lead(self.P_),
-                            gamma=lead(self.gamma_), lam=lam).items()}
+        return {name: np.array(a, dtype=dtype, copy=copy or None) for name, a in
+                dict(intercept=intercept, w=lead(self.w_), P=lead(self.P_),
+                     gamma=lead(self.gamma_), lam=lam).items()}
 
-    def _can_warm_start(self, n_outputs, n_features, dtype):
+    def _warm_stack(self, n_outputs, n_features, dtype):
+        """A copy of the previous fit's stack to continue from, or None to start afresh."""
         if not (self.warm_start and hasattr(self, "P_")):
-            return False
-        self._restack(copy=True)
+            return None
+        stack = self._stacked(copy=True)
         _, degrees, n_dummy = self._structure()
-        st = self._stack
         expected = (n_outputs, len(degrees), n_features, self.n_components)
-        if st["P"].shape != expected or st["gamma"].shape[1] != n_dummy:
+        if stack["P"].shape != expected or stack["gamma"].shape[1] != n_dummy:
             raise ValueError(
-                f"warm_start=True but the fitted factors have shape {st['P'].shape[1:]}, "
+                f"warm_start=True but the fitted factors have shape {stack['P'].shape[1:]}, "
                 f"which does not match the current parameters and data "
                 f"{expected[1:]}; set warm_start=False to refit from scratch")
-        if st["P"].dtype != dtype:
-            for name in st:
-                st[name] = st[name].astype(dtype)
-        return True
+        return {name: a.astype(dtype, copy=False) for name, a in stack.items()}
 
     # ---- prediction -------------------------------------------------------------------
 
     def _decision(self, X):
         """Raw outputs, shape (n_samples, n_outputs)."""
         kernel, degrees, _ = self._structure()
-        n_outputs = self._stack["P"].shape[0]
-        out = np.empty((X.shape[0], n_outputs), dtype=self._stack["P"].dtype)
+        stack = self._stacked()
+        n_outputs = stack["P"].shape[0]
+        out = np.empty((X.shape[0], n_outputs), dtype=stack["P"].dtype)
         for o in range(n_outputs):
-            out[:, o] = self._predict_output(X, self._output(o), kernel, degrees)
+            out[:, o] = self._predict_output(X, self._output(stack, o), kernel, degrees)
         return out
 
     def _predict_output(self, X, params, kernel, degrees):
@@ -199,21 +210,27 @@ class _PolynomialModel(BaseEstimator):
             raise ValueError("sample_weight must have a positive sum")
         sw = sw / total
         dtype = X.dtype
-        if not self._can_warm_start(n_outputs, d, dtype):
-            self._allocate(n_outputs, d, dtype)
+        stack = self._warm_stack(n_outputs, d, dtype)
+        if stack is None:
+            stack = self._allocate(n_outputs, d, dtype)
             rng = check_random_state(self.random_state)
             for o in range(n_outputs):
-                self._init_nonlinear(self._output(o), rng)
-        X_csc = X.tocsc() if self.solver == "cd" else None
-        if X_csc is not None:
+                self._init_nonlinear(self._output(stack, o), rng)
+        X_csc = None
+        if self.solver == "cd":
+            X_csc = X.tocsc()
             X_csc.sort_indices()
+            # The solver takes both copies with one index type (scipy may have narrowed
+            # the CSC indices of a CSR matrix with 64-bit indices).
+            X_csc.indices = X_csc.indices.astype(X.indices.dtype, copy=False)
+            X_csc.indptr = X_csc.indptr.astype(X.indptr.dtype, copy=False)
         n_iter = []
         for o in range(n_outputs):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
-            n_iter.append(self._fit_one_output(X, X_csc, y, sw, self._output(o), loss,
-                                               label=o if n_outputs > 1 else None))
+            n_iter.append(self._fit_one_output(X, X_csc, y, sw, self._output(stack, o),
+                                               loss, label=o if n_outputs > 1 else None))
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
-        self._publish()
+        self._publish(stack)
         return self
 
     def _objective(self, y, y_pred, sw, params, loss_code):

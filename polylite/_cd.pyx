@@ -27,12 +27,21 @@ stored; weights are stored only when they are not uniform.  The cache of compone
 accumulated during the update pass of component s, which visits exactly the (row, feature)
 pairs it needs while p_{s+1} is fixed: so only the first component of a block needs a
 separate pass over the rows to fill its cache.
+
+Polynomial networks (kernel POLYNOMIAL, term lam_s (gamma_s + <p_s, x>)^m) are not affine
+in p_js, so the plain step does not apply.  Each p_js and gamma_s takes a Newton step on
+the objective along the coordinate, with the curvature
+sum_i s_i (mu a_i^2 + |l'_i b_i|) + reg (a_i, b_i: first and second derivatives of row i's
+prediction), which is positive, then the step is halved until the exact change of the
+objective along the coordinate (cheap: only the column's rows change) satisfies Armijo's
+condition.  So the objective never increases here either.  lam_s enters linearly and takes
+the exact bound step.  The per-row cache is the linear form u_i = gamma_s + <p_s, x_i>.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs
 
-from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, power_sums,
+from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL, power_sums,
                         anova_from_power_sums, anova_coordinate_derivative)
 from ._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
 
@@ -146,6 +155,10 @@ cdef inline void _reset_slot(double* state, const Layout* L, Py_ssize_t n,
     cdef double init[2]
     cdef double* D
     cdef double* base = NULL
+    if kernel == POLYNOMIAL:
+        for i in range(n):
+            state[i * L.stride + slot] = gamma[s] if n_dummy > 0 else 0
+        return
     if kernel == ALL_SUBSETS:
         for i in range(n):
             D = state + i * L.stride + slot
@@ -175,7 +188,11 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
     for i in range(n):
         start = csr_indptr[i]
         end = csr_indptr[i + 1]
-        if kernel == ALL_SUBSETS:
+        if kernel == POLYNOMIAL:
+            _reset_slot(state + i * L.stride, L, 1, slot, kernel, gamma, n_dummy, k, s)
+            for z in range(start, end):
+                state[i * L.stride + slot] += <double> P[csr_indices[z] * k + s] * csr_data[z]
+        elif kernel == ALL_SUBSETS:
             _reset_slot(state + i * L.stride, L, 1, slot, kernel, gamma, 0, k, s)
             for z in range(start, end):
                 _subsets_swap(state + i * L.stride + slot, 1.0,
@@ -269,6 +286,133 @@ cdef double _cd_component(
                     _subsets_swap(row + nxt, 1.0, 1 + p_next * x)
     return max_change
 
+# ---- polynomial networks ----------------------------------------------------------------
+
+cdef enum:
+    MAX_HALVINGS = 30
+
+cdef inline double _power(double base, int m) noexcept nogil:
+    cdef double r = 1
+    cdef int i
+    for i in range(m):
+        r *= base
+    return r
+
+
+cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
+                             const index_t* rows, const floating* values,
+                             Py_ssize_t count, bint dense_column,
+                             double* state, const Layout* L, Py_ssize_t cur,
+                             double mu) noexcept nogil:
+    """Safeguarded Newton step on one coordinate of a PN component; returns the step.
+
+    The coordinate's column is ``rows``/``values`` (``count`` entries) or, when
+    ``dense_column``, every row with value 1 (gamma_s).  Updates the predictions and the
+    cached linear forms in slot ``cur``.
+    """
+    cdef Py_ssize_t z, i
+    cdef double x, u, um2, a, b, dl, g = 0, h = 0, delta, change, y_i, s_i, old, new
+    cdef double* row
+    cdef int halving
+    for z in range(count):
+        i = z if dense_column else rows[z]
+        x = 1.0 if dense_column else values[z]
+        row = state + i * L.stride
+        u = row[cur]
+        um2 = _power(u, degree - 2)
+        a = lam_s * degree * um2 * u * x
+        b = lam_s * degree * (degree - 1) * um2 * x * x
+        dl = _dloss(row, L)
+        g += dl * a
+        h += _weight(row, L) * mu * a * a + fabs(dl * b)
+    g += reg * p
+    h += reg
+    if h <= 0 or g == 0:
+        return 0
+    delta = -g / h
+    for halving in range(MAX_HALVINGS):
+        # Exact change of the objective along the coordinate for this step.
+        change = 0.5 * reg * ((p + delta) * (p + delta) - p * p)
+        for z in range(count):
+            i = z if dense_column else rows[z]
+            x = 1.0 if dense_column else values[z]
+            row = state + i * L.stride
+            u = row[cur]
+            y_i = row[L.label] if L.label >= 0 else 0.0
+            s_i = _weight(row, L)
+            old = row[PRED]
+            new = old + lam_s * (_power(u + delta * x, degree) - _power(u, degree))
+            change += s_i * (loss_value(L.loss, y_i, new) - loss_value(L.loss, y_i, old))
+        if change <= 1e-4 * delta * g:
+            break
+        delta *= 0.5
+    else:
+        return 0
+    for z in range(count):
+        i = z if dense_column else rows[z]
+        x = 1.0 if dense_column else values[z]
+        row = state + i * L.stride
+        u = row[cur]
+        row[PRED] += lam_s * (_power(u + delta * x, degree) - _power(u, degree))
+        row[cur] = u + delta * x
+    return delta
+
+
+cdef double _cd_poly_component(
+        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
+        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, int degree,
+        floating* P, floating* gamma, Py_ssize_t n_dummy, floating* lam, bint fit_lam,
+        bint has_next, double mu, double beta, double* state, const Layout* L,
+        Py_ssize_t cur, Py_ssize_t nxt) noexcept nogil:
+    """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i)."""
+    cdef Py_ssize_t i, j, z, start, end
+    cdef double p, x, g, h, feature, delta, max_change = 0, p_next
+    cdef double* row
+    if has_next:
+        _reset_slot(state, L, n, nxt, POLYNOMIAL, gamma, n_dummy, k, s + 1)
+    if fit_lam:
+        # The prediction is linear in lam_s: exact bound step.
+        g = 0
+        h = 0
+        for i in range(n):
+            row = state + i * L.stride
+            feature = _power(row[cur], degree)
+            g += _dloss(row, L) * feature
+            h += _weight(row, L) * feature * feature
+        delta = _step(g, mu * h, beta, lam[s])
+        if delta != 0:
+            p = lam[s]
+            lam[s] = <floating> (p + delta)
+            delta = lam[s] - p
+            for i in range(n):
+                row = state + i * L.stride
+                row[PRED] += delta * _power(row[cur], degree)
+            max_change = max(max_change, fabs(delta))
+    if n_dummy > 0:
+        p = gamma[s]
+        delta = _poly_coordinate(p, beta, degree, lam[s], <const index_t*> NULL,
+                                 <const floating*> NULL, n,
+                                 True, state, L, cur, mu)
+        if delta != 0:
+            gamma[s] = <floating> (p + delta)
+            max_change = max(max_change, fabs(delta))
+    for j in range(d):
+        start = csc_indptr[j]
+        end = csc_indptr[j + 1]
+        if start == end:
+            continue
+        p = P[j * k + s]
+        delta = _poly_coordinate(p, beta, degree, lam[s], csc_indices + start,
+                                 csc_data + start, end - start, False, state, L, cur, mu)
+        if delta != 0:
+            P[j * k + s] = <floating> (p + delta)
+            max_change = max(max_change, fabs(delta))
+        if has_next:
+            p_next = P[j * k + s + 1]
+            for z in range(start, end):
+                state[csc_indices[z] * L.stride + nxt] += p_next * csc_data[z]
+    return max_change
+
 
 def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
              const index_t[::1] csc_indptr,
@@ -278,12 +422,16 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
              floating[::1] intercept, floating[::1] w, floating[:, :, ::1] P,
              const int[::1] degrees, floating[:, ::1] gamma,
              int kernel, int loss, double alpha, double beta,
-             bint fit_intercept, bint fit_linear, double[::1] y_pred):
+             bint fit_intercept, bint fit_linear, double[::1] y_pred,
+             floating[::1] lam=None, bint fit_lam=False):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``sample_weight`` must sum to 1; ``y_pred`` must hold the model's current predictions
-    on entry and holds them on return.  ``intercept`` is a length-1 array.
+    on entry and holds them on return.  ``intercept`` is a length-1 array.  ``lam`` (the
+    output weights of the polynomial kernel) is required for kernel POLYNOMIAL.
     """
+    if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != P.shape[2]):
+        raise ValueError("the polynomial kernel needs one output weight per component")
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0]
     cdef Py_ssize_t i, j, z, b, s, start, end, longest = n, cur, nxt
@@ -305,7 +453,7 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     L.weight = -1 if uniform else 1 + (L.label >= 0)
     L.uniform_weight = sample_weight[0] if n > 0 else 0
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
-    L.width = 2 if kernel == ALL_SUBSETS else max_degree - 1
+    L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     L.stride = L.cache + 2 * L.width
     cdef double* state = <double*> malloc(n * L.stride * sizeof(double) + 1)
     cdef double* buf = <double*> malloc(longest * sizeof(double) + 1)
@@ -371,6 +519,8 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
             for b in range(n_blocks):
                 if kernel == ANOVA:
                     L.width = degrees[b] - 1
+                if kernel == POLYNOMIAL and b > 0:
+                    break
                 for s in range(k):
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width
@@ -380,6 +530,13 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                                    gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0])
+                    if kernel == POLYNOMIAL:
+                        change = _cd_poly_component(
+                            csc_val, csc_ind, &csc_indptr[0], n, d, k, s, degrees[0],
+                            &P[0, 0, 0], gamma_ptr, n_dummy, &lam[0], fit_lam,
+                            s + 1 < k, mu, beta, state, &L, cur, nxt)
+                        max_change = max(max_change, change)
+                        continue
                     change = _cd_component(
                         csc_val, csc_ind, &csc_indptr[0], n, d, k, s, kernel,
                         degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,

@@ -1,6 +1,6 @@
 """One-vs-rest classification on top of :class:`polylite._base._PolynomialModel`."""
 import numpy as np
-from scipy.special import expit
+from scipy.special import logsumexp
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -18,6 +18,10 @@ class _OneVsRestMixin:
     """
 
     _is_classifier = True
+
+    def _check_params(self):
+        super()._check_params()
+        _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
 
     def fit(self, X, y, sample_weight=None):
         """Fit the classifier.
@@ -70,7 +74,6 @@ class _OneVsRestMixin:
         """
         self._validate_X_predict()
         X = self._prepare_X(X, reset=False)
-        self._restack()
         scores = self._decision(X)
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
@@ -86,22 +89,40 @@ class _OneVsRestMixin:
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Class probabilities (logistic loss only), shape (n_samples, n_classes).
+        """Class probabilities (logistic loss only).
 
         Binary: ``[1 - sigmoid(f), sigmoid(f)]``.  Multi-class: the one-vs-rest sigmoids
         normalised to sum to one.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
         """
-        scores = np.asarray(self.decision_function(X), dtype=np.float64)
-        if scores.ndim == 1:
-            p = expit(scores)
-            return np.column_stack([1 - p, p])
-        p = expit(scores)
-        return p / p.sum(axis=1, keepdims=True)
+        return np.exp(self.predict_log_proba(X))
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, computed without under- or overflow.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        scores = np.asarray(self.decision_function(X), dtype=np.float64)
+        if scores.ndim == 1:
+            # log sigmoid(f) = -log(1 + exp(-f)), log(1 - sigmoid(f)) = -log(1 + exp(f))
+            return np.column_stack([-np.logaddexp(0.0, scores),
+                                    -np.logaddexp(0.0, -scores)])
+        log_sigmoid = -np.logaddexp(0.0, -scores)
+        return log_sigmoid - logsumexp(log_sigmoid, axis=1, keepdims=True)
 
 
 class _RegressorFitMixin:
@@ -140,5 +161,4 @@ class _RegressorFitMixin:
         """
         self._validate_X_predict()
         X = self._prepare_X(X, reset=False)
-        self._restack()
         return self._decision(X)[:, 0]

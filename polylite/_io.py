@@ -2,11 +2,11 @@
 
 The archive holds one uint8 array ``header`` (UTF-8 JSON) and the fitted arrays.  The
 header names the format and its version, the estimator class, its parameters, the library
-version, scalar fitted attributes and the shape and dtype of every array.  Loading uses
-``allow_pickle=False`` and only instantiates classes from polylite's own registry, so a
-model file never executes code; everything in it is checked before it is used.
+version, scalar fitted attributes and the shape and dtype of every array.  Loading refuses
+object arrays from their ``.npy`` headers, reads with ``allow_pickle=False`` and only
+instantiates classes from polylite's own registry, so a model file never executes code;
+everything in it is checked before it is used.
 """
-import io
 import json
 import numbers
 import os
@@ -53,10 +53,10 @@ def _json_param(name, value):
 
 
 def _fitted_arrays(est):
-    arrays = {name: np.asarray(est._stack[name]) for name in ("intercept", "w", "P",
-                                                               "gamma")}
+    stack = est._stacked()
+    arrays = {name: stack[name] for name in ("intercept", "w", "P", "gamma")}
     if est._has_lam:
-        arrays["lam"] = np.asarray(est._stack["lam"])
+        arrays["lam"] = stack["lam"]
     arrays["n_iter"] = np.atleast_1d(np.asarray(est.n_iter_, dtype=np.int64))
     meta = {"n_features_in_": int(est.n_features_in_)}
     if hasattr(est, "classes_"):
@@ -80,7 +80,6 @@ def save_model(est, path):
     check_is_fitted(est)
     if type(est).__name__ not in _model_classes():
         raise TypeError(f"{type(est).__name__} cannot be saved by polylite")
-    est._restack()
     arrays, meta = _fitted_arrays(est)
     header = {
         "format": FORMAT_NAME,
@@ -106,23 +105,69 @@ def save_model(est, path):
         raise
 
 
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _npy_header(member):
+    """(shape, dtype) from the header of one ``.npy`` member, without reading its data."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f"unsupported .npy format version {version}")
+    return shape, dtype
+
+
 def _read_archive(path):
+    """The header and the arrays of a model file; never unpickles anything."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelFileError(f"no model file at {path!r}")
     if not zipfile.is_zipfile(path):
+        try:
+            with open(path, "rb") as f:
+                looks_like_zip = f.read(4) == _ZIP_MAGIC
+        except OSError:
+            looks_like_zip = False
+        if looks_like_zip:
+            raise ModelFileError(f"{path!r} is truncated or corrupt (an incomplete .npz "
+                                 f"archive)")
         raise ModelFileError(f"{path!r} is not a polylite model file (not an .npz archive)")
     try:
+        # Refuse object arrays from their .npy headers, before np.load sees them.
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as member:
+                    try:
+                        _, dtype = _npy_header(member)
+                    except ValueError:
+                        continue  # not an array; np.load reports it below
+                if dtype.hasobject:
+                    raise ModelFileError(
+                        f"{path!r}: member {info.filename!r} holds Python objects "
+                        f"(pickled data), which polylite never loads")
         with np.load(path, allow_pickle=False) as npz:
             if "header" not in npz.files:
                 raise ModelFileError(f"{path!r} is not a polylite model file (no header)")
-            header = json.loads(bytes(npz["header"]).decode("utf-8"))
+            blob = npz["header"]
+            if not isinstance(blob, np.ndarray) or blob.dtype != np.uint8 or blob.ndim != 1:
+                raise ModelFileError(f"{path!r} is not a polylite model file (its header "
+                                     f"is not an array of UTF-8 bytes)")
+            try:
+                header = json.loads(blob.tobytes().decode("utf-8"))
+            except (ValueError, RecursionError) as exc:
+                raise ModelFileError(f"{path!r} has an unreadable header: {exc}") from None
             arrays = {name: npz[name] for name in npz.files if name != "header"}
+        for name, value in arrays.items():
+            if not isinstance(value, np.ndarray):  # np.load returns raw bytes for those
+                raise ModelFileError(f"{path!r}: member {name!r} is not a NumPy array")
     except ModelFileError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, UnicodeDecodeError,
-            KeyError) as exc:
-        raise ModelFileError(f"{path!r} is corrupt or truncated: {exc}") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError,
+            NotImplementedError) as exc:
+        raise ModelFileError(f"{path!r} is truncated or corrupt: {exc}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{path!r} is not a polylite model file (foreign header)")
     return header, arrays
@@ -145,12 +190,13 @@ def load(path):
     ModelFileError
         (a ValueError) if the file is missing, truncated, not a polylite model, written by
         a newer format version, or inconsistent (unknown class or parameters, arrays of the
-        wrong shape or dtype, non-finite values).
+        wrong shape or dtype, non-finite values, unsorted classes, pickled object
+        arrays).
     """
     header, arrays = _read_archive(path)
     version = header.get("format_version")
-    if not isinstance(version, int):
-        raise ModelFileError("model file has no valid format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ModelFileError(f"model file has no valid format_version (got {version!r})")
     if version > FORMAT_VERSION:
         raise ModelFileError(
             f"model file has format version {version}, newer than this polylite reads "
@@ -179,19 +225,28 @@ def load(path):
     return est
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_arrays(est, header, arrays):
     declared = header.get("arrays")
     if not isinstance(declared, dict) or set(declared) != set(arrays):
         raise ModelFileError("model file arrays do not match its header")
     for key, spec in declared.items():
+        if not isinstance(spec, dict):
+            raise ModelFileError(f"model file header describes array {key!r} by {spec!r}, "
+                                 f"not by its shape and dtype")
         if list(arrays[key].shape) != spec.get("shape") or arrays[key].dtype.str != \
                 spec.get("dtype"):
             raise ModelFileError(f"array {key!r} has shape {arrays[key].shape} and dtype "
                                  f"{arrays[key].dtype}, but the header says {spec}")
-    meta = header.get("attributes", {})
+    meta = header.get("attributes")
+    if not isinstance(meta, dict):
+        raise ModelFileError("model file header has no attribute table (n_features_in_)")
     d = meta.get("n_features_in_")
-    if not isinstance(d, int) or d < 0:
-        raise ModelFileError("model file has no valid n_features_in_")
+    if not _is_int(d) or d < 0:
+        raise ModelFileError(f"model file has no valid n_features_in_ (got {d!r})")
     required = {"intercept", "w", "P", "gamma", "n_iter"}
     if est._has_lam:
         required.add("lam")
@@ -200,15 +255,23 @@ def _check_arrays(est, header, arrays):
     missing = required - set(arrays)
     if missing:
         raise ModelFileError(f"model file lacks the arrays {sorted(missing)}")
+    unexpected = set(arrays) - required - {"feature_names"}
+    if unexpected:
+        raise ModelFileError(f"model file has unexpected arrays {sorted(unexpected)} "
+                             f"for {type(est).__name__}")
     P = arrays["P"]
     if P.dtype not in (np.float32, np.float64):
         raise ModelFileError(f"factors have dtype {P.dtype}; expected float32 or float64")
     _, degrees, n_dummy = est._structure()
     k = est.n_components
-    n_out = P.shape[0] if P.ndim == 4 else -1
+    if P.ndim != 4:
+        raise ModelFileError(f"array 'P' has shape {P.shape}; expected 4 dimensions "
+                             f"(outputs, blocks, features, components)")
+    n_out = P.shape[0]
     if est._is_classifier:
+        _check_classes(arrays["classes"], meta)
         n_classes = arrays["classes"].shape[0]
-        if n_classes < 2 or n_out != (1 if n_classes == 2 else n_classes):
+        if n_out != (1 if n_classes == 2 else n_classes):
             raise ModelFileError(f"model file has {n_out} outputs for {n_classes} classes")
     elif n_out != 1:
         raise ModelFileError(f"a regressor has 1 output, model file has {n_out}")
@@ -220,25 +283,56 @@ def _check_arrays(est, header, arrays):
         if arrays[key].shape != shape:
             raise ModelFileError(f"array {key!r} has shape {arrays[key].shape}; the "
                                  f"model's parameters require {shape}")
-        if key != "n_iter":
-            if arrays[key].dtype != P.dtype:
-                raise ModelFileError(f"array {key!r} has dtype {arrays[key].dtype}, "
-                                     f"the factors {P.dtype}")
-            if not np.all(np.isfinite(arrays[key])):
-                raise ModelFileError(f"array {key!r} contains NaN or infinity")
+        if key == "n_iter":
+            if arrays[key].dtype.kind not in "iu" or np.any(arrays[key] < 0):
+                raise ModelFileError(f"array 'n_iter' must hold non-negative integers, "
+                                     f"got dtype {arrays[key].dtype}")
+            continue
+        if arrays[key].dtype != P.dtype:
+            raise ModelFileError(f"array {key!r} has dtype {arrays[key].dtype}, "
+                                 f"the factors {P.dtype}")
+        if not np.all(np.isfinite(arrays[key])):
+            raise ModelFileError(f"array {key!r} contains NaN or infinity")
+    if "feature_names" in arrays:
+        names = arrays["feature_names"]
+        if names.dtype.kind != "U" or names.shape != (d,):
+            raise ModelFileError(f"array 'feature_names' must hold {d} strings, got shape "
+                                 f"{names.shape} and dtype {names.dtype}")
+
+
+def _check_classes(classes, meta):
+    """Class labels: 1-D, at least two, sorted and unique (the order of ``classes_``)."""
+    if classes.ndim != 1 or classes.dtype.kind not in "biufU":
+        raise ModelFileError(f"array 'classes' must be a 1-D array of numbers or strings, "
+                             f"got shape {classes.shape} and dtype {classes.dtype}")
+    if classes.shape[0] < 2:
+        raise ModelFileError(f"model file has {classes.shape[0]} classes; a classifier "
+                             f"has at least two")
+    if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
+        raise ModelFileError("array 'classes' contains NaN or infinity")
+    if not np.array_equal(np.unique(classes), classes):
+        raise ModelFileError("array 'classes' is not sorted and unique, as classes_ is")
+    kind = meta.get("classes_dtype", classes.dtype.str)
+    try:
+        dtype = np.dtype(kind) if isinstance(kind, str) else None
+    except TypeError:
+        dtype = None
+    if dtype is None or not (dtype == object or dtype == classes.dtype):
+        raise ModelFileError(f"model file has an invalid classes_dtype {kind!r} for "
+                             f"classes of dtype {classes.dtype}")
 
 
 def _install(est, header, arrays):
     meta = header["attributes"]
-    est._stack = {key: np.array(arrays[key]) for key in ("intercept", "w", "P", "gamma")}
-    est._stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
-                         np.ones((arrays["P"].shape[0], est.n_components), arrays["P"].dtype))
+    stack = {key: np.array(arrays[key]) for key in ("intercept", "w", "P", "gamma")}
+    stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
+                    np.ones((arrays["P"].shape[0], est.n_components), arrays["P"].dtype))
     est.n_features_in_ = meta["n_features_in_"]
     n_iter = arrays["n_iter"]
     est.n_iter_ = n_iter.copy() if est._is_classifier else int(n_iter[0])
     if "classes" in arrays:
-        est.classes_ = arrays["classes"].astype(meta.get("classes_dtype", None) or
-                                                arrays["classes"].dtype)
+        classes = arrays["classes"]
+        est.classes_ = classes.astype(meta.get("classes_dtype", classes.dtype.str))
     if "feature_names" in arrays:
         est.feature_names_in_ = arrays["feature_names"].astype(object)
-    est._publish()
+    est._publish(stack)

@@ -10,6 +10,92 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 
+cdef extern from *:
+    """
+    /* Software prefetch of a block of memory (the rows of P that a later CSR row needs).
+       A volatile asm on x86-64 so that GCC cannot drop it as side-effect free. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #define POLYLITE_KPREFETCH(p) \
+        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
+    #elif defined(__GNUC__) || defined(__clang__)
+    #define POLYLITE_KPREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+    #else
+    #define POLYLITE_KPREFETCH(p) ((void)0)
+    #endif
+    static inline void polylite_prefetch_block(const void *p, size_t nbytes) {
+        const char *c = (const char *)p;
+        const char *last = c + nbytes - 1;
+        for (; c < last; c += 64) POLYLITE_KPREFETCH(c);
+        POLYLITE_KPREFETCH(last);
+    }
+    """
+    void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
+
+
+cdef extern from *:
+    """
+    /* One item (value x, factor row `row`) of the ANOVA dynamic programme on the table
+       a[t*k + s] (row t = degree t), for the degrees t (the highest) down to t_lo >= 1:
+           a[t] += x row * a[t-1],   with a[0] = 1 implicit (never read).
+       When `fresh`, row t has never been written (t = number of items so far):
+       it is assigned instead of accumulated, so the table needs no zeroing.  The pointers
+       are `restrict` (the table, P and gamma never overlap) and the inner loop is a plain
+       loop over the k components, so the compiler vectorises it without alias checks. */
+    #if defined(_MSC_VER)
+    #define POLYLITE_RESTRICT __restrict
+    #else
+    #define POLYLITE_RESTRICT restrict
+    #endif
+    #define POLYLITE_DEFINE_ANOVA_ITEM(NAME, T)                                      \
+    static inline void NAME(T *POLYLITE_RESTRICT a, const T *POLYLITE_RESTRICT row,  \
+                            const T x, const Py_ssize_t k, Py_ssize_t t,             \
+                            const Py_ssize_t t_lo, const int fresh) {                \
+        Py_ssize_t s;                                                                \
+        if (fresh) {                                                                 \
+            T *POLYLITE_RESTRICT h = a + t * k;                                      \
+            if (t == 1) {                                                            \
+                for (s = 0; s < k; ++s) h[s] = x * row[s];                           \
+            } else {                                                                 \
+                const T *POLYLITE_RESTRICT l = a + (t - 1) * k;                      \
+                for (s = 0; s < k; ++s) h[s] = x * row[s] * l[s];                    \
+            }                                                                        \
+            --t;                                                                     \
+        }                                                                            \
+        for (; t >= t_lo && t > 1; --t) {                                            \
+            T *POLYLITE_RESTRICT h = a + t * k;                                      \
+            const T *POLYLITE_RESTRICT l = a + (t - 1) * k;                          \
+            for (s = 0; s < k; ++s) h[s] += x * row[s] * l[s];                       \
+        }                                                                            \
+        if (t == 1 && t_lo <= 1) {                                                   \
+            for (s = 0; s < k; ++s) a[k + s] += x * row[s];                          \
+        }                                                                            \
+    }
+    POLYLITE_DEFINE_ANOVA_ITEM(polylite_anova_item_d, double)
+    POLYLITE_DEFINE_ANOVA_ITEM(polylite_anova_item_f, float)
+
+    /* sum_s a[s] in double with four independent accumulators: a single running sum is
+       a chain of k dependent additions, which costs more than a row's whole DP. */
+    #define POLYLITE_DEFINE_SUM(NAME, T)                                             \
+    static inline double NAME(const T *a, const Py_ssize_t k) {                      \
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                       \
+        Py_ssize_t s = 0;                                                            \
+        for (; s + 4 <= k; s += 4) {                                                 \
+            s0 += a[s]; s1 += a[s + 1]; s2 += a[s + 2]; s3 += a[s + 3];              \
+        }                                                                            \
+        for (; s < k; ++s) s0 += a[s];                                               \
+        return (s0 + s1) + (s2 + s3);                                                \
+    }
+    POLYLITE_DEFINE_SUM(polylite_sum_d, double)
+    POLYLITE_DEFINE_SUM(polylite_sum_f, float)
+    """
+    void polylite_anova_item_d(double* a, const double* row, double x, Py_ssize_t k,
+                               Py_ssize_t t_hi, Py_ssize_t t_lo, int fresh) noexcept nogil
+    void polylite_anova_item_f(float* a, const float* row, float x, Py_ssize_t k,
+                               Py_ssize_t t_hi, Py_ssize_t t_lo, int fresh) noexcept nogil
+    double polylite_sum_d(const double* a, Py_ssize_t k) noexcept nogil
+    double polylite_sum_f(const float* a, Py_ssize_t k) noexcept nogil
+
+
 # ---------------------------------------------------------------------------------------
 # ANOVA kernel: dynamic programme (HOFM paper, Algorithm 1) and reverse mode (Algorithm 2)
 # ---------------------------------------------------------------------------------------
@@ -209,6 +295,45 @@ cdef void power_sums(const floating* P, Py_ssize_t k, Py_ssize_t s,
 # The model's nonlinear term on one row (what predict sums)
 # ---------------------------------------------------------------------------------------
 
+cdef inline double _anova_sum(const floating* P, Py_ssize_t k,
+                              const floating* gamma, Py_ssize_t n_dummy,
+                              const index_t* ind, const floating* val, Py_ssize_t nnz,
+                              Py_ssize_t degree, floating* a) noexcept nogil:
+    """sum_s A_degree(p_s, x): anova_forward pruned to what the top degree needs.
+
+    After item e (0-based) of n, the DP row t can still reach degree m only if the
+    n - 1 - e items left can supply the missing m - t factors, so item e updates the
+    degrees max(1, m - (n - 1 - e)) .. min(e + 1, m) only: (n - m + 1) m updates of k
+    components instead of about n m.  A row with fewer than m items gives 0 at once.
+    ``a`` needs (degree + 1) * k entries; row 0 of it is not used.
+    """
+    cdef Py_ssize_t n_items = n_dummy + nnz
+    cdef Py_ssize_t e, t_hi, t_lo
+    cdef const floating* row
+    cdef floating x
+    if n_items < degree or degree < 1:
+        return 0
+    for e in range(n_items):
+        if e < n_dummy:
+            row = gamma + e * k
+            x = 1
+        else:
+            row = P + ind[e - n_dummy] * k
+            x = val[e - n_dummy]
+        t_hi = e + 1 if e + 1 < degree else degree
+        t_lo = degree - (n_items - 1 - e)
+        if t_lo < 1:
+            t_lo = 1
+        if floating is double:
+            polylite_anova_item_d(a, row, x, k, t_hi, t_lo, e < degree)
+        else:
+            polylite_anova_item_f(a, row, x, k, t_hi, t_lo, e < degree)
+    if floating is double:
+        return polylite_sum_d(a + degree * k, k)
+    else:
+        return polylite_sum_f(a + degree * k, k)
+
+
 cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
                            Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
                            const floating* gamma, Py_ssize_t n_dummy,
@@ -227,11 +352,9 @@ cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
             m = degrees[b]
             Pb = P + b * n_features * k
             if b == 0:
-                anova_forward(Pb, k, gamma, n_dummy, ind, val, nnz, m, work)
+                total += _anova_sum(Pb, k, gamma, n_dummy, ind, val, nnz, m, work)
             else:
-                anova_forward(Pb, k, gamma, 0, ind, val, nnz, m, work)
-            for s in range(k):
-                total += work[m * k + s]
+                total += _anova_sum(Pb, k, gamma, 0, ind, val, nnz, m, work)
     elif kernel == ALL_SUBSETS:
         all_subsets_forward(P, k, ind, val, nnz, work)
         for s in range(k):
@@ -256,6 +379,11 @@ cdef inline double _ipow(double base, Py_ssize_t m) noexcept nogil:
 # Batch prediction over a CSR matrix
 # ---------------------------------------------------------------------------------------
 
+cdef enum:
+    # predict_csr prefetches the rows of P needed this many nonzeros past the current row.
+    PREFETCH_NNZ = 16
+
+
 def predict_csr(const floating[::1] data, const index_t[::1] indices,
                 const index_t[::1] indptr, double intercept,
                 const floating[::1] w, const floating[:, :, ::1] P,
@@ -263,7 +391,8 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
                 const floating[::1] lam, int kernel, floating[::1] out):
     """out[i] = intercept + <w, x_i> + nonlinear_term(x_i) for every CSR row i.
 
-    Shapes and ranges are the caller's responsibility (``polylite._model`` validates).
+    Shapes and ranges are the caller's responsibility (``polylite.kernels.predict``
+    validates them).
     ``w`` may be empty (no linear term); ``lam`` has one entry per component.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
@@ -285,11 +414,27 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
     cdef const floating* lam_ptr = &lam[0] if lam.shape[0] > 0 else work
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef Py_ssize_t ahead = indptr[0] if n > 0 else 0, last, b
+    cdef size_t row_bytes = k * sizeof(floating)
     try:
         with nogil:
             for i in range(n):
                 start = indptr[i]
                 end = indptr[i + 1]
+                # The rows of P (and entries of w) are gathered at random: request those
+                # of the next PREFETCH_NNZ nonzeros now, so that their cache misses
+                # overlap the work on this row.
+                last = end + PREFETCH_NNZ
+                if last > indptr[n]:
+                    last = indptr[n]
+                while ahead < last:
+                    if k > 0:
+                        for b in range(n_blocks):
+                            polylite_prefetch_block(
+                                P_ptr + (b * d + ind_ptr[ahead]) * k, row_bytes)
+                    if linear:
+                        polylite_prefetch_block(&w[indices[ahead]], sizeof(floating))
+                    ahead += 1
                 acc = intercept
                 if linear:
                     for z in range(start, end):
@@ -340,7 +485,7 @@ def _row_anova_gradient(const floating[:, ::1] P, const index_t[::1] indices,
                        nnz, degree, &tv[0, 0, 0], &av[0, 0],
                        &gv[0, 0] if nnz > 0 else NULL,
                        &ggv[0, 0] if n_dummy > 0 else NULL)
-    return table[-1], grad, grad_gamma
+    return table[n_dummy + nnz], grad, grad_gamma
 
 
 def _row_all_subsets(const floating[:, ::1] P, const index_t[::1] indices,

@@ -1,0 +1,400 @@
+"""Stochastic (SGD, AdaGrad) and full-gradient (L-BFGS) passes over CSR rows.
+
+All three use one routine, :func:`_row_gradient`, that returns the nonlinear term of a row's
+prediction and its gradient on the row's support, from the kernel layer (ANOVA reverse mode
+for any degree and the dummies of the shared model, all-subsets, polynomial).  An epoch costs
+O(nz(X) k m): nothing is ever done per (row, feature) pair outside the row's support.
+
+Regularisation.  Plain SGD applies the L2 penalty of every parameter at every step,
+``p <- (1 - eta_t reg) p - eta_t grad``.  Rows are sparse, so the decay of a feature's
+parameters is applied just in time: each feature remembers the cumulative log-decay at its
+last update and catches up when a row next touches it (and all features at the end of a
+pass).  This equals the eager update exactly, on any data.  AdaGrad scales each coordinate by
+its own history, so there the penalty gradient ``reg * p`` is added when the feature is
+touched, multiplied by the number of steps since its last touch (the scale correction);
+on dense data this is the eager update.
+
+Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only the touched
+entries) and applied once, as the mean.
+"""
+import numpy as np
+from libc.math cimport exp, log, sqrt, isfinite
+from libc.stdlib cimport malloc, free, calloc
+
+from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
+                        anova_gradient, all_subsets_gradient, linear_forms)
+from ._losses cimport loss_derivative, loss_value
+
+cdef enum:
+    CONSTANT = 0
+    INVSCALING = 1
+    ADAGRAD = 2
+
+cdef double ADAGRAD_EPS = 1e-8
+
+
+cdef inline double _ipow(double base, int m) noexcept nogil:
+    cdef double r = 1
+    cdef int i
+    for i in range(m):
+        r *= base
+    return r
+
+
+cdef double _row_gradient(int kernel, const floating* P, Py_ssize_t d, Py_ssize_t k,
+                          Py_ssize_t n_blocks, const int* degrees,
+                          const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
+                          const index_t* ind, const floating* val, Py_ssize_t nnz,
+                          floating* table, floating* adj, floating* gP,
+                          floating* ggamma, floating* glam) noexcept nogil:
+    """Nonlinear term of the row's prediction; its gradient into the buffers.
+
+    gP[(b * nnz + z) * k + s] = d/dP[b, ind[z], s]; ggamma[r * k + s]; glam[s] (polynomial
+    kernel only).  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
+    ``adj`` (max degree + 1) * k.
+    """
+    cdef Py_ssize_t b, s, z, m, n_items
+    cdef double total = 0, u, um1, coef
+    cdef floating* last
+    if kernel == ANOVA:
+        for b in range(n_blocks):
+            m = degrees[b]
+            n_items = nnz + (n_dummy if b == 0 else 0)
+            anova_gradient(P + b * d * k, k, gamma if b == 0 else NULL,
+                           n_dummy if b == 0 else 0, ind, val, nnz, m, table, adj,
+                           gP + b * nnz * k, ggamma if b == 0 else NULL)
+            last = table + n_items * (m + 1) * k + m * k
+            for s in range(k):
+                total += last[s]
+    elif kernel == ALL_SUBSETS:
+        all_subsets_gradient(P, k, ind, val, nnz, table, adj, gP)
+        for s in range(k):
+            total += table[nnz * k + s]
+    else:
+        m = degrees[0]
+        linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
+        for s in range(k):
+            u = adj[s]
+            um1 = _ipow(u, m - 1)
+            glam[s] = um1 * u
+            total += lam[s] * um1 * u
+            coef = lam[s] * m * um1
+            if n_dummy > 0:
+                ggamma[s] = coef
+            for z in range(nnz):
+                gP[z * k + s] = coef * val[z]
+    return total
+
+
+cdef inline double _linear(const floating* w, const index_t* ind, const floating* val,
+                           Py_ssize_t nnz) noexcept nogil:
+    cdef double acc = 0
+    cdef Py_ssize_t z
+    for z in range(nnz):
+        acc += w[ind[z]] * val[z]
+    return acc
+
+
+cdef inline void _adagrad_step(floating* p, floating* acc, double g,
+                               double eta0) noexcept nogil:
+    acc[0] = acc[0] + g * g
+    p[0] = p[0] - eta0 * g / (sqrt(acc[0]) + ADAGRAD_EPS)
+
+
+def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
+              const index_t[::1] indptr, const double[::1] y,
+              const double[::1] sample_weight, const Py_ssize_t[::1] order,
+              floating[::1] intercept, floating[::1] w, floating[:, :, ::1] P,
+              const int[::1] degrees, floating[:, ::1] gamma, floating[::1] lam,
+              int kernel, int loss, double alpha, double beta,
+              bint fit_intercept, bint fit_linear, bint fit_lam,
+              int schedule, double eta0, double power_t, long long step,
+              floating[::1] acc_intercept, floating[::1] acc_w,
+              floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
+              floating[::1] acc_lam, long long[::1] last_touch, Py_ssize_t batch_size):
+    """One pass of SGD or AdaGrad over the rows ``order`` (in that order), in place.
+
+    ``sample_weight`` scales each row's loss gradient (mean 1 over the data set for the
+    objective's normalisation).  ``step`` is the number of (mini-batch) steps taken before
+    this pass (for the inverse-scaling schedule).  ``acc_*`` are AdaGrad's accumulated
+    squared gradients and ``last_touch`` the step at which each feature was last updated
+    (both ignored by SGD).  Returns (steps after the pass, finite): on a
+    non-finite prediction or parameter the pass stops at once with finite False.
+    """
+    cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
+    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
+    cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, pos, batch_end, row_in_batch
+    cdef Py_ssize_t max_nnz = 0, n_touched, t_idx
+    cdef int max_degree = 1
+    cdef bint adagrad = schedule == ADAGRAD, finite = True
+    cdef double eta, pred, dl, g, decay_w, decay_p, scale, elapsed
+    cdef double log_w = 0, log_p = 0  # cumulative log-decay of this pass (SGD)
+    cdef double step_log_w, step_log_p
+    for b in range(degrees.shape[0]):
+        max_degree = max(max_degree, degrees[b])
+    for i in range(indptr.shape[0] - 1):
+        max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
+    cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
+    cdef floating* table = <floating*> malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))
+    cdef floating* adj = <floating*> malloc(block * sizeof(floating))
+    cdef floating* gP = <floating*> malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))
+    cdef floating* ggamma = <floating*> malloc((n_dummy * k + 1) * sizeof(floating))
+    cdef floating* glam = <floating*> malloc((k + 1) * sizeof(floating))
+    # Mini-batch buffers: summed gradients of the touched features, and which they are.
+    cdef double* buf_w = <double*> calloc(d + 1, sizeof(double))
+    cdef double* buf_P = <double*> calloc(n_blocks * d * k + 1, sizeof(double))
+    cdef double* buf_gamma = <double*> calloc(n_dummy * k + 1, sizeof(double))
+    cdef double* buf_lam = <double*> calloc(k + 1, sizeof(double))
+    cdef Py_ssize_t* touched = <Py_ssize_t*> malloc((d + 1) * sizeof(Py_ssize_t))
+    cdef char* is_touched = <char*> calloc(d + 1, 1)
+    # SGD, per feature: the pass's cumulative log-decay of w and P at its last update.
+    cdef double* last_decay = <double*> calloc(2 * d + 2, sizeof(double))
+    cdef double* last_w = last_decay
+    cdef double* last_p = last_decay + d + 1
+    cdef double buf_intercept
+    cdef void* owned[12]
+    owned[:] = [<void*> table, <void*> adj, <void*> gP, <void*> ggamma, <void*> glam,
+                <void*> buf_w, <void*> buf_P, <void*> buf_gamma, <void*> buf_lam,
+                <void*> touched, <void*> is_touched, <void*> last_decay]
+    if not _all_allocated(owned, 12):
+        _free_all(owned, 12)
+        raise MemoryError("not enough memory for the SGD buffers")
+    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> gP
+    cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
+    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else NULL
+    cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
+    try:
+        with nogil:
+            pos = 0
+            while pos < n_rows and finite:
+                batch_end = min(pos + batch_size, n_rows)
+                step += 1
+                if schedule == INVSCALING:
+                    eta = eta0 / _pow_t(step, power_t)
+                else:
+                    eta = eta0
+                n_touched = 0
+                buf_intercept = 0
+                # ---- gradients of the batch's rows at the current parameters ----
+                for row_in_batch in range(pos, batch_end):
+                    i = order[row_in_batch]
+                    start = indptr[i]
+                    end = indptr[i + 1]
+                    nnz = end - start
+                    # Bring the touched features' parameters up to date (SGD decay).
+                    for z in range(start, end):
+                        j = indices[z]
+                        if not is_touched[j]:
+                            is_touched[j] = 1
+                            touched[n_touched] = j
+                            n_touched += 1
+                            if not adagrad:
+                                _catch_up(w, P0, d, k, n_blocks, j, fit_linear,
+                                          log_w - last_w[j], log_p - last_p[j])
+                                last_w[j] = log_w
+                                last_p[j] = log_p
+                    pred = intercept[0] + (_linear(&w[0], ind0 + start, val0 + start, nnz)
+                                           if fit_linear else 0)
+                    if k > 0 and n_blocks > 0:
+                        pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
+                                              n_dummy, lamp, ind0 + start, val0 + start,
+                                              nnz, table, adj, gP, ggamma, glam)
+                    if not isfinite(pred):
+                        finite = False
+                        break
+                    dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
+                    buf_intercept += dl
+                    for z in range(nnz):
+                        j = indices[start + z]
+                        buf_w[j] += dl * data[start + z]
+                        for b in range(n_blocks):
+                            for s in range(k):
+                                buf_P[(b * d + j) * k + s] += dl * gP[(b * nnz + z) * k + s]
+                    for r in range(n_dummy * k):
+                        buf_gamma[r] += dl * ggamma[r]
+                    if kernel == POLYNOMIAL:
+                        for s in range(k):
+                            buf_lam[s] += dl * glam[s]
+                if not finite:
+                    break
+                # ---- one step with the batch's mean gradient ----
+                scale = 1.0 / (batch_end - pos)
+                step_log_w = log(1 - eta * alpha) if not adagrad else 0
+                step_log_p = log(1 - eta * beta) if not adagrad else 0
+                if fit_intercept:
+                    g = buf_intercept * scale
+                    if adagrad:
+                        _adagrad_step(&intercept[0], &acc_intercept[0], g, eta0)
+                    else:
+                        intercept[0] = intercept[0] - eta * g
+                for t_idx in range(n_touched):
+                    j = touched[t_idx]
+                    is_touched[j] = 0
+                    if adagrad:
+                        elapsed = step - last_touch[j]  # steps since the last touch
+                        last_touch[j] = step
+                    if fit_linear:
+                        g = buf_w[j] * scale
+                        if adagrad:
+                            g += alpha * elapsed * w[j]
+                            _adagrad_step(&w[j], &acc_w[j], g, eta0)
+                        else:
+                            w[j] = (1 - eta * alpha) * w[j] - eta * g
+                    buf_w[j] = 0
+                    for b in range(n_blocks):
+                        for s in range(k):
+                            r = (b * d + j) * k + s
+                            g = buf_P[r] * scale
+                            buf_P[r] = 0
+                            if adagrad:
+                                g += beta * elapsed * P0[r]
+                                _adagrad_step(&P0[r], &acc_P[b, j, s], g, eta0)
+                            else:
+                                P0[r] = (1 - eta * beta) * P0[r] - eta * g
+                            if not isfinite(P0[r]):
+                                finite = False
+                    if not adagrad:
+                        last_w[j] = log_w + step_log_w
+                        last_p[j] = log_p + step_log_p
+                for r in range(n_dummy * k):
+                    g = buf_gamma[r] * scale + beta * gam[r]
+                    buf_gamma[r] = 0
+                    if adagrad:
+                        _adagrad_step(&gam[r], &acc_gamma[r // k, r % k], g, eta0)
+                    else:
+                        gam[r] = gam[r] - eta * g
+                if kernel == POLYNOMIAL:
+                    for s in range(k):
+                        g = buf_lam[s] * scale
+                        buf_lam[s] = 0
+                        if fit_lam:
+                            g += beta * lamp[s]
+                            if adagrad:
+                                _adagrad_step(&lamp[s], &acc_lam[s], g, eta0)
+                            else:
+                                lamp[s] = lamp[s] - eta * g
+                log_w += step_log_w
+                log_p += step_log_p
+                pos = batch_end
+            # ---- end of the pass: every feature catches up with the decay ----
+            if not adagrad:
+                for j in range(d):
+                    _catch_up(w, P0, d, k, n_blocks, j, fit_linear, log_w - last_w[j],
+                              log_p - last_p[j])
+            if finite:
+                for j in range(d):
+                    if not isfinite(w[j]):
+                        finite = False
+    finally:
+        _free_all(owned, 12)
+    return step, bool(finite)
+
+
+cdef bint _all_allocated(void** ptrs, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        if ptrs[i] == NULL:
+            return False
+    return True
+
+
+cdef void _free_all(void** ptrs, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        free(ptrs[i])
+
+
+cdef inline double _pow_t(long long step, double power_t) noexcept nogil:
+    return exp(power_t * log(<double> step))
+
+
+cdef inline void _catch_up(floating[::1] w, floating* P, Py_ssize_t d, Py_ssize_t k,
+                           Py_ssize_t n_blocks, Py_ssize_t j, bint fit_linear,
+                           double log_decay_w, double log_decay_p) noexcept nogil:
+    """Apply the decay a feature missed since its last update (SGD)."""
+    cdef Py_ssize_t b, s
+    cdef double f
+    if fit_linear and log_decay_w != 0:
+        w[j] = w[j] * exp(log_decay_w)
+    if log_decay_p != 0:
+        f = exp(log_decay_p)
+        for b in range(n_blocks):
+            for s in range(k):
+                P[(b * d + j) * k + s] *= f
+
+
+def objective_gradient(const floating[::1] data, const index_t[::1] indices,
+                       const index_t[::1] indptr, const double[::1] y,
+                       const double[::1] sample_weight,
+                       const floating[::1] intercept, const floating[::1] w,
+                       const floating[:, :, ::1] P, const int[::1] degrees,
+                       const floating[:, ::1] gamma, const floating[::1] lam,
+                       int kernel, int loss, bint fit_linear,
+                       double[::1] g_intercept, double[::1] g_w, double[:, :, ::1] g_P,
+                       double[:, ::1] g_gamma, double[::1] g_lam):
+    """sum_i s_i loss(y_i, y_hat_i) and its gradient (added into the zeroed g_* arrays).
+
+    One pass over the rows; ``sample_weight`` should sum to 1.  The penalty is the caller's.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
+    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
+    cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, max_nnz = 0
+    cdef int max_degree = 1
+    cdef double pred, dl, total = 0
+    for b in range(degrees.shape[0]):
+        max_degree = max(max_degree, degrees[b])
+    for i in range(n):
+        max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
+    cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
+    cdef floating* table = <floating*> malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))
+    cdef floating* adj = <floating*> malloc(block * sizeof(floating))
+    cdef floating* gP = <floating*> malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))
+    cdef floating* ggamma = <floating*> malloc((n_dummy * k + 1) * sizeof(floating))
+    cdef floating* glam = <floating*> malloc((k + 1) * sizeof(floating))
+    if table == NULL or adj == NULL or gP == NULL or ggamma == NULL or glam == NULL:
+        free(table)
+        free(adj)
+        free(gP)
+        free(ggamma)
+        free(glam)
+        raise MemoryError("not enough memory for the gradient workspace")
+    cdef const floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> gP
+    cdef const floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
+    cdef const floating* lamp = &lam[0] if lam.shape[0] > 0 else NULL
+    cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
+    try:
+        with nogil:
+            for i in range(n):
+                start = indptr[i]
+                end = indptr[i + 1]
+                nnz = end - start
+                pred = intercept[0] + (_linear(&w[0], ind0 + start, val0 + start, nnz)
+                                       if fit_linear else 0)
+                if k > 0 and n_blocks > 0:
+                    pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
+                                          n_dummy, lamp, ind0 + start, val0 + start, nnz,
+                                          table, adj, gP, ggamma, glam)
+                total += sample_weight[i] * loss_value(loss, y[i], pred)
+                dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
+                g_intercept[0] += dl
+                for z in range(nnz):
+                    j = indices[start + z]
+                    if fit_linear:
+                        g_w[j] += dl * data[start + z]
+                    for b in range(n_blocks):
+                        for s in range(k):
+                            g_P[b, j, s] += dl * gP[(b * nnz + z) * k + s]
+                for r in range(n_dummy * k):
+                    g_gamma[r // k, r % k] += dl * ggamma[r]
+                if kernel == POLYNOMIAL:
+                    for s in range(k):
+                        g_lam[s] += dl * glam[s]
+    finally:
+        free(table)
+        free(adj)
+        free(gP)
+        free(ggamma)
+        free(glam)
+    return total

@@ -1,0 +1,179 @@
+"""Polynomial networks: y_hat = intercept + <w, x> + sum_s lam_s (gamma_s + <p_s, x>)^m."""
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+
+from ._base import _PolynomialModel, _check_choice, _check_number
+from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+
+__all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
+
+PN_LOWER_DEGREES = ("augment", "none")
+OUTPUT_WEIGHTS = ("learned", "alternating")
+
+
+class _BasePolynomialNetwork(_PolynomialModel):
+
+    _has_lam = True
+    _single_block = True
+
+    def _check_params(self):
+        super()._check_params()
+        _check_number(self.degree, "degree", low=2, integer=True)
+        _check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
+        _check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
+
+    def _structure(self):
+        return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
+
+    @property
+    def _fit_lam(self):
+        return self.output_weights == "learned"
+
+    def _init_nonlinear(self, params, rng):
+        super()._init_nonlinear(params, rng)
+        # Alternating signs, so that even degrees start with both curvatures; learned
+        # weights move from there.
+        params.lam[...] = np.where(np.arange(params.lam.shape[0]) % 2 == 0, 1.0, -1.0)
+
+
+_PN_PARAMS_DOC = """
+    Parameters
+    ----------
+    degree : int, default=2
+        Degree m >= 2 of the polynomial kernel (squares of features included).
+    n_components : int, default=8
+        Number k of hidden units (rank).
+    lower_degrees : {"augment", "none"}, default="augment"
+        "augment": each unit is ``(gamma_s + <p_s, x>)^m`` with a learned offset
+        ``gamma_s`` (a constant feature), which covers all degrees 0..m.  "none":
+        ``<p_s, x>^m``, degree m only.
+    output_weights : {"learned", "alternating"}, default="learned"
+        The weights ``lam_s`` of the units.  "learned": initialised to +1, -1, +1, ... and
+        learned (L2-penalised by ``beta``), so they may take either sign.  "alternating":
+        fixed to +1, -1, +1, ...  Either way the model can represent negative curvature
+        for even m (with non-negative weights only, it could not).
+    fit_linear : bool, default=True
+        Fit the linear term ``<w, x>``.
+    fit_intercept : bool, default=True
+        Fit the intercept (it is not regularised).
+    alpha : float, default=1e-4
+        L2 regularisation of the linear weights ``w_``.
+    beta : float, default=1e-4
+        L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``.
+    init_scale : float, default=0.1
+        Standard deviation of the normal initialisation of ``P_`` and ``gamma_``.
+    max_iter : int, default=100
+        Maximum number of epochs.
+    tol : float, default=1e-5
+        Stop when the relative decrease of the objective in an epoch, or the largest
+        parameter change, falls below ``tol``.
+    solver : {"cd"}, default="cd"
+        "cd": cyclic coordinate descent.  ``(gamma_s + <p_s, x>)^m`` is not affine in one
+        coordinate, so each coordinate takes a Newton step with a positive curvature
+        (Gauss-Newton term plus the absolute second-order term) safeguarded by halving
+        until the exact objective along the coordinate decreases (Armijo): the objective
+        never increases.  ``lam_`` takes the exact bound step of an affine coordinate.
+    warm_start : bool, default=False
+        Continue from the previous fit's parameters.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation.
+    verbose : int, default=0
+        Print the objective after every epoch when > 0.
+"""
+
+_PN_OBJECTIVE_DOC = """
+    The objective is ``sum_i s_i loss(y_i, y_hat_i) / sum_i s_i + alpha/2 ||w||^2 +
+    beta/2 (||P||^2 + ||gamma||^2 + ||lam||^2)`` (``lam`` only when learned).
+"""
+
+
+class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
+                                 _BasePolynomialNetwork):
+    __doc__ = """Polynomial network regressor (squared loss).
+
+    ``y_hat(x) = intercept_ + <w_, x> + sum_s lam_[s] (gamma_[s] + <P_[:, s], x>)^m``: the
+    polynomial kernel, so squares of features are included (unlike the ANOVA kernel of the
+    factorization machines).
+    """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """
+    Attributes
+    ----------
+    intercept_ : float
+    w_ : ndarray of shape (n_features,)
+    P_ : ndarray of shape (n_features, n_components)
+    gamma_ : ndarray of shape (n_components,)
+        Unit offsets (zeros and unused when ``lower_degrees="none"``).
+    lam_ : ndarray of shape (n_components,)
+        Output weights of the units.
+    n_iter_ : int
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import PolynomialNetworkRegressor
+    >>> X = np.random.RandomState(0).randn(100, 3)
+    >>> y = X[:, 0] ** 2 - X[:, 1] * X[:, 2]
+    >>> pn = PolynomialNetworkRegressor(n_components=4, random_state=0).fit(X, y)
+    >>> pn.predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
+                 output_weights="learned", fit_linear=True, fit_intercept=True,
+                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
+                 solver="cd", warm_start=False, random_state=None, verbose=0):
+        self.degree = degree
+        self.n_components = n_components
+        self.lower_degrees = lower_degrees
+        self.output_weights = output_weights
+        self.fit_linear = fit_linear
+        self.fit_intercept = fit_intercept
+        self.alpha = alpha
+        self.beta = beta
+        self.init_scale = init_scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynomialNetwork):
+    __doc__ = """Polynomial network classifier, binary or multi-class (one-vs-rest).
+    """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    intercept_ : ndarray of shape (n_outputs,)
+        n_outputs is 1 for two classes, else n_classes.
+    w_ : ndarray of shape (n_outputs, n_features)
+    P_ : ndarray of shape (n_outputs, n_features, n_components)
+    gamma_ : ndarray of shape (n_outputs, n_components)
+    lam_ : ndarray of shape (n_outputs, n_components)
+    n_iter_ : ndarray of shape (n_outputs,)
+    n_features_in_ : int
+    """
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
+                 output_weights="learned", loss="logistic", fit_linear=True,
+                 fit_intercept=True, alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100,
+                 tol=1e-5, solver="cd", warm_start=False, random_state=None, verbose=0):
+        self.degree = degree
+        self.n_components = n_components
+        self.lower_degrees = lower_degrees
+        self.output_weights = output_weights
+        self.loss = loss
+        self.fit_linear = fit_linear
+        self.fit_intercept = fit_intercept
+        self.alpha = alpha
+        self.beta = beta
+        self.init_scale = init_scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
