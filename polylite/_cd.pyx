@@ -61,6 +61,10 @@ cdef extern from *:
     """
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
 
+# A derivative whose magnitude is below this multiple of eps times the size of the terms
+# it was computed from is rounding noise: the coordinate is treated as uninformed.
+cdef double NOISE = 1e4 * 2.220446049250313e-16
+
 cdef enum:
     # Rows of a column are scattered in memory: request the record of the visit this many
     # steps ahead so that its cache miss overlaps the current work.
@@ -98,18 +102,52 @@ cdef inline void _prefetch_row(const double* state, Py_ssize_t stride,
 
 cdef inline double _step(double grad, double curvature, double reg,
                          double value) noexcept nogil:
-    """Minimiser of the quadratic bound along one coordinate (0 for an unused coordinate)."""
+    """Minimiser of the quadratic bound along one coordinate (no step without curvature)."""
     cdef double denominator = curvature + reg
     if denominator <= 0:
         return 0
     return -(grad + reg * value) / denominator
 
 
+cdef inline double _unseen_or_step(double support, double grad, double curvature,
+                                   double reg, double value) noexcept nogil:
+    """The step of a feature's coordinate; ``support`` is the weight of its rows.
+
+    A feature the data never shows (no rows, or rows of weight 0 only) moves to 0, the
+    minimiser of the penalty and, without one, the choice that keeps an unseen feature
+    from adding anything at prediction time: a weight-0 row is then the same as no row.
+    """
+    if support <= 0:
+        return -value
+    return _step(grad, curvature, reg, value)
+
+
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
 
 cdef inline double _anova_derivative(const double* D, int degree, double q, double x,
-                                     double* A) noexcept nogil:
+                                     double* A, double* magnitude) noexcept nogil:
+    """dA_m/dp_j from the cached power sums, and a bound on the terms it was summed from.
+
+    The derivative is a difference of terms that may cancel (Newton's identity, then the
+    peeling of q A_{t-1}); ``magnitude`` bounds the sum of their absolute values, so
+    rounding errors are below eps * magnitude (times a modest factor for the drift of the
+    cache over an epoch).
+    """
+    cdef int t, i
+    cdef double acc, rest
     anova_from_power_sums(D, degree - 1, A)
+    # Newton's identity on |D|: bounds |terms| of every A_t (A is reused from A[degree]).
+    cdef double* bound = A + degree
+    bound[0] = 1
+    for t in range(1, degree):
+        acc = 0
+        for i in range(1, t + 1):
+            acc += bound[t - i] * fabs(D[i - 1])
+        bound[t] = acc / t
+    rest = 1
+    for t in range(1, degree):
+        rest = bound[t] + fabs(q) * rest
+    magnitude[0] = fabs(x) * rest
     return anova_coordinate_derivative(A, degree, q, x)
 
 
@@ -215,7 +253,7 @@ cdef double _cd_component(
     """
     cdef Py_ssize_t i, j, z, r, start, end, stride = L.stride, width = L.width
     cdef bint anova = kernel == ANOVA
-    cdef double p, x, der, g, h, delta, max_change = 0, p_next
+    cdef double p, x, der, g, h, delta, max_change = 0, p_next, noise, magnitude, support
     cdef double* row
     if has_next:
         _reset_slot(state, L, n, nxt, kernel, gamma, n_dummy, k, s + 1)
@@ -224,12 +262,17 @@ cdef double _cd_component(
         p = gamma[r * k + s]
         g = 0
         h = 0
+        noise = 0
         for i in range(n):
             row = state + i * stride
-            der = _anova_derivative(row + cur, degree, p, 1.0, A)
+            der = _anova_derivative(row + cur, degree, p, 1.0, A, &magnitude)
             buf[i] = der
             g += _dloss(row, L) * der
             h += _weight(row, L) * der * der
+            noise += _weight(row, L) * magnitude * magnitude
+        if h <= NOISE * NOISE * noise:
+            g = 0
+            h = 0
         delta = _step(g, mu * h, beta, p)
         if delta != 0:
             gamma[r * k + s] = <floating> (p + delta)
@@ -244,23 +287,28 @@ cdef double _cd_component(
     for j in range(d):
         start = csc_indptr[j]
         end = csc_indptr[j + 1]
-        if start == end:
-            continue
         p = Pb[j * k + s]
         g = 0
         h = 0
+        noise = 0
+        support = 0
         for z in range(start, end):
             _prefetch_row(state, stride, csc_indices, z, end)
             row = state + csc_indices[z] * stride
             x = csc_data[z]
             if anova:
-                der = _anova_derivative(row + cur, degree, p * x, x, A)
+                der = _anova_derivative(row + cur, degree, p * x, x, A, &magnitude)
+                noise += _weight(row, L) * magnitude * magnitude
             else:
                 der = x * _subsets_rest(row + cur, 1 + p * x)
             buf[z - start] = der
             g += _dloss(row, L) * der
             h += _weight(row, L) * der * der
-        delta = _step(g, mu * h, beta, p)
+            support += _weight(row, L)
+        if anova and h <= NOISE * NOISE * noise:
+            g = 0
+            h = 0
+        delta = _unseen_or_step(support, g, mu * h, beta, p)
         if delta != 0:
             Pb[j * k + s] = <floating> (p + delta)
             delta = Pb[j * k + s] - p
@@ -312,6 +360,7 @@ cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
     """
     cdef Py_ssize_t z, i
     cdef double x, u, um2, a, b, dl, g = 0, h = 0, delta, change, y_i, s_i, old, new
+    cdef double support = 0
     cdef double* row
     cdef int halving
     for z in range(count):
@@ -325,11 +374,37 @@ cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
         dl = _dloss(row, L)
         g += dl * a
         h += _weight(row, L) * mu * a * a + fabs(dl * b)
+        support += _weight(row, L)
     g += reg * p
     h += reg
-    if h <= 0 or g == 0:
+    if support <= 0:
+        delta = -p  # unseen feature: see _unseen_or_step
+    elif h <= 0 or g == 0:
         return 0
-    delta = -g / h
+    else:
+        delta = _armijo(p, reg, degree, lam_s, rows, values, count, dense_column, state,
+                        L, cur, g, h)
+        if delta == 0:
+            return 0
+    for z in range(count):
+        i = z if dense_column else rows[z]
+        x = 1.0 if dense_column else values[z]
+        row = state + i * L.stride
+        u = row[cur]
+        row[PRED] += lam_s * (_power(u + delta * x, degree) - _power(u, degree))
+        row[cur] = u + delta * x
+    return delta
+
+
+cdef double _armijo(double p, double reg, int degree, double lam_s,
+                    const index_t* rows, const floating* values, Py_ssize_t count,
+                    bint dense_column, const double* state, const Layout* L,
+                    Py_ssize_t cur, double g, double h) noexcept nogil:
+    """Halve the Newton step -g/h until the exact objective decreases enough (Armijo)."""
+    cdef Py_ssize_t z, i
+    cdef double x, u, delta = -g / h, change, y_i, s_i, old, new
+    cdef const double* row
+    cdef int halving
     for halving in range(MAX_HALVINGS):
         # Exact change of the objective along the coordinate for this step.
         change = 0.5 * reg * ((p + delta) * (p + delta) - p * p)
@@ -344,18 +419,9 @@ cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
             new = old + lam_s * (_power(u + delta * x, degree) - _power(u, degree))
             change += s_i * (loss_value(L.loss, y_i, new) - loss_value(L.loss, y_i, old))
         if change <= 1e-4 * delta * g:
-            break
+            return delta
         delta *= 0.5
-    else:
-        return 0
-    for z in range(count):
-        i = z if dense_column else rows[z]
-        x = 1.0 if dense_column else values[z]
-        row = state + i * L.stride
-        u = row[cur]
-        row[PRED] += lam_s * (_power(u + delta * x, degree) - _power(u, degree))
-        row[cur] = u + delta * x
-    return delta
+    return 0
 
 
 cdef double _cd_poly_component(
@@ -399,8 +465,6 @@ cdef double _cd_poly_component(
     for j in range(d):
         start = csc_indptr[j]
         end = csc_indptr[j + 1]
-        if start == end:
-            continue
         p = P[j * k + s]
         delta = _poly_coordinate(p, beta, degree, lam[s], csc_indices + start,
                                  csc_data + start, end - start, False, state, L, cur, mu)
@@ -437,7 +501,7 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     cdef Py_ssize_t i, j, z, b, s, start, end, longest = n, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
-    cdef double g, h, x, delta, max_change = 0, change
+    cdef double g, h, x, delta, max_change = 0, change, support
     cdef bint uniform = True
     cdef Layout L
     for b in range(n_blocks):
@@ -457,7 +521,7 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     L.stride = L.cache + 2 * L.width
     cdef double* state = <double*> malloc(n * L.stride * sizeof(double) + 1)
     cdef double* buf = <double*> malloc(longest * sizeof(double) + 1)
-    cdef double* A = <double*> malloc((max_degree + 1) * sizeof(double))
+    cdef double* A = <double*> malloc(2 * (max_degree + 1) * sizeof(double))
     cdef double* row
     if state == NULL or buf == NULL or A == NULL:
         free(state)
@@ -501,13 +565,15 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                     end = csc_indptr[j + 1]
                     g = 0
                     h = 0
+                    support = 0
                     for z in range(start, end):
                         _prefetch_row(state, L.stride, csc_ind, z, end)
                         row = state + csc_indices[z] * L.stride
                         x = csc_data[z]
                         g += _dloss(row, &L) * x
                         h += _weight(row, &L) * x * x
-                    delta = _step(g, mu * h, alpha, w[j])
+                        support += _weight(row, &L)
+                    delta = _unseen_or_step(support, g, mu * h, alpha, w[j])
                     if delta == 0:
                         continue
                     change = w[j]

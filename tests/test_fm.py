@@ -279,12 +279,6 @@ def test_single_factor_step_is_exact_minimiser_shared(degree):
     _assert_coordinate_minimiser(objective, t)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_cd.pyx: the coordinate derivative of the ANOVA kernel from power sums "
-    "(Newton's identity, then peeling q A_{t-1}) has absolute roundoff error; when the "
-    "true derivative is 0 for every row (dummy gamma with P = 0, degree 4 shared) it comes "
-    "out ~1e-16, with beta = 0 the step -g/h is then ~1e15, and the solver's y_pred no "
-    "longer matches the model"))
 def test_zero_derivative_with_roundoff_takes_no_step():
     rng = np.random.RandomState(4)
     X = rng.randn(30, 1)
@@ -683,12 +677,6 @@ def test_unseen_feature_linear_weight_is_zero():
     assert est.w_[2] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_cd.pyx skips the factors of a feature with an empty CSC column ('if start == end: "
-    "continue'), so they keep their random initialisation although the minimiser of "
-    "beta/2 ||P||^2 along them is 0 (the linear weights of such a feature are set to 0); "
-    "a zero-weight sample then differs from a removed one when it holds the only "
-    "occurrences of a feature, and unseen features add random interactions at predict"))
 def test_unseen_feature_factors_are_zero():
     X, rng = _data(n=50, d=5, density=0.9, seed=7, sparse=False)
     X[:, 2] = 0.0
