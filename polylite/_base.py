@@ -20,7 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _cd, _losses, kernels
+from . import _cd, _losses, _solvers, kernels
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -87,13 +87,32 @@ class _PolynomialModel(BaseEstimator):
         if not isinstance(self.warm_start, (bool, np.bool_)):
             raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
         _check_choice(self.solver, "solver", self._solvers)
+        _check_choice(self.learning_rate, "learning_rate", tuple(_solvers.SCHEDULES))
+        if self.eta0 is not None:
+            _check_number(self.eta0, "eta0", low=0, low_open=True)
+        _check_number(self.power_t, "power_t", low=0)
+        _check_number(self.batch_size, "batch_size", low=1, integer=True)
+        for name in ("shuffle", "early_stopping"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        _check_number(self.validation_fraction, "validation_fraction", low=0, high=1,
+                      low_open=True)
+        if self.validation_fraction >= 1:
+            raise ValueError(f"validation_fraction must be < 1, got "
+                             f"{self.validation_fraction!r}")
+        _check_number(self.n_iter_no_change, "n_iter_no_change", low=1, integer=True)
         try:
             check_random_state(self.random_state)
         except ValueError:
             raise ValueError(f"random_state must be None, an integer in [0, 2**32) or a "
                              f"numpy RandomState, got {self.random_state!r}") from None
 
-    _solvers = ("cd",)
+    _solvers = ("cd", "sgd", "adagrad", "lbfgs")
+
+    @property
+    def _fit_lam(self):
+        """Whether the output weights lam are learned (polynomial networks)."""
+        return False
 
     # ---- sklearn plumbing -----------------------------------------------------------
 
@@ -114,7 +133,24 @@ class _PolynomialModel(BaseEstimator):
             return kernels.check_X(X, dtype=dtype)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=dtype, reset=reset,
                              accept_large_sparse=True, y_numeric=not self._is_classifier)
-        return kernels.check_X(X, dtype=dtype, accept_dense=False), y
+        X = kernels.check_X(X, dtype=dtype, accept_dense=False)
+        self._fit_dtype = X.dtype
+        return X, y
+
+    def _validation_set(self, X_val, y_val):
+        """Validate an explicit validation set like the training data."""
+        if X_val is None or y_val is None:
+            raise ValueError("give both X_val and y_val, or neither")
+        from sklearn.utils import check_array, column_or_1d
+        X_val = kernels.check_X(X_val, dtype=self._fit_dtype, n_features=self.n_features_in_,
+                                accept_dense=False)
+        y_val = column_or_1d(check_array(y_val, ensure_2d=False, dtype=None,
+                                         ensure_all_finite=not self._is_classifier),
+                             warn=True)
+        if y_val.shape[0] != X_val.shape[0]:
+            raise ValueError(f"X_val has {X_val.shape[0]} rows but y_val has "
+                             f"{y_val.shape[0]}")
+        return X_val, y_val
 
     # ---- parameters of the outputs --------------------------------------------------
     #
@@ -139,14 +175,23 @@ class _PolynomialModel(BaseEstimator):
     def _output(stack, o):
         return _OutputParams(**{name: a[o] for name, a in stack.items()})
 
+    # Models with one factor matrix and at most one dummy row (polynomial networks)
+    # publish P_ without the block axis and gamma_ without the dummy axis.
+    _single_block = False
+
     def _publish(self, stack):
         """Expose the arrays of ``stack`` as the documented fitted attributes."""
+        P, gamma = stack["P"], stack["gamma"]
+        if self._single_block:
+            P = P[:, 0]
+            gamma = gamma[:, 0] if gamma.shape[1] else np.zeros(
+                (P.shape[0], P.shape[-1]), P.dtype)
         if self._is_classifier:
             self.intercept_ = stack["intercept"][:, 0]
-            self.w_, self.P_, self.gamma_ = stack["w"], stack["P"], stack["gamma"]
+            self.w_, self.P_, self.gamma_ = stack["w"], P, gamma
         else:
             self.intercept_ = float(stack["intercept"][0, 0])
-            self.w_, self.P_, self.gamma_ = stack["w"][0], stack["P"][0], stack["gamma"][0]
+            self.w_, self.P_, self.gamma_ = stack["w"][0], P[0], gamma[0]
         if self._has_lam:
             self.lam_ = stack["lam"] if self._is_classifier else stack["lam"][0]
 
@@ -159,9 +204,14 @@ class _PolynomialModel(BaseEstimator):
         intercept = np.array(self.intercept_, dtype=dtype).reshape(-1, 1)
         k = self.P_.shape[-1]
         lam = lead(self.lam_) if self._has_lam else np.ones((intercept.shape[0], k), dtype)
+        P, gamma = lead(self.P_), lead(self.gamma_)
+        if self._single_block:
+            P = P[:, np.newaxis]
+            gamma = (gamma[:, np.newaxis] if self._structure()[2]
+                     else np.zeros((gamma.shape[0], 0, k), dtype))
         return {name: np.array(a, dtype=dtype, copy=copy or None) for name, a in
-                dict(intercept=intercept, w=lead(self.w_), P=lead(self.P_),
-                     gamma=lead(self.gamma_), lam=lam).items()}
+                dict(intercept=intercept, w=lead(self.w_), P=P, gamma=gamma,
+                     lam=lam).items()}
 
     def _warm_stack(self, n_outputs, n_features, dtype):
         """A copy of the previous fit's stack to continue from, or None to start afresh."""
@@ -198,82 +248,183 @@ class _PolynomialModel(BaseEstimator):
 
     # ---- fitting ----------------------------------------------------------------------
 
-    def _fit_outputs(self, X, targets, sample_weight, loss):
-        """Fit every output (column of ``targets``) by the chosen solver."""
+    def _fit_outputs(self, X, targets, sample_weight, loss, validation=None, strata=None):
+        """Fit every output (column of ``targets``) by the chosen solver.
+
+        ``validation`` is an explicit (X_val, targets_val) pair or None; with
+        ``early_stopping`` and no explicit pair, ``validation_fraction`` of the data is held
+        out (stratified by ``strata`` when given).
+        """
         self._check_params()
-        n, d = X.shape
-        n_outputs = targets.shape[1]
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                   ensure_non_negative=True)
+        rng = check_random_state(self.random_state)
+        if validation is None and self.early_stopping:
+            X, targets, sw, validation = self._hold_out(X, targets, sw, strata, rng)
         total = sw.sum()
         if not total > 0:
             raise ValueError("sample_weight must have a positive sum")
         sw = sw / total
-        dtype = X.dtype
-        stack = self._warm_stack(n_outputs, d, dtype)
+        n, d = X.shape
+        n_outputs = targets.shape[1]
+        stack = self._warm_stack(n_outputs, d, X.dtype)
         if stack is None:
-            stack = self._allocate(n_outputs, d, dtype)
-            rng = check_random_state(self.random_state)
+            stack = self._allocate(n_outputs, d, X.dtype)
             for o in range(n_outputs):
                 self._init_nonlinear(self._output(stack, o), rng)
-        X_csc = None
-        if self.solver == "cd":
-            X_csc = X.tocsc()
-            X_csc.sort_indices()
-            # The solver takes both copies with one index type (scipy may have narrowed
-            # the CSC indices of a CSR matrix with 64-bit indices).
-            X_csc.indices = X_csc.indices.astype(X.indices.dtype, copy=False)
-            X_csc.indptr = X_csc.indptr.astype(X.indptr.dtype, copy=False)
+        X_csc = _solvers.as_csc(X) if self.solver == "cd" else None
         n_iter = []
         for o in range(n_outputs):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
-            n_iter.append(self._fit_one_output(X, X_csc, y, sw, self._output(stack, o),
-                                               loss, label=o if n_outputs > 1 else None))
+            val = None if validation is None else (
+                validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
+            n_iter.append(self._fit_one_output(
+                X, X_csc, y, sw, self._output(stack, o), loss, rng, val,
+                label=o if n_outputs > 1 else None))
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
         self._publish(stack)
         return self
 
+    def _hold_out(self, X, targets, sw, strata, rng):
+        """Split off ``validation_fraction`` of the rows for early stopping."""
+        from sklearn.model_selection import train_test_split
+        n = X.shape[0]
+        n_val = int(np.ceil(self.validation_fraction * n))
+        if n_val < 1 or n - n_val < 1:
+            raise ValueError(f"validation_fraction={self.validation_fraction} leaves no "
+                             f"validation or no training rows out of {n}")
+        try:
+            parts = train_test_split(X, targets, sw, test_size=n_val, stratify=strata,
+                                     random_state=rng)
+        except ValueError:  # a class too small to stratify
+            parts = train_test_split(X, targets, sw, test_size=n_val, random_state=rng)
+        X_fit, X_val, t_fit, t_val, sw_fit, _ = parts
+        return X_fit, t_fit, sw_fit, (X_val, t_val)
+
     def _objective(self, y, y_pred, sw, params, loss_code):
         penalty = 0.5 * self.alpha * float(np.dot(params.w, params.w))
-        penalty += 0.5 * self.beta * (float(np.sum(np.square(params.P, dtype=np.float64)))
-                                      + float(np.sum(np.square(params.gamma,
-                                                               dtype=np.float64))))
+        factors = [params.P, params.gamma] + ([params.lam] if self._fit_lam else [])
+        penalty += 0.5 * self.beta * sum(float(np.sum(np.square(a, dtype=np.float64)))
+                                         for a in factors)
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
-    def _fit_one_output(self, X, X_csc, y, sw, params, loss, label=None):
+    def _fit_one_output(self, X, X_csc, y, sw, params, loss, rng, validation, label=None):
+        """Run the solver's epochs on one output; returns the number of epochs run."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
-        y_pred = self._predict_output(X, params, kernel, degrees).astype(np.float64)
-        objective = self._objective(y, y_pred, sw, params, loss_code)
-        degrees_arr = np.asarray(degrees, dtype=np.intc)
         prefix = "" if label is None else f"[output {label}] "
+        stopper = None if validation is None else _EarlyStopping(
+            self, validation, params, kernel, degrees, loss_code)
+        start = time.perf_counter()
+        if self.solver == "lbfgs":
+            return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
+                                              degrees, stopper, prefix, start)
+        if self.solver == "cd":
+            solver = _solvers.CoordinateDescent(self, X, X_csc, y, sw, params, loss_code,
+                                                kernel, degrees)
+        else:
+            solver = _solvers.StochasticGradient(
+                self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
+                _solvers.StochasticState(params, self.solver == "adagrad"))
+        objective = best = self._objective(y, solver.predictions(), sw, params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
-        start = time.perf_counter()
+        stalled = 0
         for epoch in range(1, self.max_iter + 1):
-            max_change = _cd.cd_epoch(
-                X_csc.data, X_csc.indices, X_csc.indptr, X.data, X.indices, X.indptr,
-                y, sw, params.intercept, params.w, params.P, degrees_arr, params.gamma,
-                kernels.KERNELS[kernel], loss_code, float(self.alpha), float(self.beta),
-                bool(self.fit_intercept), bool(self.fit_linear), y_pred)
-            new_objective = self._objective(y, y_pred, sw, params, loss_code)
+            max_change = solver.epoch()
+            new_objective = self._objective(y, solver.predictions(), sw, params, loss_code)
             if not np.isfinite(new_objective):
                 raise FloatingPointError(
-                    "the objective became non-finite during coordinate descent; "
-                    "scale the features or increase beta")
+                    f"the objective became non-finite during {self.solver}; scale the "
+                    f"features, increase beta" +
+                    (" or use a smaller learning rate eta0" if self.solver != "cd" else ""))
             decrease = (objective - new_objective) / max(abs(objective), 1e-300)
             objective = new_objective
+            stop = stopper.update() if stopper is not None else False
             if self.verbose:
                 print(f"{prefix}epoch {epoch:4d}  objective {objective:.6e}  "
-                      f"rel. decrease {decrease:.2e}  max change {max_change:.2e}  "
-                      f"{time.perf_counter() - start:.2f}s")
-            if decrease < self.tol or max_change < self.tol:
+                      f"rel. decrease {decrease:.2e}  max change {max_change:.2e}" +
+                      (f"  validation loss {stopper.last:.6e}" if stopper else "") +
+                      f"  {time.perf_counter() - start:.2f}s")
+            if stop:
+                stopper.restore()
                 return epoch
+            if self.solver == "cd":
+                if decrease < self.tol or max_change < self.tol:
+                    return epoch
+            else:
+                # Stochastic: stop after n_iter_no_change epochs without an improvement
+                # of the objective by tol (relative), as scikit-learn's SGD estimators do.
+                if objective > best - self.tol * abs(best):
+                    stalled += 1
+                else:
+                    stalled = 0
+                best = min(best, objective)
+                if stalled >= self.n_iter_no_change:
+                    return epoch
+        if stopper is not None:
+            stopper.restore()
         warnings.warn(
-            f"{type(self).__name__}: coordinate descent did not converge in "
-            f"max_iter={self.max_iter} epochs (relative decrease {decrease:.2e} > "
+            f"{type(self).__name__}: {self.solver} did not converge in "
+            f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
             f"tol={self.tol}); increase max_iter or tol", ConvergenceWarning)
         return self.max_iter
+
+    def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
+                              prefix, start):
+        def callback(objective):
+            stop = stopper.update() if stopper is not None else False
+            if self.verbose:
+                print(f"{prefix}iteration {counter[0]:4d}  objective {objective:.6e}" +
+                      (f"  validation loss {stopper.last:.6e}" if stopper else "") +
+                      f"  {time.perf_counter() - start:.2f}s")
+            counter[0] += 1
+            return stop
+
+        counter = [1]
+        n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
+                                            degrees, callback)
+        if stopper is not None:
+            if stopper.stopped:
+                stopper.restore()
+                return n_iter
+            stopper.update()
+            stopper.restore()
+        if result.status == 1:
+            warnings.warn(f"{type(self).__name__}: L-BFGS did not converge in "
+                          f"max_iter={self.max_iter} iterations; increase max_iter",
+                          ConvergenceWarning)
+        return n_iter
+
+    def _partial_fit_outputs(self, X, targets, sample_weight, loss):
+        """One pass of the stochastic solver over a chunk, continuing the previous state."""
+        first = not hasattr(self, "_stochastic_states")
+        if first:
+            self._check_params()
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                  ensure_non_negative=True)
+        n_outputs = targets.shape[1]
+        if first:
+            self._partial_rng = check_random_state(self.random_state)
+            stack = self._allocate(n_outputs, X.shape[1], X.dtype)
+            for o in range(n_outputs):
+                self._init_nonlinear(self._output(stack, o), self._partial_rng)
+            self._stochastic_states = [
+                _solvers.StochasticState(self._output(stack, o), self.solver == "adagrad")
+                for o in range(n_outputs)]
+            self.n_iter_ = np.zeros(n_outputs, int) if self._is_classifier else 0
+        else:
+            stack = self._stacked()
+        kernel, degrees, _ = self._structure()
+        loss_code = _losses.loss_code(loss)
+        for o in range(n_outputs):
+            y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
+            _solvers.StochasticGradient(
+                self, X, y, sw, self._output(stack, o), loss_code, kernel, degrees,
+                self._partial_rng, self._stochastic_states[o]).epoch()
+        self.n_iter_ = self.n_iter_ + 1
+        self._publish(stack)
+        return self
 
     # ---- save / load ------------------------------------------------------------------
 
@@ -288,3 +439,39 @@ class _PolynomialModel(BaseEstimator):
         """
         from ._io import save_model
         save_model(self, path)
+
+
+class _EarlyStopping:
+    """Validation loss after each epoch; keeps a copy of the best parameters."""
+
+    def __init__(self, est, validation, params, kernel, degrees, loss_code):
+        self.est, self.params, self.kernel, self.degrees = est, params, kernel, degrees
+        self.X_val, self.y_val = validation
+        self.loss_code = loss_code
+        self.sw_val = np.full(self.X_val.shape[0], 1.0 / max(self.X_val.shape[0], 1))
+        self.best = np.inf
+        self.best_params = None
+        self.stalled = 0
+        self.stopped = False
+        self.last = np.nan
+
+    def update(self):
+        """Score the current parameters; True when it is time to stop."""
+        pred = self.est._predict_output(self.X_val, self.params, self.kernel,
+                                        self.degrees).astype(np.float64)
+        self.last = _cd.weighted_loss(self.y_val, pred, self.sw_val, self.loss_code)
+        if self.last < self.best - self.est.tol * abs(self.best) or self.best_params is None:
+            self.best = min(self.best, self.last)
+            self.best_params = {name: np.array(getattr(self.params, name))
+                                for name in ("intercept", "w", "P", "gamma", "lam")}
+            self.stalled = 0
+        else:
+            self.stalled += 1
+        self.stopped = self.stalled >= self.est.n_iter_no_change
+        return self.stopped
+
+    def restore(self):
+        """Put the best parameters seen back in place."""
+        if self.best_params is not None:
+            for name, value in self.best_params.items():
+                getattr(self.params, name)[...] = value

@@ -23,7 +23,7 @@ class _OneVsRestMixin:
         super()._check_params()
         _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None):
         """Fit the classifier.
 
         Parameters
@@ -34,6 +34,10 @@ class _OneVsRestMixin:
             Class labels (two or more classes).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights; a weight of 2 counts as the sample given twice.
+        X_val, y_val : array-like, default=None
+            An explicit validation set: the validation loss is reported with ``verbose``,
+            and training stops after ``n_iter_no_change`` epochs without improving it,
+            keeping the best model (as ``early_stopping`` does with a held-out part).
 
         Returns
         -------
@@ -53,12 +57,66 @@ class _OneVsRestMixin:
             raise ValueError("warm_start=True but y has different classes from the "
                              "previous fit")
         self.classes_ = classes
-        if classes.shape[0] == 2:
-            targets = np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
-        else:
-            targets = np.where(codes[:, np.newaxis] == np.arange(classes.shape[0]),
-                               1.0, -1.0)
-        return self._fit_outputs(X, targets, sample_weight, self.loss)
+        validation = None
+        if X_val is not None or y_val is not None:
+            X_val, y_val = self._validation_set(X_val, y_val)
+            validation = (X_val, self._targets(self._encode(y_val)))
+        return self._fit_outputs(X, self._targets(codes), sample_weight, self.loss,
+                                 validation=validation, strata=codes)
+
+    def _targets(self, codes):
+        """+-1 targets of the outputs: one for two classes, else one per class."""
+        if self.classes_.shape[0] == 2:
+            return np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
+        return np.where(codes[:, np.newaxis] == np.arange(self.classes_.shape[0]),
+                        1.0, -1.0)
+
+    def _encode(self, y):
+        y = np.asarray(y)
+        codes = np.searchsorted(self.classes_, y)
+        codes = np.clip(codes, 0, self.classes_.shape[0] - 1)
+        unknown = self.classes_[codes] != y
+        if np.any(unknown):
+            raise ValueError(f"y holds labels not in classes_ {self.classes_.tolist()}: "
+                             f"{np.unique(y[unknown]).tolist()}")
+        return codes
+
+    def _partial_fit_available(self):
+        return self.solver in ("sgd", "adagrad")
+
+    @available_if(_partial_fit_available)
+    def partial_fit(self, X, y, sample_weight=None, classes=None):
+        """One pass of the stochastic solver over a chunk of data (solver "sgd"/"adagrad").
+
+        Calling it on successive chunks streams a data set that does not fit in memory
+        (for example read from an svmlight file or a memory-mapped CSR matrix); the
+        learning-rate schedule and AdaGrad's statistics continue across calls.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies each sample's loss gradient (1 by default).
+        classes : array-like of shape (n_classes,), default=None
+            Every class of the whole data set; required on the first call.
+
+        Returns
+        -------
+        self : object
+        """
+        from sklearn.utils.multiclass import _check_partial_fit_first_call
+        _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
+        first = not hasattr(self, "_stochastic_states")
+        X, y = self._prepare_X(X, reset=first, y=y)
+        check_classification_targets(y)
+        if first and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit")
+        _check_partial_fit_first_call(self, classes)
+        if self.classes_.shape[0] < 2:
+            raise ValueError("the classifier needs at least two classes")
+        return self._partial_fit_outputs(X, self._targets(self._encode(y)), sample_weight,
+                                         self.loss)
 
     def decision_function(self, X):
         """Raw model outputs.
@@ -128,7 +186,7 @@ class _OneVsRestMixin:
 class _RegressorFitMixin:
     """fit / predict for a single real-valued output with the squared loss."""
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None):
         """Fit the regressor (squared loss).
 
         Parameters
@@ -139,14 +197,50 @@ class _RegressorFitMixin:
             Targets.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights; a weight of 2 counts as the sample given twice.
+        X_val, y_val : array-like, default=None
+            An explicit validation set: the validation loss is reported with ``verbose``,
+            and training stops after ``n_iter_no_change`` epochs without improving it,
+            keeping the best model (as ``early_stopping`` does with a held-out part).
 
         Returns
         -------
         self : object
         """
         X, y = self._prepare_X(X, reset=True, y=y)
+        validation = None
+        if X_val is not None or y_val is not None:
+            X_val, y_val = self._validation_set(X_val, y_val)
+            validation = (X_val, np.asarray(y_val, dtype=np.float64)[:, np.newaxis])
         targets = np.asarray(y, dtype=np.float64)[:, np.newaxis]
-        return self._fit_outputs(X, targets, sample_weight, "squared")
+        return self._fit_outputs(X, targets, sample_weight, "squared",
+                                 validation=validation)
+
+    def _partial_fit_available(self):
+        return self.solver in ("sgd", "adagrad")
+
+    @available_if(_partial_fit_available)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One pass of the stochastic solver over a chunk of data (solver "sgd"/"adagrad").
+
+        Calling it on successive chunks streams a data set that does not fit in memory
+        (for example read from an svmlight file or a memory-mapped CSR matrix); the
+        learning-rate schedule and AdaGrad's statistics continue across calls.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Multiplies each sample's loss gradient (1 by default).
+
+        Returns
+        -------
+        self : object
+        """
+        first = not hasattr(self, "_stochastic_states")
+        X, y = self._prepare_X(X, reset=first, y=y)
+        targets = np.asarray(y, dtype=np.float64)[:, np.newaxis]
+        return self._partial_fit_outputs(X, targets, sample_weight, "squared")
 
     def predict(self, X):
         """Predicted values.

@@ -63,8 +63,33 @@ _FM_PARAMS_DOC = """
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
         parameter change, falls below ``tol``.
-    solver : {"cd"}, default="cd"
-        "cd": cyclic coordinate descent with cached power sums (objective never increases).
+    solver : {"cd", "sgd", "adagrad", "lbfgs"}, default="cd"
+        "cd": cyclic coordinate descent with cached power sums (the objective never
+        increases; best for degree <= 3-4).  "sgd" and "adagrad": stochastic passes over
+        the rows (gradients by the ANOVA dynamic programme; for large data, any degree,
+        and streaming with ``partial_fit``).  "lbfgs": SciPy's L-BFGS-B on the full
+        objective (value and gradient in one pass over the rows).
+    learning_rate : {"constant", "invscaling"}, default="invscaling"
+        Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.  "adagrad"
+        divides ``eta0`` by the root of each coordinate's summed squared gradients.
+    eta0 : float or None, default=None
+        Initial step size of "sgd"/"adagrad" (None: 0.01 for "sgd", 0.1 for "adagrad").
+    power_t : float, default=0.25
+        Exponent of the "invscaling" schedule.
+    batch_size : int, default=1
+        Rows per stochastic step (their gradients are averaged).
+    shuffle : bool, default=True
+        Visit the rows in a new random order every pass ("sgd"/"adagrad").
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (stratified for
+        classifiers) and stop when its loss has not improved by ``tol`` (relative) for
+        ``n_iter_no_change`` epochs; the best model is kept.  ``fit`` also takes an
+        explicit validation set ``X_val, y_val``.
+    validation_fraction : float, default=0.1
+        Share of the training data held out when ``early_stopping``.
+    n_iter_no_change : int, default=5
+        Epochs without improvement before stopping (validation loss with early stopping;
+        training objective for "sgd"/"adagrad").
     warm_start : bool, default=False
         Continue from the previous fit's parameters.
     random_state : int, RandomState instance or None, default=None
@@ -114,8 +139,9 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
-                 beta=1e-4, init_scale=0.01, max_iter=100, tol=1e-5, solver="cd",
-                 warm_start=False, random_state=None, verbose=0):
+                 beta=1e-4, init_scale=0.01, max_iter=100, tol=1e-5, solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
         self.degree = degree
         self.n_components = n_components
         self.lower_degrees = lower_degrees
@@ -128,6 +154,14 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -156,7 +190,9 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.01, max_iter=100, tol=1e-5,
-                 solver="cd", warm_start=False, random_state=None, verbose=0):
+                 solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
         self.degree = degree
         self.n_components = n_components
         self.lower_degrees = lower_degrees
@@ -170,6 +206,14 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose

@@ -67,12 +67,34 @@ _PN_PARAMS_DOC = """
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
         parameter change, falls below ``tol``.
-    solver : {"cd"}, default="cd"
-        "cd": cyclic coordinate descent.  ``(gamma_s + <p_s, x>)^m`` is not affine in one
+    solver : {"cd", "sgd", "adagrad", "lbfgs"}, default="cd"
+        "sgd", "adagrad" and "lbfgs" use the gradient of the polynomial kernel (see the
+        factorization machines).  "cd": cyclic coordinate descent.  ``(gamma_s + <p_s, x>)^m`` is not affine in one
         coordinate, so each coordinate takes a Newton step with a positive curvature
         (Gauss-Newton term plus the absolute second-order term) safeguarded by halving
         until the exact objective along the coordinate decreases (Armijo): the objective
         never increases.  ``lam_`` takes the exact bound step of an affine coordinate.
+    learning_rate : {"constant", "invscaling"}, default="invscaling"
+        Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.  "adagrad"
+        divides ``eta0`` by the root of each coordinate's summed squared gradients.
+    eta0 : float or None, default=None
+        Initial step size of "sgd"/"adagrad" (None: 0.01 for "sgd", 0.1 for "adagrad").
+    power_t : float, default=0.25
+        Exponent of the "invscaling" schedule.
+    batch_size : int, default=1
+        Rows per stochastic step (their gradients are averaged).
+    shuffle : bool, default=True
+        Visit the rows in a new random order every pass ("sgd"/"adagrad").
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (stratified for
+        classifiers) and stop when its loss has not improved by ``tol`` (relative) for
+        ``n_iter_no_change`` epochs; the best model is kept.  ``fit`` also takes an
+        explicit validation set ``X_val, y_val``.
+    validation_fraction : float, default=0.1
+        Share of the training data held out when ``early_stopping``.
+    n_iter_no_change : int, default=5
+        Epochs without improvement before stopping (validation loss with early stopping;
+        training objective for "sgd"/"adagrad").
     warm_start : bool, default=False
         Continue from the previous fit's parameters.
     random_state : int, RandomState instance or None, default=None
@@ -121,7 +143,9 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
-                 solver="cd", warm_start=False, random_state=None, verbose=0):
+                 solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
         self.degree = degree
         self.n_components = n_components
         self.lower_degrees = lower_degrees
@@ -134,6 +158,14 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose
@@ -160,7 +192,10 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", loss="logistic", fit_linear=True,
                  fit_intercept=True, alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100,
-                 tol=1e-5, solver="cd", warm_start=False, random_state=None, verbose=0):
+                 tol=1e-5, solver="cd",
+                 learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
+                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
         self.degree = degree
         self.n_components = n_components
         self.lower_degrees = lower_degrees
@@ -174,6 +209,14 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.power_t = power_t
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.random_state = random_state
         self.verbose = verbose

@@ -1,0 +1,183 @@
+"""Solver drivers: one object per fitted output, advancing the model one epoch at a time.
+
+Each driver updates the arrays of an :class:`polylite._base._OutputParams` in place and
+knows the current predictions on the training rows, so the estimator's loop can compute the
+objective, report progress, test convergence and stop early, whatever the solver.
+L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
+"""
+import numpy as np
+import scipy.optimize
+
+from . import _cd, _sgd, kernels
+
+STOCHASTIC = ("sgd", "adagrad")
+SCHEDULES = {"constant": 0, "invscaling": 1}
+_ADAGRAD = 2
+DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
+
+
+def _degrees_array(degrees):
+    return np.asarray(degrees, dtype=np.intc)
+
+
+def as_csc(X):
+    """The CSC copy coordinate descent walks, with the index type of the CSR original."""
+    X_csc = X.tocsc()
+    X_csc.sort_indices()
+    # scipy may narrow the indices of the copy; the solver takes both with one type.
+    X_csc.indices = X_csc.indices.astype(X.indices.dtype, copy=False)
+    X_csc.indptr = X_csc.indptr.astype(X.indptr.dtype, copy=False)
+    return X_csc
+
+
+class CoordinateDescent:
+    """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1."""
+
+    def __init__(self, est, X, X_csc, y, sw, params, loss_code, kernel, degrees):
+        self.est, self.X, self.X_csc, self.y, self.sw = est, X, X_csc, y, sw
+        self.params, self.loss_code = params, loss_code
+        self.kernel_code = kernels.KERNELS[kernel]
+        self.degrees = _degrees_array(degrees)
+        self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
+
+    def epoch(self):
+        est, p, X, Xc = self.est, self.params, self.X, self.X_csc
+        return _cd.cd_epoch(
+            Xc.data, Xc.indices, Xc.indptr, X.data, X.indices, X.indptr, self.y, self.sw,
+            p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
+            float(est.alpha), float(est.beta), bool(est.fit_intercept),
+            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam))
+
+    def predictions(self):
+        return self.y_pred
+
+
+class StochasticState:
+    """What a stochastic solver carries from one pass to the next (and across partial_fit):
+    the step count and, for AdaGrad, the accumulated squared gradients and the step at
+    which each feature was last updated (empty arrays for SGD)."""
+
+    def __init__(self, params, adagrad):
+        self.step = 0
+        dtype = params.P.dtype
+
+        def zeros(a):
+            return np.zeros(a.shape if adagrad else (0,) * a.ndim, dtype)
+
+        self.acc = {name: zeros(getattr(params, name))
+                    for name in ("intercept", "w", "P", "gamma", "lam")}
+        self.last_touch = np.zeros(params.w.shape[0] if adagrad else 0, np.int64)
+
+
+class StochasticGradient:
+    """SGD or AdaGrad passes (``polylite._sgd``); ``sw`` must have mean 1 (or be the raw
+    weights of a ``partial_fit`` chunk)."""
+
+    def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state):
+        self.est, self.X, self.y, self.sw, self.params = est, X, y, sw, params
+        self.loss_code, self.kernel, self.degrees = loss_code, kernel, degrees
+        self.kernel_code = kernels.KERNELS[kernel]
+        self.degrees_arr = _degrees_array(degrees)
+        self.rng, self.state = rng, state
+        self.adagrad = est.solver == "adagrad"
+        self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
+        self.eta0 = float(est.eta0 if est.eta0 is not None else DEFAULT_ETA0[est.solver])
+        self._y_pred = None
+
+    def epoch(self):
+        est, p, X, st = self.est, self.params, self.X, self.state
+        n = X.shape[0]
+        order = (self.rng.permutation(n) if est.shuffle else np.arange(n)).astype(np.intp)
+        if not self.adagrad and self.eta0 * max(est.alpha, est.beta) >= 1:
+            raise FloatingPointError(
+                f"eta0 * max(alpha, beta) = {self.eta0 * max(est.alpha, est.beta):g} >= 1: "
+                f"the L2 decay would flip signs; use a smaller learning rate eta0")
+        before = {name: np.array(getattr(p, name)) for name in ("w", "P", "gamma")}
+        st.step, finite = _sgd.sgd_epoch(
+            X.data, X.indices, X.indptr, self.y, self.sw, order, p.intercept, p.w, p.P,
+            self.degrees_arr, p.gamma, p.lam, self.kernel_code, self.loss_code,
+            float(est.alpha), float(est.beta), bool(est.fit_intercept),
+            bool(est.fit_linear), bool(est._fit_lam), self.schedule, self.eta0,
+            float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
+            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size))
+        if not finite or not all(np.all(np.isfinite(getattr(p, name)))
+                                 for name in ("intercept", "w", "P", "gamma", "lam")):
+            raise FloatingPointError(
+                f"{est.solver} diverged: the model's parameters or predictions became "
+                f"non-finite (eta0={self.eta0:g}); use a smaller learning rate eta0, "
+                f"a larger beta, or scale the features")
+        self._y_pred = None
+        return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))
+                   for name in before)
+
+    def predictions(self):
+        if self._y_pred is None:
+            self._y_pred = self.est._predict_output(
+                self.X, self.params, self.kernel, self.degrees).astype(np.float64)
+        return self._y_pred
+
+
+def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
+    """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
+
+    Value and gradient come from one Cython pass over the rows
+    (``polylite._sgd.objective_gradient``).  ``callback(objective)`` is called after each
+    iteration with the parameters in place; returning True stops the optimiser.
+    """
+    names = ["P", "gamma"]
+    if est.fit_intercept:
+        names.insert(0, "intercept")
+    if est.fit_linear:
+        names.insert(1 if est.fit_intercept else 0, "w")
+    if est._fit_lam:
+        names.append("lam")
+    arrays = {name: getattr(params, name) for name in names}
+    sizes = [arrays[name].size for name in names]
+    bounds = np.cumsum([0] + sizes)
+    kernel_code = kernels.KERNELS[kernel]
+    degrees_arr = _degrees_array(degrees)
+    penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
+               "intercept": 0.0}
+
+    def unpack(x):
+        for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
+            arrays[name][...] = x[lo:hi].reshape(arrays[name].shape)
+
+    def pack(source):
+        return np.concatenate([np.asarray(source[name], np.float64).ravel()
+                               for name in names])
+
+    def value_and_gradient(x):
+        unpack(x)
+        grads = {name: np.zeros(getattr(params, name).shape, np.float64)
+                 for name in ("intercept", "w", "P", "gamma", "lam")}
+        value = _sgd.objective_gradient(
+            X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
+            degrees_arr, params.gamma, params.lam, kernel_code, loss_code,
+            bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
+            grads["gamma"], grads["lam"])
+        for name in names:
+            reg = penalty[name]
+            if reg:
+                a = np.asarray(arrays[name], np.float64)
+                value += 0.5 * reg * float(np.sum(a * a))
+                grads[name] += reg * a
+        return value, pack(grads)
+
+    iterations = [0]
+
+    def on_iteration(intermediate_result):
+        iterations[0] += 1
+        unpack(intermediate_result.x)
+        if callback(float(intermediate_result.fun)):
+            raise StopIteration
+
+    result = scipy.optimize.minimize(
+        value_and_gradient, pack(arrays), jac=True, method="L-BFGS-B",
+        callback=on_iteration,
+        options={"maxiter": int(est.max_iter), "ftol": float(est.tol), "gtol": 1e-10})
+    if not np.all(np.isfinite(result.x)):
+        raise FloatingPointError("L-BFGS produced non-finite parameters; scale the "
+                                 "features or increase beta")
+    unpack(result.x)
+    return max(iterations[0], 1), result
