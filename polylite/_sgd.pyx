@@ -25,6 +25,26 @@ from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         anova_gradient, all_subsets_gradient, linear_forms)
 from ._losses cimport loss_derivative, loss_value
 
+cdef extern from *:
+    """
+    /* A volatile asm on x86-64: GCC may otherwise delete a prefetch it sees as having no
+       effect (see _cd.pyx). */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #define POLYLITE_PREFETCH(p) \
+        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
+    #elif defined(__GNUC__) || defined(__clang__)
+    #define POLYLITE_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+    #else
+    #define POLYLITE_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void POLYLITE_PREFETCH(const void* p) noexcept nogil
+
+cdef enum:
+    # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
+    # far ahead, and the row itself (values, indices, label, weight) half as far ahead.
+    PREFETCH_ROWS = 16
+
 cdef enum:
     CONSTANT = 0
     INVSCALING = 1
@@ -101,6 +121,41 @@ cdef inline void _adagrad_step(floating* p, floating* acc, double g,
     p[0] = p[0] - eta0 * g / (sqrt(acc[0]) + ADAGRAD_EPS)
 
 
+cdef bint _all_allocated(void** ptrs, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        if ptrs[i] == NULL:
+            return False
+    return True
+
+
+cdef void _free_all(void** ptrs, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        free(ptrs[i])
+
+
+cdef struct Scales:
+    # SGD stores w = wscale * v and P = pscale * V: one step's L2 decay of every
+    # parameter is then O(1), exactly the eager update (Bottou's trick).  AdaGrad: 1.
+    double w
+    double p
+
+
+cdef inline void _fold_scales(floating[::1] w, floating* P, Py_ssize_t size_P,
+                              Scales* sc) noexcept nogil:
+    """Multiply the stored parameters by their scales (then 1)."""
+    cdef Py_ssize_t i
+    if sc.w != 1:
+        for i in range(w.shape[0]):
+            w[i] = w[i] * sc.w
+        sc.w = 1
+    if sc.p != 1:
+        for i in range(size_P):
+            P[i] = P[i] * sc.p
+        sc.p = 1
+
+
 def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
               const index_t[::1] indptr, const double[::1] y,
               const double[::1] sample_weight, const Py_ssize_t[::1] order,
@@ -118,110 +173,140 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     objective's normalisation).  ``step`` is the number of (mini-batch) steps taken before
     this pass (for the inverse-scaling schedule).  ``acc_*`` are AdaGrad's accumulated
     squared gradients and ``last_touch`` the step at which each feature was last updated
-    (both ignored by SGD).  Returns (steps after the pass, finite): on a
-    non-finite prediction or parameter the pass stops at once with finite False.
+    (both ignored by SGD).  Returns (steps after the pass, finite): on a non-finite
+    prediction or parameter the pass stops at once with finite False.
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
     cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, pos, batch_end, row_in_batch
-    cdef Py_ssize_t max_nnz = 0, n_touched, t_idx
+    cdef Py_ssize_t max_nnz = 0, n_touched, t_idx, size_P = n_blocks * d * k
     cdef int max_degree = 1
-    cdef bint adagrad = schedule == ADAGRAD, finite = True
-    cdef double eta, pred, dl, g, decay_w, decay_p, scale, elapsed
-    cdef double log_w = 0, log_p = 0  # cumulative log-decay of this pass (SGD)
-    cdef double step_log_w, step_log_p
+    cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
+    cdef double eta, pred, dl, g, scale, elapsed, new_w, new_p, step_p, buf_intercept
+    cdef Scales sc
+    sc.w = 1
+    sc.p = 1
     for b in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[b])
     for i in range(indptr.shape[0] - 1):
         max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
     cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
-    cdef floating* table = <floating*> malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))
-    cdef floating* adj = <floating*> malloc(block * sizeof(floating))
-    cdef floating* gP = <floating*> malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))
-    cdef floating* ggamma = <floating*> malloc((n_dummy * k + 1) * sizeof(floating))
-    cdef floating* glam = <floating*> malloc((k + 1) * sizeof(floating))
-    # Mini-batch buffers: summed gradients of the touched features, and which they are.
-    cdef double* buf_w = <double*> calloc(d + 1, sizeof(double))
-    cdef double* buf_P = <double*> calloc(n_blocks * d * k + 1, sizeof(double))
-    cdef double* buf_gamma = <double*> calloc(n_dummy * k + 1, sizeof(double))
-    cdef double* buf_lam = <double*> calloc(k + 1, sizeof(double))
-    cdef Py_ssize_t* touched = <Py_ssize_t*> malloc((d + 1) * sizeof(Py_ssize_t))
-    cdef char* is_touched = <char*> calloc(d + 1, 1)
-    # SGD, per feature: the pass's cumulative log-decay of w and P at its last update.
-    cdef double* last_decay = <double*> calloc(2 * d + 2, sizeof(double))
-    cdef double* last_w = last_decay
-    cdef double* last_p = last_decay + d + 1
-    cdef double buf_intercept
-    cdef void* owned[12]
-    owned[:] = [<void*> table, <void*> adj, <void*> gP, <void*> ggamma, <void*> glam,
-                <void*> buf_w, <void*> buf_P, <void*> buf_gamma, <void*> buf_lam,
-                <void*> touched, <void*> is_touched, <void*> last_decay]
-    if not _all_allocated(owned, 12):
-        _free_all(owned, 12)
+    cdef void* owned[13]
+    owned[0] = malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))   # table
+    owned[1] = malloc(block * sizeof(floating))                              # adj
+    owned[2] = malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))       # gP
+    owned[3] = malloc((n_dummy * k + 1) * sizeof(floating))                  # ggamma
+    owned[4] = malloc((k + 1) * sizeof(floating))                            # glam
+    owned[5] = malloc((max_nnz + 1) * sizeof(floating))                      # scaled row
+    # Mini-batches only: summed gradients of the touched features, and which they are.
+    owned[6] = calloc(1 if direct else d + 1, sizeof(double))
+    owned[7] = calloc(1 if direct else size_P + 1, sizeof(double))
+    owned[8] = calloc(n_dummy * k + 1, sizeof(double))
+    owned[9] = calloc(k + 1, sizeof(double))
+    owned[10] = malloc((1 if direct else d + 1) * sizeof(Py_ssize_t))
+    owned[11] = calloc(1 if direct else d + 1, 1)
+    owned[12] = malloc(1)
+    if not _all_allocated(owned, 13):
+        _free_all(owned, 13)
         raise MemoryError("not enough memory for the SGD buffers")
-    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> gP
+    cdef floating* table = <floating*> owned[0]
+    cdef floating* adj = <floating*> owned[1]
+    cdef floating* gP = <floating*> owned[2]
+    cdef floating* ggamma = <floating*> owned[3]
+    cdef floating* glam = <floating*> owned[4]
+    cdef floating* xs = <floating*> owned[5]
+    cdef double* buf_w = <double*> owned[6]
+    cdef double* buf_P = <double*> owned[7]
+    cdef double* buf_gamma = <double*> owned[8]
+    cdef double* buf_lam = <double*> owned[9]
+    cdef Py_ssize_t* touched = <Py_ssize_t*> owned[10]
+    cdef char* is_touched = <char*> owned[11]
+    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else gP
     cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else NULL
+    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else glam
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
-    cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
     try:
         with nogil:
             pos = 0
             while pos < n_rows and finite:
                 batch_end = min(pos + batch_size, n_rows)
                 step += 1
-                if schedule == INVSCALING:
-                    eta = eta0 / _pow_t(step, power_t)
-                else:
-                    eta = eta0
+                eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
                 n_touched = 0
                 buf_intercept = 0
-                # ---- gradients of the batch's rows at the current parameters ----
                 for row_in_batch in range(pos, batch_end):
+                    if row_in_batch + PREFETCH_ROWS < n_rows:
+                        POLYLITE_PREFETCH(&indptr[order[row_in_batch + PREFETCH_ROWS]])
+                    if row_in_batch + PREFETCH_ROWS // 2 < n_rows:
+                        r = order[row_in_batch + PREFETCH_ROWS // 2]
+                        POLYLITE_PREFETCH(&data[0] + indptr[r])
+                        POLYLITE_PREFETCH(ind0 + indptr[r])
+                        POLYLITE_PREFETCH(&y[r])
+                        POLYLITE_PREFETCH(&sample_weight[r])
+                    if row_in_batch + PREFETCH_ROWS // 4 < n_rows:
+                        # The factor rows of the row a few ahead (its indices are cached).
+                        r = order[row_in_batch + PREFETCH_ROWS // 4]
+                        for z in range(indptr[r], indptr[r + 1]):
+                            j = ind0[z]
+                            POLYLITE_PREFETCH(&w[j])
+                            for b in range(n_blocks):
+                                POLYLITE_PREFETCH(P0 + (b * d + j) * k)
+                                if adagrad:
+                                    POLYLITE_PREFETCH(&acc_P[b, j, 0])
                     i = order[row_in_batch]
                     start = indptr[i]
                     end = indptr[i + 1]
                     nnz = end - start
-                    # Bring the touched features' parameters up to date (SGD decay).
-                    for z in range(start, end):
-                        j = indices[z]
+                    # The kernels see P = pscale * V through the values: q = V (pscale x).
+                    for z in range(nnz):
+                        xs[z] = <floating> (sc.p * data[start + z])
+                    pred = intercept[0]
+                    if fit_linear:
+                        pred += sc.w * _linear(&w[0], ind0 + start, &data[0] + start, nnz)
+                    if k > 0 and n_blocks > 0:
+                        pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
+                                              n_dummy, lamp, ind0 + start, xs, nnz,
+                                              table, adj, gP, ggamma, glam)
+                    if not isfinite(pred):
+                        finite = False
+                        break
+                    # gP is the gradient in V: pscale times the gradient in P.
+                    dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
+                    if direct:
+                        _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w,
+                                   acc_P, acc_gamma, acc_lam, last_touch, indices, data,
+                                   start, nnz, d, k, n_blocks, n_dummy, kernel, gP, ggamma,
+                                   glam, dl, eta, eta0, alpha, beta, step, adagrad,
+                                   fit_intercept, fit_linear, fit_lam, &sc)
+                        continue
+                    buf_intercept += dl
+                    for z in range(nnz):
+                        j = indices[start + z]
                         if not is_touched[j]:
                             is_touched[j] = 1
                             touched[n_touched] = j
                             n_touched += 1
-                            if not adagrad:
-                                _catch_up(w, P0, d, k, n_blocks, j, fit_linear,
-                                          log_w - last_w[j], log_p - last_p[j])
-                                last_w[j] = log_w
-                                last_p[j] = log_p
-                    pred = intercept[0] + (_linear(&w[0], ind0 + start, val0 + start, nnz)
-                                           if fit_linear else 0)
-                    if k > 0 and n_blocks > 0:
-                        pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
-                                              n_dummy, lamp, ind0 + start, val0 + start,
-                                              nnz, table, adj, gP, ggamma, glam)
-                    if not isfinite(pred):
-                        finite = False
-                        break
-                    dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
-                    buf_intercept += dl
-                    for z in range(nnz):
-                        j = indices[start + z]
                         buf_w[j] += dl * data[start + z]
                         for b in range(n_blocks):
                             for s in range(k):
-                                buf_P[(b * d + j) * k + s] += dl * gP[(b * nnz + z) * k + s]
+                                buf_P[(b * d + j) * k + s] += (dl * gP[(b * nnz + z) * k + s]
+                                                               / sc.p)
                     for r in range(n_dummy * k):
                         buf_gamma[r] += dl * ggamma[r]
                     if kernel == POLYNOMIAL:
                         for s in range(k):
                             buf_lam[s] += dl * glam[s]
-                if not finite:
-                    break
-                # ---- one step with the batch's mean gradient ----
+                if not finite or direct:
+                    pos = batch_end
+                    if not direct:
+                        break
+                    if sc.w < 1e-9 or sc.p < 1e-9:
+                        _fold_scales(w, P0, size_P, &sc)
+                    continue
+                # ---- one step with the mini-batch's mean gradient ----
                 scale = 1.0 / (batch_end - pos)
-                step_log_w = log(1 - eta * alpha) if not adagrad else 0
-                step_log_p = log(1 - eta * beta) if not adagrad else 0
+                new_w = sc.w * (1 - eta * alpha) if not adagrad else 1
+                new_p = sc.p * (1 - eta * beta) if not adagrad else 1
                 if fit_intercept:
                     g = buf_intercept * scale
                     if adagrad:
@@ -237,10 +322,9 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                     if fit_linear:
                         g = buf_w[j] * scale
                         if adagrad:
-                            g += alpha * elapsed * w[j]
-                            _adagrad_step(&w[j], &acc_w[j], g, eta0)
+                            _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
                         else:
-                            w[j] = (1 - eta * alpha) * w[j] - eta * g
+                            w[j] = w[j] - eta * g / new_w
                     buf_w[j] = 0
                     for b in range(n_blocks):
                         for s in range(k):
@@ -248,15 +332,10 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                             g = buf_P[r] * scale
                             buf_P[r] = 0
                             if adagrad:
-                                g += beta * elapsed * P0[r]
-                                _adagrad_step(&P0[r], &acc_P[b, j, s], g, eta0)
+                                _adagrad_step(&P0[r], &acc_P[b, j, s],
+                                              g + beta * elapsed * P0[r], eta0)
                             else:
-                                P0[r] = (1 - eta * beta) * P0[r] - eta * g
-                            if not isfinite(P0[r]):
-                                finite = False
-                    if not adagrad:
-                        last_w[j] = log_w + step_log_w
-                        last_p[j] = log_p + step_log_p
+                                P0[r] = P0[r] - eta * g / new_p
                 for r in range(n_dummy * k):
                     g = buf_gamma[r] * scale + beta * gam[r]
                     buf_gamma[r] = 0
@@ -274,54 +353,92 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                                 _adagrad_step(&lamp[s], &acc_lam[s], g, eta0)
                             else:
                                 lamp[s] = lamp[s] - eta * g
-                log_w += step_log_w
-                log_p += step_log_p
+                sc.w = new_w
+                sc.p = new_p
+                if sc.w < 1e-9 or sc.p < 1e-9:
+                    _fold_scales(w, P0, size_P, &sc)
                 pos = batch_end
-            # ---- end of the pass: every feature catches up with the decay ----
-            if not adagrad:
-                for j in range(d):
-                    _catch_up(w, P0, d, k, n_blocks, j, fit_linear, log_w - last_w[j],
-                              log_p - last_p[j])
+            _fold_scales(w, P0, size_P, &sc)
             if finite:
                 for j in range(d):
                     if not isfinite(w[j]):
                         finite = False
+                        break
+                for j in range(size_P):
+                    if not isfinite(P0[j]):
+                        finite = False
+                        break
     finally:
-        _free_all(owned, 12)
+        _free_all(owned, 13)
     return step, bool(finite)
 
 
-cdef bint _all_allocated(void** ptrs, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        if ptrs[i] == NULL:
-            return False
-    return True
-
-
-cdef void _free_all(void** ptrs, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        free(ptrs[i])
+cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* P,
+                            floating* gamma, floating* lam,
+                            floating[::1] acc_intercept, floating[::1] acc_w,
+                            floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
+                            floating[::1] acc_lam, long long[::1] last_touch,
+                            const index_t[::1] indices, const floating[::1] data,
+                            Py_ssize_t start, Py_ssize_t nnz, Py_ssize_t d, Py_ssize_t k,
+                            Py_ssize_t n_blocks, Py_ssize_t n_dummy, int kernel,
+                            const floating* gP, const floating* ggamma,
+                            const floating* glam, double dl, double eta, double eta0,
+                            double alpha, double beta, long long step, bint adagrad,
+                            bint fit_intercept, bint fit_linear, bint fit_lam,
+                            Scales* sc) noexcept nogil:
+    """One step on one row (batch_size 1), straight from the row's gradient."""
+    cdef Py_ssize_t z, j, b, s, r
+    cdef double x, elapsed, new_w, new_p, step_p
+    cdef floating* row
+    if fit_intercept:
+        if adagrad:
+            _adagrad_step(&intercept[0], &acc_intercept[0], dl, eta0)
+        else:
+            intercept[0] = intercept[0] - eta * dl
+    if adagrad:
+        for z in range(nnz):
+            j = indices[start + z]
+            x = data[start + z]
+            elapsed = step - last_touch[j]  # steps since the last touch
+            last_touch[j] = step
+            if fit_linear:
+                _adagrad_step(&w[j], &acc_w[j], dl * x + alpha * elapsed * w[j], eta0)
+            for b in range(n_blocks):
+                row = P + (b * d + j) * k
+                for s in range(k):
+                    _adagrad_step(&row[s], &acc_P[b, j, s],
+                                  dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
+                                  eta0)
+        for r in range(n_dummy * k):
+            _adagrad_step(&gamma[r], &acc_gamma[r // k, r % k],
+                          dl * ggamma[r] + beta * gamma[r], eta0)
+        if kernel == POLYNOMIAL and fit_lam:
+            for s in range(k):
+                _adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
+        return
+    new_w = sc.w * (1 - eta * alpha)
+    new_p = sc.p * (1 - eta * beta)
+    # V -= eta * (gradient in P) / new_p, and gP = pscale * (gradient in P).
+    step_p = eta * dl / (sc.p * new_p)
+    for z in range(nnz):
+        j = indices[start + z]
+        if fit_linear:
+            w[j] = w[j] - eta * dl * data[start + z] / new_w
+        for b in range(n_blocks):
+            row = P + (b * d + j) * k
+            for s in range(k):
+                row[s] = row[s] - step_p * gP[(b * nnz + z) * k + s]
+    for r in range(n_dummy * k):
+        gamma[r] = (1 - eta * beta) * gamma[r] - eta * dl * ggamma[r]
+    if kernel == POLYNOMIAL and fit_lam:
+        for s in range(k):
+            lam[s] = lam[s] - eta * (dl * glam[s] + beta * lam[s])
+    sc.w = new_w
+    sc.p = new_p
 
 
 cdef inline double _pow_t(long long step, double power_t) noexcept nogil:
     return exp(power_t * log(<double> step))
-
-
-cdef inline void _catch_up(floating[::1] w, floating* P, Py_ssize_t d, Py_ssize_t k,
-                           Py_ssize_t n_blocks, Py_ssize_t j, bint fit_linear,
-                           double log_decay_w, double log_decay_p) noexcept nogil:
-    """Apply the decay a feature missed since its last update (SGD)."""
-    cdef Py_ssize_t b, s
-    cdef double f
-    if fit_linear and log_decay_w != 0:
-        w[j] = w[j] * exp(log_decay_w)
-    if log_decay_p != 0:
-        f = exp(log_decay_p)
-        for b in range(n_blocks):
-            for s in range(k):
-                P[(b * d + j) * k + s] *= f
 
 
 def objective_gradient(const floating[::1] data, const index_t[::1] indices,
