@@ -8,7 +8,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-__all__ = ["make_recommender", "load_movielens_100k"]
+__all__ = ["make_recommender", "load_movielens_100k", "iter_svmlight_chunks",
+           "iter_csr_chunks"]
 
 
 def _power_law_levels(n_samples, n_levels, exponent, rng):
@@ -68,6 +69,9 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
     indptr = np.arange(0, n_samples * row_nnz + 1, row_nnz, dtype=index_dtype)
     X = sp.csr_matrix((data.ravel(), indices.ravel(), indptr),
                       shape=(n_samples, n_features))
+    # scipy narrows the index arrays of small matrices: keep the type asked for.
+    X.indices = X.indices.astype(index_dtype, copy=False)
+    X.indptr = X.indptr.astype(index_dtype, copy=False)
     w = gen.normal(0, 0.3, n_features)
     P = gen.normal(0, 0.5 / rank ** 0.25, (degree - 1, n_features, rank))
     y = predict(X, P, degrees=list(range(2, degree + 1)), w=w, intercept=3.0,
@@ -109,3 +113,76 @@ def load_movielens_100k(path, split="u1", dtype=np.float64):
                           shape=(n, n_users + n_items))
         out += [X, ratings]
     return tuple(out)
+
+
+def iter_svmlight_chunks(path, n_features, chunk_bytes=64 * 2**20, dtype=np.float64,
+                         zero_based="auto"):
+    """Read an svmlight/libsvm file a chunk of lines at a time (for ``partial_fit``).
+
+    Only one chunk is in memory at once, so a file larger than memory can be streamed:
+
+    >>> for X, y in iter_svmlight_chunks("train.svm", n_features):  # doctest: +SKIP
+    ...     model.partial_fit(X, y)
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int
+        Number of columns of the whole data set (a chunk may not show them all).
+    chunk_bytes : int, default=64 MiB
+        Approximate size of a chunk of the file; chunks end at line boundaries.
+    dtype : {np.float64, np.float32}, default=np.float64
+    zero_based : bool or "auto", default="auto"
+        Whether column indices in the file start at 0 (see
+        :func:`sklearn.datasets.load_svmlight_file`).  With "auto", decide once, from the
+        file's first 64 KiB (one-based unless an index 0 appears there).
+
+    Yields
+    ------
+    X : csr_matrix of shape (n_chunk_rows, n_features)
+    y : ndarray of shape (n_chunk_rows,)
+    """
+    from sklearn.datasets import load_svmlight_file
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+    if zero_based == "auto":
+        # Decide once for the whole file, so that every chunk is read the same way.
+        zero_based = not _one_based_hint(path)
+    size = os.path.getsize(path)
+    offset = 0
+    while offset < size:
+        X, y = load_svmlight_file(path, n_features=n_features, dtype=dtype,
+                                  offset=offset, length=chunk_bytes,
+                                  zero_based=zero_based)
+        offset += chunk_bytes
+        if X.shape[0]:
+            yield X, y
+
+
+def _one_based_hint(path):
+    """True when the file looks one-based (no column index 0 in its first lines)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).split(b"\n")
+    for line in head:
+        for token in line.split(b"#")[0].split()[1:]:
+            if token.split(b":")[0] == b"0":
+                return False
+    return True
+
+
+def iter_csr_chunks(X, y, chunk_rows=100_000):
+    """Yield (X[start:stop], y[start:stop]) row blocks of a (memory-mapped) CSR matrix.
+
+    With ``X`` built on ``np.memmap`` arrays, only the current block is read into memory.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_samples, n_features), CSR
+    y : array-like of shape (n_samples,)
+    chunk_rows : int, default=100_000
+    """
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
+    X = sp.csr_matrix(X) if not sp.issparse(X) or X.format != "csr" else X
+    for start in range(0, X.shape[0], chunk_rows):
+        yield X[start:start + chunk_rows], np.asarray(y[start:start + chunk_rows])

@@ -1,0 +1,90 @@
+"""Data helpers: the synthetic recommender, MovieLens reader, chunked streaming."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file
+
+from polylite import FactorizationMachineRegressor
+from polylite.datasets import (iter_csr_chunks, iter_svmlight_chunks,
+                               load_movielens_100k, make_recommender)
+
+
+def test_make_recommender_shape_and_structure():
+    X, y = make_recommender(500, n_users=20, n_items=10, n_numeric=2, random_state=0)
+    assert X.shape == (500, 32) and y.shape == (500,)
+    assert np.all(np.diff(X.indptr) == 4)
+    # One user column and one item column per row, each a one.
+    users = X[:, :20].toarray()
+    items = X[:, 20:30].toarray()
+    assert np.all(users.sum(1) == 1) and np.all(items.sum(1) == 1)
+    X2, y2 = make_recommender(500, n_users=20, n_items=10, n_numeric=2, random_state=0)
+    np.testing.assert_array_equal(y, y2)
+
+
+def test_make_recommender_dtypes():
+    X, _ = make_recommender(100, 5, 5, dtype=np.float32, index_dtype=np.int64,
+                            random_state=0)
+    assert X.dtype == np.float32 and X.indices.dtype == np.int64
+
+
+def test_movielens_100k(movielens_dir):
+    X, y, X_test, y_test = load_movielens_100k(movielens_dir, "u1")
+    assert X.shape == (80000, 943 + 1682) and X_test.shape == (20000, 943 + 1682)
+    assert set(np.unique(y)) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert np.all(np.diff(X.indptr) == 2)
+    assert np.all(X[:, :943].sum(axis=1) == 1)
+
+
+@pytest.mark.parametrize("zero_based", [True, False])
+def test_svmlight_chunks_reassemble_the_file(tmp_path, zero_based):
+    X, y = make_recommender(3000, 50, 30, random_state=0)
+    path = tmp_path / "data.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=zero_based)
+    parts = list(iter_svmlight_chunks(path, X.shape[1], chunk_bytes=7000))
+    assert len(parts) > 5
+    X_all = sp.vstack([a for a, _ in parts])
+    y_all = np.concatenate([b for _, b in parts])
+    np.testing.assert_allclose(X_all.toarray(), X.toarray(), rtol=1e-12)
+    np.testing.assert_allclose(y_all, y, rtol=1e-12)
+
+
+def test_streaming_partial_fit_equals_one_epoch(tmp_path):
+    """partial_fit over svmlight chunks == one sgd epoch over the whole file, in order."""
+    X, y = make_recommender(2000, 40, 30, random_state=1)
+    path = tmp_path / "data.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=True)
+    params = dict(n_components=4, solver="sgd", eta0=0.01, shuffle=False, random_state=0)
+    streamed = FactorizationMachineRegressor(**params)
+    for X_chunk, y_chunk in iter_svmlight_chunks(path, X.shape[1], chunk_bytes=9000):
+        streamed.partial_fit(X_chunk, y_chunk)
+    X_file = sp.vstack([a for a, _ in iter_svmlight_chunks(path, X.shape[1])])
+    whole = FactorizationMachineRegressor(max_iter=1, tol=0, **params)
+    with pytest.warns(Warning):
+        whole.fit(X_file, y)
+    np.testing.assert_allclose(streamed.P_, whole.P_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(streamed.predict(X), whole.predict(X), rtol=1e-10)
+
+
+def test_csr_chunks_of_a_memory_mapped_matrix(tmp_path):
+    X, y = make_recommender(1000, 30, 20, random_state=2)
+    arrays = {}
+    for name in ("data", "indices", "indptr"):
+        a = getattr(X, name)
+        m = np.lib.format.open_memmap(tmp_path / f"{name}.npy", mode="w+", dtype=a.dtype,
+                                      shape=a.shape)
+        m[:] = a
+        arrays[name] = m
+    mapped = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                           shape=X.shape, copy=False)
+    parts = list(iter_csr_chunks(mapped, y, chunk_rows=300))
+    assert [p[0].shape[0] for p in parts] == [300, 300, 300, 100]
+    np.testing.assert_array_equal(sp.vstack([p[0] for p in parts]).toarray(), X.toarray())
+
+
+def test_chunk_sizes_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="chunk_rows"):
+        next(iter_csr_chunks(sp.csr_matrix((2, 2)), np.zeros(2), chunk_rows=0))
+    path = tmp_path / "x.svm"
+    path.write_text("1 1:1\n")
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        next(iter_svmlight_chunks(path, 2, chunk_bytes=0))
