@@ -5,8 +5,8 @@ popularity and 3 numeric columns (5 nonzeros per row); k = 10; degrees 2, 3, 4 (
 factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the median time of
 the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
 CSC copy, objective per epoch) divided by its epochs.  The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in
-the same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers) plus the
-solver's C caches, against the size of X.
+the same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which include the
+solver's per-row records and the CSC copy of X), against the size of X.
 
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
 """
@@ -82,9 +82,6 @@ def main():
         fit_time = time.perf_counter() - start
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        # The solver's packed per-row state is malloc'd outside tracemalloc's view:
-        # n records of 3 + (m - 1) doubles, plus the longest column in doubles.
-        peak += 8 * (X.shape[0] * (3 + max(degree - 1, 2)) + X.shape[0])
         epoch = float(np.median(epoch_times))
         print(f"{degree:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{epoch / xp:>8.1f} {fit_time / len(epoch_times):>12.3f} "

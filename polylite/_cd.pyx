@@ -562,14 +562,15 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     # Round the record up to 4 or 8 doubles, so that no record straddles two cache lines.
     L.stride = L.cache + 2 * L.width
     L.stride = 4 if L.stride <= 4 else (8 if L.stride <= 8 else L.stride)
-    cdef double* state = <double*> malloc(n * L.stride * sizeof(double) + 1)
-    cdef double* buf = <double*> malloc(longest * sizeof(double) + 1)
+    # The per-row records are read in random order: allocate them through NumPy, which asks
+    # Linux for transparent huge pages on large buffers (fewer TLB misses per visit).
+    cdef double[::1] state_buffer = np.empty(n * L.stride + 1, dtype=np.float64)
+    cdef double[::1] column_buffer = np.empty(longest + 1, dtype=np.float64)
+    cdef double* state = &state_buffer[0]
+    cdef double* buf = &column_buffer[0]
     cdef double* A = <double*> malloc(2 * (max_degree + 1) * sizeof(double))
     cdef double* row
-    if state == NULL or buf == NULL or A == NULL:
-        free(state)
-        free(buf)
-        free(A)
+    if A == NULL:
         raise MemoryError("not enough memory for the coordinate descent caches")
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef const floating* csc_val = &csc_data[0] if csc_data.shape[0] > 0 else NULL
@@ -655,8 +656,6 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
             for i in range(n):
                 y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
     finally:
-        free(state)
-        free(buf)
         free(A)
     return max_change
 
