@@ -256,6 +256,9 @@ class _PolynomialModel(BaseEstimator):
         out (stratified by ``strata`` when given).
         """
         self._check_params()
+        for name in ("_stochastic_states", "_partial_rng"):  # fit starts them afresh
+            if hasattr(self, name):
+                delattr(self, name)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                   ensure_non_negative=True)
         rng = check_random_state(self.random_state)
@@ -397,34 +400,65 @@ class _PolynomialModel(BaseEstimator):
         return n_iter
 
     def _partial_fit_outputs(self, X, targets, sample_weight, loss):
-        """One pass of the stochastic solver over a chunk, continuing the previous state."""
-        first = not hasattr(self, "_stochastic_states")
-        if first:
-            self._check_params()
+        """One pass of the stochastic solver over a chunk, continuing the current model.
+
+        The first call on an unfitted estimator initialises the model; on a fitted one
+        (by ``fit``, ``partial_fit`` or :func:`polylite.load`) it continues from the fitted
+        parameters.  The learning-rate schedule and AdaGrad's statistics carry over between
+        ``partial_fit`` calls (``fit`` starts them afresh).  The pass works on a copy of
+        the parameters: if it diverges, the model from before the call is kept (and the
+        solver's statistics restart), or the estimator stays unfitted on a first call.
+        """
+        self._check_params()
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                   ensure_non_negative=True)
         n_outputs = targets.shape[1]
-        if first:
+        if not self.__sklearn_is_fitted__():
             self._partial_rng = check_random_state(self.random_state)
             stack = self._allocate(n_outputs, X.shape[1], X.dtype)
             for o in range(n_outputs):
                 self._init_nonlinear(self._output(stack, o), self._partial_rng)
-            self._stochastic_states = [
-                _solvers.StochasticState(self._output(stack, o), self.solver == "adagrad")
-                for o in range(n_outputs)]
             self.n_iter_ = np.zeros(n_outputs, int) if self._is_classifier else 0
         else:
-            stack = self._stacked()
+            stack = self._stacked(copy=True)
+            if not hasattr(self, "_partial_rng"):
+                self._partial_rng = check_random_state(self.random_state)
+        states = getattr(self, "_stochastic_states", None)
+        adagrad = self.solver == "adagrad"
+        if (states is None or len(states) != n_outputs or
+                any(st.adagrad != adagrad or st.last_touch.shape[0] != (
+                    X.shape[1] if adagrad else 0) for st in states)):
+            states = [_solvers.StochasticState(self._output(stack, o), adagrad)
+                      for o in range(n_outputs)]
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
-        for o in range(n_outputs):
-            y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
-            _solvers.StochasticGradient(
-                self, X, y, sw, self._output(stack, o), loss_code, kernel, degrees,
-                self._partial_rng, self._stochastic_states[o]).epoch()
+        try:
+            for o in range(n_outputs):
+                y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
+                _solvers.StochasticGradient(
+                    self, X, y, sw, self._output(stack, o), loss_code, kernel, degrees,
+                    self._partial_rng, states[o]).epoch()
+        except FloatingPointError as exc:
+            self.__dict__.pop("_stochastic_states", None)
+            if not self.__sklearn_is_fitted__():
+                self._reset_fitted()
+                raise FloatingPointError(f"{exc}; the estimator stays unfitted") from None
+            raise FloatingPointError(f"{exc}; the model from before this call is "
+                                     f"kept") from None
+        self._stochastic_states = states
         self.n_iter_ = self.n_iter_ + 1
         self._publish(stack)
         return self
+
+    def _reset_fitted(self):
+        """Forget every fitted attribute and solver state."""
+        for name in list(vars(self)):
+            if name.endswith("_") and not name.startswith("__") or name in (
+                    "_stochastic_states", "_partial_rng"):
+                delattr(self, name)
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "P_")
 
     # ---- save / load ------------------------------------------------------------------
 

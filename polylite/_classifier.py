@@ -107,11 +107,13 @@ class _OneVsRestMixin:
         """
         from sklearn.utils.multiclass import _check_partial_fit_first_call
         _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
-        first = not hasattr(self, "_stochastic_states")
+        first = not self.__sklearn_is_fitted__()
         X, y = self._prepare_X(X, reset=first, y=y)
         check_classification_targets(y)
         if first and classes is None:
             raise ValueError("classes must be passed on the first call to partial_fit")
+        if first and hasattr(self, "classes_"):
+            del self.classes_  # left by a fit that failed: take the classes given now
         _check_partial_fit_first_call(self, classes)
         if self.classes_.shape[0] < 2:
             raise ValueError("the classifier needs at least two classes")
@@ -237,7 +239,7 @@ class _RegressorFitMixin:
         -------
         self : object
         """
-        first = not hasattr(self, "_stochastic_states")
+        first = not self.__sklearn_is_fitted__()
         X, y = self._prepare_X(X, reset=first, y=y)
         targets = np.asarray(y, dtype=np.float64)[:, np.newaxis]
         return self._partial_fit_outputs(X, targets, sample_weight, "squared")

@@ -180,6 +180,20 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
     cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, pos, batch_end, row_in_batch
     cdef Py_ssize_t max_nnz = 0, n_touched, t_idx, size_P = n_blocks * d * k
+    # The loops below run without bounds checks: the shapes must agree.
+    if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
+            or intercept.shape[0] != 1 or y.shape[0] != indptr.shape[0] - 1
+            or sample_weight.shape[0] != y.shape[0]):
+        raise ValueError("sgd_epoch: parameter or data shapes disagree")
+    if schedule == ADAGRAD and (
+            acc_intercept.shape[0] != 1 or acc_w.shape[0] != d or acc_lam.shape[0] != k
+            or acc_P.shape[0] != n_blocks or acc_P.shape[1] != d or acc_P.shape[2] != k
+            or acc_gamma.shape[0] != n_dummy or acc_gamma.shape[1] != k
+            or last_touch.shape[0] != d):
+        raise ValueError("sgd_epoch: AdaGrad statistics do not match the parameters")
+    for z in range(order.shape[0]):
+        if order[z] < 0 or order[z] >= y.shape[0]:
+            raise ValueError("sgd_epoch: row order out of range")
     cdef int max_degree = 1
     cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
     cdef double eta, pred, dl, g, scale, elapsed, new_w, new_p, step_p, buf_intercept

@@ -59,6 +59,7 @@ class StochasticState:
 
     def __init__(self, params, adagrad):
         self.step = 0
+        self.adagrad = adagrad
         dtype = params.P.dtype
 
         def zeros(a):
