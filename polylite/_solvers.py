@@ -7,6 +7,7 @@ L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
 import numpy as np
 import scipy.optimize
+from threadpoolctl import threadpool_limits
 
 from . import _cd, _sgd, kernels
 
@@ -93,7 +94,10 @@ class StochasticGradient:
             raise FloatingPointError(
                 f"eta0 * max(alpha, beta) = {self.eta0 * max(est.alpha, est.beta):g} >= 1: "
                 f"the L2 decay would flip signs; use a smaller learning rate eta0")
-        before = {name: np.array(getattr(p, name)) for name in ("w", "P", "gamma")}
+        # The largest parameter change is only reported (verbose); measuring it costs a
+        # copy of the model, so it is skipped otherwise.
+        before = ({name: np.array(getattr(p, name)) for name in ("w", "P", "gamma")}
+                  if est.verbose else None)
         st.step, finite = _sgd.sgd_epoch(
             X.data, X.indices, X.indptr, self.y, self.sw, order, p.intercept, p.w, p.P,
             self.degrees_arr, p.gamma, p.lam, self.kernel_code, self.loss_code,
@@ -108,6 +112,8 @@ class StochasticGradient:
                 f"non-finite (eta0={self.eta0:g}); use a smaller learning rate eta0, "
                 f"a larger beta, or scale the features")
         self._y_pred = None
+        if before is None:
+            return float("nan")
         return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))
                    for name in before)
 
@@ -173,10 +179,13 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
         if callback(float(intermediate_result.fun)):
             raise StopIteration
 
-    result = scipy.optimize.minimize(
-        value_and_gradient, pack(arrays), jac=True, method="L-BFGS-B",
-        callback=on_iteration,
-        options={"maxiter": int(est.max_iter), "ftol": float(est.tol), "gtol": 1e-10})
+    # One BLAS thread: L-BFGS-B's small dense steps run many times slower with OpenBLAS's
+    # thread pool (a known SciPy/OpenBLAS interaction), and the gradient pass is ours.
+    with threadpool_limits(limits=1, user_api="blas"):
+        result = scipy.optimize.minimize(
+            value_and_gradient, pack(arrays), jac=True, method="L-BFGS-B",
+            callback=on_iteration,
+            options={"maxiter": int(est.max_iter), "ftol": float(est.tol), "gtol": 1e-10})
     if not np.all(np.isfinite(result.x)):
         raise FloatingPointError("L-BFGS produced non-finite parameters; scale the "
                                  "features or increase beta")
