@@ -72,6 +72,9 @@ class _PolynomialModel(BaseEstimator):
         params.P[...] = rng.normal(0.0, self.init_scale, size=params.P.shape)
         params.gamma[...] = rng.normal(0.0, self.init_scale, size=params.gamma.shape)
 
+    def _continue_from(self, params):
+        """Adjust a warm start's parameters to the current settings (in place)."""
+
     def _check_params(self):
         _check_number(self.n_components, "n_components", low=1, integer=True)
         _check_number(self.alpha, "alpha", low=0)
@@ -275,6 +278,9 @@ class _PolynomialModel(BaseEstimator):
             stack = self._allocate(n_outputs, d, X.dtype)
             for o in range(n_outputs):
                 self._init_nonlinear(self._output(stack, o), rng)
+        else:
+            for o in range(n_outputs):
+                self._continue_from(self._output(stack, o))
         X_csc = _solvers.as_csc(X) if self.solver == "cd" else None
         n_iter = []
         for o in range(n_outputs):

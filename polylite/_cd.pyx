@@ -388,22 +388,23 @@ cdef inline double _power(double base, int m) noexcept nogil:
     return r
 
 
-cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
+cdef double _poly_coordinate(floating* param, double reg, int degree, double lam_s,
                              const index_t* rows, const floating* values,
                              Py_ssize_t count, bint dense_column,
                              double* state, const Layout* L, Py_ssize_t cur,
                              double mu) noexcept nogil:
     """Safeguarded Newton step on one coordinate of a PN component; returns the step.
 
-    The coordinate's column is ``rows``/``values`` (``count`` entries) or, when
-    ``dense_column``, every row with value 1 (gamma_s).  Updates the predictions and the
-    cached linear forms in slot ``cur``.
+    The coordinate ``param``'s column is ``rows``/``values`` (``count`` entries) or, when
+    ``dense_column``, every row with value 1 (gamma_s).  Stores the new value, then updates
+    the predictions and the cached linear forms in slot ``cur`` with the step actually
+    stored (rounded to the parameter's precision).
     """
     cdef Py_ssize_t z, i
-    cdef double x, u, um2, a, b, dl, g = 0, h = 0, delta, change, y_i, s_i, old, new
+    cdef double p = param[0]
+    cdef double x, u, um2, a, b, dl, g = 0, h = 0, delta
     cdef double support = 0
     cdef double* row
-    cdef int halving
     for z in range(count):
         i = z if dense_column else rows[z]
         x = 1.0 if dense_column else values[z]
@@ -425,8 +426,10 @@ cdef double _poly_coordinate(double p, double reg, int degree, double lam_s,
     else:
         delta = _armijo(p, reg, degree, lam_s, rows, values, count, dense_column, state,
                         L, cur, g, h)
-        if delta == 0:
-            return 0
+    if delta == 0:
+        return 0
+    param[0] = <floating> (p + delta)
+    delta = param[0] - p
     for z in range(count):
         i = z if dense_column else rows[z]
         x = 1.0 if dense_column else values[z]
@@ -496,22 +499,15 @@ cdef double _cd_poly_component(
                 row[PRED] += delta * _power(row[cur], degree)
             max_change = max(max_change, fabs(delta))
     if n_dummy > 0:
-        p = gamma[s]
-        delta = _poly_coordinate(p, beta, degree, lam[s], <const index_t*> NULL,
-                                 <const floating*> NULL, n,
-                                 True, state, L, cur, mu)
-        if delta != 0:
-            gamma[s] = <floating> (p + delta)
-            max_change = max(max_change, fabs(delta))
+        delta = _poly_coordinate(&gamma[s], beta, degree, lam[s], <const index_t*> NULL,
+                                 <const floating*> NULL, n, True, state, L, cur, mu)
+        max_change = max(max_change, fabs(delta))
     for j in range(d):
         start = csc_indptr[j]
         end = csc_indptr[j + 1]
-        p = P[j * k + s]
-        delta = _poly_coordinate(p, beta, degree, lam[s], csc_indices + start,
+        delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], csc_indices + start,
                                  csc_data + start, end - start, False, state, L, cur, mu)
-        if delta != 0:
-            P[j * k + s] = <floating> (p + delta)
-            max_change = max(max_change, fabs(delta))
+        max_change = max(max_change, fabs(delta))
         if has_next:
             p_next = P[j * k + s + 1]
             for z in range(start, end):

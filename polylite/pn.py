@@ -33,7 +33,15 @@ class _BasePolynomialNetwork(_PolynomialModel):
         super()._init_nonlinear(params, rng)
         # Alternating signs, so that even degrees start with both curvatures; learned
         # weights move from there.
-        params.lam[...] = np.where(np.arange(params.lam.shape[0]) % 2 == 0, 1.0, -1.0)
+        params.lam[...] = self._alternating(params.lam.shape[0])
+
+    def _continue_from(self, params):
+        if not self._fit_lam:  # fixed weights are +1, -1, ... whatever was fitted before
+            params.lam[...] = self._alternating(params.lam.shape[0])
+
+    @staticmethod
+    def _alternating(k):
+        return np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
 
 
 _PN_PARAMS_DOC = """
