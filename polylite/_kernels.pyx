@@ -158,16 +158,17 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
     Output: grad[z*k + s] = dA/dP[ind[z], s], grad_gamma[r*k + s] = dA/dgamma[r, s]
     (skipped when n_dummy == 0).  On return the last block of ``table``,
     table[n_items*(degree+1)*k : ...], holds A_t for t = 0..degree (as anova_forward).
+    Every inner loop runs over the k components, so the compiler can vectorise it.
     """
     cdef Py_ssize_t s, e, t
     cdef Py_ssize_t n_items = n_dummy + nnz
     cdef Py_ssize_t block = (degree + 1) * k
     cdef const floating* row
-    cdef floating x, acc
+    cdef floating x
     cdef floating* cur
     cdef floating* nxt
     cdef floating* g
-    # Forward: table[e] = DP state after e items.
+    # Forward: table[e] = DP state after e items, each row written once from the last.
     for s in range(k):
         table[s] = 1
     for s in range(k, block):
@@ -177,10 +178,10 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
         x = _item_value(val, n_dummy, e)
         cur = table + e * block
         nxt = cur + block
-        memcpy(nxt, cur, block * sizeof(floating))
+        for s in range(k):
+            nxt[s] = 1
         for t in range(1, degree + 1):
-            for s in range(k):
-                nxt[t * k + s] += x * row[s] * cur[(t - 1) * k + s]
+            _dp_row(nxt + t * k, cur + t * k, cur + (t - 1) * k, row, x, k)
     # Backward: adj[t] = dA_degree / d a[e, t], from e = n_items down to 1.
     for s in range(block):
         adj[s] = 0
@@ -191,15 +192,31 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
         x = _item_value(val, n_dummy, e)
         cur = table + e * block
         g = grad_gamma + e * k if e < n_dummy else grad + (e - n_dummy) * k
+        # g = x * sum_t adj[t] * a[e-1, t-1]
         for s in range(k):
-            acc = 0
-            for t in range(1, degree + 1):
-                acc += adj[t * k + s] * cur[(t - 1) * k + s]
-            g[s] = acc * x
+            g[s] = 0
+        for t in range(1, degree + 1):
+            _accumulate(g, adj + t * k, cur + (t - 1) * k, k)
+        for s in range(k):
+            g[s] *= x
         # Ascending t: adj[t+1] still holds the later item's adjoint.
         for t in range(degree):
-            for s in range(k):
-                adj[t * k + s] += x * row[s] * adj[(t + 1) * k + s]
+            _dp_row(adj + t * k, adj + t * k, adj + (t + 1) * k, row, x, k)
+
+
+cdef inline void _dp_row(floating* out, const floating* same, const floating* lower,
+                         const floating* row, floating x, Py_ssize_t k) noexcept nogil:
+    """out[s] = same[s] + x * row[s] * lower[s] (out may be ``same``)."""
+    cdef Py_ssize_t s
+    for s in range(k):
+        out[s] = same[s] + x * row[s] * lower[s]
+
+
+cdef inline void _accumulate(floating* acc, const floating* a, const floating* b,
+                             Py_ssize_t k) noexcept nogil:
+    cdef Py_ssize_t s
+    for s in range(k):
+        acc[s] += a[s] * b[s]
 
 
 # ---------------------------------------------------------------------------------------
