@@ -8,6 +8,7 @@ one per class for one-vs-rest multi-class).  Each output is a polynomial model
 described by the arrays of :class:`_OutputParams`.  Solvers update these arrays in place,
 one epoch per call, so that Python can report progress and test convergence.
 """
+import contextlib
 import numbers
 import time
 import warnings
@@ -455,6 +456,20 @@ class _PolynomialModel(BaseEstimator):
         self.n_iter_ = self.n_iter_ + 1
         self._publish(stack)
         return self
+
+    @contextlib.contextmanager
+    def _fitting(self):
+        """Make ``fit`` all-or-nothing: if it raises, the estimator is left unfitted, or
+        with ``warm_start`` as it was before the call (parameters are fitted on a copy)."""
+        before = {name: value for name, value in vars(self).items()
+                  if name.endswith("_") and not name.startswith("__")}
+        try:
+            yield
+        except BaseException:
+            self._reset_fitted()
+            if self.warm_start:
+                vars(self).update(before)
+            raise
 
     def _reset_fitted(self):
         """Forget every fitted attribute and solver state."""

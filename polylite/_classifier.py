@@ -43,6 +43,10 @@ class _OneVsRestMixin:
         -------
         self : object
         """
+        with self._fitting():
+            return self._fit(X, y, sample_weight, X_val, y_val)
+
+    def _fit(self, X, y, sample_weight, X_val, y_val):
         _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
         X, y = self._prepare_X(X, reset=True, y=y)
         check_classification_targets(y)
@@ -208,6 +212,10 @@ class _RegressorFitMixin:
         -------
         self : object
         """
+        with self._fitting():
+            return self._fit(X, y, sample_weight, X_val, y_val)
+
+    def _fit(self, X, y, sample_weight, X_val, y_val):
         X, y = self._prepare_X(X, reset=True, y=y)
         validation = None
         if X_val is not None or y_val is not None:

@@ -1357,3 +1357,44 @@ def _expected_failed_checks(estimator):
                          xfail_strict=True)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_failed_refit_leaves_the_estimator_unfitted():
+    """fit is all-or-nothing: a refit that diverges on data of another shape must not
+    leave the old model behind with the new n_features_in_ or classes_."""
+    from sklearn.exceptions import NotFittedError
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 5), rng.randn(40)
+    X_other = 10 * rng.randn(40, 8)
+    reg = FactorizationMachineRegressor(solver="sgd", eta0=0.01, max_iter=3,
+                                        random_state=0)
+    _fit_quiet(reg, X, y)
+    with pytest.raises(FloatingPointError):
+        reg.set_params(eta0=1e3).fit(X_other, 100 * y)
+    with pytest.raises(NotFittedError):
+        reg.predict(X_other)
+    clf = FactorizationMachineClassifier(solver="sgd", eta0=0.01, max_iter=3,
+                                         random_state=0)
+    _fit_quiet(clf, X, (y > 0).astype(int))
+    with pytest.raises(FloatingPointError):
+        clf.set_params(eta0=1e4).fit(100 * X_other, np.arange(40) % 3)
+    assert not hasattr(clf, "classes_") and not hasattr(clf, "P_")
+
+
+def test_failed_warm_start_refit_keeps_the_previous_model():
+    rng = np.random.RandomState(1)
+    X, y = rng.randn(40, 5), rng.randn(40)
+    reg = FactorizationMachineRegressor(solver="sgd", eta0=0.01, max_iter=3,
+                                        warm_start=True, random_state=0)
+    _fit_quiet(reg, X, y)
+    before = reg.predict(X)
+    with pytest.raises(FloatingPointError):
+        reg.set_params(eta0=1e3).fit(10 * X, 100 * y)
+    np.testing.assert_array_equal(reg.predict(X), before)
+    assert reg.n_features_in_ == 5
+
+
+def _fit_quiet(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
