@@ -899,12 +899,16 @@ print("OK")
 """
 
 
-def test_partial_fit_after_refit_with_other_n_features_is_memory_safe():
-    """Run in a subprocess: the bug corrupts the heap and may crash the interpreter."""
+def test_partial_fit_after_refit_with_other_n_features_is_memory_safe(tmp_path):
+    """Run in a subprocess: the bug corrupts the heap and may crash the interpreter.
+
+    The subprocess starts in a temporary folder, so that ``import polylite`` finds the
+    installed package, not the uncompiled source tree of the repository root.
+    """
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-c", _STALE_STATE_SCRIPT], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0 and "OK" in proc.stdout, (proc.returncode,
                                                           proc.stderr[-2000:])
 
