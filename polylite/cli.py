@@ -8,7 +8,6 @@ import argparse
 import sys
 import time
 
-import numpy as np
 
 
 def _demo(args):

@@ -33,8 +33,7 @@ def check_degree(degree, minimum=1, name="degree"):
     return int(degree)
 
 
-def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, reset=False,
-            accept_dense=True):
+def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, accept_dense=True):
     """Validate a data matrix and return it in CSR form (or as a dense float array).
 
     Parameters
@@ -45,8 +44,6 @@ def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, reset=False,
         Allowed floating types; the first is used when X has another type.
     n_features : int or None, default=None
         Expected number of columns, checked when given.
-    reset : bool, default=False
-        Unused; kept for symmetry with scikit-learn's ``validate_data``.
     accept_dense : bool, default=True
         When False, dense input is converted to CSR here.
 
