@@ -262,7 +262,7 @@ cdef double _cd_component(
     cdef Py_ssize_t i, j, z, r, start, end, stride = L.stride, width = L.width
     cdef bint anova = kernel == ANOVA
     cdef double p, x, der, g, h, delta, max_change = 0, p_next, noise, magnitude, support
-    cdef double q, q_new, d1, d2, weight
+    cdef double q, q_new, d1, d2, d3, a2, a3, b2, b3, weight
     cdef double* row
     # The layout in locals: loop-invariant for the compiler (state writes cannot alias them).
     cdef Py_ssize_t label_at = L.label, weight_at = L.weight
@@ -324,6 +324,19 @@ cdef double _cd_component(
                 der = x * (0.5 * (d1 * d1 - d2) - q * (d1 - q))
                 magnitude = fabs(x) * (0.5 * (d1 * d1 + fabs(d2)) + fabs(q) * (fabs(d1) + fabs(q)))
                 noise += weight * magnitude * magnitude
+            elif degree == 4 and anova:
+                # Closed form: A_3 = (A_2 D_1 - A_1 D_2 + D_3) / 3 (Newton), then peel q.
+                q = p * x
+                d1 = row[cur]
+                d2 = row[cur + 1]
+                d3 = row[cur + 2]
+                a2 = 0.5 * (d1 * d1 - d2)
+                a3 = (a2 * d1 - d1 * d2 + d3) / 3
+                der = x * (a3 - q * (a2 - q * (d1 - q)))
+                b2 = 0.5 * (d1 * d1 + fabs(d2))
+                b3 = (b2 * fabs(d1) + fabs(d1 * d2) + fabs(d3)) / 3
+                magnitude = fabs(x) * (b3 + fabs(q) * (b2 + fabs(q) * (fabs(d1) + fabs(q))))
+                noise += weight * magnitude * magnitude
             elif anova:
                 der = _anova_derivative(row + cur, degree, p * x, x, A, &magnitude)
                 noise += weight * magnitude * magnitude
@@ -357,6 +370,12 @@ cdef double _cd_component(
                     q_new = (p + delta) * x
                     row[cur] += q_new - q
                     row[cur + 1] += q_new * q_new - q * q
+                elif degree == 4 and anova:
+                    q = p * x
+                    q_new = (p + delta) * x
+                    row[cur] += q_new - q
+                    row[cur + 1] += q_new * q_new - q * q
+                    row[cur + 2] += q_new * q_new * q_new - q * q * q
                 elif anova:
                     _add_powers(row + cur, width, p * x, -1.0)
                     _add_powers(row + cur, width, (p + delta) * x, 1.0)
@@ -369,6 +388,11 @@ cdef double _cd_component(
                     q = p_next * x
                     row[nxt] += q
                     row[nxt + 1] += q * q
+                elif degree == 4 and anova:
+                    q = p_next * x
+                    row[nxt] += q
+                    row[nxt + 1] += q * q
+                    row[nxt + 2] += q * q * q
                 elif anova:
                     _add_powers(row + nxt, width, p_next * x, 1.0)
                 else:
