@@ -49,6 +49,11 @@ def _check_number(value, name, *, low=None, high=None, integer=False, low_open=F
     return value
 
 
+def _partial_fit_available(est):
+    """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
+    return est.solver in _solvers.STOCHASTIC
+
+
 def _check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")

@@ -82,23 +82,24 @@ cdef struct Layout:
     int loss
 
 
+cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
+                              double uniform_weight, int loss) noexcept nogil:
+    """Weighted loss derivative s_i * l'(y_i, y_hat_i) of one row.
+
+    The layout comes as scalars so that a hot loop can keep them in locals, where the
+    compiler knows the state writes cannot change them and hoists the branches.
+    """
+    cdef double y = row[label] if label >= 0 else 0.0
+    cdef double s = row[weight] if weight >= 0 else uniform_weight
+    return s * loss_derivative(loss, y, row[PRED])
+
+
 cdef inline double _dloss(const double* row, const Layout* L) noexcept nogil:
-    """Weighted loss derivative s_i * l'(y_i, y_hat_i) of one row."""
-    cdef double y = row[L.label] if L.label >= 0 else 0.0
-    cdef double s = row[L.weight] if L.weight >= 0 else L.uniform_weight
-    return s * loss_derivative(L.loss, y, row[PRED])
+    return _row_dloss(row, L.label, L.weight, L.uniform_weight, L.loss)
 
 
 cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
     return row[L.weight] if L.weight >= 0 else L.uniform_weight
-
-
-cdef inline double _dloss_fast(const double* row, Py_ssize_t label, Py_ssize_t weight,
-                               double uniform_weight, int loss) noexcept nogil:
-    """_dloss with the layout in locals (loop-invariant branches the compiler hoists)."""
-    cdef double y = row[label] if label >= 0 else 0.0
-    cdef double s = row[weight] if weight >= 0 else uniform_weight
-    return s * loss_derivative(loss, y, row[PRED])
 
 
 cdef inline void _prefetch_row(const double* state, Py_ssize_t stride,
@@ -198,7 +199,6 @@ cdef inline void _reset_slot(double* state, const Layout* L, Py_ssize_t n,
                              Py_ssize_t n_dummy, Py_ssize_t k, Py_ssize_t s) noexcept nogil:
     """Start the cache of component s in every row: the dummies' share, nothing else."""
     cdef Py_ssize_t i, t, r
-    cdef double init[2]
     cdef double* D
     cdef double* base = NULL
     if kernel == POLYNOMIAL:
@@ -343,7 +343,7 @@ cdef double _cd_component(
             else:
                 der = x * _subsets_rest(row + cur, 1 + p * x)
             buf[z - start] = der
-            g += _dloss_fast(row, label_at, weight_at, uniform_weight, loss) * der
+            g += _row_dloss(row, label_at, weight_at, uniform_weight, loss) * der
             h += weight * der * der
             support += weight
         if anova and h <= NOISE * NOISE * noise:
@@ -500,7 +500,7 @@ cdef double _cd_poly_component(
         Py_ssize_t cur, Py_ssize_t nxt) noexcept nogil:
     """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i)."""
     cdef Py_ssize_t i, j, z, start, end
-    cdef double p, x, g, h, feature, delta, max_change = 0, p_next
+    cdef double p, g, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
         _reset_slot(state, L, n, nxt, POLYNOMIAL, gamma, n_dummy, k, s + 1)

@@ -5,7 +5,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._base import _check_choice
+from ._base import _check_choice, _partial_fit_available
 
 CLASSIFIER_LOSSES = ("logistic", "squared_hinge")
 
@@ -84,9 +84,6 @@ class _OneVsRestMixin:
             raise ValueError(f"y holds labels not in classes_ {self.classes_.tolist()}: "
                              f"{np.unique(y[unknown]).tolist()}")
         return codes
-
-    def _partial_fit_available(self):
-        return self.solver in ("sgd", "adagrad")
 
     @available_if(_partial_fit_available)
     def partial_fit(self, X, y, sample_weight=None, classes=None):
@@ -224,9 +221,6 @@ class _RegressorFitMixin:
         targets = np.asarray(y, dtype=np.float64)[:, np.newaxis]
         return self._fit_outputs(X, targets, sample_weight, "squared",
                                  validation=validation)
-
-    def _partial_fit_available(self):
-        return self.solver in ("sgd", "adagrad")
 
     @available_if(_partial_fit_available)
     def partial_fit(self, X, y, sample_weight=None):

@@ -26,13 +26,9 @@ class ModelFileError(ValueError):
 
 
 def _model_classes():
-    from . import fm
-    classes = [fm.FactorizationMachineRegressor, fm.FactorizationMachineClassifier]
-    try:
-        from . import pn
-        classes += [pn.PolynomialNetworkRegressor, pn.PolynomialNetworkClassifier]
-    except ImportError:  # pragma: no cover - polynomial networks not built
-        pass
+    from . import fm, pn
+    classes = [fm.FactorizationMachineRegressor, fm.FactorizationMachineClassifier,
+               pn.PolynomialNetworkRegressor, pn.PolynomialNetworkClassifier]
     return {cls.__name__: cls for cls in classes}
 
 

@@ -5,9 +5,7 @@ sections 1-3); the solvers ``cimport`` them.  The ``def`` functions below them e
 kernel on one row for tests and for users who want the raw kernels.
 """
 import numpy as np
-from libc.math cimport pow as c_pow
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
 
 
 cdef extern from *:

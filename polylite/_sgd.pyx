@@ -17,7 +17,6 @@ on dense data this is the eager update.
 Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only the touched
 entries) and applied once, as the mean.
 """
-import numpy as np
 from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
 
@@ -174,7 +173,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     this pass (for the inverse-scaling schedule).  ``acc_*`` are AdaGrad's accumulated
     squared gradients and ``last_touch`` the step at which each feature was last updated
     (both ignored by SGD).  Returns (steps after the pass, finite): on a non-finite
-    prediction or parameter the pass stops at once with finite False.
+    prediction the pass stops at once with finite False (the caller checks the parameters).
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
@@ -196,7 +195,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
             raise ValueError("sgd_epoch: row order out of range")
     cdef int max_degree = 1
     cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
-    cdef double eta, pred, dl, g, scale, elapsed, new_w, new_p, step_p, buf_intercept
+    cdef double eta, pred, dl, g, scale, elapsed, new_w, new_p, buf_intercept
     cdef Scales sc
     sc.w = 1
     sc.p = 1
@@ -372,16 +371,8 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 if sc.w < 1e-9 or sc.p < 1e-9:
                     _fold_scales(w, P0, size_P, &sc)
                 pos = batch_end
+            # Parameters that overflowed are caught by the caller, which checks every array.
             _fold_scales(w, P0, size_P, &sc)
-            if finite:
-                for j in range(d):
-                    if not isfinite(w[j]):
-                        finite = False
-                        break
-                for j in range(size_P):
-                    if not isfinite(P0[j]):
-                        finite = False
-                        break
     finally:
         _free_all(owned, 13)
     return step, bool(finite)

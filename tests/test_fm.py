@@ -20,20 +20,14 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor, kernels
 from polylite import _cd, _losses
+from _reference import reference_loss
 
 # --------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------
 
 
-def _loss(loss, y, p):
-    if loss == "squared":
-        return 0.5 * (p - y) ** 2
-    if loss == "logistic":
-        return np.logaddexp(0.0, -y * p)
-    if loss == "squared_hinge":
-        return np.maximum(0.0, 1.0 - y * p) ** 2
-    raise AssertionError(loss)
+_loss = reference_loss
 
 
 def _objective(loss, y, p, sw, alpha, beta, w, P, gamma):
