@@ -2,7 +2,16 @@
 
 One call of :func:`cd_epoch` updates, in this order, the intercept, every linear weight,
 then for each factor block b and each component s every factor entry: the block's dummy
-rows gamma first (shared-parameter model), then the features j = 0..d-1.
+rows gamma first (shared-parameter model), then the features, in the order of the column
+groups of :func:`column_groups`.
+
+Column groups.  The nonzeros are regrouped once per fit into groups of columns that share
+no row (greedy colouring; a one-hot field is one group) and, within a group, listed in row
+order.  Steps of such columns do not interact, so a group is updated in two passes over its
+entries, gradients then updates, each reading the per-row records in increasing address
+order instead of at random as through the rows of a CSC column; the result is exactly that
+of updating the columns one after the other.  Groups with an entry in every row share a
+pass between the updates of one and the gradients of the next.
 
 Each coordinate takes the step of ALGORITHMS.md section 3, the minimiser of a quadratic
 upper bound of the objective along that coordinate,
@@ -18,7 +27,7 @@ Per-row state.  Only the current prediction and the cache of the component being
 are kept, O(n * m) memory, never a dense X: power sums D_1..D_{m-1} for the ANOVA kernel
 (Newton's identity gives A_0..A_{m-1} and the coordinate derivative), or (product of the
 nonzero factors, number of zero factors) for the all-subsets kernel.  They are packed into
-one record per row so that a visit to row i touches one cache line:
+one record per row:
 
     [prediction, label?, weight?, cache of component s, cache of component s + 1]
 
@@ -40,6 +49,7 @@ the exact bound step.  The per-row cache is the linear form u_i = gamma_s + <p_s
 import numpy as np
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs
+from libc.stdint cimport uint64_t
 
 from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL, power_sums,
                         anova_from_power_sums, anova_coordinate_derivative)
@@ -66,10 +76,21 @@ cdef extern from *:
 cdef double NOISE = 1e4 * 2.220446049250313e-16
 
 cdef enum:
-    # Rows of a column are scattered in memory: request the record of the visit this many
-    # steps ahead so that its cache miss overlaps the current work.
+    # How many entries ahead the scratch record of an entry's column is requested.
     PREFETCH_AHEAD = 24
     PRED = 0
+
+
+cdef enum:
+    # The per-column scratch record of the group passes (one cache line).
+    COL_STRIDE = 8
+    COL_P = 0          # the coordinate's value before the step
+    COL_GRAD = 1       # sum_i s_i l'_i g_i
+    COL_CURV = 2       # sum_i s_i g_i^2
+    COL_NOISE = 3      # sum_i s_i magnitude_i^2 (rounding noise of the derivative)
+    COL_SUPPORT = 4    # sum_i s_i
+    COL_STEP = 5       # the step stored
+    COL_NEXT = 6       # the coordinate of the next component (its cache is built in pass 2)
 
 
 cdef struct Layout:
@@ -80,6 +101,12 @@ cdef struct Layout:
     Py_ssize_t cache      # offset of the first of the two cache slots
     Py_ssize_t width      # doubles per cache slot
     int loss
+
+
+cdef struct Groups:
+    Py_ssize_t n_groups
+    const Py_ssize_t* group_ptr     # entries of group g: group_ptr[g]:group_ptr[g + 1]
+    const Py_ssize_t* columns_ptr   # its columns: group_columns[columns_ptr[g]:...]
 
 
 cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
@@ -102,11 +129,12 @@ cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
     return row[L.weight] if L.weight >= 0 else L.uniform_weight
 
 
-cdef inline void _prefetch_row(const double* state, Py_ssize_t stride,
-                               const index_t* rows, Py_ssize_t z,
-                               Py_ssize_t end) noexcept nogil:
-    if z + PREFETCH_AHEAD < end:
-        POLYLITE_PREFETCH(state + rows[z + PREFETCH_AHEAD] * stride)
+cdef inline void _prefetch_column(const double* scratch, const index_t* columns,
+                                  Py_ssize_t z, Py_ssize_t count) noexcept nogil:
+    """Request the scratch record of the entry PREFETCH_AHEAD visits ahead: the columns
+    of a group come in random order, so that its cache miss overlaps the current work."""
+    if z + PREFETCH_AHEAD < count:
+        POLYLITE_PREFETCH(scratch + columns[z + PREFETCH_AHEAD] * COL_STRIDE)
 
 
 cdef inline double _step(double grad, double curvature, double reg,
@@ -133,7 +161,7 @@ cdef inline double _unseen_or_step(double support, double grad, double curvature
 
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
 
-cdef inline double _anova_derivative(const double* D, int degree, double q, double x,
+cdef double _anova_derivative(const double* D, int degree, double q, double x,
                                      double* A, double* magnitude) noexcept nogil:
     """dA_m/dp_j from the cached power sums, and a bound on the terms it was summed from.
 
@@ -248,26 +276,449 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                        end - start, L.width, state + i * L.stride + slot)
 
 
-cdef double _cd_component(
-        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
-        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, int kernel, int degree,
-        floating* Pb, floating* gamma, Py_ssize_t n_dummy, bint has_next,
-        double mu, double beta, double* state, const Layout* L, Py_ssize_t cur,
-        Py_ssize_t nxt, double* buf, double* A) noexcept nogil:
+# ---- one entry of a column ---------------------------------------------------------------
+#
+# What a coordinate's entry x = x_ij contributes depends on the kind of coordinate; the
+# hot loops below exist once per kind, with the kind a constant (see kind_tag), so that
+# every branch on it folds away.
+
+cdef enum:
+    KIND_LINEAR = 0     # w_j: derivative x
+    KIND_SUBSETS = 1    # all-subsets factor
+    # 2, 3, 4: ANOVA factor of that degree (closed forms)
+    KIND_ANOVA = 5      # ANOVA factor of any degree (``degree``)
+
+
+# Tag types: a fused argument of one of these types makes Cython write one copy of a
+# hot loop per kind, in which the kind is a literal constant.
+cdef struct TagLinear:
+    char unused
+cdef struct TagSubsets:
+    char unused
+cdef struct TagAnova2:
+    char unused
+cdef struct TagAnova3:
+    char unused
+cdef struct TagAnova4:
+    char unused
+cdef struct TagAnova:
+    char unused
+
+ctypedef fused kind_tag:
+    TagLinear
+    TagSubsets
+    TagAnova2
+    TagAnova3
+    TagAnova4
+    TagAnova
+
+
+cdef inline int _tag_kind(kind_tag* tag) noexcept nogil:
+    if kind_tag is TagLinear:
+        return KIND_LINEAR
+    elif kind_tag is TagSubsets:
+        return KIND_SUBSETS
+    elif kind_tag is TagAnova2:
+        return 2
+    elif kind_tag is TagAnova3:
+        return 3
+    elif kind_tag is TagAnova4:
+        return 4
+    else:
+        return KIND_ANOVA
+
+
+cdef inline int _kind(int kernel, int degree) noexcept nogil:
+    if kernel == ALL_SUBSETS:
+        return KIND_SUBSETS
+    return degree if degree <= 4 else KIND_ANOVA
+
+
+cdef inline double _factor_derivative(const double* D, int kind, int degree, double p,
+                                      double x, double* A,
+                                      double* magnitude) noexcept nogil:
+    """d(prediction of row i)/dp_js for the entry x = x_ij, from row i's cache D.
+
+    ``magnitude`` bounds the terms the derivative was summed from (see
+    _anova_derivative).  Degrees 2 to 4 have closed forms of the general case.
+    """
+    cdef double q = p * x, d1, d2, d3, a2, a3, b2, b3
+    if kind == KIND_LINEAR:
+        magnitude[0] = 0
+        return x
+    if kind == KIND_SUBSETS:
+        magnitude[0] = 0
+        return x * _subsets_rest(D, 1 + q)
+    if kind == 2:
+        # A_1 = D_1.
+        magnitude[0] = fabs(x) * (fabs(D[0]) + fabs(q))
+        return x * (D[0] - q)
+    if kind == 3:
+        # A_2 = (D_1^2 - D_2) / 2, derivative x (A_2 - q (A_1 - q)).
+        d1 = D[0]
+        d2 = D[1]
+        magnitude[0] = fabs(x) * (0.5 * (d1 * d1 + fabs(d2)) + fabs(q) * (fabs(d1) + fabs(q)))
+        return x * (0.5 * (d1 * d1 - d2) - q * (d1 - q))
+    if kind == 4:
+        # A_3 = (A_2 D_1 - A_1 D_2 + D_3) / 3 (Newton), then peel q off.
+        d1 = D[0]
+        d2 = D[1]
+        d3 = D[2]
+        a2 = 0.5 * (d1 * d1 - d2)
+        a3 = (a2 * d1 - d1 * d2 + d3) / 3
+        b2 = 0.5 * (d1 * d1 + fabs(d2))
+        b3 = (b2 * fabs(d1) + fabs(d1 * d2) + fabs(d3)) / 3
+        magnitude[0] = fabs(x) * (b3 + fabs(q) * (b2 + fabs(q) * (fabs(d1) + fabs(q))))
+        return x * (a3 - q * (a2 - q * (d1 - q)))
+    return _anova_derivative(D, degree, q, x, A, magnitude)
+
+
+cdef inline void _swap_factor(double* D, int kind, Py_ssize_t width, double q,
+                              double q_new) noexcept nogil:
+    """Replace the entry's factor q = p_js x_ij by q_new in row i's cache D."""
+    if kind == KIND_SUBSETS:
+        _subsets_swap(D, 1 + q, 1 + q_new)
+    elif kind == 2:
+        D[0] += q_new - q
+    elif kind == 3:
+        D[0] += q_new - q
+        D[1] += q_new * q_new - q * q
+    elif kind == 4:
+        D[0] += q_new - q
+        D[1] += q_new * q_new - q * q
+        D[2] += q_new * q_new * q_new - q * q * q
+    else:
+        _add_powers(D, width, q, -1.0)
+        _add_powers(D, width, q_new, 1.0)
+
+
+cdef inline void _add_factor(double* D, int kind, Py_ssize_t width,
+                             double q) noexcept nogil:
+    """Add the entry's factor q to row i's cache D (built from an empty row)."""
+    if kind == KIND_SUBSETS:
+        _subsets_swap(D, 1.0, 1 + q)  # from the neutral factor 1 to 1 + q
+    elif kind == 2:
+        D[0] += q
+    elif kind == 3:
+        D[0] += q
+        D[1] += q * q
+    elif kind == 4:
+        D[0] += q
+        D[1] += q * q
+        D[2] += q * q * q
+    else:
+        _add_powers(D, width, q, 1.0)
+
+
+# ---- a group of row-disjoint columns -----------------------------------------------------
+#
+# The columns of a group share no row, so updating them one after the other or all at
+# once is the same: the gradient of one column reads only rows that no other column of
+# the group writes.  CD over a group is therefore two passes over its entries in row order
+# (the per-row records are read in increasing address order, not at random as through a
+# CSC column): one that sums every column's gradient, one that applies every column's
+# step.  Between them, the steps are taken column by column.
+#
+# A group with an entry in every row (a one-hot field without missing values, a dense
+# numeric column) lists its rows as 0..n-1, and when the next group does too, the update
+# pass of the one and the gradient pass of the other are one pass over the rows: each row
+# is updated for the first group, then read for the second, as sequential CD requires.
+
+cdef struct Sweep:
+    # What the passes of one sweep share (copied into a local by each pass, so that the
+    # compiler knows the row writes cannot change it).
+    Layout L
+    Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
+    Py_ssize_t nxt       # cache slot of the next component, or -1
+    int degree           # for KIND_ANOVA
+    double* scratch      # per-column records, COL_STRIDE doubles each
+    double* A            # work space of _anova_derivative
+
+
+cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
+                              int kind, double* terms) noexcept nogil:
+    """Pass 1 for one entry x = x_ij of row i: its shares of column j's sums,
+    terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2, s_i)."""
+    cdef double der, magnitude, weight
+    weight = row[sw.L.weight] if sw.L.weight >= 0 else sw.L.uniform_weight
+    der = _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A, &magnitude)
+    terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.uniform_weight,
+                          sw.L.loss) * der
+    terms[1] = weight * der * der
+    terms[2] = weight * magnitude * magnitude
+    terms[3] = weight
+
+
+cdef inline void _add_terms(double* col, const double* terms) noexcept nogil:
+    col[COL_GRAD] += terms[0]
+    col[COL_CURV] += terms[1]
+    col[COL_NOISE] += terms[2]
+    col[COL_SUPPORT] += terms[3]
+
+
+cdef inline void _apply_entry(const double* col, double x, double* row, const Sweep* sw,
+                              int kind) noexcept nogil:
+    """Pass 2 for one entry x = x_ij: apply column j's step (``col``: its scratch record)
+    to the row's prediction and cache, and add the next component's factor to the row's
+    next cache."""
+    cdef double delta = col[COL_STEP], p, magnitude
+    if kind == KIND_LINEAR:
+        row[PRED] += delta * x
+        return
+    if delta != 0:
+        p = col[COL_P]
+        row[PRED] += delta * _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A,
+                                                &magnitude)
+        _swap_factor(row + sw.cur, kind, sw.L.width, p * x, (p + delta) * x)
+    if sw.nxt >= 0:
+        _add_factor(row + sw.nxt, kind, sw.L.width, col[COL_NEXT] * x)
+
+
+# The passes.  Pass 1 adds into the columns' scratch records, except for a group of one
+# column (``single``), whose sums stay in registers until the end (consecutive additions
+# to one memory location would wait for each other).
+
+cdef void _gradients_of(const index_t* rows, const index_t* columns,
+                        const floating* values, Py_ssize_t count, bint single,
+                        const Sweep* sweep, double* state, kind_tag* tag) noexcept nogil:
+    """Pass 1 over a group's entries."""
+    cdef int kind = _tag_kind(tag)
+    cdef Py_ssize_t z
+    cdef Sweep sw = sweep[0]
+    cdef double terms[4]
+    cdef double sums[4]
+    cdef double* col
+    if count == 0:
+        return
+    if single:
+        col = sw.scratch + columns[0] * COL_STRIDE
+        sums[0] = sums[1] = sums[2] = sums[3] = 0
+        for z in range(count):
+            _entry_terms(values[z], state + rows[z] * sw.L.stride, col[COL_P], &sw, kind,
+                         terms)
+            sums[0] += terms[0]
+            sums[1] += terms[1]
+            sums[2] += terms[2]
+            sums[3] += terms[3]
+        _add_terms(col, sums)
+        return
+    for z in range(count):
+        _prefetch_column(sw.scratch, columns, z, count)
+        col = sw.scratch + columns[z] * COL_STRIDE
+        _entry_terms(values[z], state + rows[z] * sw.L.stride, col[COL_P], &sw, kind,
+                     terms)
+        _add_terms(col, terms)
+
+
+cdef void _updates_of(const index_t* rows, const index_t* columns,
+                      const floating* values, Py_ssize_t count, const Sweep* sweep,
+                      double* state, kind_tag* tag) noexcept nogil:
+    """Pass 2 over a group's entries."""
+    cdef int kind = _tag_kind(tag)
+    cdef Py_ssize_t z
+    cdef Sweep sw = sweep[0]
+    for z in range(count):
+        _prefetch_column(sw.scratch, columns, z, count)
+        _apply_entry(sw.scratch + columns[z] * COL_STRIDE, values[z],
+                     state + rows[z] * sw.L.stride, &sw, kind)
+
+
+cdef void _fused_of(const index_t* done_columns, const floating* done_values,
+                    const index_t* columns, const floating* values, Py_ssize_t n,
+                    bint single, const Sweep* sweep, double* state,
+                    kind_tag* tag) noexcept nogil:
+    """Pass 2 of a group and pass 1 of the next, both with an entry in every row."""
+    cdef int kind = _tag_kind(tag)
+    cdef Py_ssize_t z
+    cdef Sweep sw = sweep[0]
+    cdef double terms[4]
+    cdef double sums[4]
+    cdef double* row
+    cdef double* col
+    if n == 0:
+        return
+    if single:
+        col = sw.scratch + columns[0] * COL_STRIDE
+        sums[0] = sums[1] = sums[2] = sums[3] = 0
+        for z in range(n):
+            _prefetch_column(sw.scratch, done_columns, z, n)
+            row = state + z * sw.L.stride
+            _apply_entry(sw.scratch + done_columns[z] * COL_STRIDE, done_values[z], row,
+                         &sw, kind)
+            _entry_terms(values[z], row, col[COL_P], &sw, kind, terms)
+            sums[0] += terms[0]
+            sums[1] += terms[1]
+            sums[2] += terms[2]
+            sums[3] += terms[3]
+        _add_terms(col, sums)
+        return
+    for z in range(n):
+        _prefetch_column(sw.scratch, done_columns, z, n)
+        _prefetch_column(sw.scratch, columns, z, n)
+        row = state + z * sw.L.stride
+        _apply_entry(sw.scratch + done_columns[z] * COL_STRIDE, done_values[z], row, &sw,
+                     kind)
+        col = sw.scratch + columns[z] * COL_STRIDE
+        _entry_terms(values[z], row, col[COL_P], &sw, kind, terms)
+        _add_terms(col, terms)
+
+
+# Dispatch to the copy of each pass for the kind.
+
+cdef void _gradients(const index_t* rows, const index_t* columns, const floating* values,
+                     Py_ssize_t count, bint single, const Sweep* sw, double* state, int kind) noexcept nogil:
+    if kind == KIND_LINEAR:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagLinear*> NULL)
+    elif kind == KIND_SUBSETS:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagSubsets*> NULL)
+    elif kind == 2:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagAnova2*> NULL)
+    elif kind == 3:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagAnova3*> NULL)
+    elif kind == 4:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagAnova4*> NULL)
+    else:
+        _gradients_of(rows, columns, values, count, single, sw, state,
+                      <TagAnova*> NULL)
+
+
+cdef void _updates(const index_t* rows, const index_t* columns, const floating* values,
+                   Py_ssize_t count, const Sweep* sw, double* state, int kind) noexcept nogil:
+    if kind == KIND_LINEAR:
+        _updates_of(rows, columns, values, count, sw, state, <TagLinear*> NULL)
+    elif kind == KIND_SUBSETS:
+        _updates_of(rows, columns, values, count, sw, state, <TagSubsets*> NULL)
+    elif kind == 2:
+        _updates_of(rows, columns, values, count, sw, state, <TagAnova2*> NULL)
+    elif kind == 3:
+        _updates_of(rows, columns, values, count, sw, state, <TagAnova3*> NULL)
+    elif kind == 4:
+        _updates_of(rows, columns, values, count, sw, state, <TagAnova4*> NULL)
+    else:
+        _updates_of(rows, columns, values, count, sw, state, <TagAnova*> NULL)
+
+
+cdef void _fused(const index_t* done_columns, const floating* done_values,
+                 const index_t* columns, const floating* values, Py_ssize_t n,
+                 bint single, const Sweep* sw, double* state, int kind) noexcept nogil:
+    if kind == KIND_LINEAR:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagLinear*> NULL)
+    elif kind == KIND_SUBSETS:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagSubsets*> NULL)
+    elif kind == 2:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagAnova2*> NULL)
+    elif kind == 3:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagAnova3*> NULL)
+    elif kind == 4:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagAnova4*> NULL)
+    else:
+        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
+                  <TagAnova*> NULL)
+
+
+cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, double* scratch,
+                       floating* param, Py_ssize_t param_stride, double mu, double reg,
+                       double* max_change) noexcept nogil:
+    """Between the passes: take every column's step, store it, and note it in scratch."""
+    cdef Py_ssize_t c, j
+    cdef double* col
+    cdef double g, h, p, delta
+    for c in range(count):
+        j = group_columns[c]
+        col = scratch + j * COL_STRIDE
+        g = col[COL_GRAD]
+        h = col[COL_CURV]
+        if h <= NOISE * NOISE * col[COL_NOISE]:
+            g = 0
+            h = 0
+        p = col[COL_P]
+        delta = _unseen_or_step(col[COL_SUPPORT], g, mu * h, reg, p)
+        if delta != 0:
+            param[j * param_stride] = <floating> (p + delta)
+            delta = param[j * param_stride] - p  # the step actually taken in this precision
+            max_change[0] = max(max_change[0], fabs(delta))
+        col[COL_STEP] = delta
+
+
+cdef void _group_start(const index_t* group_columns, Py_ssize_t count, double* scratch,
+                       const floating* param, Py_ssize_t param_stride,
+                       bint has_next) noexcept nogil:
+    """Before pass 1: each column's current value (and next component's), zero sums."""
+    cdef Py_ssize_t c, j
+    cdef double* col
+    for c in range(count):
+        j = group_columns[c]
+        col = scratch + j * COL_STRIDE
+        col[COL_P] = param[j * param_stride]
+        col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = col[COL_SUPPORT] = 0
+        col[COL_NEXT] = param[j * param_stride + 1] if has_next else 0
+
+
+cdef double _cd_groups(const Groups* G, const index_t* group_columns,
+                       const index_t* rows, const index_t* columns,
+                       const floating* values, Py_ssize_t n, floating* param,
+                       Py_ssize_t param_stride, double mu, double reg, double* state,
+                       const Sweep* sw, int kind) noexcept nogil:
+    """One CD sweep over the coordinates param[j * param_stride], j = 0..d-1, group by
+    group (``kind`` KIND_LINEAR: the linear weights; else factors whose row caches are in
+    slot sw.cur, and with sw.nxt >= 0 the next component's cache is built in slot
+    sw.nxt).  Returns the largest |step|."""
+    cdef Py_ssize_t g, e0, e1, c0, c1, pending = -1, p0 = 0
+    cdef double max_change = 0
+    for g in range(G.n_groups):
+        e0 = G.group_ptr[g]
+        e1 = G.group_ptr[g + 1]
+        c0 = G.columns_ptr[g]
+        c1 = G.columns_ptr[g + 1]
+        _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
+                     sw.nxt >= 0)
+        if pending >= 0 and e1 - e0 == n:
+            _fused(columns + p0, values + p0, columns + e0, values + e0, n, c1 - c0 == 1,
+                   sw, state, kind)
+        else:
+            if pending >= 0:
+                _updates(rows + p0, columns + p0, values + p0, n, sw, state, kind)
+            _gradients(rows + e0, columns + e0, values + e0, e1 - e0, c1 - c0 == 1, sw,
+                       state, kind)
+        pending = -1
+        _group_steps(group_columns + c0, c1 - c0, sw.scratch, param, param_stride, mu, reg,
+                     &max_change)
+        if e1 - e0 == n and n > 0:
+            pending = g  # its update pass may join the next group's gradient pass
+            p0 = e0
+        else:
+            _updates(rows + e0, columns + e0, values + e0, e1 - e0, sw, state, kind)
+    if pending >= 0:
+        _updates(rows + p0, columns + p0, values + p0, n, sw, state, kind)
+    return max_change
+
+
+cdef double _cd_component(const Groups* G, const index_t* group_columns,
+                          const index_t* rows, const index_t* columns,
+                          const floating* values, Py_ssize_t n, Py_ssize_t k,
+                          Py_ssize_t s, int kernel, int degree, floating* Pb,
+                          floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
+                          double beta, double* state, const Layout* L, Py_ssize_t cur,
+                          Py_ssize_t nxt, double* buf, double* scratch,
+                          double* A) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current.
 
     When ``has_next``, also build the cache of component s + 1 in slot ``nxt``.
     Returns the largest |step|.
     """
-    cdef Py_ssize_t i, j, z, r, start, end, stride = L.stride, width = L.width
-    cdef bint anova = kernel == ANOVA
-    cdef double p, x, der, g, h, delta, max_change = 0, p_next, noise, magnitude, support
-    cdef double q, q_new, d1, d2, d3, a2, a3, b2, b3, weight
+    cdef Py_ssize_t i, r, stride = L.stride, width = L.width
+    cdef double p, der, g, h, delta, max_change = 0, noise, magnitude
     cdef double* row
-    # The layout in locals: loop-invariant for the compiler (state writes cannot alias them).
-    cdef Py_ssize_t label_at = L.label, weight_at = L.weight
-    cdef double uniform_weight = L.uniform_weight
-    cdef int loss = L.loss
     if has_next:
         _reset_slot(state, L, n, nxt, kernel, gamma, n_dummy, k, s + 1)
     # Dummy features (value 1 in every row; ANOVA only).
@@ -296,108 +747,121 @@ cdef double _cd_component(
                 _add_powers(row + cur, width, p, -1.0)
                 _add_powers(row + cur, width, p + delta, 1.0)
             max_change = max(max_change, fabs(delta))
-    # Features, through the CSC copy: column j lists the rows that contain j.
+    # The features, group by group.
+    cdef Sweep sweep
+    sweep.L = L[0]
+    sweep.cur = cur
+    sweep.nxt = nxt if has_next else -1
+    sweep.degree = degree
+    sweep.scratch = scratch
+    sweep.A = A
+    return max(max_change, _cd_groups(G, group_columns, rows, columns, values, n, Pb + s,
+                                      k, mu, beta, state, &sweep, _kind(kernel, degree)))
+
+# ---- column groups ----------------------------------------------------------------------
+
+def column_groups(const floating[::1] data, const index_t[::1] indices,
+                  const index_t[::1] indptr, Py_ssize_t n_features, bint disjoint):
+    """Regroup the nonzeros of a CSR matrix by groups of columns, for :func:`cd_epoch`.
+
+    With ``disjoint``, columns are coloured greedily (column j takes the smallest of 64
+    colours that no earlier column sharing a row with it took) and each colour is a group:
+    its columns share no row, so a row has at most one entry in the group.  The one-hot
+    columns of a categorical field are such a group.  Columns left without a colour (and
+    every column when ``disjoint`` is false) form groups of one.  Within a group the
+    entries are in row order, as in the CSR matrix.
+
+    Returns ``(group_ptr, group_columns_ptr, group_columns, rows, columns, values)``:
+    group g holds the entries ``group_ptr[g]:group_ptr[g + 1]`` of ``rows``/``columns``/
+    ``values`` and the columns ``group_columns[group_columns_ptr[g]:...[g + 1]]``
+    (increasing), colours first, then the groups of one in column order.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1, nnz = indices.shape[0], d = n_features
+    cdef Py_ssize_t i, j, z, g, n_colours = 0, n_groups
+    cdef uint64_t taken
+    cdef int c
+    index_dtype = np.asarray(indices).dtype
+    cdef Py_ssize_t[::1] group = np.full(d, -1, dtype=np.intp)
+    cdef Py_ssize_t[::1] column_ptr
+    cdef index_t[::1] column_rows
+    cdef uint64_t[::1] used
+    if disjoint:
+        # The rows of every column (a CSC pattern without values), for the colouring.
+        column_ptr = np.zeros(d + 1, dtype=np.intp)
+        column_rows = np.empty(nnz, dtype=index_dtype)
+        used = np.zeros(n, dtype=np.uint64)
+        with nogil:
+            for z in range(nnz):
+                column_ptr[indices[z] + 1] += 1
+            for j in range(d):
+                column_ptr[j + 1] += column_ptr[j]
+            for i in range(n):
+                for z in range(indptr[i], indptr[i + 1]):
+                    j = indices[z]
+                    column_rows[column_ptr[j]] = <index_t> i
+                    column_ptr[j] += 1
+            for j in range(d - 1, -1, -1):
+                column_ptr[j + 1] = column_ptr[j]
+            column_ptr[0] = 0
+            for j in range(d):
+                taken = 0
+                for z in range(column_ptr[j], column_ptr[j + 1]):
+                    taken |= used[column_rows[z]]
+                if taken == <uint64_t> -1:
+                    continue
+                c = 0
+                while taken & ((<uint64_t> 1) << c):
+                    c += 1
+                group[j] = c
+                n_colours = max(n_colours, c + 1)
+                for z in range(column_ptr[j], column_ptr[j + 1]):
+                    used[column_rows[z]] |= (<uint64_t> 1) << c
+        column_ptr = None
+        column_rows = None
+        used = None
+    n_groups = n_colours
     for j in range(d):
-        start = csc_indptr[j]
-        end = csc_indptr[j + 1]
-        p = Pb[j * k + s]
-        g = 0
-        h = 0
-        noise = 0
-        support = 0
-        for z in range(start, end):
-            _prefetch_row(state, stride, csc_indices, z, end)
-            row = state + csc_indices[z] * stride
-            x = csc_data[z]
-            weight = row[weight_at] if weight_at >= 0 else uniform_weight
-            if degree == 2 and anova:
-                # Closed form of the general case below: A_1 = D_1.
-                q = p * x
-                der = x * (row[cur] - q)
-                magnitude = fabs(x) * (fabs(row[cur]) + fabs(q))
-                noise += weight * magnitude * magnitude
-            elif degree == 3 and anova:
-                # Closed form: A_1 = D_1, A_2 = (D_1^2 - D_2) / 2, der = x (A_2 - q (A_1 - q)).
-                q = p * x
-                d1 = row[cur]
-                d2 = row[cur + 1]
-                der = x * (0.5 * (d1 * d1 - d2) - q * (d1 - q))
-                magnitude = fabs(x) * (0.5 * (d1 * d1 + fabs(d2)) + fabs(q) * (fabs(d1) + fabs(q)))
-                noise += weight * magnitude * magnitude
-            elif degree == 4 and anova:
-                # Closed form: A_3 = (A_2 D_1 - A_1 D_2 + D_3) / 3 (Newton), then peel q.
-                q = p * x
-                d1 = row[cur]
-                d2 = row[cur + 1]
-                d3 = row[cur + 2]
-                a2 = 0.5 * (d1 * d1 - d2)
-                a3 = (a2 * d1 - d1 * d2 + d3) / 3
-                der = x * (a3 - q * (a2 - q * (d1 - q)))
-                b2 = 0.5 * (d1 * d1 + fabs(d2))
-                b3 = (b2 * fabs(d1) + fabs(d1 * d2) + fabs(d3)) / 3
-                magnitude = fabs(x) * (b3 + fabs(q) * (b2 + fabs(q) * (fabs(d1) + fabs(q))))
-                noise += weight * magnitude * magnitude
-            elif anova:
-                der = _anova_derivative(row + cur, degree, p * x, x, A, &magnitude)
-                noise += weight * magnitude * magnitude
-            else:
-                der = x * _subsets_rest(row + cur, 1 + p * x)
-            buf[z - start] = der
-            g += _row_dloss(row, label_at, weight_at, uniform_weight, loss) * der
-            h += weight * der * der
-            support += weight
-        if anova and h <= NOISE * NOISE * noise:
-            g = 0
-            h = 0
-        delta = _unseen_or_step(support, g, mu * h, beta, p)
-        if delta != 0:
-            Pb[j * k + s] = <floating> (p + delta)
-            delta = Pb[j * k + s] - p
-            max_change = max(max_change, fabs(delta))
-        elif not has_next:
-            continue
-        p_next = Pb[j * k + s + 1] if has_next else 0
-        for z in range(start, end):
-            _prefetch_row(state, stride, csc_indices, z, end)
-            row = state + csc_indices[z] * stride
-            x = csc_data[z]
-            if delta != 0:
-                row[PRED] += delta * buf[z - start]
-                if degree == 2 and anova:
-                    row[cur] += delta * x
-                elif degree == 3 and anova:
-                    q = p * x
-                    q_new = (p + delta) * x
-                    row[cur] += q_new - q
-                    row[cur + 1] += q_new * q_new - q * q
-                elif degree == 4 and anova:
-                    q = p * x
-                    q_new = (p + delta) * x
-                    row[cur] += q_new - q
-                    row[cur + 1] += q_new * q_new - q * q
-                    row[cur + 2] += q_new * q_new * q_new - q * q * q
-                elif anova:
-                    _add_powers(row + cur, width, p * x, -1.0)
-                    _add_powers(row + cur, width, (p + delta) * x, 1.0)
-                else:
-                    _subsets_swap(row + cur, 1 + p * x, 1 + (p + delta) * x)
-            if has_next:
-                if degree == 2 and anova:
-                    row[nxt] += p_next * x
-                elif degree == 3 and anova:
-                    q = p_next * x
-                    row[nxt] += q
-                    row[nxt + 1] += q * q
-                elif degree == 4 and anova:
-                    q = p_next * x
-                    row[nxt] += q
-                    row[nxt + 1] += q * q
-                    row[nxt + 2] += q * q * q
-                elif anova:
-                    _add_powers(row + nxt, width, p_next * x, 1.0)
-                else:
-                    _subsets_swap(row + nxt, 1.0, 1 + p_next * x)
-    return max_change
+        if group[j] < 0:
+            group[j] = n_groups
+            n_groups += 1
+    # Counting sorts by group: of the columns, and (stable, so rows stay in order) of
+    # the entries.
+    group_columns_ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    group_ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    group_columns = np.empty(d, dtype=index_dtype)
+    rows = np.empty(nnz, dtype=index_dtype)
+    columns = np.empty(nnz, dtype=index_dtype)
+    values = np.empty(nnz, dtype=np.asarray(data).dtype)
+    cdef Py_ssize_t[::1] gc_ptr = group_columns_ptr, g_ptr = group_ptr
+    cdef index_t[::1] gc = group_columns, out_rows = rows, out_columns = columns
+    cdef floating[::1] out_values = values
+    with nogil:
+        for j in range(d):
+            gc_ptr[group[j] + 1] += 1
+        for z in range(nnz):
+            g_ptr[group[indices[z]] + 1] += 1
+        for g in range(n_groups):
+            gc_ptr[g + 1] += gc_ptr[g]
+            g_ptr[g + 1] += g_ptr[g]
+        for j in range(d):
+            g = group[j]
+            gc[gc_ptr[g]] = <index_t> j
+            gc_ptr[g] += 1
+        for i in range(n):
+            for z in range(indptr[i], indptr[i + 1]):
+                g = group[indices[z]]
+                out_rows[g_ptr[g]] = <index_t> i
+                out_columns[g_ptr[g]] = indices[z]
+                out_values[g_ptr[g]] = data[z]
+                g_ptr[g] += 1
+        # The fills advanced every start to the next group's start: shift back.
+        for g in range(n_groups, 0, -1):
+            gc_ptr[g] = gc_ptr[g - 1]
+            g_ptr[g] = g_ptr[g - 1]
+        gc_ptr[0] = 0
+        g_ptr[0] = 0
+    return group_ptr, group_columns_ptr, group_columns, rows, columns, values
+
 
 # ---- polynomial networks ----------------------------------------------------------------
 
@@ -493,27 +957,31 @@ cdef double _armijo(double p, double reg, int degree, double lam_s,
 
 
 cdef double _cd_poly_component(
-        const floating* csc_data, const index_t* csc_indices, const index_t* csc_indptr,
-        Py_ssize_t n, Py_ssize_t d, Py_ssize_t k, Py_ssize_t s, int degree,
+        const Groups* G, const index_t* group_columns, const index_t* rows,
+        const floating* values, Py_ssize_t n, Py_ssize_t k, Py_ssize_t s, int degree,
         floating* P, floating* gamma, Py_ssize_t n_dummy, floating* lam, bint fit_lam,
         bint has_next, double mu, double beta, double* state, const Layout* L,
         Py_ssize_t cur, Py_ssize_t nxt) noexcept nogil:
-    """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i)."""
-    cdef Py_ssize_t i, j, z, start, end
-    cdef double p, g, h, feature, delta, max_change = 0, p_next
+    """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i).
+
+    The groups must be single columns (the Newton step and its line search are per
+    coordinate).
+    """
+    cdef Py_ssize_t i, j, z, g, start, end
+    cdef double p, gr, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
         _reset_slot(state, L, n, nxt, POLYNOMIAL, gamma, n_dummy, k, s + 1)
     if fit_lam:
         # The prediction is linear in lam_s: exact bound step.
-        g = 0
+        gr = 0
         h = 0
         for i in range(n):
             row = state + i * L.stride
             feature = _power(row[cur], degree)
-            g += _dloss(row, L) * feature
+            gr += _dloss(row, L) * feature
             h += _weight(row, L) * feature * feature
-        delta = _step(g, mu * h, beta, lam[s])
+        delta = _step(gr, mu * h, beta, lam[s])
         if delta != 0:
             p = lam[s]
             lam[s] = <floating> (p + delta)
@@ -526,22 +994,21 @@ cdef double _cd_poly_component(
         delta = _poly_coordinate(&gamma[s], beta, degree, lam[s], <const index_t*> NULL,
                                  <const floating*> NULL, n, True, state, L, cur, mu)
         max_change = max(max_change, fabs(delta))
-    for j in range(d):
-        start = csc_indptr[j]
-        end = csc_indptr[j + 1]
-        delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], csc_indices + start,
-                                 csc_data + start, end - start, False, state, L, cur, mu)
+    for g in range(G.n_groups):
+        j = group_columns[G.columns_ptr[g]]
+        start = G.group_ptr[g]
+        end = G.group_ptr[g + 1]
+        delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], rows + start,
+                                 values + start, end - start, False, state, L, cur, mu)
         max_change = max(max_change, fabs(delta))
         if has_next:
             p_next = P[j * k + s + 1]
             for z in range(start, end):
-                state[csc_indices[z] * L.stride + nxt] += p_next * csc_data[z]
+                state[rows[z] * L.stride + nxt] += p_next * values[z]
     return max_change
 
 
-def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
-             const index_t[::1] csc_indptr,
-             const floating[::1] csr_data, const index_t[::1] csr_indices,
+def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
              floating[::1] intercept, floating[::1] w, floating[:, :, ::1] P,
@@ -551,24 +1018,46 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
              floating[::1] lam=None, bint fit_lam=False):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
-    ``sample_weight`` must sum to 1; ``y_pred`` must hold the model's current predictions
-    on entry and holds them on return.  ``intercept`` is a length-1 array.  ``lam`` (the
-    output weights of the polynomial kernel) is required for kernel POLYNOMIAL.
+    ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
+    ``disjoint`` false for kernel POLYNOMIAL).  ``sample_weight`` must sum to 1;
+    ``y_pred`` must hold the model's current predictions on entry and holds them on
+    return.  ``intercept`` is a length-1 array.  ``lam`` (the output weights of the
+    polynomial kernel) is required for kernel POLYNOMIAL.
     """
     if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != P.shape[2]):
         raise ValueError("the polynomial kernel needs one output weight per component")
+    cdef const Py_ssize_t[::1] group_ptr = groups[0]
+    cdef const Py_ssize_t[::1] columns_ptr = groups[1]
+    cdef const index_t[::1] group_columns = groups[2]
+    cdef const index_t[::1] entry_rows = groups[3]
+    cdef const index_t[::1] entry_columns = groups[4]
+    cdef const floating[::1] entry_values = groups[5]
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
-    cdef Py_ssize_t n_dummy = gamma.shape[0]
-    cdef Py_ssize_t i, j, z, b, s, start, end, longest = n, cur, nxt
+    cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
+    cdef Groups G
+    G.n_groups = group_ptr.shape[0] - 1
+    # The loops below run without bounds checks: the shapes must agree.
+    if (columns_ptr.shape[0] != G.n_groups + 1 or group_columns.shape[0] != d
+            or columns_ptr[G.n_groups] != d or group_ptr[G.n_groups] != nnz
+            or entry_rows.shape[0] != nnz or entry_columns.shape[0] != nnz
+            or entry_values.shape[0] != nnz or csr_indptr.shape[0] != n + 1
+            or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
+            or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
+            or degrees.shape[0] != n_blocks):
+        raise ValueError("cd_epoch: parameter, data or group shapes disagree")
+    if kernel == POLYNOMIAL and G.n_groups != d:
+        raise ValueError("the polynomial kernel needs groups of one column")
+    G.group_ptr = &group_ptr[0]
+    G.columns_ptr = &columns_ptr[0]
+    cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
-    cdef double g, h, x, delta, max_change = 0, change, support
+    cdef double g, h, delta, max_change = 0, change
     cdef bint uniform = True
     cdef Layout L
+    cdef Sweep linear
     for b in range(n_blocks):
         max_degree = max(max_degree, degrees[b])
-    for j in range(d):
-        longest = max(longest, csc_indptr[j + 1] - csc_indptr[j])
     for i in range(1, n):
         if sample_weight[i] != sample_weight[0]:
             uniform = False
@@ -579,24 +1068,24 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
     L.uniform_weight = sample_weight[0] if n > 0 else 0
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
-    # Round the record up to 4 or 8 doubles, so that no record straddles two cache lines.
     L.stride = L.cache + 2 * L.width
-    L.stride = 4 if L.stride <= 4 else (8 if L.stride <= 8 else L.stride)
-    # The per-row records are read in random order: allocate them through NumPy, which asks
-    # Linux for transparent huge pages on large buffers (fewer TLB misses per visit).
     cdef double[::1] state_buffer = np.empty(n * L.stride + 1, dtype=np.float64)
-    cdef double[::1] column_buffer = np.empty(longest + 1, dtype=np.float64)
+    cdef double[::1] row_buffer = np.empty(n + 1, dtype=np.float64)
+    cdef double[::1] column_scratch = np.empty(d * COL_STRIDE + 1, dtype=np.float64)
     cdef double* state = &state_buffer[0]
-    cdef double* buf = &column_buffer[0]
+    cdef double* buf = &row_buffer[0]
+    cdef double* scratch = &column_scratch[0]
     cdef double* A = <double*> malloc(2 * (max_degree + 1) * sizeof(double))
     cdef double* row
     if A == NULL:
         raise MemoryError("not enough memory for the coordinate descent caches")
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef const floating* csc_val = &csc_data[0] if csc_data.shape[0] > 0 else NULL
-    cdef const index_t* csc_ind = &csc_indices[0] if csc_indices.shape[0] > 0 else NULL
-    cdef const floating* csr_val = &csr_data[0] if csr_data.shape[0] > 0 else NULL
-    cdef const index_t* csr_ind = &csr_indices[0] if csr_indices.shape[0] > 0 else NULL
+    cdef const index_t* g_cols = &group_columns[0] if d > 0 else NULL
+    cdef const index_t* e_rows = &entry_rows[0] if nnz > 0 else NULL
+    cdef const index_t* e_cols = &entry_columns[0] if nnz > 0 else NULL
+    cdef const floating* e_vals = &entry_values[0] if nnz > 0 else NULL
+    cdef const floating* csr_val = &csr_data[0] if nnz > 0 else NULL
+    cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
     try:
         with nogil:
             for i in range(n):
@@ -623,29 +1112,16 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                     for i in range(n):
                         state[i * L.stride] += delta
                     max_change = max(max_change, fabs(delta))
-            if fit_linear:
-                for j in range(d):
-                    start = csc_indptr[j]
-                    end = csc_indptr[j + 1]
-                    g = 0
-                    h = 0
-                    support = 0
-                    for z in range(start, end):
-                        _prefetch_row(state, L.stride, csc_ind, z, end)
-                        row = state + csc_indices[z] * L.stride
-                        x = csc_data[z]
-                        g += _dloss(row, &L) * x
-                        h += _weight(row, &L) * x * x
-                        support += _weight(row, &L)
-                    delta = _unseen_or_step(support, g, mu * h, alpha, w[j])
-                    if delta == 0:
-                        continue
-                    change = w[j]
-                    w[j] = <floating> (w[j] + delta)
-                    delta = w[j] - change
-                    for z in range(start, end):
-                        state[csc_indices[z] * L.stride] += delta * csc_data[z]
-                    max_change = max(max_change, fabs(delta))
+            if fit_linear and d > 0:
+                linear.L = L
+                linear.cur = 0
+                linear.nxt = -1
+                linear.degree = 0
+                linear.scratch = scratch
+                linear.A = A
+                change = _cd_groups(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
+                                    alpha, state, &linear, KIND_LINEAR)
+                max_change = max(max_change, change)
             for b in range(n_blocks):
                 if kernel == ANOVA:
                     L.width = degrees[b] - 1
@@ -662,16 +1138,15 @@ def cd_epoch(const floating[::1] csc_data, const index_t[::1] csc_indices,
                                    &csr_indptr[0])
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
-                            csc_val, csc_ind, &csc_indptr[0], n, d, k, s, degrees[0],
+                            &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
                             &P[0, 0, 0], gamma_ptr, n_dummy, &lam[0], fit_lam,
                             s + 1 < k, mu, beta, state, &L, cur, nxt)
-                        max_change = max(max_change, change)
-                        continue
-                    change = _cd_component(
-                        csc_val, csc_ind, &csc_indptr[0], n, d, k, s, kernel,
-                        degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
-                        n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                        cur, nxt, buf, A)
+                    else:
+                        change = _cd_component(
+                            &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
+                            degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
+                            n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
+                            cur, nxt, buf, scratch, A)
                     max_change = max(max_change, change)
             for i in range(n):
                 y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])

@@ -21,30 +21,28 @@ def _degrees_array(degrees):
     return np.asarray(degrees, dtype=np.intc)
 
 
-def as_csc(X):
-    """The CSC copy coordinate descent walks, with the index type of the CSR original."""
-    X_csc = X.tocsc()
-    X_csc.sort_indices()
-    # scipy may narrow the indices of the copy; the solver takes both with one type.
-    X_csc.indices = X_csc.indices.astype(X.indices.dtype, copy=False)
-    X_csc.indptr = X_csc.indptr.astype(X.indptr.dtype, copy=False)
-    return X_csc
+def column_groups(X, kernel):
+    """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
+    (:func:`polylite._cd.column_groups`): groups of row-disjoint columns, except for the
+    polynomial kernel, whose coordinates take one column at a time."""
+    return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
+                             kernel != "polynomial")
 
 
 class CoordinateDescent:
     """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1."""
 
-    def __init__(self, est, X, X_csc, y, sw, params, loss_code, kernel, degrees):
-        self.est, self.X, self.X_csc, self.y, self.sw = est, X, X_csc, y, sw
+    def __init__(self, est, X, groups, y, sw, params, loss_code, kernel, degrees):
+        self.est, self.X, self.groups, self.y, self.sw = est, X, groups, y, sw
         self.params, self.loss_code = params, loss_code
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
 
     def epoch(self):
-        est, p, X, Xc = self.est, self.params, self.X, self.X_csc
+        est, p, X = self.est, self.params, self.X
         return _cd.cd_epoch(
-            Xc.data, Xc.indices, Xc.indptr, X.data, X.indices, X.indptr, self.y, self.sw,
+            self.groups, X.data, X.indices, X.indptr, self.y, self.sw,
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam))

@@ -19,7 +19,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor, kernels
-from polylite import _cd, _losses
+from polylite import _cd, _losses, _solvers
 from _reference import reference_loss
 
 # --------------------------------------------------------------------------------------
@@ -86,8 +86,6 @@ class _Problem:
         rng = np.random.RandomState(seed)
         self.X = sp.csr_matrix(X, dtype=np.float64)
         self.X.sort_indices()
-        self.Xc = self.X.tocsc()
-        self.Xc.sort_indices()
         n, d = self.X.shape
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         sw = np.ones(n) if sw is None else np.asarray(sw, dtype=np.float64)
@@ -114,7 +112,7 @@ class _Problem:
     def epoch(self, y_pred=None):
         """One epoch from ``y_pred`` (default: exact predictions); returns y_pred after."""
         y_pred = self.predict() if y_pred is None else y_pred
-        _cd.cd_epoch(self.Xc.data, self.Xc.indices, self.Xc.indptr, self.X.data,
+        _cd.cd_epoch(_solvers.column_groups(self.X, self.kernel), self.X.data,
                      self.X.indices, self.X.indptr, self.y, self.sw, self.intercept, self.w,
                      self.P, np.asarray(self.degrees, dtype=np.intc), self.gamma,
                      kernels.KERNELS[self.kernel], _losses.loss_code(self.loss),

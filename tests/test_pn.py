@@ -31,7 +31,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import polylite
 from polylite import (FactorizationMachineClassifier, PolynomialNetworkClassifier,
                       PolynomialNetworkRegressor, kernels)
-from polylite import _cd, _losses, _sgd
+from polylite import _cd, _losses, _sgd, _solvers
 from _reference import reference_loss
 
 # --------------------------------------------------------------------------------------
@@ -241,8 +241,6 @@ def _cd_predictions_drift(kernel, degree, epochs, dtype=np.float32):
     rng = np.random.RandomState(0)
     n, d, k = 200, 8, 4
     X = sp.csr_matrix(rng.randn(n, d)).astype(dtype)
-    Xc = X.tocsc()
-    Xc.sort_indices()
     y = 3 * rng.randn(n)
     sw = np.full(n, 1.0 / n)
     intercept, w = np.zeros(1, dtype), np.zeros(d, dtype)
@@ -258,7 +256,7 @@ def _cd_predictions_drift(kernel, degree, epochs, dtype=np.float32):
 
     y_pred = exact()
     for _ in range(epochs):
-        _cd.cd_epoch(Xc.data, Xc.indices, Xc.indptr, X.data, X.indices, X.indptr, y, sw,
+        _cd.cd_epoch(_solvers.column_groups(X, kernel), X.data, X.indices, X.indptr, y, sw,
                      intercept, w, P, np.array([degree], np.intc), gamma,
                      kernels.KERNELS[kernel], _losses.loss_code("squared"), 0.0, 1e-4,
                      True, True, y_pred, lam, kernel == "polynomial")

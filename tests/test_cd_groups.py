@@ -1,0 +1,150 @@
+"""Coordinate descent over groups of row-disjoint columns (``polylite._cd.column_groups``).
+
+Within a group no two columns share a row, so CD may take their steps together (two passes
+over the group's entries in row order) and, when consecutive groups have an entry in every
+row, fuse the update pass of one with the gradient pass of the next.  These tests check the
+grouping itself, and that a grouped epoch equals plain cyclic CD, one column at a time in
+the same order, without any fused pass.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from polylite import _cd, _losses, _solvers, kernels
+
+
+def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
+    """Rows with two complete one-hot fields, one with missing values, two dense numeric
+    columns and a few sparse ones, in shuffled column order."""
+    rng = np.random.RandomState(seed)
+    blocks = []
+    for levels, missing in ((10, 0.0), (8, 0.0), (5, 0.4)):
+        level = rng.randint(levels, size=n)
+        present = rng.rand(n) >= missing
+        blocks.append(sp.csr_matrix((np.ones(present.sum()), (np.flatnonzero(present),
+                                                              level[present])),
+                                    shape=(n, levels)))
+    blocks.append(sp.csr_matrix(rng.randn(n, 2)))
+    blocks.append(sp.random(n, 3, density=0.3, random_state=rng, format="csr"))
+    X = sp.hstack(blocks).tocsc()
+    X = X[:, rng.permutation(X.shape[1])].tocsr().astype(dtype)
+    X.sort_indices()
+    X.indices = X.indices.astype(index_dtype)
+    X.indptr = X.indptr.astype(index_dtype)
+    return X, rng
+
+
+def _unpack(groups):
+    group_ptr, columns_ptr, group_columns, rows, columns, values = groups
+    for g in range(len(group_ptr) - 1):
+        entries = slice(group_ptr[g], group_ptr[g + 1])
+        yield (group_columns[columns_ptr[g]:columns_ptr[g + 1]], rows[entries],
+               columns[entries], values[entries])
+
+
+@pytest.mark.parametrize("disjoint", [True, False])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_groups_partition_the_entries_into_row_disjoint_groups(disjoint, index_dtype):
+    X, _ = _fields_matrix(index_dtype=index_dtype)
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], disjoint)
+    assert groups[2].dtype == groups[3].dtype == groups[4].dtype == index_dtype
+    seen = set()
+    listed = []
+    for cols, rows, columns, values in _unpack(groups):
+        assert np.all(np.diff(cols) > 0)
+        assert np.all(np.isin(columns, cols))
+        assert np.all(np.diff(rows) > 0)  # row order, and one entry per row at most
+        if not disjoint:
+            assert len(cols) == 1
+        for i, j, v in zip(rows, columns, values):
+            assert X[i, j] == v
+            seen.add((i, j))
+        listed.extend(cols)
+    assert len(seen) == X.nnz
+    assert sorted(listed) == list(range(X.shape[1]))
+
+
+def test_one_hot_fields_form_one_group_each():
+    X, _ = _fields_matrix()
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
+    sizes = sorted(len(cols) for cols, *_ in _unpack(groups))
+    # Greedy colouring in column order merges fields when it can, so only bounds hold:
+    # fewer groups than columns, and the two dense columns alone in theirs.
+    assert len(sizes) < X.shape[1]
+    full = [cols for cols, rows, *_ in _unpack(groups) if len(rows) == X.shape[0]]
+    assert len(full) >= 4  # two complete one-hot fields and two dense columns
+
+
+def test_more_than_64_overlapping_columns_get_groups_of_one():
+    X = sp.csr_matrix(np.random.RandomState(0).rand(5, 70) + 0.1)
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, 70, True)
+    assert len(groups[0]) - 1 == 70
+    assert all(len(cols) == 1 for cols, *_ in _unpack(groups))
+
+
+def _singleton_groups(X, order):
+    """Groups of one column each, in ``order`` (the reference: plain cyclic CD)."""
+    Xc = X.tocsc()
+    Xc.sort_indices()
+    parts = [slice(Xc.indptr[j], Xc.indptr[j + 1]) for j in order]
+    idx = X.indices.dtype
+    return (np.cumsum([0] + [p.stop - p.start for p in parts]).astype(np.intp),
+            np.arange(len(order) + 1, dtype=np.intp), np.asarray(order, dtype=idx),
+            np.concatenate([Xc.indices[p] for p in parts]).astype(idx),
+            np.concatenate([np.full(p.stop - p.start, j) for p, j in zip(parts, order)]
+                           ).astype(idx),
+            np.concatenate([Xc.data[p] for p in parts]))
+
+
+def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0):
+    rng = np.random.RandomState(seed)
+    n, d = X.shape
+    k = 3
+    params = dict(intercept=np.array([0.1]), w=0.1 * rng.randn(d),
+                  P=0.3 * rng.randn(len(degrees), d, k), gamma=0.3 * rng.randn(n_dummy, k))
+    params = {name: a.astype(X.dtype) for name, a in params.items()}
+    y_pred = kernels.predict(X.astype(np.float64), params["P"].astype(np.float64),
+                             degrees=None if kernel == "all-subsets" else degrees,
+                             kernel=kernel, intercept=float(params["intercept"][0]),
+                             w=params["w"].astype(np.float64),
+                             gamma=params["gamma"].astype(np.float64))
+    for _ in range(epochs):
+        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
+                     params["w"], params["P"], np.asarray(degrees, np.intc),
+                     params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
+                     0.01, 0.02, True, True, y_pred)
+    return params, y_pred
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
+@pytest.mark.parametrize("variant", [((2,), "anova", 0), ((2, 3), "anova", 0),
+                                     ((4,), "anova", 0), ((5,), "anova", 0),
+                                     ((3,), "anova", 2), ((0,), "all-subsets", 0)],
+                         ids=["m2", "m2-3", "m4", "m5", "m3-shared", "subsets"])
+def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weighted,
+                                                              dtype):
+    degrees, kernel, n_dummy = variant
+    X, rng = _fields_matrix(dtype=dtype)
+    n = X.shape[0]
+    y = rng.randn(n) if loss == "squared" else rng.choice([-1.0, 1.0], size=n)
+    sw = rng.uniform(0.2, 2.0, size=n) if weighted else np.ones(n)
+    groups = _solvers.column_groups(X, kernel)
+    order = np.concatenate([cols for cols, *_ in _unpack(groups)])
+    got, got_pred = _epochs(X, y, sw / sw.sum(), groups, degrees=list(degrees),
+                            kernel=kernel, n_dummy=n_dummy, loss=loss, epochs=3)
+    # The reference gets one more row, empty and of weight 0: it changes no sum, but no
+    # column has an entry in every row any more, so no pass is fused.
+    X_ref = sp.vstack([X, sp.csr_matrix((1, X.shape[1]), dtype=dtype)]).tocsr()
+    X_ref.indices = X_ref.indices.astype(X.indices.dtype)
+    X_ref.indptr = X_ref.indptr.astype(X.indptr.dtype)
+    sw_ref = np.append(sw, 0.0)
+    want, want_pred = _epochs(X_ref, np.append(y, 1.0), sw_ref / sw_ref.sum(),
+                              _singleton_groups(X_ref, order), degrees=list(degrees),
+                              kernel=kernel, n_dummy=n_dummy, loss=loss, epochs=3)
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    for name in got:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=rtol,
+                                   err_msg=name)
+    np.testing.assert_allclose(got_pred, want_pred[:n], rtol=rtol, atol=rtol)
