@@ -51,7 +51,7 @@ from libc.stdlib cimport malloc, free
 from libc.math cimport fabs
 from libc.stdint cimport uint64_t
 
-from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL, power_sums,
+from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         anova_from_power_sums, anova_coordinate_derivative)
 from ._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
 
@@ -252,30 +252,6 @@ cdef inline void _reset_slot(double* state, const Layout* L, Py_ssize_t n,
                 D[t] = base[t]
 
 
-cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
-                     int kernel, const floating* P, Py_ssize_t k, Py_ssize_t s,
-                     const floating* gamma, Py_ssize_t n_dummy,
-                     const floating* csr_data, const index_t* csr_indices,
-                     const index_t* csr_indptr) noexcept nogil:
-    """Compute the cache of component s in every row from scratch (row-wise pass)."""
-    cdef Py_ssize_t i, z, start, end
-    for i in range(n):
-        start = csr_indptr[i]
-        end = csr_indptr[i + 1]
-        if kernel == POLYNOMIAL:
-            _reset_slot(state + i * L.stride, L, 1, slot, kernel, gamma, n_dummy, k, s)
-            for z in range(start, end):
-                state[i * L.stride + slot] += <double> P[csr_indices[z] * k + s] * csr_data[z]
-        elif kernel == ALL_SUBSETS:
-            _reset_slot(state + i * L.stride, L, 1, slot, kernel, gamma, 0, k, s)
-            for z in range(start, end):
-                _subsets_swap(state + i * L.stride + slot, 1.0,
-                              1 + <double> P[csr_indices[z] * k + s] * csr_data[z])
-        else:
-            power_sums(P, k, s, gamma, n_dummy, csr_indices + start, csr_data + start,
-                       end - start, L.width, state + i * L.stride + slot)
-
-
 # ---- one entry of a column ---------------------------------------------------------------
 #
 # What a coordinate's entry x = x_ij contributes depends on the kind of coordinate; the
@@ -408,6 +384,27 @@ cdef inline void _add_factor(double* D, int kind, Py_ssize_t width,
         D[2] += q * q * q
     else:
         _add_powers(D, width, q, 1.0)
+
+
+cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                     int kernel, int degree, const floating* P, Py_ssize_t k,
+                     Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
+                     const floating* csr_data, const index_t* csr_indices,
+                     const index_t* csr_indptr) noexcept nogil:
+    """Compute the cache of component s in every row from scratch (row-wise pass)."""
+    cdef Py_ssize_t i, z
+    cdef int kind = _kind(kernel, degree)
+    cdef double q
+    cdef double* D
+    _reset_slot(state, L, n, slot, kernel, gamma, n_dummy, k, s)
+    for i in range(n):
+        D = state + i * L.stride + slot
+        for z in range(csr_indptr[i], csr_indptr[i + 1]):
+            q = <double> P[csr_indices[z] * k + s] * csr_data[z]
+            if kernel == POLYNOMIAL:
+                D[0] += q
+            else:
+                _add_factor(D, kind, L.width, q)
 
 
 # ---- a group of row-disjoint columns -----------------------------------------------------
@@ -1132,8 +1129,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                     cur = L.cache + (s % 2) * L.width
                     nxt = L.cache + ((s + 1) % 2) * L.width
                     if s == 0:
-                        _fill_slot(state, &L, n, cur, kernel, &P[b, 0, 0], k, s,
-                                   gamma_ptr if b == 0 else NULL,
+                        _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
+                                   k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0])
                     if kernel == POLYNOMIAL:
