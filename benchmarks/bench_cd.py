@@ -4,9 +4,11 @@ Data: 10^6 rows, one-hot user (50,000 levels) and item (30,000 levels) fields wi
 popularity and 3 numeric columns (5 nonzeros per row); k = 10; degrees 2, 3, 4 (separate
 factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the median time of
 the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
-CSC copy, objective per epoch) divided by its epochs.  The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in
-the same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which include the
-solver's per-row records and the CSC copy of X), against the size of X.
+regrouping of the nonzeros by column groups, objective per epoch) divided by its epochs.
+The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in the
+same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
+include the solver's per-row records and the regrouped copy of the nonzeros), against the
+size of X.
 
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
 """

@@ -17,7 +17,7 @@ from u.user and u.item), so that rows have 5 to 10 nonzeros and higher degrees m
 Each solver runs once per degree (tol = 0, no iteration limit, AdaGrad's
 n_iter_no_change disabled) with verbose=1; stdout is captured and every line
 "epoch N objective X ..." (cd, adagrad) or "iteration N objective X ..." (lbfgs) is
-time-stamped when printed, from the moment ``fit`` is called (so validation, the CSC copy
+time-stamped when printed, from the moment ``fit`` is called (so validation, the column groups
 and the objective computed after each cd/adagrad epoch count as the solver's time).  A
 fit is stopped by an exception raised from the captured stream at the first line printed
 after ``--budget`` seconds (that line is dropped).  L-BFGS prints no iteration 0: its
