@@ -148,3 +148,26 @@ def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weig
         np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=rtol,
                                    err_msg=name)
     np.testing.assert_allclose(got_pred, want_pred[:n], rtol=rtol, atol=rtol)
+
+
+def test_cd_epoch_rejects_groups_of_another_matrix():
+    X, rng = _fields_matrix()
+    other = X[:, :-1].tocsr()
+    groups = _solvers.column_groups(other, "anova")
+    n, d = X.shape
+    with pytest.raises(ValueError, match="shapes disagree"):
+        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
+                     np.zeros(1), np.zeros(d), np.zeros((1, d, 2)), np.array([2], np.intc),
+                     np.zeros((0, 2)), kernels.KERNELS["anova"], 0, 0.0, 0.0, True, True,
+                     np.zeros(n))
+
+
+def test_polynomial_kernel_needs_groups_of_one_column():
+    X, rng = _fields_matrix()
+    n, d = X.shape
+    groups = _solvers.column_groups(X, "anova")  # several columns per group
+    with pytest.raises(ValueError, match="groups of one column"):
+        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
+                     np.zeros(1), np.zeros(d), np.zeros((1, d, 2)), np.array([2], np.intc),
+                     np.zeros((0, 2)), kernels.KERNELS["polynomial"], 0, 0.0, 0.0, True,
+                     True, np.zeros(n), np.ones(2), False)
