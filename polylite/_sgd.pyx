@@ -45,10 +45,40 @@ cdef extern from *:
        form of _adagrad_step, in double whatever the storage type):
            g_f = dl x (a1_f - x p_f) + decay p_f,   acc_f += g_f^2,
            p_f -= eta0 g_f / (sqrt(acc_f) + eps).
-       The square root and the division dominate; compilers do not vectorise sqrt unless
-       errno is off (-fno-math-errno), so with SSE2 two coordinates go together, explicitly.
-       IEEE arithmetic makes both forms give identical results, operation for operation. */
+       The square root and the division (one divider unit) bound AdaGrad's time, and
+       compilers do not vectorise sqrt unless errno is off (-fno-math-errno): the lanes are
+       explicit, 4 with AVX (chosen at run time: the build targets baseline x86-64), else 2
+       with SSE2, then one at a time.  IEEE arithmetic (no FMA) gives every form identical
+       results, operation for operation. */
     #define POLYLITE_ADAGRAD_EPS 1e-8
+    #define POLYLITE_ADAGRAD_SCALAR(T) \
+        for (; f < k; f++) { \
+            double pf = p[f]; \
+            double g = dl * (x * ((double) a1[f] - x * pf)) + decay * pf; \
+            acc[f] = (T) (acc[f] + g * g); \
+            p[f] = (T) (pf - eta0 * g / (sqrt((double) acc[f]) + POLYLITE_ADAGRAD_EPS)); \
+        }
+    /* W lanes of doubles: vector type V, intrinsic prefix M, loads/stores LD, ST (which
+       convert floats); the accumulator is read back as stored before its square root. */
+    #define POLYLITE_ADAGRAD_LANES(V, M, W, LD, ST) \
+        { \
+            const V vx = M##_set1_pd(x), vdl = M##_set1_pd(dl); \
+            const V vdecay = M##_set1_pd(decay), veta = M##_set1_pd(eta0); \
+            const V veps = M##_set1_pd(POLYLITE_ADAGRAD_EPS); \
+            for (; f + W <= k; f += W) { \
+                V pv = LD(p + f); \
+                V g = M##_add_pd(M##_mul_pd(vdl, M##_mul_pd(vx, M##_sub_pd( \
+                          LD(a1 + f), M##_mul_pd(vx, pv)))), M##_mul_pd(vdecay, pv)); \
+                ST(acc + f, M##_add_pd(LD(acc + f), M##_mul_pd(g, g))); \
+                V s = LD(acc + f); \
+                ST(p + f, M##_sub_pd(pv, M##_div_pd( \
+                    M##_mul_pd(veta, g), M##_add_pd(M##_sqrt_pd(s), veps)))); \
+            } \
+        }
+    #define POLYLITE_ADAGRAD_ARGS(T) \
+        T *p, T *acc, const T *a1, double x, double dl, double decay, double eta0, \
+        Py_ssize_t k
+
     #if defined(__SSE2__)
     #include <emmintrin.h>
     #define POLYLITE_LD2_double(ptr) _mm_loadu_pd(ptr)
@@ -58,48 +88,64 @@ cdef extern from *:
         _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ptr))))
     #define POLYLITE_ST2_float(ptr, v) \
         _mm_storel_epi64((__m128i *)(ptr), _mm_castps_si128(_mm_cvtpd_ps(v)))
-    #define POLYLITE_ADAGRAD_PAIRS(T) \
-        const __m128d vx = _mm_set1_pd(x), vdl = _mm_set1_pd(dl); \
-        const __m128d vdecay = _mm_set1_pd(decay), veta = _mm_set1_pd(eta0); \
-        const __m128d veps = _mm_set1_pd(POLYLITE_ADAGRAD_EPS); \
-        for (; f + 2 <= k; f += 2) { \
-            __m128d pv = POLYLITE_LD2_##T(p + f); \
-            __m128d g = _mm_add_pd( \
-                _mm_mul_pd(vdl, _mm_mul_pd(vx, _mm_sub_pd(POLYLITE_LD2_##T(a1 + f), \
-                                                          _mm_mul_pd(vx, pv)))), \
-                _mm_mul_pd(vdecay, pv)); \
-            POLYLITE_ST2_##T(acc + f, _mm_add_pd(POLYLITE_LD2_##T(acc + f), \
-                                                 _mm_mul_pd(g, g))); \
-            __m128d s = POLYLITE_LD2_##T(acc + f);  /* as stored */ \
-            POLYLITE_ST2_##T(p + f, _mm_sub_pd(pv, _mm_div_pd( \
-                _mm_mul_pd(veta, g), _mm_add_pd(_mm_sqrt_pd(s), veps)))); \
+    #define POLYLITE_ADAGRAD_SSE2(T) \
+        POLYLITE_ADAGRAD_LANES(__m128d, _mm, 2, POLYLITE_LD2_##T, POLYLITE_ST2_##T)
+    #else
+    #define POLYLITE_ADAGRAD_SSE2(T)
+    #endif
+
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    #include <immintrin.h>
+    #define POLYLITE_LD4_double(ptr) _mm256_loadu_pd(ptr)
+    #define POLYLITE_ST4_double(ptr, v) _mm256_storeu_pd((ptr), (v))
+    #define POLYLITE_LD4_float(ptr) _mm256_cvtps_pd(_mm_loadu_ps(ptr))
+    #define POLYLITE_ST4_float(ptr, v) _mm_storeu_ps((ptr), _mm256_cvtpd_ps(v))
+    static int polylite_use_avx = 0;
+    static void polylite_cpu_init(void) {
+        __builtin_cpu_init();
+        polylite_use_avx = __builtin_cpu_supports("avx") != 0;  /* CPU and OS (xgetbv) */
+    }
+    #define POLYLITE_ADAGRAD_ROW(T) \
+        __attribute__((target("avx"))) \
+        static void polylite_adagrad_row_##T##_avx(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_LANES(__m256d, _mm256, 4, POLYLITE_LD4_##T, POLYLITE_ST4_##T) \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        } \
+        static void polylite_adagrad_row_##T##_base(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        } \
+        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
+            if (polylite_use_avx) \
+                polylite_adagrad_row_##T##_avx(p, acc, a1, x, dl, decay, eta0, k); \
+            else \
+                polylite_adagrad_row_##T##_base(p, acc, a1, x, dl, decay, eta0, k); \
         }
     #else
-    #define POLYLITE_ADAGRAD_PAIRS(T)
-    #endif
+    static void polylite_cpu_init(void) {}
     #define POLYLITE_ADAGRAD_ROW(T) \
-    static inline void polylite_adagrad_row_##T(T *p, T *acc, const T *a1, double x, \
-                                                double dl, double decay, double eta0, \
-                                                Py_ssize_t k) { \
-        Py_ssize_t f = 0; \
-        POLYLITE_ADAGRAD_PAIRS(T) \
-        for (; f < k; f++) { \
-            double pf = p[f]; \
-            double g = dl * (x * ((double) a1[f] - x * pf)) + decay * pf; \
-            acc[f] = (T) (acc[f] + g * g); \
-            p[f] = (T) (pf - eta0 * g / (sqrt((double) acc[f]) + POLYLITE_ADAGRAD_EPS)); \
-        } \
-    }
+        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        }
+    #endif
     POLYLITE_ADAGRAD_ROW(double)
     POLYLITE_ADAGRAD_ROW(float)
     """
     const double ADAGRAD_EPS "POLYLITE_ADAGRAD_EPS"
+    void polylite_cpu_init() noexcept nogil
     void polylite_adagrad_row_double(double* p, double* acc, const double* a1, double x,
                                      double dl, double decay, double eta0,
                                      Py_ssize_t k) noexcept nogil
     void polylite_adagrad_row_float(float* p, float* acc, const float* a1, double x,
                                     double dl, double decay, double eta0,
                                     Py_ssize_t k) noexcept nogil
+
+polylite_cpu_init()
 
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
