@@ -333,9 +333,8 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
     cdef bint adagrad = schedule == ADAGRAD
     cdef Py_ssize_t pos, i, z, j, f, start, nnz
     cdef floating* row
-    cdef floating* arow
     cdef floating xv, q, fstep
-    cdef double pred, dl, eta, total, new_w, new_p, elapsed, g
+    cdef double pred, dl, eta, total, new_w, new_p, elapsed, step_w
     for pos in range(n_rows):
         _prefetch_ahead(pos, n_rows, order, indptr, data, ind, y, sw, w, V, acc_w, acc_P,
                         last_touch, 1, d, k)
@@ -386,12 +385,13 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
         new_w = sc.w * (1 - eta * alpha)
         new_p = sc.p * (1 - eta * beta)
         fstep = <floating> (eta * dl / (sc.p * new_p))
+        step_w = eta * dl / new_w
         if fit_intercept:
             intercept[0] = intercept[0] - eta * dl
         for z in range(nnz):
             j = ind[start + z]
             if fit_linear:
-                w[j] = w[j] - eta * dl * data[start + z] / new_w
+                w[j] = w[j] - step_w * data[start + z]
             xv = <floating> (sc.p * data[start + z])
             row = V + j * k
             for f in range(k):
@@ -648,7 +648,7 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
                             Scales* sc) noexcept nogil:
     """One step on one row (batch_size 1), straight from the row's gradient."""
     cdef Py_ssize_t z, j, b, s, r
-    cdef double x, elapsed, new_w, new_p, step_p
+    cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
     if fit_intercept:
         if adagrad:
@@ -680,10 +680,11 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
     new_p = sc.p * (1 - eta * beta)
     # V -= eta * (gradient in P) / new_p, and gP = pscale * (gradient in P).
     step_p = eta * dl / (sc.p * new_p)
+    step_w = eta * dl / new_w  # one division per step, not per nonzero
     for z in range(nnz):
         j = indices[start + z]
         if fit_linear:
-            w[j] = w[j] - eta * dl * data[start + z] / new_w
+            w[j] = w[j] - step_w * data[start + z]
         for b in range(n_blocks):
             row = P + (b * d + j) * k
             for s in range(k):
