@@ -39,6 +39,114 @@ cdef extern from *:
     """
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
 
+cdef extern from *:
+    """
+    /* AdaGrad on the k coordinates of one factor row of a degree-2 ANOVA model (the vector
+       form of _adagrad_step, in double whatever the storage type):
+           g_f = dl x (a1_f - x p_f) + decay p_f,   acc_f += g_f^2,
+           p_f -= eta0 g_f / (sqrt(acc_f) + eps).
+       The square root and the division (one divider unit) bound AdaGrad's time, and
+       compilers do not vectorise sqrt unless errno is off (-fno-math-errno): the lanes are
+       explicit, 4 with AVX (chosen at run time: the build targets baseline x86-64), else 2
+       with SSE2, then one at a time.  IEEE arithmetic (no FMA) gives every form identical
+       results, operation for operation. */
+    #define POLYLITE_ADAGRAD_EPS 1e-8
+    #define POLYLITE_ADAGRAD_SCALAR(T) \
+        for (; f < k; f++) { \
+            double pf = p[f]; \
+            double g = dl * (x * ((double) a1[f] - x * pf)) + decay * pf; \
+            acc[f] = (T) (acc[f] + g * g); \
+            p[f] = (T) (pf - eta0 * g / (sqrt((double) acc[f]) + POLYLITE_ADAGRAD_EPS)); \
+        }
+    /* W lanes of doubles: vector type V, intrinsic prefix M, loads/stores LD, ST (which
+       convert floats); the accumulator is read back as stored before its square root. */
+    #define POLYLITE_ADAGRAD_LANES(V, M, W, LD, ST) \
+        { \
+            const V vx = M##_set1_pd(x), vdl = M##_set1_pd(dl); \
+            const V vdecay = M##_set1_pd(decay), veta = M##_set1_pd(eta0); \
+            const V veps = M##_set1_pd(POLYLITE_ADAGRAD_EPS); \
+            for (; f + W <= k; f += W) { \
+                V pv = LD(p + f); \
+                V g = M##_add_pd(M##_mul_pd(vdl, M##_mul_pd(vx, M##_sub_pd( \
+                          LD(a1 + f), M##_mul_pd(vx, pv)))), M##_mul_pd(vdecay, pv)); \
+                ST(acc + f, M##_add_pd(LD(acc + f), M##_mul_pd(g, g))); \
+                V s = LD(acc + f); \
+                ST(p + f, M##_sub_pd(pv, M##_div_pd( \
+                    M##_mul_pd(veta, g), M##_add_pd(M##_sqrt_pd(s), veps)))); \
+            } \
+        }
+    #define POLYLITE_ADAGRAD_ARGS(T) \
+        T *p, T *acc, const T *a1, double x, double dl, double decay, double eta0, \
+        Py_ssize_t k
+
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define POLYLITE_LD2_double(ptr) _mm_loadu_pd(ptr)
+    #define POLYLITE_ST2_double(ptr, v) _mm_storeu_pd((ptr), (v))
+    /* two floats <-> two doubles (64-bit moves; __m128i pointers may alias anything) */
+    #define POLYLITE_LD2_float(ptr) \
+        _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ptr))))
+    #define POLYLITE_ST2_float(ptr, v) \
+        _mm_storel_epi64((__m128i *)(ptr), _mm_castps_si128(_mm_cvtpd_ps(v)))
+    #define POLYLITE_ADAGRAD_SSE2(T) \
+        POLYLITE_ADAGRAD_LANES(__m128d, _mm, 2, POLYLITE_LD2_##T, POLYLITE_ST2_##T)
+    #else
+    #define POLYLITE_ADAGRAD_SSE2(T)
+    #endif
+
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    #include <immintrin.h>
+    #define POLYLITE_LD4_double(ptr) _mm256_loadu_pd(ptr)
+    #define POLYLITE_ST4_double(ptr, v) _mm256_storeu_pd((ptr), (v))
+    #define POLYLITE_LD4_float(ptr) _mm256_cvtps_pd(_mm_loadu_ps(ptr))
+    #define POLYLITE_ST4_float(ptr, v) _mm_storeu_ps((ptr), _mm256_cvtpd_ps(v))
+    static int polylite_use_avx = 0;
+    static void polylite_cpu_init(void) {
+        __builtin_cpu_init();
+        polylite_use_avx = __builtin_cpu_supports("avx") != 0;  /* CPU and OS (xgetbv) */
+    }
+    #define POLYLITE_ADAGRAD_ROW(T) \
+        __attribute__((target("avx"))) \
+        static void polylite_adagrad_row_##T##_avx(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_LANES(__m256d, _mm256, 4, POLYLITE_LD4_##T, POLYLITE_ST4_##T) \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        } \
+        static void polylite_adagrad_row_##T##_base(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        } \
+        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
+            if (polylite_use_avx) \
+                polylite_adagrad_row_##T##_avx(p, acc, a1, x, dl, decay, eta0, k); \
+            else \
+                polylite_adagrad_row_##T##_base(p, acc, a1, x, dl, decay, eta0, k); \
+        }
+    #else
+    static void polylite_cpu_init(void) {}
+    #define POLYLITE_ADAGRAD_ROW(T) \
+        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
+            Py_ssize_t f = 0; \
+            POLYLITE_ADAGRAD_SSE2(T) \
+            POLYLITE_ADAGRAD_SCALAR(T) \
+        }
+    #endif
+    POLYLITE_ADAGRAD_ROW(double)
+    POLYLITE_ADAGRAD_ROW(float)
+    """
+    const double ADAGRAD_EPS "POLYLITE_ADAGRAD_EPS"
+    void polylite_cpu_init() noexcept nogil
+    void polylite_adagrad_row_double(double* p, double* acc, const double* a1, double x,
+                                     double dl, double decay, double eta0,
+                                     Py_ssize_t k) noexcept nogil
+    void polylite_adagrad_row_float(float* p, float* acc, const float* a1, double x,
+                                    double dl, double decay, double eta0,
+                                    Py_ssize_t k) noexcept nogil
+
+polylite_cpu_init()
+
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
     # far ahead, and the row itself (values, indices, label, weight) half as far ahead.
@@ -49,7 +157,6 @@ cdef enum:
     INVSCALING = 1
     ADAGRAD = 2
 
-cdef double ADAGRAD_EPS = 1e-8
 
 
 cdef inline double _ipow(double base, int m) noexcept nogil:
@@ -134,6 +241,54 @@ cdef void _free_all(void** ptrs, int n) noexcept nogil:
         free(ptrs[i])
 
 
+cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssize_t* order,
+                                 const index_t* indptr, const floating* data,
+                                 const index_t* ind, const double* y, const double* sw,
+                                 const floating* w, const floating* P,
+                                 const floating* acc_w, const floating* acc_P,
+                                 const long long* last_touch, Py_ssize_t n_blocks,
+                                 Py_ssize_t d, Py_ssize_t k) noexcept nogil:
+    """Software prefetch, in three stages, for the rows a pass will visit after ``pos``.
+
+    Shuffled rows sit at random places in memory: the row pointer PREFETCH_ROWS ahead,
+    the row itself (values, indices, label, weight) half as far ahead, and the parameters
+    its nonzeros touch a quarter as far ahead (its indices are cached by then).  A factor
+    row may straddle two cache lines: both ends are fetched.  ``acc_w``, ``acc_P`` and
+    ``last_touch`` are AdaGrad's (NULL for SGD).
+    """
+    cdef Py_ssize_t r, z, j, b, lo, hi
+    cdef const floating* row
+    if pos + PREFETCH_ROWS < n_rows:
+        POLYLITE_PREFETCH(indptr + order[pos + PREFETCH_ROWS])
+    if pos + PREFETCH_ROWS // 2 < n_rows:
+        r = order[pos + PREFETCH_ROWS // 2]
+        lo = indptr[r]
+        hi = indptr[r + 1] - 1
+        POLYLITE_PREFETCH(data + lo)
+        POLYLITE_PREFETCH(ind + lo)
+        if hi > lo:
+            POLYLITE_PREFETCH(data + hi)
+            POLYLITE_PREFETCH(ind + hi)
+        POLYLITE_PREFETCH(y + r)
+        POLYLITE_PREFETCH(sw + r)
+    if pos + PREFETCH_ROWS // 4 < n_rows:
+        r = order[pos + PREFETCH_ROWS // 4]
+        for z in range(indptr[r], indptr[r + 1]):
+            j = ind[z]
+            POLYLITE_PREFETCH(w + j)
+            for b in range(n_blocks):
+                row = P + (b * d + j) * k
+                POLYLITE_PREFETCH(row)
+                POLYLITE_PREFETCH(row + k - 1)
+            if acc_P != NULL:
+                POLYLITE_PREFETCH(acc_w + j)
+                POLYLITE_PREFETCH(last_touch + j)
+                for b in range(n_blocks):
+                    row = acc_P + (b * d + j) * k
+                    POLYLITE_PREFETCH(row)
+                    POLYLITE_PREFETCH(row + k - 1)
+
+
 cdef struct Scales:
     # SGD stores w = wscale * v and P = pscale * V: one step's L2 decay of every
     # parameter is then O(1), exactly the eager update (Bottou's trick).  AdaGrad: 1.
@@ -141,18 +296,111 @@ cdef struct Scales:
     double p
 
 
-cdef inline void _fold_scales(floating[::1] w, floating* P, Py_ssize_t size_P,
+cdef inline void _fold_scales(floating* w, Py_ssize_t d, floating* P, Py_ssize_t size_P,
                               Scales* sc) noexcept nogil:
     """Multiply the stored parameters by their scales (then 1)."""
     cdef Py_ssize_t i
     if sc.w != 1:
-        for i in range(w.shape[0]):
+        for i in range(d):
             w[i] = w[i] * sc.w
         sc.w = 1
     if sc.p != 1:
         for i in range(size_P):
             P[i] = P[i] * sc.p
         sc.p = 1
+
+
+cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* indptr,
+                       const double* y, const double* sw, const Py_ssize_t* order,
+                       Py_ssize_t n_rows, floating* intercept, floating* w, floating* V,
+                       Py_ssize_t d, Py_ssize_t k, int loss, double alpha, double beta,
+                       bint fit_intercept, bint fit_linear, int schedule, double eta0,
+                       double power_t, long long* step, floating* acc_intercept,
+                       floating* acc_w, floating* acc_P, long long* last_touch,
+                       floating* work, Scales* sc) noexcept nogil:
+    """A batch-size-1 pass for the degree-2 ANOVA kernel (one factor block, no dummies).
+
+    The same steps as the general loop of :func:`sgd_epoch` (``_row_gradient`` then
+    ``_apply_row``), with the degree-2 dynamic programme written out: one loop over the
+    row's nonzeros gives a1 = sum_j x_j p_j and A_2 (k innermost, on contiguous factor
+    rows), and the gradient x_j (a1 - x_j p_j) is applied in a second loop, without the
+    general programme's table, backward pass and gradient buffer.  Rows must not repeat a
+    column (canonical CSR): each factor row is read for its gradient just before it is
+    updated.  ``work`` holds 2 k values.  Returns False on a non-finite prediction.
+    """
+    cdef floating* a1 = work
+    cdef floating* a2 = work + k
+    cdef bint adagrad = schedule == ADAGRAD
+    cdef Py_ssize_t pos, i, z, j, f, start, nnz
+    cdef floating* row
+    cdef floating xv, q, fstep
+    cdef double pred, dl, eta, total, new_w, new_p, elapsed, step_w
+    for pos in range(n_rows):
+        _prefetch_ahead(pos, n_rows, order, indptr, data, ind, y, sw, w, V, acc_w, acc_P,
+                        last_touch, 1, d, k)
+        step[0] += 1
+        eta = eta0 / _pow_t(step[0], power_t) if schedule == INVSCALING else eta0
+        i = order[pos]
+        start = indptr[i]
+        nnz = indptr[i + 1] - start
+        pred = intercept[0]
+        if fit_linear:
+            pred += sc.w * _linear(w, ind + start, data + start, nnz)
+        # Forward (P = pscale * V, so the values are scaled): a1 = A_1, a2 = A_2.
+        for f in range(k):
+            a1[f] = 0
+            a2[f] = 0
+        for z in range(nnz):
+            xv = <floating> (sc.p * data[start + z])
+            row = V + ind[start + z] * k
+            for f in range(k):
+                q = xv * row[f]
+                a2[f] += q * a1[f]
+                a1[f] += q
+        total = 0
+        for f in range(k):
+            total += a2[f]
+        pred += total
+        if not isfinite(pred):
+            return False
+        dl = sw[i] * loss_derivative(loss, y[i], pred)
+        if adagrad:
+            if fit_intercept:
+                _adagrad_step(intercept, acc_intercept, dl, eta0)
+            for z in range(nnz):
+                j = ind[start + z]
+                xv = data[start + z]
+                elapsed = step[0] - last_touch[j]  # steps since the last touch
+                last_touch[j] = step[0]
+                if fit_linear:
+                    _adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
+                if floating is double:
+                    polylite_adagrad_row_double(V + j * k, acc_P + j * k, a1, xv, dl,
+                                                beta * elapsed, eta0, k)
+                else:
+                    polylite_adagrad_row_float(V + j * k, acc_P + j * k, a1, xv, dl,
+                                               beta * elapsed, eta0, k)
+            continue
+        # SGD, as _apply_row: V -= eta dl (gradient in V) / (pscale new_pscale).
+        new_w = sc.w * (1 - eta * alpha)
+        new_p = sc.p * (1 - eta * beta)
+        fstep = <floating> (eta * dl / (sc.p * new_p))
+        step_w = eta * dl / new_w
+        if fit_intercept:
+            intercept[0] = intercept[0] - eta * dl
+        for z in range(nnz):
+            j = ind[start + z]
+            if fit_linear:
+                w[j] = w[j] - step_w * data[start + z]
+            xv = <floating> (sc.p * data[start + z])
+            row = V + j * k
+            for f in range(k):
+                row[f] = row[f] - fstep * (xv * (a1[f] - xv * row[f]))
+        sc.w = new_w
+        sc.p = new_p
+        if sc.w < 1e-9 or sc.p < 1e-9:
+            _fold_scales(w, d, V, d * k, sc)
+    return True
 
 
 def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
@@ -165,7 +413,8 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
               int schedule, double eta0, double power_t, long long step,
               floating[::1] acc_intercept, floating[::1] acc_w,
               floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
-              floating[::1] acc_lam, long long[::1] last_touch, Py_ssize_t batch_size):
+              floating[::1] acc_lam, long long[::1] last_touch, Py_ssize_t batch_size,
+              bint specialised=True):
     """One pass of SGD or AdaGrad over the rows ``order`` (in that order), in place.
 
     ``sample_weight`` scales each row's loss gradient (mean 1 over the data set for the
@@ -174,6 +423,9 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     squared gradients and ``last_touch`` the step at which each feature was last updated
     (both ignored by SGD).  Returns (steps after the pass, finite): on a non-finite
     prediction the pass stops at once with finite False (the caller checks the parameters).
+    ``specialised=False`` runs the general loop even where a specialised pass exists (the
+    degree-2 factorization machine with one row per step): the tests compare the two.
+    Rows must not repeat a column (canonical CSR).
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
@@ -238,9 +490,27 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else glam
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
+    cdef const Py_ssize_t* ord0 = &order[0] if n_rows > 0 else NULL
+    cdef floating* w0 = &w[0] if d > 0 else NULL
+    cdef floating* acc_w0 = &acc_w[0] if adagrad and d > 0 else NULL
+    cdef floating* acc_P0 = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
+    cdef long long* touch0 = &last_touch[0] if adagrad and d > 0 else NULL
+    # The common factorization machine (degree 2, no dummies, one row per step) has its
+    # own pass; the results agree with the general loop up to rounding.
+    cdef bint degree2 = (specialised and kernel == ANOVA and n_blocks == 1 and degrees.shape[0] == 1
+                         and degrees[0] == 2
+                         and n_dummy == 0 and direct and k > 0 and d > 0)
     try:
         with nogil:
             pos = 0
+            if degree2:
+                finite = _anova2_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
+                                      ord0, n_rows, &intercept[0], w0, P0, d, k, loss,
+                                      alpha, beta, fit_intercept, fit_linear, schedule,
+                                      eta0, power_t, &step, &acc_intercept[0] if adagrad
+                                      else NULL, acc_w0, acc_P0, touch0, adj, &sc)
+                pos = n_rows  # the general loop below is skipped
             while pos < n_rows and finite:
                 batch_end = min(pos + batch_size, n_rows)
                 step += 1
@@ -248,24 +518,9 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 n_touched = 0
                 buf_intercept = 0
                 for row_in_batch in range(pos, batch_end):
-                    if row_in_batch + PREFETCH_ROWS < n_rows:
-                        POLYLITE_PREFETCH(&indptr[order[row_in_batch + PREFETCH_ROWS]])
-                    if row_in_batch + PREFETCH_ROWS // 2 < n_rows:
-                        r = order[row_in_batch + PREFETCH_ROWS // 2]
-                        POLYLITE_PREFETCH(&data[0] + indptr[r])
-                        POLYLITE_PREFETCH(ind0 + indptr[r])
-                        POLYLITE_PREFETCH(&y[r])
-                        POLYLITE_PREFETCH(&sample_weight[r])
-                    if row_in_batch + PREFETCH_ROWS // 4 < n_rows:
-                        # The factor rows of the row a few ahead (its indices are cached).
-                        r = order[row_in_batch + PREFETCH_ROWS // 4]
-                        for z in range(indptr[r], indptr[r + 1]):
-                            j = ind0[z]
-                            POLYLITE_PREFETCH(&w[j])
-                            for b in range(n_blocks):
-                                POLYLITE_PREFETCH(P0 + (b * d + j) * k)
-                                if adagrad:
-                                    POLYLITE_PREFETCH(&acc_P[b, j, 0])
+                    _prefetch_ahead(row_in_batch, n_rows, ord0, &indptr[0], val0, ind0,
+                                    &y[0], &sample_weight[0], w0, P0, acc_w0, acc_P0,
+                                    touch0, n_blocks, d, k)
                     i = order[row_in_batch]
                     start = indptr[i]
                     end = indptr[i + 1]
@@ -314,7 +569,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                     if not direct:
                         break
                     if sc.w < 1e-9 or sc.p < 1e-9:
-                        _fold_scales(w, P0, size_P, &sc)
+                        _fold_scales(w0, d, P0, size_P, &sc)
                     continue
                 # ---- one step with the mini-batch's mean gradient ----
                 scale = 1.0 / (batch_end - pos)
@@ -369,10 +624,10 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 sc.w = new_w
                 sc.p = new_p
                 if sc.w < 1e-9 or sc.p < 1e-9:
-                    _fold_scales(w, P0, size_P, &sc)
+                    _fold_scales(w0, d, P0, size_P, &sc)
                 pos = batch_end
             # Parameters that overflowed are caught by the caller, which checks every array.
-            _fold_scales(w, P0, size_P, &sc)
+            _fold_scales(w0, d, P0, size_P, &sc)
     finally:
         _free_all(owned, 13)
     return step, bool(finite)
@@ -393,7 +648,7 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
                             Scales* sc) noexcept nogil:
     """One step on one row (batch_size 1), straight from the row's gradient."""
     cdef Py_ssize_t z, j, b, s, r
-    cdef double x, elapsed, new_w, new_p, step_p
+    cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
     if fit_intercept:
         if adagrad:
@@ -425,10 +680,11 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
     new_p = sc.p * (1 - eta * beta)
     # V -= eta * (gradient in P) / new_p, and gP = pscale * (gradient in P).
     step_p = eta * dl / (sc.p * new_p)
+    step_w = eta * dl / new_w  # one division per step, not per nonzero
     for z in range(nnz):
         j = indices[start + z]
         if fit_linear:
-            w[j] = w[j] - eta * dl * data[start + z] / new_w
+            w[j] = w[j] - step_w * data[start + z]
         for b in range(n_blocks):
             row = P + (b * d + j) * k
             for s in range(k):
@@ -443,7 +699,14 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
 
 
 cdef inline double _pow_t(long long step, double power_t) noexcept nogil:
-    return exp(power_t * log(<double> step))
+    """step ** power_t, with square roots for the common exponents (exp and log per step
+    cost as much as a degree-2 row)."""
+    cdef double t = <double> step
+    if power_t == 0.25:
+        return sqrt(sqrt(t))
+    if power_t == 0.5:
+        return sqrt(t)
+    return exp(power_t * log(t))
 
 
 def objective_gradient(const floating[::1] data, const index_t[::1] indices,

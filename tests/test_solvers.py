@@ -747,6 +747,79 @@ def test_adagrad_sparse_follows_documented_lazy_penalty(name, batch_size):
     _assert_params_close(_fitted_params(est), expected, rtol=1e-9, atol=1e-13)
 
 
+def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.25,
+                    schedule=1, eta0=0.05, alpha=0.01, beta=0.02, fit_intercept=True,
+                    fit_linear=True, epochs=2, seed=0):
+    """Epochs of ``_sgd.sgd_epoch`` on a degree-2 FM (one block, no dummies, batch 1):
+    the parameters, AdaGrad statistics, step count and finiteness flag afterwards."""
+    rng = np.random.RandomState(seed)
+    n, d, k = 50, 15, 7         # k = 4 + 2 + 1: every lane width of the AdaGrad rows
+    dense = rng.randn(n, d) * (rng.rand(n, d) < 0.3)
+    dense[3] = 0                            # an empty row
+    dense[7] = rng.randn(d)                 # a full one
+    X = sp.csr_matrix(dense.astype(dtype))
+    y = np.sign(rng.randn(n)) if loss else rng.randn(n)
+    sw = rng.uniform(0.2, 2, n) if weighted else np.ones(n)
+    adagrad = solver == "adagrad"
+    intercept = np.array([0.1], dtype)
+    w = (0.1 * rng.randn(d)).astype(dtype)
+    P = (0.3 * rng.randn(1, d, k)).astype(dtype)
+    gamma, lam = np.zeros((0, k), dtype), np.ones(k, dtype)
+    shape = (lambda a: a.shape) if adagrad else (lambda a: (0,) * a.ndim)
+    acc = [np.zeros(shape(a), dtype) for a in (intercept, w, P, gamma, lam)]
+    last_touch = np.zeros(d if adagrad else 0, np.int64)
+    step, finite = 0, True
+    for _ in range(epochs):
+        order = rng.permutation(n).astype(np.intp)
+        step, finite = _sgd.sgd_epoch(
+            X.data, X.indices, X.indptr, y, sw, order, intercept, w, P,
+            np.array([2], np.intc), gamma, lam, 0, loss, alpha, beta, fit_intercept,
+            fit_linear, False, 2 if adagrad else schedule, eta0, power_t, step, *acc,
+            last_touch, 1, specialised=specialised)
+        if not finite:
+            break
+    return [intercept, w, P, *acc, last_touch], step, finite
+
+
+@pytest.mark.parametrize("case", [
+    {},
+    dict(loss=1),                                         # logistic
+    dict(loss=2, fit_intercept=False),                    # squared hinge
+    dict(fit_linear=False, power_t=0.5),
+    dict(power_t=0.3),
+    dict(schedule=0, eta0=0.5, alpha=1.8, beta=1.8),      # fast decay: scales folded
+])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("solver", ["sgd", "adagrad"])
+def test_degree2_pass_equals_general_loop(solver, dtype, weighted, case):
+    """The specialised degree-2 pass of sgd_epoch (batch_size 1) takes the same steps as
+    the general loop (ANOVA dynamic programme), up to rounding."""
+    fast, step_fast, finite_fast = _degree2_epochs(dtype, solver, True, weighted=weighted,
+                                                   **case)
+    slow, step_slow, finite_slow = _degree2_epochs(dtype, solver, False, weighted=weighted,
+                                                   **case)
+    assert finite_fast and finite_slow
+    assert step_fast == step_slow == 100
+    rtol, atol = (1e-10, 1e-12) if dtype == np.float64 else (1e-4, 1e-5)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    # the comparison is not vacuous: the parameters moved
+    assert not np.allclose(fast[2], _degree2_epochs(dtype, solver, True, weighted=weighted,
+                                                    epochs=0, **case)[0][2])
+
+
+@pytest.mark.parametrize("solver", ["sgd", "adagrad"])
+def test_degree2_pass_stops_where_general_loop_stops(solver):
+    """On a non-finite prediction both passes stop at the same step."""
+    kw = dict(weighted=False, schedule=0, eta0=1e12 if solver == "sgd" else 1e150,
+              alpha=0.0, beta=0.0)
+    with np.errstate(all="ignore"):
+        _, step_fast, finite_fast = _degree2_epochs(np.float64, solver, True, **kw)
+        _, step_slow, finite_slow = _degree2_epochs(np.float64, solver, False, **kw)
+    assert not finite_fast and not finite_slow
+    assert step_fast == step_slow
+
 @pytest.mark.parametrize("solver", ["sgd", "adagrad"])
 @pytest.mark.parametrize("name", ["fm-m3-separate", "fmc-3class-sqhinge-shared",
                                   "pn-augment-learned"])
