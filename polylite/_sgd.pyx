@@ -39,113 +39,7 @@ cdef extern from *:
     """
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
 
-cdef extern from *:
-    """
-    /* AdaGrad on the k coordinates of one factor row of a degree-2 ANOVA model (the vector
-       form of _adagrad_step, in double whatever the storage type):
-           g_f = dl x (a1_f - x p_f) + decay p_f,   acc_f += g_f^2,
-           p_f -= eta0 g_f / (sqrt(acc_f) + eps).
-       The square root and the division (one divider unit) bound AdaGrad's time, and
-       compilers do not vectorise sqrt unless errno is off (-fno-math-errno): the lanes are
-       explicit, 4 with AVX (chosen at run time: the build targets baseline x86-64), else 2
-       with SSE2, then one at a time.  IEEE arithmetic (no FMA) gives every form identical
-       results, operation for operation. */
-    #define POLYLITE_ADAGRAD_EPS 1e-8
-    #define POLYLITE_ADAGRAD_SCALAR(T) \
-        for (; f < k; f++) { \
-            double pf = p[f]; \
-            double g = dl * (x * ((double) a1[f] - x * pf)) + decay * pf; \
-            acc[f] = (T) (acc[f] + g * g); \
-            p[f] = (T) (pf - eta0 * g / (sqrt((double) acc[f]) + POLYLITE_ADAGRAD_EPS)); \
-        }
-    /* W lanes of doubles: vector type V, intrinsic prefix M, loads/stores LD, ST (which
-       convert floats); the accumulator is read back as stored before its square root. */
-    #define POLYLITE_ADAGRAD_LANES(V, M, W, LD, ST) \
-        { \
-            const V vx = M##_set1_pd(x), vdl = M##_set1_pd(dl); \
-            const V vdecay = M##_set1_pd(decay), veta = M##_set1_pd(eta0); \
-            const V veps = M##_set1_pd(POLYLITE_ADAGRAD_EPS); \
-            for (; f + W <= k; f += W) { \
-                V pv = LD(p + f); \
-                V g = M##_add_pd(M##_mul_pd(vdl, M##_mul_pd(vx, M##_sub_pd( \
-                          LD(a1 + f), M##_mul_pd(vx, pv)))), M##_mul_pd(vdecay, pv)); \
-                ST(acc + f, M##_add_pd(LD(acc + f), M##_mul_pd(g, g))); \
-                V s = LD(acc + f); \
-                ST(p + f, M##_sub_pd(pv, M##_div_pd( \
-                    M##_mul_pd(veta, g), M##_add_pd(M##_sqrt_pd(s), veps)))); \
-            } \
-        }
-    #define POLYLITE_ADAGRAD_ARGS(T) \
-        T *p, T *acc, const T *a1, double x, double dl, double decay, double eta0, \
-        Py_ssize_t k
-
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    #define POLYLITE_LD2_double(ptr) _mm_loadu_pd(ptr)
-    #define POLYLITE_ST2_double(ptr, v) _mm_storeu_pd((ptr), (v))
-    /* two floats <-> two doubles (64-bit moves; __m128i pointers may alias anything) */
-    #define POLYLITE_LD2_float(ptr) \
-        _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ptr))))
-    #define POLYLITE_ST2_float(ptr, v) \
-        _mm_storel_epi64((__m128i *)(ptr), _mm_castps_si128(_mm_cvtpd_ps(v)))
-    #define POLYLITE_ADAGRAD_SSE2(T) \
-        POLYLITE_ADAGRAD_LANES(__m128d, _mm, 2, POLYLITE_LD2_##T, POLYLITE_ST2_##T)
-    #else
-    #define POLYLITE_ADAGRAD_SSE2(T)
-    #endif
-
-    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    #include <immintrin.h>
-    #define POLYLITE_LD4_double(ptr) _mm256_loadu_pd(ptr)
-    #define POLYLITE_ST4_double(ptr, v) _mm256_storeu_pd((ptr), (v))
-    #define POLYLITE_LD4_float(ptr) _mm256_cvtps_pd(_mm_loadu_ps(ptr))
-    #define POLYLITE_ST4_float(ptr, v) _mm_storeu_ps((ptr), _mm256_cvtpd_ps(v))
-    static int polylite_use_avx = 0;
-    static void polylite_cpu_init(void) {
-        __builtin_cpu_init();
-        polylite_use_avx = __builtin_cpu_supports("avx") != 0;  /* CPU and OS (xgetbv) */
-    }
-    #define POLYLITE_ADAGRAD_ROW(T) \
-        __attribute__((target("avx"))) \
-        static void polylite_adagrad_row_##T##_avx(POLYLITE_ADAGRAD_ARGS(T)) { \
-            Py_ssize_t f = 0; \
-            POLYLITE_ADAGRAD_LANES(__m256d, _mm256, 4, POLYLITE_LD4_##T, POLYLITE_ST4_##T) \
-            POLYLITE_ADAGRAD_SSE2(T) \
-            POLYLITE_ADAGRAD_SCALAR(T) \
-        } \
-        static void polylite_adagrad_row_##T##_base(POLYLITE_ADAGRAD_ARGS(T)) { \
-            Py_ssize_t f = 0; \
-            POLYLITE_ADAGRAD_SSE2(T) \
-            POLYLITE_ADAGRAD_SCALAR(T) \
-        } \
-        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
-            if (polylite_use_avx) \
-                polylite_adagrad_row_##T##_avx(p, acc, a1, x, dl, decay, eta0, k); \
-            else \
-                polylite_adagrad_row_##T##_base(p, acc, a1, x, dl, decay, eta0, k); \
-        }
-    #else
-    static void polylite_cpu_init(void) {}
-    #define POLYLITE_ADAGRAD_ROW(T) \
-        static inline void polylite_adagrad_row_##T(POLYLITE_ADAGRAD_ARGS(T)) { \
-            Py_ssize_t f = 0; \
-            POLYLITE_ADAGRAD_SSE2(T) \
-            POLYLITE_ADAGRAD_SCALAR(T) \
-        }
-    #endif
-    POLYLITE_ADAGRAD_ROW(double)
-    POLYLITE_ADAGRAD_ROW(float)
-    """
-    const double ADAGRAD_EPS "POLYLITE_ADAGRAD_EPS"
-    void polylite_cpu_init() noexcept nogil
-    void polylite_adagrad_row_double(double* p, double* acc, const double* a1, double x,
-                                     double dl, double decay, double eta0,
-                                     Py_ssize_t k) noexcept nogil
-    void polylite_adagrad_row_float(float* p, float* acc, const float* a1, double x,
-                                    double dl, double decay, double eta0,
-                                    Py_ssize_t k) noexcept nogil
-
-polylite_cpu_init()
+cdef double ADAGRAD_EPS = 1e-8
 
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
@@ -310,6 +204,22 @@ cdef inline void _fold_scales(floating* w, Py_ssize_t d, floating* P, Py_ssize_t
         sc.p = 1
 
 
+cdef inline void _adagrad_row(floating* p, floating* acc, const floating* a1, double x,
+                              double dl, double decay, double eta0,
+                              Py_ssize_t k) noexcept nogil:
+    """AdaGrad on the k coordinates of one factor row of a degree-2 ANOVA model:
+    g_f = dl x (a1_f - x p_f) + decay p_f, acc_f += g_f^2, p_f -= eta0 g_f / (sqrt(acc_f)
+    + eps), in double whatever the storage type.  The module is built with
+    -fno-math-errno, so the compiler vectorises the square roots and divisions."""
+    cdef Py_ssize_t f
+    cdef double pf, g
+    for f in range(k):
+        pf = p[f]
+        g = dl * (x * (<double> a1[f] - x * pf)) + decay * pf
+        acc[f] = <floating> (acc[f] + g * g)
+        p[f] = <floating> (pf - eta0 * g / (sqrt(<double> acc[f]) + ADAGRAD_EPS))
+
+
 cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* indptr,
                        const double* y, const double* sw, const Py_ssize_t* order,
                        Py_ssize_t n_rows, floating* intercept, floating* w, floating* V,
@@ -374,12 +284,7 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
                 last_touch[j] = step[0]
                 if fit_linear:
                     _adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
-                if floating is double:
-                    polylite_adagrad_row_double(V + j * k, acc_P + j * k, a1, xv, dl,
-                                                beta * elapsed, eta0, k)
-                else:
-                    polylite_adagrad_row_float(V + j * k, acc_P + j * k, a1, xv, dl,
-                                               beta * elapsed, eta0, k)
+                _adagrad_row(V + j * k, acc_P + j * k, a1, xv, dl, beta * elapsed, eta0, k)
             continue
         # SGD, as _apply_row: V -= eta dl (gradient in V) / (pscale new_pscale).
         new_w = sc.w * (1 - eta * alpha)

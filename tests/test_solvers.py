@@ -753,7 +753,7 @@ def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.2
     """Epochs of ``_sgd.sgd_epoch`` on a degree-2 FM (one block, no dummies, batch 1):
     the parameters, AdaGrad statistics, step count and finiteness flag afterwards."""
     rng = np.random.RandomState(seed)
-    n, d, k = 50, 15, 7         # k = 4 + 2 + 1: every lane width of the AdaGrad rows
+    n, d, k = 50, 15, 7         # odd k: a vectorised loop has a remainder
     dense = rng.randn(n, d) * (rng.rand(n, d) < 0.3)
     dense[3] = 0                            # an empty row
     dense[7] = rng.randn(d)                 # a full one
