@@ -317,10 +317,13 @@ class _PolynomialModel(BaseEstimator):
         return X_fit, t_fit, sw_fit, (X_val, t_val)
 
     def _objective(self, y, y_pred, sw, params, loss_code):
-        penalty = 0.5 * self.alpha * float(np.dot(params.w, params.w))
+        # Not np.dot: a BLAS call would leave BLAS threads spinning beside the solver.
+        def squares(a):
+            return float(np.sum(np.square(a, dtype=np.float64)))
+
         factors = [params.P, params.gamma] + ([params.lam] if self._fit_lam else [])
-        penalty += 0.5 * self.beta * sum(float(np.sum(np.square(a, dtype=np.float64)))
-                                         for a in factors)
+        penalty = 0.5 * self.alpha * squares(params.w)
+        penalty += 0.5 * self.beta * sum(squares(a) for a in factors)
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
     def _fit_one_output(self, X, groups, y, sw, params, loss, rng, validation, label=None):
