@@ -426,7 +426,9 @@ cdef struct Sweep:
     # compiler knows the row writes cannot change it).
     Layout L
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
-    Py_ssize_t nxt       # cache slot of the next component, or -1
+    Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
+                         # one, see _apply_entry)
+    bint has_next        # there is a next component
     int degree           # for KIND_ANOVA
     double* scratch      # per-column records, COL_STRIDE doubles each
     double* A            # work space of _anova_derivative
@@ -453,117 +455,197 @@ cdef inline void _add_terms(double* col, const double* terms) noexcept nogil:
     col[COL_SUPPORT] += terms[3]
 
 
-cdef inline void _apply_entry(const double* col, double x, double* row, const Sweep* sw,
-                              int kind) noexcept nogil:
-    """Pass 2 for one entry x = x_ij: apply column j's step (``col``: its scratch record)
-    to the row's prediction and cache, and add the next component's factor to the row's
-    next cache."""
-    cdef double delta = col[COL_STEP], p, magnitude
+cdef inline void _apply_entry(double delta, double p, double p_next, double x,
+                              double* row, const Sweep* sw, int kind) noexcept nogil:
+    """Pass 2 for one entry x = x_ij: apply column j's step ``delta`` (from value ``p``)
+    to the row's prediction and cache, and add the next component's factor (p_next x)
+    to the row's next cache.
+
+    Without a next component p_next is 0 and slot nxt is a dead slot (never read before
+    it is filled again): adding to it anyway keeps a branch out of the hot loops.
+    """
+    cdef double magnitude
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
         return
     if delta != 0:
-        p = col[COL_P]
         row[PRED] += delta * _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A,
                                                 &magnitude)
         _swap_factor(row + sw.cur, kind, sw.L.width, p * x, (p + delta) * x)
-    if sw.nxt >= 0:
-        _add_factor(row + sw.nxt, kind, sw.L.width, col[COL_NEXT] * x)
+    _add_factor(row + sw.nxt, kind, sw.L.width, p_next * x)
 
 
-# The passes.  Pass 1 adds into the columns' scratch records, except for a group of one
-# column (``single``), whose sums stay in registers until the end (consecutive additions
-# to one memory location would wait for each other).
+# The passes.  Each is written once, as an inline function whose last arguments are
+# flags that its callers pass as literal constants, so that the compiler writes one loop
+# per combination with the tests folded away:
+#   simple       squared loss and uniform weights (no label, no weight, no loss switch);
+#   done_single  the group whose steps are applied is one column: its scratch record is
+#                read once, not looked up (and prefetched) per row;
+#   single       the group whose sums are taken is one column: its sums stay in
+#                registers until the end (consecutive additions to one memory location
+#                would wait for each other).
 
-cdef void _gradients_of(const index_t* rows, const index_t* columns,
-                        const floating* values, Py_ssize_t count, bint single,
-                        const Sweep* sweep, double* state, kind_tag* tag) noexcept nogil:
+cdef inline void _assume(Sweep* sw, bint simple) noexcept nogil:
+    """Make the local copy of a sweep say what ``simple`` promises, as constants."""
+    if simple:
+        sw.L.label = -1
+        sw.L.weight = -1
+        sw.L.loss = SQUARED
+
+
+cdef inline bint _is_simple(const Layout* L) noexcept nogil:
+    return L.label < 0 and L.weight < 0 and L.loss == SQUARED
+
+
+cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
+                                const floating* values, Py_ssize_t count,
+                                const Sweep* sweep, double* state, int kind,
+                                bint simple, bint single) noexcept nogil:
     """Pass 1 over a group's entries."""
-    cdef int kind = _tag_kind(tag)
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
     cdef double terms[4]
     cdef double sums[4]
-    cdef double* col
-    if count == 0:
-        return
-    if single:
-        col = sw.scratch + columns[0] * COL_STRIDE
-        sums[0] = sums[1] = sums[2] = sums[3] = 0
-        for z in range(count):
-            _entry_terms(values[z], state + rows[z] * sw.L.stride, col[COL_P], &sw, kind,
-                         terms)
+    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double p = col[COL_P]
+    _assume(&sw, simple)
+    sums[0] = sums[1] = sums[2] = sums[3] = 0
+    for z in range(count):
+        if not single:
+            _prefetch_column(sw.scratch, columns, z, count)
+            col = sw.scratch + columns[z] * COL_STRIDE
+            p = col[COL_P]
+        _entry_terms(values[z], state + rows[z] * sw.L.stride, p, &sw, kind, terms)
+        if single:
             sums[0] += terms[0]
             sums[1] += terms[1]
             sums[2] += terms[2]
             sums[3] += terms[3]
+        else:
+            _add_terms(col, terms)
+    if single:
         _add_terms(col, sums)
-        return
-    for z in range(count):
-        _prefetch_column(sw.scratch, columns, z, count)
-        col = sw.scratch + columns[z] * COL_STRIDE
-        _entry_terms(values[z], state + rows[z] * sw.L.stride, col[COL_P], &sw, kind,
-                     terms)
-        _add_terms(col, terms)
 
 
-cdef void _updates_of(const index_t* rows, const index_t* columns,
-                      const floating* values, Py_ssize_t count, const Sweep* sweep,
-                      double* state, kind_tag* tag) noexcept nogil:
+cdef inline void _update_rows(const index_t* rows, const index_t* columns,
+                              const floating* values, Py_ssize_t count,
+                              const Sweep* sweep, double* state, int kind,
+                              bint single) noexcept nogil:
     """Pass 2 over a group's entries."""
-    cdef int kind = _tag_kind(tag)
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
+    cdef const double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double delta = col[COL_STEP], p = col[COL_P], p_next = col[COL_NEXT]
     for z in range(count):
-        _prefetch_column(sw.scratch, columns, z, count)
-        _apply_entry(sw.scratch + columns[z] * COL_STRIDE, values[z],
-                     state + rows[z] * sw.L.stride, &sw, kind)
+        if not single:
+            _prefetch_column(sw.scratch, columns, z, count)
+            col = sw.scratch + columns[z] * COL_STRIDE
+            delta = col[COL_STEP]
+            p = col[COL_P]
+            p_next = col[COL_NEXT]
+        _apply_entry(delta, p, p_next, values[z], state + rows[z] * sw.L.stride, &sw,
+                     kind)
 
 
-cdef void _fused_of(const index_t* done_columns, const floating* done_values,
-                    const index_t* columns, const floating* values, Py_ssize_t n,
-                    bint single, const Sweep* sweep, double* state,
-                    kind_tag* tag) noexcept nogil:
+cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
+                             const index_t* columns, const floating* values, Py_ssize_t n,
+                             const Sweep* sweep, double* state, int kind, bint simple,
+                             bint done_single, bint single) noexcept nogil:
     """Pass 2 of a group and pass 1 of the next, both with an entry in every row."""
-    cdef int kind = _tag_kind(tag)
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
     cdef double terms[4]
     cdef double sums[4]
     cdef double* row
-    cdef double* col
-    if n == 0:
-        return
-    if single:
-        col = sw.scratch + columns[0] * COL_STRIDE
-        sums[0] = sums[1] = sums[2] = sums[3] = 0
-        for z in range(n):
+    cdef const double* done = sw.scratch + done_columns[0] * COL_STRIDE
+    cdef double delta = done[COL_STEP], p_done = done[COL_P], p_next = done[COL_NEXT]
+    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double p = col[COL_P]
+    _assume(&sw, simple)
+    sums[0] = sums[1] = sums[2] = sums[3] = 0
+    for z in range(n):
+        row = state + z * sw.L.stride
+        if not done_single:
             _prefetch_column(sw.scratch, done_columns, z, n)
-            row = state + z * sw.L.stride
-            _apply_entry(sw.scratch + done_columns[z] * COL_STRIDE, done_values[z], row,
-                         &sw, kind)
-            _entry_terms(values[z], row, col[COL_P], &sw, kind, terms)
+            done = sw.scratch + done_columns[z] * COL_STRIDE
+            delta = done[COL_STEP]
+            p_done = done[COL_P]
+            p_next = done[COL_NEXT]
+        _apply_entry(delta, p_done, p_next, done_values[z], row, &sw, kind)
+        if not single:
+            _prefetch_column(sw.scratch, columns, z, n)
+            col = sw.scratch + columns[z] * COL_STRIDE
+            p = col[COL_P]
+        _entry_terms(values[z], row, p, &sw, kind, terms)
+        if single:
             sums[0] += terms[0]
             sums[1] += terms[1]
             sums[2] += terms[2]
             sums[3] += terms[3]
+        else:
+            _add_terms(col, terms)
+    if single:
         _add_terms(col, sums)
+
+
+cdef void _gradients_of(const index_t* rows, const index_t* columns,
+                        const floating* values, Py_ssize_t count, bint single,
+                        const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+    cdef int kind = _tag_kind(tag)
+    if count == 0:
         return
-    for z in range(n):
-        _prefetch_column(sw.scratch, done_columns, z, n)
-        _prefetch_column(sw.scratch, columns, z, n)
-        row = state + z * sw.L.stride
-        _apply_entry(sw.scratch + done_columns[z] * COL_STRIDE, done_values[z], row, &sw,
-                     kind)
-        col = sw.scratch + columns[z] * COL_STRIDE
-        _entry_terms(values[z], row, col[COL_P], &sw, kind, terms)
-        _add_terms(col, terms)
+    if _is_simple(&sw.L):
+        if single:
+            _gradient_rows(rows, columns, values, count, sw, state, kind, True, True)
+        else:
+            _gradient_rows(rows, columns, values, count, sw, state, kind, True, False)
+    elif single:
+        _gradient_rows(rows, columns, values, count, sw, state, kind, False, True)
+    else:
+        _gradient_rows(rows, columns, values, count, sw, state, kind, False, False)
+
+
+cdef void _updates_of(const index_t* rows, const index_t* columns,
+                      const floating* values, Py_ssize_t count, bint single,
+                      const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+    cdef int kind = _tag_kind(tag)
+    if count == 0:
+        return
+    if single:
+        _update_rows(rows, columns, values, count, sw, state, kind, True)
+    else:
+        _update_rows(rows, columns, values, count, sw, state, kind, False)
+
+
+cdef void _fused_of(const index_t* done_columns, const floating* done_values,
+                    const index_t* columns, const floating* values, Py_ssize_t n,
+                    bint done_single, bint single, const Sweep* sw, double* state,
+                    kind_tag* tag) noexcept nogil:
+    cdef int kind = _tag_kind(tag)
+    if n == 0:
+        return
+    if not _is_simple(&sw.L):  # one loop, with the tests
+        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
+                    False, done_single, single)
+    elif done_single and single:
+        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
+                    True, True, True)
+    elif done_single:
+        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
+                    True, True, False)
+    elif single:
+        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
+                    True, False, True)
+    else:
+        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
+                    True, False, False)
 
 
 # Dispatch to the copy of each pass for the kind.
 
 cdef void _gradients(const index_t* rows, const index_t* columns, const floating* values,
-                     Py_ssize_t count, bint single, const Sweep* sw, double* state, int kind) noexcept nogil:
+                     Py_ssize_t count, bint single, const Sweep* sw, double* state,
+                     int kind) noexcept nogil:
     if kind == KIND_LINEAR:
         _gradients_of(rows, columns, values, count, single, sw, state,
                       <TagLinear*> NULL)
@@ -585,42 +667,44 @@ cdef void _gradients(const index_t* rows, const index_t* columns, const floating
 
 
 cdef void _updates(const index_t* rows, const index_t* columns, const floating* values,
-                   Py_ssize_t count, const Sweep* sw, double* state, int kind) noexcept nogil:
+                   Py_ssize_t count, bint single, const Sweep* sw, double* state,
+                   int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _updates_of(rows, columns, values, count, sw, state, <TagLinear*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _updates_of(rows, columns, values, count, sw, state, <TagSubsets*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagSubsets*> NULL)
     elif kind == 2:
-        _updates_of(rows, columns, values, count, sw, state, <TagAnova2*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova2*> NULL)
     elif kind == 3:
-        _updates_of(rows, columns, values, count, sw, state, <TagAnova3*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova3*> NULL)
     elif kind == 4:
-        _updates_of(rows, columns, values, count, sw, state, <TagAnova4*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova4*> NULL)
     else:
-        _updates_of(rows, columns, values, count, sw, state, <TagAnova*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova*> NULL)
 
 
 cdef void _fused(const index_t* done_columns, const floating* done_values,
                  const index_t* columns, const floating* values, Py_ssize_t n,
-                 bint single, const Sweep* sw, double* state, int kind) noexcept nogil:
+                 bint done_single, bint single, const Sweep* sw, double* state,
+                 int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagLinear*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagSubsets*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagSubsets*> NULL)
     elif kind == 2:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagAnova2*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagAnova2*> NULL)
     elif kind == 3:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagAnova3*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagAnova3*> NULL)
     elif kind == 4:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagAnova4*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagAnova4*> NULL)
     else:
-        _fused_of(done_columns, done_values, columns, values, n, single, sw, state,
-                  <TagAnova*> NULL)
+        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
+                  state, <TagAnova*> NULL)
 
 
 cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, double* scratch,
@@ -668,35 +752,39 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
                        const Sweep* sw, int kind) noexcept nogil:
     """One CD sweep over the coordinates param[j * param_stride], j = 0..d-1, group by
     group (``kind`` KIND_LINEAR: the linear weights; else factors whose row caches are in
-    slot sw.cur, and with sw.nxt >= 0 the next component's cache is built in slot
-    sw.nxt).  Returns the largest |step|."""
-    cdef Py_ssize_t g, e0, e1, c0, c1, pending = -1, p0 = 0
+    slot sw.cur, and the next component's cache is built in slot sw.nxt).  Returns the
+    largest |step|."""
+    cdef Py_ssize_t g, e0, e1, c0, c1, p0 = -1
+    cdef bint single, pending_single = False
     cdef double max_change = 0
     for g in range(G.n_groups):
         e0 = G.group_ptr[g]
         e1 = G.group_ptr[g + 1]
         c0 = G.columns_ptr[g]
         c1 = G.columns_ptr[g + 1]
+        single = c1 - c0 == 1
         _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
-                     sw.nxt >= 0)
-        if pending >= 0 and e1 - e0 == n:
-            _fused(columns + p0, values + p0, columns + e0, values + e0, n, c1 - c0 == 1,
-                   sw, state, kind)
+                     sw.has_next)
+        if p0 >= 0 and e1 - e0 == n:
+            _fused(columns + p0, values + p0, columns + e0, values + e0, n,
+                   pending_single, single, sw, state, kind)
         else:
-            if pending >= 0:
-                _updates(rows + p0, columns + p0, values + p0, n, sw, state, kind)
-            _gradients(rows + e0, columns + e0, values + e0, e1 - e0, c1 - c0 == 1, sw,
-                       state, kind)
-        pending = -1
+            if p0 >= 0:
+                _updates(rows + p0, columns + p0, values + p0, n, pending_single, sw,
+                         state, kind)
+            _gradients(rows + e0, columns + e0, values + e0, e1 - e0, single, sw, state,
+                       kind)
+        p0 = -1
         _group_steps(group_columns + c0, c1 - c0, sw.scratch, param, param_stride, mu, reg,
                      &max_change)
         if e1 - e0 == n and n > 0:
-            pending = g  # its update pass may join the next group's gradient pass
-            p0 = e0
+            p0 = e0  # its update pass may join the next group's gradient pass
+            pending_single = single
         else:
-            _updates(rows + e0, columns + e0, values + e0, e1 - e0, sw, state, kind)
-    if pending >= 0:
-        _updates(rows + p0, columns + p0, values + p0, n, sw, state, kind)
+            _updates(rows + e0, columns + e0, values + e0, e1 - e0, single, sw, state,
+                     kind)
+    if p0 >= 0:
+        _updates(rows + p0, columns + p0, values + p0, n, pending_single, sw, state, kind)
     return max_change
 
 
@@ -748,7 +836,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     cdef Sweep sweep
     sweep.L = L[0]
     sweep.cur = cur
-    sweep.nxt = nxt if has_next else -1
+    sweep.nxt = nxt
+    sweep.has_next = has_next
     sweep.degree = degree
     sweep.scratch = scratch
     sweep.A = A
@@ -1113,6 +1202,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 linear.L = L
                 linear.cur = 0
                 linear.nxt = -1
+                linear.has_next = False
                 linear.degree = 0
                 linear.scratch = scratch
                 linear.A = A
