@@ -11,7 +11,8 @@ order.  Steps of such columns do not interact, so a group is updated in two pass
 entries, gradients then updates, each reading the per-row records in increasing address
 order instead of at random as through the rows of a CSC column; the result is exactly that
 of updating the columns one after the other.  Groups with an entry in every row share a
-pass between the updates of one and the gradients of the next.
+pass between the updates of one and the gradients of the next, also across components:
+the last group of component s with the first of component s + 1.
 
 Each coordinate takes the step of ALGORITHMS.md section 3, the minimiser of a quadratic
 upper bound of the objective along that coordinate,
@@ -35,7 +36,9 @@ For the squared loss the record holds the residual y_hat - y (label 0), so no la
 stored; weights are stored only when they are not uniform.  The cache of component s + 1 is
 accumulated during the update pass of component s, which visits exactly the (row, feature)
 pairs it needs while p_{s+1} is fixed: so only the first component of a block needs a
-separate pass over the rows to fill its cache.
+separate pass over the rows to fill its cache.  When the first group has an entry in
+every row, its update pass also starts that cache (the dummies' share), so the slot
+needs no pass of its own either.
 
 Polynomial networks (kernel POLYNOMIAL, term lam_s (gamma_s + <p_s, x>)^m) are not affine
 in p_js, so the plain step does not apply.  Each p_js and gamma_s takes a Newton step on
@@ -222,34 +225,31 @@ cdef inline void _subsets_swap(double* cache, double old_factor,
 
 # ---- the caches of one component -------------------------------------------------------
 
-cdef inline void _reset_slot(double* state, const Layout* L, Py_ssize_t n,
-                             Py_ssize_t slot, int kernel, const floating* gamma,
-                             Py_ssize_t n_dummy, Py_ssize_t k, Py_ssize_t s) noexcept nogil:
-    """Start the cache of component s in every row: the dummies' share, nothing else."""
-    cdef Py_ssize_t i, t, r
-    cdef double* D
-    cdef double* base = NULL
+cdef void _slot_base(double* base, int kernel, Py_ssize_t width,
+                     const floating* gamma, Py_ssize_t n_dummy, Py_ssize_t k,
+                     Py_ssize_t s) noexcept nogil:
+    """The cache of component s of a row without features (``width`` doubles): the
+    dummies' share, nothing else."""
+    cdef Py_ssize_t t, r
     if kernel == POLYNOMIAL:
-        for i in range(n):
-            state[i * L.stride + slot] = gamma[s] if n_dummy > 0 else 0
-        return
-    if kernel == ALL_SUBSETS:
-        for i in range(n):
-            D = state + i * L.stride + slot
-            D[0] = 1
-            D[1] = 0
-        return
+        base[0] = gamma[s] if n_dummy > 0 else 0
+    elif kernel == ALL_SUBSETS:
+        base[0] = 1  # product of the nonzero factors
+        base[1] = 0  # number of zero factors
+    else:
+        for t in range(width):
+            base[t] = 0
+        for r in range(n_dummy):
+            _add_powers(base, width, gamma[r * k + s], 1.0)
+
+
+cdef void _reset_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                      const double* base) noexcept nogil:
+    """Start the cache in ``slot`` of every row from ``base`` (see _slot_base)."""
+    cdef Py_ssize_t i, t
     for i in range(n):
-        D = state + i * L.stride + slot
-        if base == NULL:
-            for t in range(L.width):
-                D[t] = 0
-            for r in range(n_dummy):
-                _add_powers(D, L.width, gamma[r * k + s], 1.0)
-            base = D
-        else:
-            for t in range(L.width):
-                D[t] = base[t]
+        for t in range(L.width):
+            state[i * L.stride + slot + t] = base[t]
 
 
 # ---- one entry of a column ---------------------------------------------------------------
@@ -390,13 +390,15 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      int kernel, int degree, const floating* P, Py_ssize_t k,
                      Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
                      const floating* csr_data, const index_t* csr_indices,
-                     const index_t* csr_indptr) noexcept nogil:
-    """Compute the cache of component s in every row from scratch (row-wise pass)."""
+                     const index_t* csr_indptr, double* base) noexcept nogil:
+    """Compute the cache of component s in every row from scratch (row-wise pass);
+    ``base`` is work space for _slot_base."""
     cdef Py_ssize_t i, z
     cdef int kind = _kind(kernel, degree)
     cdef double q
     cdef double* D
-    _reset_slot(state, L, n, slot, kernel, gamma, n_dummy, k, s)
+    _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
+    _reset_slot(state, L, n, slot, base)
     for i in range(n):
         D = state + i * L.stride + slot
         for z in range(csr_indptr[i], csr_indptr[i + 1]):
@@ -420,6 +422,9 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
 # numeric column) lists its rows as 0..n-1, and when the next group does too, the update
 # pass of the one and the gradient pass of the other are one pass over the rows: each row
 # is updated for the first group, then read for the second, as sequential CD requires.
+# Rows are independent, so the same holds between the last group of component s and the
+# first of component s + 1 (without dummies, whose steps need every row updated): a row's
+# cache of s + 1 is complete once the last group's step of component s is applied to it.
 
 cdef struct Sweep:
     # What the passes of one sweep share (copied into a local by each pass, so that the
@@ -432,6 +437,10 @@ cdef struct Sweep:
     int degree           # for KIND_ANOVA
     double* scratch      # per-column records, COL_STRIDE doubles each
     double* A            # work space of _anova_derivative
+    const double* base   # the next component's cache of a row without features, which
+                         # the update pass of the first group writes into slot nxt before
+                         # its factor (that group has an entry in every row); NULL when
+                         # slot nxt was reset by a pass of its own
 
 
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
@@ -455,16 +464,27 @@ cdef inline void _add_terms(double* col, const double* terms) noexcept nogil:
     col[COL_SUPPORT] += terms[3]
 
 
+cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
+    """Doubles per cache slot, a constant for the kinds that have one."""
+    if kind == KIND_SUBSETS:
+        return 2
+    if kind == 2 or kind == 3 or kind == 4:
+        return kind - 1
+    return width
+
+
 cdef inline void _apply_entry(double delta, double p, double p_next, double x,
-                              double* row, const Sweep* sw, int kind) noexcept nogil:
+                              double* row, const Sweep* sw, int kind,
+                              bint reset) noexcept nogil:
     """Pass 2 for one entry x = x_ij: apply column j's step ``delta`` (from value ``p``)
     to the row's prediction and cache, and add the next component's factor (p_next x)
-    to the row's next cache.
+    to the row's next cache (started from sw.base first if ``reset``).
 
     Without a next component p_next is 0 and slot nxt is a dead slot (never read before
     it is filled again): adding to it anyway keeps a branch out of the hot loops.
     """
     cdef double magnitude
+    cdef Py_ssize_t t
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
         return
@@ -472,6 +492,9 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
         row[PRED] += delta * _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A,
                                                 &magnitude)
         _swap_factor(row + sw.cur, kind, sw.L.width, p * x, (p + delta) * x)
+    if reset:
+        for t in range(_width(kind, sw.L.width)):
+            row[sw.nxt + t] = sw.base[t]
     _add_factor(row + sw.nxt, kind, sw.L.width, p_next * x)
 
 
@@ -529,7 +552,7 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
 
 cdef inline void _update_rows(const index_t* rows, const index_t* columns,
                               const floating* values, Py_ssize_t count,
-                              const Sweep* sweep, double* state, int kind,
+                              const Sweep* sweep, bint reset, double* state, int kind,
                               bint single) noexcept nogil:
     """Pass 2 over a group's entries."""
     cdef Py_ssize_t z
@@ -544,20 +567,24 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
             p = col[COL_P]
             p_next = col[COL_NEXT]
         _apply_entry(delta, p, p_next, values[z], state + rows[z] * sw.L.stride, &sw,
-                     kind)
+                     kind, reset)
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
-                             const index_t* columns, const floating* values, Py_ssize_t n,
-                             const Sweep* sweep, double* state, int kind, bint simple,
-                             bint done_single, bint single) noexcept nogil:
-    """Pass 2 of a group and pass 1 of the next, both with an entry in every row."""
+                             const Sweep* done_sweep, bint reset,
+                             const index_t* columns, const floating* values,
+                             const Sweep* sweep, Py_ssize_t n, double* state, int kind,
+                             bint simple, bint done_single, bint single) noexcept nogil:
+    """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
+    of the next (of ``sweep``: the same, or the next component's), both with an entry in
+    every row."""
     cdef Py_ssize_t z
+    cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
     cdef double terms[4]
     cdef double sums[4]
     cdef double* row
-    cdef const double* done = sw.scratch + done_columns[0] * COL_STRIDE
+    cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
     cdef double delta = done[COL_STEP], p_done = done[COL_P], p_next = done[COL_NEXT]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
@@ -566,12 +593,12 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     for z in range(n):
         row = state + z * sw.L.stride
         if not done_single:
-            _prefetch_column(sw.scratch, done_columns, z, n)
-            done = sw.scratch + done_columns[z] * COL_STRIDE
+            _prefetch_column(dsw.scratch, done_columns, z, n)
+            done = dsw.scratch + done_columns[z] * COL_STRIDE
             delta = done[COL_STEP]
             p_done = done[COL_P]
             p_next = done[COL_NEXT]
-        _apply_entry(delta, p_done, p_next, done_values[z], row, &sw, kind)
+        _apply_entry(delta, p_done, p_next, done_values[z], row, &dsw, kind, reset)
         if not single:
             _prefetch_column(sw.scratch, columns, z, n)
             col = sw.scratch + columns[z] * COL_STRIDE
@@ -586,6 +613,15 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
             _add_terms(col, terms)
     if single:
         _add_terms(col, sums)
+
+
+cdef struct Pending:
+    # A group with an entry in every row whose update pass waits to share the pass of
+    # the gradients of the next group, of its component or of the next one.
+    Py_ssize_t start     # its first entry, or -1: none
+    bint single
+    bint reset           # see _apply_entry
+    Sweep sweep          # of its component
 
 
 cdef void _gradients_of(const index_t* rows, const index_t* columns,
@@ -607,38 +643,40 @@ cdef void _gradients_of(const index_t* rows, const index_t* columns,
 
 cdef void _updates_of(const index_t* rows, const index_t* columns,
                       const floating* values, Py_ssize_t count, bint single,
-                      const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+                      const Sweep* sw, bint reset, double* state,
+                      kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
     if count == 0:
         return
     if single:
-        _update_rows(rows, columns, values, count, sw, state, kind, True)
+        _update_rows(rows, columns, values, count, sw, reset, state, kind, True)
     else:
-        _update_rows(rows, columns, values, count, sw, state, kind, False)
+        _update_rows(rows, columns, values, count, sw, reset, state, kind, False)
 
 
-cdef void _fused_of(const index_t* done_columns, const floating* done_values,
-                    const index_t* columns, const floating* values, Py_ssize_t n,
-                    bint done_single, bint single, const Sweep* sw, double* state,
-                    kind_tag* tag) noexcept nogil:
+cdef void _fused_of(const Pending* done, const index_t* done_columns,
+                    const floating* done_values, const index_t* columns,
+                    const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                    double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
+    cdef const Sweep* dsw = &done.sweep
     if n == 0:
         return
     if not _is_simple(&sw.L):  # one loop, with the tests
-        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
-                    False, done_single, single)
-    elif done_single and single:
-        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
-                    True, True, True)
-    elif done_single:
-        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
-                    True, True, False)
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, False, done.single, single)
+    elif done.single and single:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, True, True)
+    elif done.single:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, True, False)
     elif single:
-        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
-                    True, False, True)
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, True)
     else:
-        _fused_rows(done_columns, done_values, columns, values, n, sw, state, kind,
-                    True, False, False)
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, False)
 
 
 # Dispatch to the copy of each pass for the kind.
@@ -667,44 +705,50 @@ cdef void _gradients(const index_t* rows, const index_t* columns, const floating
 
 
 cdef void _updates(const index_t* rows, const index_t* columns, const floating* values,
-                   Py_ssize_t count, bint single, const Sweep* sw, double* state,
-                   int kind) noexcept nogil:
+                   Py_ssize_t count, bint single, const Sweep* sw, bint reset,
+                   double* state, int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagLinear*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagSubsets*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagSubsets*> NULL)
     elif kind == 2:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova2*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagAnova2*> NULL)
     elif kind == 3:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova3*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagAnova3*> NULL)
     elif kind == 4:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova4*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagAnova4*> NULL)
     else:
-        _updates_of(rows, columns, values, count, single, sw, state, <TagAnova*> NULL)
+        _updates_of(rows, columns, values, count, single, sw, reset, state,
+                    <TagAnova*> NULL)
 
 
-cdef void _fused(const index_t* done_columns, const floating* done_values,
-                 const index_t* columns, const floating* values, Py_ssize_t n,
-                 bint done_single, bint single, const Sweep* sw, double* state,
-                 int kind) noexcept nogil:
+cdef void _fused(const Pending* done, const index_t* done_columns,
+                 const floating* done_values, const index_t* columns,
+                 const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                 double* state, int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagLinear*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagSubsets*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagSubsets*> NULL)
     elif kind == 2:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagAnova2*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagAnova2*> NULL)
     elif kind == 3:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagAnova3*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagAnova3*> NULL)
     elif kind == 4:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagAnova4*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagAnova4*> NULL)
     else:
-        _fused_of(done_columns, done_values, columns, values, n, done_single, single, sw,
-                  state, <TagAnova*> NULL)
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+                  <TagAnova*> NULL)
 
 
 cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, double* scratch,
@@ -745,17 +789,35 @@ cdef void _group_start(const index_t* group_columns, Py_ssize_t count, double* s
         col[COL_NEXT] = param[j * param_stride + 1] if has_next else 0
 
 
+cdef void _flush(Pending* pending, const index_t* rows, const index_t* columns,
+                 const floating* values, Py_ssize_t n, double* state,
+                 int kind) noexcept nogil:
+    """The update pass of the pending group, if any, on its own."""
+    cdef Py_ssize_t e0 = pending.start
+    if e0 >= 0:
+        _updates(rows + e0, columns + e0, values + e0, n, pending.single, &pending.sweep,
+                 pending.reset, state, kind)
+        pending.start = -1
+
+
 cdef double _cd_groups(const Groups* G, const index_t* group_columns,
                        const index_t* rows, const index_t* columns,
                        const floating* values, Py_ssize_t n, floating* param,
                        Py_ssize_t param_stride, double mu, double reg, double* state,
-                       const Sweep* sw, int kind) noexcept nogil:
+                       const Sweep* sw, int kind, Pending* pending,
+                       bint keep_last) noexcept nogil:
     """One CD sweep over the coordinates param[j * param_stride], j = 0..d-1, group by
     group (``kind`` KIND_LINEAR: the linear weights; else factors whose row caches are in
     slot sw.cur, and the next component's cache is built in slot sw.nxt).  Returns the
-    largest |step|."""
-    cdef Py_ssize_t g, e0, e1, c0, c1, p0 = -1
-    cdef bint single, pending_single = False
+    largest |step|.
+
+    A group with an entry in every row leaves its update pass ``pending``, to share the
+    pass of the next group's gradients.  On entry, ``pending`` may hold the last group
+    of the previous component (no column in common with the first group here); with
+    ``keep_last``, the last group here may be left pending on return.
+    """
+    cdef Py_ssize_t g, e0, e1, c0, c1
+    cdef bint single, full
     cdef double max_change = 0
     for g in range(G.n_groups):
         e0 = G.group_ptr[g]
@@ -763,28 +825,30 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         c0 = G.columns_ptr[g]
         c1 = G.columns_ptr[g + 1]
         single = c1 - c0 == 1
+        full = e1 - e0 == n and n > 0
         _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
                      sw.has_next)
-        if p0 >= 0 and e1 - e0 == n:
-            _fused(columns + p0, values + p0, columns + e0, values + e0, n,
-                   pending_single, single, sw, state, kind)
+        if pending.start >= 0 and full:
+            _fused(pending, columns + pending.start, values + pending.start,
+                   columns + e0, values + e0, single, sw, n, state, kind)
+            pending.start = -1
         else:
-            if p0 >= 0:
-                _updates(rows + p0, columns + p0, values + p0, n, pending_single, sw,
-                         state, kind)
+            _flush(pending, rows, columns, values, n, state, kind)
             _gradients(rows + e0, columns + e0, values + e0, e1 - e0, single, sw, state,
                        kind)
-        p0 = -1
         _group_steps(group_columns + c0, c1 - c0, sw.scratch, param, param_stride, mu, reg,
                      &max_change)
-        if e1 - e0 == n and n > 0:
-            p0 = e0  # its update pass may join the next group's gradient pass
-            pending_single = single
+        # The next component's caches start from sw.base in the first group's pass 2.
+        pending.reset = g == 0 and sw.base != NULL
+        if full:
+            pending.start = e0
+            pending.single = single
+            pending.sweep = sw[0]
         else:
-            _updates(rows + e0, columns + e0, values + e0, e1 - e0, single, sw, state,
-                     kind)
-    if p0 >= 0:
-        _updates(rows + p0, columns + p0, values + p0, n, pending_single, sw, state, kind)
+            _updates(rows + e0, columns + e0, values + e0, e1 - e0, single, sw,
+                     pending.reset, state, kind)
+    if not keep_last:
+        _flush(pending, rows, columns, values, n, state, kind)
     return max_change
 
 
@@ -794,18 +858,29 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t s, int kernel, int degree, floating* Pb,
                           floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
-                          Py_ssize_t nxt, double* buf, double* scratch,
-                          double* A) noexcept nogil:
-    """Update every coordinate of component s; the cache in slot ``cur`` must be current.
+                          Py_ssize_t nxt, double* buf, double* scratch, double* A,
+                          double* base, Pending* pending) noexcept nogil:
+    """Update every coordinate of component s; the cache in slot ``cur`` must be current,
+    except for the update pass of a ``pending`` group of component s - 1.
 
-    When ``has_next``, also build the cache of component s + 1 in slot ``nxt``.
-    Returns the largest |step|.
+    When ``has_next``, also build the cache of component s + 1 in slot ``nxt`` (``base``:
+    work space for its start).  Without dummies, the last group's update pass may be
+    left pending, to share the first pass of component s + 1.  Returns the largest |step|.
     """
     cdef Py_ssize_t i, r, stride = L.stride, width = L.width
     cdef double p, der, g, h, delta, max_change = 0, noise, magnitude
     cdef double* row
+    cdef int kind = _kind(kernel, degree)
+    # Does the first group have an entry in every row (its pass 2 then resets the rows'
+    # next caches, and may share the last group's pass 2 of the previous component)?
+    cdef bint first_full = (G.n_groups > 1 and n > 0
+                            and G.group_ptr[1] - G.group_ptr[0] == n)
+    if not first_full or n_dummy > 0:
+        _flush(pending, rows, columns, values, n, state, kind)
     if has_next:
-        _reset_slot(state, L, n, nxt, kernel, gamma, n_dummy, k, s + 1)
+        _slot_base(base, kernel, width, gamma, n_dummy, k, s + 1)
+        if not first_full:
+            _reset_slot(state, L, n, nxt, base)
     # Dummy features (value 1 in every row; ANOVA only).
     for r in range(n_dummy):
         p = gamma[r * k + s]
@@ -841,8 +916,10 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     sweep.degree = degree
     sweep.scratch = scratch
     sweep.A = A
+    sweep.base = base if has_next and first_full else NULL
     return max(max_change, _cd_groups(G, group_columns, rows, columns, values, n, Pb + s,
-                                      k, mu, beta, state, &sweep, _kind(kernel, degree)))
+                                      k, mu, beta, state, &sweep, kind, pending,
+                                      has_next and first_full and n_dummy == 0))
 
 # ---- column groups ----------------------------------------------------------------------
 
@@ -1047,7 +1124,7 @@ cdef double _cd_poly_component(
         const floating* values, Py_ssize_t n, Py_ssize_t k, Py_ssize_t s, int degree,
         floating* P, floating* gamma, Py_ssize_t n_dummy, floating* lam, bint fit_lam,
         bint has_next, double mu, double beta, double* state, const Layout* L,
-        Py_ssize_t cur, Py_ssize_t nxt) noexcept nogil:
+        Py_ssize_t cur, Py_ssize_t nxt, double* base) noexcept nogil:
     """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i).
 
     The groups must be single columns (the Newton step and its line search are per
@@ -1057,7 +1134,8 @@ cdef double _cd_poly_component(
     cdef double p, gr, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
-        _reset_slot(state, L, n, nxt, POLYNOMIAL, gamma, n_dummy, k, s + 1)
+        _slot_base(base, POLYNOMIAL, 1, gamma, n_dummy, k, s + 1)
+        _reset_slot(state, L, n, nxt, base)
     if fit_lam:
         # The prediction is linear in lam_s: exact bound step.
         gr = 0
@@ -1161,7 +1239,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef double* state = &state_buffer[0]
     cdef double* buf = &row_buffer[0]
     cdef double* scratch = &column_scratch[0]
-    cdef double* A = <double*> malloc(2 * (max_degree + 1) * sizeof(double))
+    # Work space: _anova_derivative's, then a cache slot (see _slot_base).
+    cdef double* A = <double*> malloc(3 * (max_degree + 1) * sizeof(double))
+    cdef double* base = A + 2 * (max_degree + 1)
+    cdef Pending pending
+    pending.start = -1
     cdef double* row
     if A == NULL:
         raise MemoryError("not enough memory for the coordinate descent caches")
@@ -1206,8 +1288,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 linear.degree = 0
                 linear.scratch = scratch
                 linear.A = A
+                linear.base = NULL
                 change = _cd_groups(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
-                                    alpha, state, &linear, KIND_LINEAR)
+                                    alpha, state, &linear, KIND_LINEAR, &pending, False)
                 max_change = max(max_change, change)
             for b in range(n_blocks):
                 if kernel == ANOVA:
@@ -1222,18 +1305,18 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
-                                   &csr_indptr[0])
+                                   &csr_indptr[0], base)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
                             &P[0, 0, 0], gamma_ptr, n_dummy, &lam[0], fit_lam,
-                            s + 1 < k, mu, beta, state, &L, cur, nxt)
+                            s + 1 < k, mu, beta, state, &L, cur, nxt, base)
                     else:
                         change = _cd_component(
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
                             n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                            cur, nxt, buf, scratch, A)
+                            cur, nxt, buf, scratch, A, base, &pending)
                     max_change = max(max_change, change)
             for i in range(n):
                 y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
