@@ -1235,10 +1235,12 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     L.stride = L.cache + 2 * L.width
     cdef double[::1] state_buffer = np.empty(n * L.stride + 1, dtype=np.float64)
     cdef double[::1] row_buffer = np.empty(n + 1, dtype=np.float64)
-    cdef double[::1] column_scratch = np.empty(d * COL_STRIDE + 1, dtype=np.float64)
+    cdef double[::1] column_scratch = np.empty((d + 1) * COL_STRIDE, dtype=np.float64)
     cdef double* state = &state_buffer[0]
     cdef double* buf = &row_buffer[0]
+    # Records start on a cache line (one line each: the prefetch fetches all of it).
     cdef double* scratch = &column_scratch[0]
+    scratch = <double*> ((<size_t> scratch + 63) & ~(<size_t> 63))
     # Work space: _anova_derivative's, then a cache slot (see _slot_base).
     cdef double* A = <double*> malloc(3 * (max_degree + 1) * sizeof(double))
     cdef double* base = A + 2 * (max_degree + 1)
