@@ -393,15 +393,19 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      const index_t* csr_indptr, double* base) noexcept nogil:
     """Compute the cache of component s in every row from scratch (row-wise pass);
     ``base`` is work space for _slot_base."""
-    cdef Py_ssize_t i, z
+    cdef Py_ssize_t i, z, t, nnz = csr_indptr[n]
     cdef int kind = _kind(kernel, degree)
     cdef double q
     cdef double* D
     _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
-    _reset_slot(state, L, n, slot, base)
     for i in range(n):
         D = state + i * L.stride + slot
+        for t in range(L.width):
+            D[t] = base[t]
         for z in range(csr_indptr[i], csr_indptr[i + 1]):
+            # The factors are read at random: request them ahead.
+            if z + PREFETCH_AHEAD < nnz:
+                POLYLITE_PREFETCH(P + csr_indices[z + PREFETCH_AHEAD] * k + s)
             q = <double> P[csr_indices[z] * k + s] * csr_data[z]
             if kernel == POLYNOMIAL:
                 D[0] += q
