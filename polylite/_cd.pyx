@@ -492,7 +492,9 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
         return
-    if delta != 0:
+    # A zero step changes nothing: skip it, except where the closed forms make it exact
+    # arithmetic (q - q = 0), cheaper than a branch in the loop.
+    if delta != 0 or kind == 2 or kind == 3 or kind == 4:
         row[PRED] += delta * _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A,
                                                 &magnitude)
         _swap_factor(row + sw.cur, kind, sw.L.width, p * x, (p + delta) * x)
