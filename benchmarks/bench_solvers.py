@@ -1,7 +1,7 @@
 """Solver comparison on MovieLens 100K: training objective against wall time (cf. HOFM Fig. 1).
 
 Data: u1.base (80,000 ratings) as one-hot user + item columns (``load_movielens_100k``);
-squared loss, k = 10, alpha = beta = 1e-4, init_scale 0.01 (the estimator's default), the
+squared loss, k = 10, alpha = beta = 1e-4, init_scale 0.1 (the estimator's default), the
 same random_state (hence the same initial factors) for every solver; solvers "cd",
 "adagrad" (eta0: the estimator's default unless --eta0) and "lbfgs", degrees 2, 3, 4
 (separate factor matrices per degree).  The objective is the estimator's own:
@@ -200,7 +200,7 @@ def main():
     parser.add_argument("--components", type=int, default=10)
     parser.add_argument("--alpha", type=float, default=1e-4)
     parser.add_argument("--beta", type=float, default=1e-4)
-    parser.add_argument("--init-scale", type=float, default=0.01)
+    parser.add_argument("--init-scale", type=float, default=0.1)
     parser.add_argument("--eta0", type=float, default=None,
                         help="step size of sgd/adagrad (default: the estimator's)")
     parser.add_argument("--seed", type=int, default=0)
