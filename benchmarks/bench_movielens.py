@@ -112,8 +112,8 @@ def main():
     print(f"u1.base {X.shape[0]} ratings, u1.test {X_test.shape[0]}; "
           f"{shape[0]} users, {shape[1]} items")
     print()
-    print(f"{'model':<44}{'val RMSE':>10}{'test RMSE':>10}{'fit s':>8}")
-    print(f"{'global mean':<44}{'':>10}{rmse(y_test, np.full_like(y_test, y.mean())):>10.4f}")
+    print(f"{'model':<54}{'val RMSE':>10}{'test RMSE':>10}{'fit s':>8}")
+    print(f"{'global mean':<54}{'':>10}{rmse(y_test, np.full_like(y_test, y.mean())):>10.4f}")
 
     rng = np.random.RandomState(0)
     splits = {design: validation_split(users, design, rng) for design in ("random", "u1-like")}
@@ -123,7 +123,7 @@ def main():
     a = min(ridge_val, key=ridge_val.get)
     start = time.perf_counter()
     ridge = Ridge(alpha=a).fit(X, y)
-    print(f"{f'linear (Ridge, alpha={a})':<44}{ridge_val[a]:>10.4f}"
+    print(f"{f'linear (Ridge, alpha={a})':<54}{ridge_val[a]:>10.4f}"
           f"{rmse(y_test, ridge.predict(X_test)):>10.4f}{time.perf_counter() - start:>8.2f}")
 
     for design, held in splits.items():
@@ -138,7 +138,7 @@ def main():
                                                        shape, degree=degree)
                 e = f", e={exponent}" if encoding != "one-hot" else ""
                 name = f"FM m={degree} {encoding} ({design}): k={k}, lam={lam}{e}"
-                print(f"{name:<44}{scores[best]:>10.4f}{rmse_test:>10.4f}{elapsed:>8.2f}")
+                print(f"{name:<54}{scores[best]:>10.4f}{rmse_test:>10.4f}{elapsed:>8.2f}")
 
 
 if __name__ == "__main__":
