@@ -171,3 +171,11 @@ def test_polynomial_kernel_needs_groups_of_one_column():
                      np.zeros(1), np.zeros(d), np.zeros((1, d, 2)), np.array([2], np.intc),
                      np.zeros((0, 2)), kernels.KERNELS["polynomial"], 0, 0.0, 0.0, True,
                      True, np.zeros(n), np.ones(2), False)
+
+
+def test_groups_with_an_entry_in_every_row_come_first():
+    X, _ = _fields_matrix()
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
+    full = [len(rows) == X.shape[0] for _, rows, _, _ in _unpack(groups)]
+    assert any(full) and not all(full)
+    assert full == sorted(full, reverse=True)

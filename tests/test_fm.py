@@ -306,12 +306,11 @@ def test_single_factor_step_is_exact_minimiser_all_subsets():
                          ids=lambda v: f"{v[2]}-{v[1]}-m{v[0]}")
 def test_first_and_last_coordinate_steps_are_exact(variant):
     """After one epoch: the intercept (first coordinate) took the exact step from the
-    initial state, and the last factor coordinate updated is at its exact minimiser given
-    every other parameter."""
+    initial state, and the last factor coordinate updated (the last column of the last
+    column group, last component, last block) is at its exact minimiser given every other
+    parameter."""
     degree, lower, kernel = variant
     X, rng = _data(n=50, d=6, density=0.8, seed=20 + degree)
-    X = X.toarray()
-    X[:, -1] += 0.5  # the last column is full, so its factors are visited
     y = rng.randn(50)
     sw = rng.uniform(0.2, 2.0, size=50)
     prob = _Problem(X, y, sw, degree=degree, lower_degrees=lower, kernel=kernel, k=2,
@@ -320,7 +319,8 @@ def test_first_and_last_coordinate_steps_are_exact(variant):
     expected_intercept = prob.intercept[0] + np.sum(sw * residual) / np.sum(sw)
     prob.epoch()
     np.testing.assert_allclose(prob.intercept[0], expected_intercept, rtol=1e-12)
-    index = (prob.P.shape[0] - 1, prob.P.shape[1] - 1, prob.P.shape[2] - 1)
+    last_column = _solvers.column_groups(prob.X, kernel)[2][-1]
+    index = (prob.P.shape[0] - 1, last_column, prob.P.shape[2] - 1)
     t = prob.P[index]
 
     def objective(value):
@@ -331,7 +331,8 @@ def test_first_and_last_coordinate_steps_are_exact(variant):
 
 
 def test_last_linear_weight_step_is_exact():
-    """No factor blocks: the epoch updates intercept then w; w[-1] is the exact minimiser."""
+    """No factor blocks: the epoch updates intercept then w, group by group; the last
+    weight updated is the exact minimiser."""
     X, rng = _data(n=40, d=5, seed=4)
     X = X.toarray()
     X[:, -1] += 1.0
@@ -341,10 +342,11 @@ def test_last_linear_weight_step_is_exact():
     prob.P = np.zeros((0, 5, 1))
     prob.degrees = []
     prob.epoch()
-    t = prob.w[-1]
+    last = _solvers.column_groups(prob.X, "anova")[2][-1]
+    t = prob.w[last]
 
     def objective(value):
-        prob.w[-1] = value
+        prob.w[last] = value
         return prob.objective()
 
     _assert_coordinate_minimiser(objective, t)
