@@ -96,6 +96,10 @@ cdef enum:
     COL_NEXT = 6       # the coordinate of the next component (its cache is built in pass 2)
 
 
+cdef enum:
+    EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
+
+
 cdef struct Layout:
     Py_ssize_t stride     # doubles per record
     Py_ssize_t label      # offset of the label, or -1 (squared loss: PRED is the residual)
@@ -832,7 +836,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
     of the previous component (no column in common with the first group here); with
     ``keep_last``, the last group here may be left pending on return.
     """
-    cdef Py_ssize_t g, e0, e1, c0, c1
+    cdef Py_ssize_t g, e0, e1, c0, c1, c, j
     cdef bint single, full
     cdef double max_change = 0
     for g in range(G.n_groups):
@@ -842,6 +846,15 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         c1 = G.columns_ptr[g + 1]
         single = c1 - c0 == 1
         full = e1 - e0 == n and n > 0
+        if e1 == e0:
+            # Columns no row shows: each step is the unseen rule's (to 0, see
+            # _unseen_or_step), without their scratch records.
+            for c in range(c0, c1):
+                j = group_columns[c]
+                if param[j * param_stride] != 0:
+                    max_change = max(max_change, fabs(<double> param[j * param_stride]))
+                    param[j * param_stride] = 0
+            continue
         _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
                      sw.has_next)
         if pending.start >= 0 and full:
@@ -947,8 +960,9 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     colours that no earlier column sharing a row with it took) and each colour is a group:
     its columns share no row, so a row has at most one entry in the group.  The one-hot
     columns of a categorical field are such a group.  Columns left without a colour (and
-    every column when ``disjoint`` is false) form groups of one.  Within a group the
-    entries are in row order, as in the CSR matrix.
+    every column when ``disjoint`` is false) form groups of one; with ``disjoint``, the
+    columns without entries form one group, last.  Within a group the entries are in row
+    order, as in the CSR matrix.
 
     Returns ``(group_ptr, group_columns_ptr, group_columns, rows, columns, values)``:
     group g holds the entries ``group_ptr[g]:group_ptr[g + 1]`` of ``rows``/``columns``/
@@ -984,6 +998,9 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 column_ptr[j + 1] = column_ptr[j]
             column_ptr[0] = 0
             for j in range(d):
+                if column_ptr[j] == column_ptr[j + 1]:
+                    group[j] = EMPTY  # grouped apart below
+                    continue
                 taken = 0
                 for z in range(column_ptr[j], column_ptr[j + 1]):
                     taken |= used[column_rows[z]]
@@ -1001,9 +1018,15 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
         used = None
     n_groups = n_colours
     for j in range(d):
-        if group[j] < 0:
+        if group[j] == -1:
             group[j] = n_groups
             n_groups += 1
+    # Columns without entries: one group, last (CD only moves them to 0, see _cd_groups).
+    if disjoint and np.any(np.asarray(group) == EMPTY):
+        for j in range(d):
+            if group[j] == EMPTY:
+                group[j] = n_groups
+        n_groups += 1
     # Groups with an entry in every row first, so that their passes can be shared (see
     # _cd_groups); otherwise in the order above.
     sizes = np.bincount(np.asarray(group)[np.asarray(indices)], minlength=n_groups)

@@ -15,7 +15,7 @@ from polylite import _cd, _losses, _solvers, kernels
 
 def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
     """Rows with two complete one-hot fields, one with missing values, two dense numeric
-    columns and a few sparse ones, in shuffled column order."""
+    columns, a few sparse ones and two empty ones, in shuffled column order."""
     rng = np.random.RandomState(seed)
     blocks = []
     for levels, missing in ((10, 0.0), (8, 0.0), (5, 0.4)):
@@ -26,6 +26,7 @@ def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
                                     shape=(n, levels)))
     blocks.append(sp.csr_matrix(rng.randn(n, 2)))
     blocks.append(sp.random(n, 3, density=0.3, random_state=rng, format="csr"))
+    blocks.append(sp.csr_matrix((n, 2)))  # features no row shows
     X = sp.hstack(blocks).tocsc()
     X = X[:, rng.permutation(X.shape[1])].tocsr().astype(dtype)
     X.sort_indices()
@@ -64,15 +65,19 @@ def test_groups_partition_the_entries_into_row_disjoint_groups(disjoint, index_d
     assert sorted(listed) == list(range(X.shape[1]))
 
 
-def test_one_hot_fields_form_one_group_each():
+def test_fields_share_groups_and_dense_columns_stand_alone():
     X, _ = _fields_matrix()
-    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
-    sizes = sorted(len(cols) for cols, *_ in _unpack(groups))
-    # Greedy colouring in column order merges fields when it can, so only bounds hold:
-    # fewer groups than columns, and the two dense columns alone in theirs.
-    assert len(sizes) < X.shape[1]
-    full = [cols for cols, rows, *_ in _unpack(groups) if len(rows) == X.shape[0]]
-    assert len(full) >= 4  # two complete one-hot fields and two dense columns
+    n, d = X.shape
+    groups = list(_unpack(_cd.column_groups(X.data, X.indices, X.indptr, d, True)))
+    # Greedy colouring in column order may split a field over colours, so only these
+    # hold: fewer groups than columns, a group of several columns with an entry in every
+    # row, and each dense column alone (it shares rows with every other column).
+    assert len(groups) < d
+    assert any(len(cols) > 1 and len(rows) == n for cols, rows, _, _ in groups)
+    dense = np.flatnonzero(X.getnnz(axis=0) == n)
+    assert len(dense) >= 2
+    for j in dense:
+        assert any(list(cols) == [j] for cols, _, _, _ in groups)
 
 
 def test_more_than_64_overlapping_columns_get_groups_of_one():
@@ -179,3 +184,24 @@ def test_groups_with_an_entry_in_every_row_come_first():
     full = [len(rows) == X.shape[0] for _, rows, _, _ in _unpack(groups)]
     assert any(full) and not all(full)
     assert full == sorted(full, reverse=True)
+
+
+def test_columns_without_entries_form_the_last_group():
+    X, _ = _fields_matrix()
+    empty = np.flatnonzero(X.getnnz(axis=0) == 0)
+    assert len(empty) == 2
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
+    cols, rows, _, _ = list(_unpack(groups))[-1]
+    assert len(rows) == 0
+    np.testing.assert_array_equal(cols, empty)
+
+
+def test_cd_moves_features_no_row_shows_to_zero():
+    X, rng = _fields_matrix()
+    empty = np.flatnonzero(X.getnnz(axis=0) == 0)
+    n = X.shape[0]
+    params, _ = _epochs(X, rng.randn(n), np.full(n, 1.0 / n),
+                        _solvers.column_groups(X, "anova"), degrees=[2], kernel="anova",
+                        n_dummy=0, loss="squared", epochs=1)
+    assert np.all(params["w"][empty] == 0) and np.all(params["P"][:, empty] == 0)
+    assert np.all(params["P"][:, X.getnnz(axis=0) > 0] != 0)
