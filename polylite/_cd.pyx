@@ -114,6 +114,29 @@ cdef struct Groups:
     Py_ssize_t n_groups
     const Py_ssize_t* group_ptr     # entries of group g: group_ptr[g]:group_ptr[g + 1]
     const Py_ssize_t* columns_ptr   # its columns: group_columns[columns_ptr[g]:...]
+    const Py_ssize_t* row_ptr       # its rows: rows[row_ptr[g]:row_ptr[g + 1]], or none
+                                    # when it has an entry in every row (see _group_rows)
+    const Py_ssize_t* col_ptr       # the columns of its entries: columns[col_ptr[g]:...],
+                                    # or none when it has one column (_entry_columns)
+
+
+cdef inline const index_t* _group_rows(const Groups* G, const index_t* rows,
+                                      Py_ssize_t g) noexcept nogil:
+    """The rows of group g's entries, or NULL: rows 0..n-1 (it has an entry in every
+    row, so its rows are not stored)."""
+    if G.row_ptr[g + 1] == G.row_ptr[g]:
+        return NULL
+    return rows + G.row_ptr[g]
+
+
+cdef inline const index_t* _entry_columns(const Groups* G, const index_t* group_columns,
+                                          const index_t* columns,
+                                          Py_ssize_t g) noexcept nogil:
+    """The columns of group g's entries; for a group of one column, its column alone (the
+    passes then read only the first)."""
+    if G.columns_ptr[g + 1] - G.columns_ptr[g] == 1:
+        return group_columns + G.columns_ptr[g]
+    return columns + G.col_ptr[g]
 
 
 cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
@@ -147,9 +170,15 @@ cdef inline void _prefetch_column(const double* scratch, const index_t* columns,
 cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const index_t* rows,
                                Py_ssize_t z, Py_ssize_t count) noexcept nogil:
     """Request the record of the row PREFETCH_AHEAD entries ahead: a sparse group's rows
-    increase with gaps that the hardware prefetcher does not follow."""
-    if z + PREFETCH_AHEAD < count:
+    increase with gaps that the hardware prefetcher does not follow (``rows`` NULL: rows
+    0..count-1, in order, nothing to do)."""
+    if rows != NULL and z + PREFETCH_AHEAD < count:
         POLYLITE_PREFETCH(state + rows[z + PREFETCH_AHEAD] * stride)
+
+
+cdef inline Py_ssize_t _row_of(const index_t* rows, Py_ssize_t z) noexcept nogil:
+    """The row of a group's entry z (``rows`` NULL: the group has an entry in every row)."""
+    return rows[z] if rows != NULL else z
 
 
 cdef inline double _step(double grad, double curvature, double reg,
@@ -557,7 +586,8 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
             _prefetch_column(sw.scratch, columns, z, count)
             col = sw.scratch + columns[z] * COL_STRIDE
             p = col[COL_P]
-        _entry_terms(values[z], state + rows[z] * sw.L.stride, p, &sw, kind, terms)
+        _entry_terms(values[z], state + _row_of(rows, z) * sw.L.stride, p, &sw, kind,
+                     terms)
         if single:
             sums[0] += terms[0]
             sums[1] += terms[1]
@@ -586,8 +616,8 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
             delta = col[COL_STEP]
             p = col[COL_P]
             p_next = col[COL_NEXT]
-        _apply_entry(delta, p, p_next, values[z], state + rows[z] * sw.L.stride, &sw,
-                     kind, reset)
+        _apply_entry(delta, p, p_next, values[z], state + _row_of(rows, z) * sw.L.stride,
+                     &sw, kind, reset)
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
@@ -638,7 +668,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
 cdef struct Pending:
     # A group with an entry in every row whose update pass waits to share the pass of
     # the gradients of the next group, of its component or of the next one.
-    Py_ssize_t start     # its first entry, or -1: none
+    Py_ssize_t group     # the group, or -1: none
     bint single
     bint reset           # see _apply_entry
     Sweep sweep          # of its component
@@ -809,15 +839,16 @@ cdef void _group_start(const index_t* group_columns, Py_ssize_t count, double* s
         col[COL_NEXT] = param[j * param_stride + 1] if has_next else 0
 
 
-cdef void _flush(Pending* pending, const index_t* rows, const index_t* columns,
-                 const floating* values, Py_ssize_t n, double* state,
-                 int kind) noexcept nogil:
+cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns,
+                 const index_t* columns, const floating* values, Py_ssize_t n,
+                 double* state, int kind) noexcept nogil:
     """The update pass of the pending group, if any, on its own."""
-    cdef Py_ssize_t e0 = pending.start
-    if e0 >= 0:
-        _updates(rows + e0, columns + e0, values + e0, n, pending.single, &pending.sweep,
+    cdef Py_ssize_t g = pending.group
+    if g >= 0:
+        _updates(NULL, _entry_columns(G, group_columns, columns, g),
+                 values + G.group_ptr[g], n, pending.single, &pending.sweep,
                  pending.reset, state, kind)
-        pending.start = -1
+        pending.group = -1
 
 
 cdef double _cd_groups(const Groups* G, const index_t* group_columns,
@@ -857,27 +888,29 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
             continue
         _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
                      sw.has_next)
-        if pending.start >= 0 and full:
-            _fused(pending, columns + pending.start, values + pending.start,
-                   columns + e0, values + e0, single, sw, n, state, kind)
-            pending.start = -1
+        if pending.group >= 0 and full:
+            _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
+                   values + G.group_ptr[pending.group],
+                   _entry_columns(G, group_columns, columns, g), values + e0, single, sw, n,
+                   state, kind)
+            pending.group = -1
         else:
-            _flush(pending, rows, columns, values, n, state, kind)
-            _gradients(rows + e0, columns + e0, values + e0, e1 - e0, single, sw, state,
-                       kind)
+            _flush(pending, G, group_columns, columns, values, n, state, kind)
+            _gradients(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
+                       values + e0, e1 - e0, single, sw, state, kind)
         _group_steps(group_columns + c0, c1 - c0, sw.scratch, param, param_stride, mu, reg,
                      &max_change)
         # The next component's caches start from sw.base in the first group's pass 2.
         pending.reset = g == 0 and sw.base != NULL
         if full:
-            pending.start = e0
+            pending.group = g
             pending.single = single
             pending.sweep = sw[0]
         else:
-            _updates(rows + e0, columns + e0, values + e0, e1 - e0, single, sw,
-                     pending.reset, state, kind)
+            _updates(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
+                     values + e0, e1 - e0, single, sw, pending.reset, state, kind)
     if not keep_last:
-        _flush(pending, rows, columns, values, n, state, kind)
+        _flush(pending, G, group_columns, columns, values, n, state, kind)
     return max_change
 
 
@@ -905,7 +938,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     cdef bint first_full = (G.n_groups > 1 and n > 0
                             and G.group_ptr[1] - G.group_ptr[0] == n)
     if not first_full or n_dummy > 0:
-        _flush(pending, rows, columns, values, n, state, kind)
+        _flush(pending, G, group_columns, columns, values, n, state, kind)
     if has_next:
         _slot_base(base, kernel, width, gamma, n_dummy, k, s + 1)
         if not first_full:
@@ -964,11 +997,15 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     columns without entries form one group, last.  Within a group the entries are in row
     order, as in the CSR matrix.
 
-    Returns ``(group_ptr, group_columns_ptr, group_columns, rows, columns, values)``:
-    group g holds the entries ``group_ptr[g]:group_ptr[g + 1]`` of ``rows``/``columns``/
-    ``values`` and the columns ``group_columns[group_columns_ptr[g]:...[g + 1]]``
-    (increasing).  Groups with an entry in every row come first; otherwise colours come
-    first, then the groups of one in column order.
+    Returns ``(group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr,
+    columns, values)``: group g holds the entries ``group_ptr[g]:group_ptr[g + 1]`` of
+    ``values``, their rows ``rows[row_ptr[g]:row_ptr[g + 1]]`` (none stored when it has an
+    entry in every row: they are 0..n-1), their columns
+    ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none stored when it has one column) and the
+    columns
+    ``group_columns[group_columns_ptr[g]:group_columns_ptr[g + 1]]`` (increasing).  Groups
+    with an entry in every row come first; otherwise colours come first, then the groups
+    of one in column order, then the columns without entries.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1, nnz = indices.shape[0], d = n_features
     cdef Py_ssize_t i, j, z, g, n_colours = 0, n_groups
@@ -1035,13 +1072,26 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     group = rank[np.asarray(group)]
     # Counting sorts by group: of the columns, and (stable, so rows stay in order) of
     # the entries.
+    # A group with an entry in every row lists them in rows 0..n-1: their rows go unstored.
+    sizes = np.bincount(np.asarray(group)[np.asarray(indices)], minlength=n_groups)
+    stored = np.where(sizes == n, 0, sizes)
+    row_ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    np.cumsum(stored, out=row_ptr[1:])
+    # A group of one column does not list its entries' columns either.
+    widths = np.bincount(np.asarray(group), minlength=n_groups)
+    col_ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    np.cumsum(np.where(widths == 1, 0, sizes), out=col_ptr[1:])
     group_columns_ptr = np.zeros(n_groups + 1, dtype=np.intp)
     group_ptr = np.zeros(n_groups + 1, dtype=np.intp)
     group_columns = np.empty(d, dtype=index_dtype)
-    rows = np.empty(nnz, dtype=index_dtype)
-    columns = np.empty(nnz, dtype=index_dtype)
+    rows = np.empty(row_ptr[n_groups], dtype=index_dtype)
+    columns = np.empty(col_ptr[n_groups], dtype=index_dtype)
     values = np.empty(nnz, dtype=np.asarray(data).dtype)
     cdef Py_ssize_t[::1] gc_ptr = group_columns_ptr, g_ptr = group_ptr
+    cdef Py_ssize_t[::1] r_ptr = row_ptr.copy()  # fill cursors
+    cdef const unsigned char[::1] keeps_rows = (sizes != n).astype(np.uint8)
+    cdef const unsigned char[::1] keeps_columns = (widths != 1).astype(np.uint8)
+    cdef Py_ssize_t[::1] c_ptr = col_ptr.copy()  # fill cursors
     cdef index_t[::1] gc = group_columns, out_rows = rows, out_columns = columns
     cdef floating[::1] out_values = values
     with nogil:
@@ -1059,8 +1109,12 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
         for i in range(n):
             for z in range(indptr[i], indptr[i + 1]):
                 g = group[indices[z]]
-                out_rows[g_ptr[g]] = <index_t> i
-                out_columns[g_ptr[g]] = indices[z]
+                if keeps_rows[g]:
+                    out_rows[r_ptr[g]] = <index_t> i
+                    r_ptr[g] += 1
+                if keeps_columns[g]:
+                    out_columns[c_ptr[g]] = indices[z]
+                    c_ptr[g] += 1
                 out_values[g_ptr[g]] = data[z]
                 g_ptr[g] += 1
         # The fills advanced every start to the next group's start: shift back.
@@ -1069,7 +1123,8 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
             g_ptr[g] = g_ptr[g - 1]
         gc_ptr[0] = 0
         g_ptr[0] = 0
-    return group_ptr, group_columns_ptr, group_columns, rows, columns, values
+    return (group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr, columns,
+            values)
 
 
 # ---- polynomial networks ----------------------------------------------------------------
@@ -1087,13 +1142,13 @@ cdef inline double _power(double base, int m) noexcept nogil:
 
 cdef double _poly_coordinate(floating* param, double reg, int degree, double lam_s,
                              const index_t* rows, const floating* values,
-                             Py_ssize_t count, bint dense_column,
-                             double* state, const Layout* L, Py_ssize_t cur,
-                             double mu) noexcept nogil:
+                             Py_ssize_t count, double* state, const Layout* L,
+                             Py_ssize_t cur, double mu) noexcept nogil:
     """Safeguarded Newton step on one coordinate of a PN component; returns the step.
 
-    The coordinate ``param``'s column is ``rows``/``values`` (``count`` entries) or, when
-    ``dense_column``, every row with value 1 (gamma_s).  Stores the new value, then updates
+    The coordinate ``param``'s column is ``rows``/``values`` (``count`` entries; ``rows``
+    NULL: rows 0..count-1, ``values`` NULL: value 1, as for gamma_s).  Stores the new value,
+    then updates
     the predictions and the cached linear forms in slot ``cur`` with the step actually
     stored (rounded to the parameter's precision).
     """
@@ -1103,8 +1158,8 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
     cdef double support = 0
     cdef double* row
     for z in range(count):
-        i = z if dense_column else rows[z]
-        x = 1.0 if dense_column else values[z]
+        i = _row_of(rows, z)
+        x = values[z] if values != NULL else 1.0
         row = state + i * L.stride
         u = row[cur]
         um2 = _power(u, degree - 2)
@@ -1121,15 +1176,14 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
     elif h <= 0 or g == 0:
         return 0
     else:
-        delta = _armijo(p, reg, degree, lam_s, rows, values, count, dense_column, state,
-                        L, cur, g, h)
+        delta = _armijo(p, reg, degree, lam_s, rows, values, count, state, L, cur, g, h)
     if delta == 0:
         return 0
     param[0] = <floating> (p + delta)
     delta = param[0] - p
     for z in range(count):
-        i = z if dense_column else rows[z]
-        x = 1.0 if dense_column else values[z]
+        i = _row_of(rows, z)
+        x = values[z] if values != NULL else 1.0
         row = state + i * L.stride
         u = row[cur]
         row[PRED] += lam_s * (_power(u + delta * x, degree) - _power(u, degree))
@@ -1139,8 +1193,8 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
 
 cdef double _armijo(double p, double reg, int degree, double lam_s,
                     const index_t* rows, const floating* values, Py_ssize_t count,
-                    bint dense_column, const double* state, const Layout* L,
-                    Py_ssize_t cur, double g, double h) noexcept nogil:
+                    const double* state, const Layout* L, Py_ssize_t cur, double g,
+                    double h) noexcept nogil:
     """Halve the Newton step -g/h until the exact objective decreases enough (Armijo)."""
     cdef Py_ssize_t z, i
     cdef double x, u, delta = -g / h, change, y_i, s_i, old, new
@@ -1150,8 +1204,8 @@ cdef double _armijo(double p, double reg, int degree, double lam_s,
         # Exact change of the objective along the coordinate for this step.
         change = 0.5 * reg * ((p + delta) * (p + delta) - p * p)
         for z in range(count):
-            i = z if dense_column else rows[z]
-            x = 1.0 if dense_column else values[z]
+            i = _row_of(rows, z)
+            x = values[z] if values != NULL else 1.0
             row = state + i * L.stride
             u = row[cur]
             y_i = row[L.label] if L.label >= 0 else 0.0
@@ -1177,6 +1231,7 @@ cdef double _cd_poly_component(
     coordinate).
     """
     cdef Py_ssize_t i, j, z, g, start, end
+    cdef const index_t* group_rows
     cdef double p, gr, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
@@ -1202,19 +1257,20 @@ cdef double _cd_poly_component(
             max_change = max(max_change, fabs(delta))
     if n_dummy > 0:
         delta = _poly_coordinate(&gamma[s], beta, degree, lam[s], <const index_t*> NULL,
-                                 <const floating*> NULL, n, True, state, L, cur, mu)
+                                 <const floating*> NULL, n, state, L, cur, mu)
         max_change = max(max_change, fabs(delta))
     for g in range(G.n_groups):
         j = group_columns[G.columns_ptr[g]]
         start = G.group_ptr[g]
         end = G.group_ptr[g + 1]
-        delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], rows + start,
-                                 values + start, end - start, False, state, L, cur, mu)
+        group_rows = _group_rows(G, rows, g)
+        delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], group_rows,
+                                 values + start, end - start, state, L, cur, mu)
         max_change = max(max_change, fabs(delta))
         if has_next:
             p_next = P[j * k + s + 1]
-            for z in range(start, end):
-                state[rows[z] * L.stride + nxt] += p_next * values[z]
+            for z in range(end - start):
+                state[_row_of(group_rows, z) * L.stride + nxt] += p_next * values[start + z]
     return max_change
 
 
@@ -1239,9 +1295,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef const Py_ssize_t[::1] group_ptr = groups[0]
     cdef const Py_ssize_t[::1] columns_ptr = groups[1]
     cdef const index_t[::1] group_columns = groups[2]
-    cdef const index_t[::1] entry_rows = groups[3]
-    cdef const index_t[::1] entry_columns = groups[4]
-    cdef const floating[::1] entry_values = groups[5]
+    cdef const Py_ssize_t[::1] row_ptr = groups[3]
+    cdef const index_t[::1] entry_rows = groups[4]
+    cdef const Py_ssize_t[::1] col_ptr = groups[5]
+    cdef const index_t[::1] entry_columns = groups[6]
+    cdef const floating[::1] entry_values = groups[7]
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
     cdef Groups G
@@ -1249,7 +1307,10 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     # The loops below run without bounds checks: the shapes must agree.
     if (columns_ptr.shape[0] != G.n_groups + 1 or group_columns.shape[0] != d
             or columns_ptr[G.n_groups] != d or group_ptr[G.n_groups] != nnz
-            or entry_rows.shape[0] != nnz or entry_columns.shape[0] != nnz
+            or row_ptr.shape[0] != G.n_groups + 1
+            or entry_rows.shape[0] != row_ptr[G.n_groups]
+            or col_ptr.shape[0] != G.n_groups + 1
+            or entry_columns.shape[0] != col_ptr[G.n_groups]
             or entry_values.shape[0] != nnz or csr_indptr.shape[0] != n + 1
             or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
             or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
@@ -1257,8 +1318,21 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
+    cdef Py_ssize_t g_idx, entries
+    for g_idx in range(G.n_groups):
+        # A group lists the rows of its entries, or none when it has one in every row,
+        # and their columns, or none when it has one column.
+        entries = group_ptr[g_idx + 1] - group_ptr[g_idx]
+        if ((row_ptr[g_idx + 1] - row_ptr[g_idx] != entries
+             and (row_ptr[g_idx + 1] != row_ptr[g_idx] or entries != n))
+                or (col_ptr[g_idx + 1] - col_ptr[g_idx]
+                    != (0 if columns_ptr[g_idx + 1] - columns_ptr[g_idx] == 1
+                        else entries))):
+            raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     G.group_ptr = &group_ptr[0]
     G.columns_ptr = &columns_ptr[0]
+    G.row_ptr = &row_ptr[0]
+    G.col_ptr = &col_ptr[0]
     cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
@@ -1291,14 +1365,14 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef double* A = <double*> malloc(3 * (max_degree + 1) * sizeof(double))
     cdef double* base = A + 2 * (max_degree + 1)
     cdef Pending pending
-    pending.start = -1
+    pending.group = -1
     cdef double* row
     if A == NULL:
         raise MemoryError("not enough memory for the coordinate descent caches")
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef const index_t* g_cols = &group_columns[0] if d > 0 else NULL
-    cdef const index_t* e_rows = &entry_rows[0] if nnz > 0 else NULL
-    cdef const index_t* e_cols = &entry_columns[0] if nnz > 0 else NULL
+    cdef const index_t* e_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
+    cdef const index_t* e_cols = &entry_columns[0] if entry_columns.shape[0] > 0 else NULL
     cdef const floating* e_vals = &entry_values[0] if nnz > 0 else NULL
     cdef const floating* csr_val = &csr_data[0] if nnz > 0 else NULL
     cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL

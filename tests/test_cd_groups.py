@@ -36,11 +36,21 @@ def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
 
 
 def _unpack(groups):
-    group_ptr, columns_ptr, group_columns, rows, columns, values = groups
+    """(columns, rows of the entries, their columns, their values) of each group."""
+    group_ptr, columns_ptr, group_columns, row_ptr, rows, col_ptr, columns, values = groups
     for g in range(len(group_ptr) - 1):
-        entries = slice(group_ptr[g], group_ptr[g + 1])
-        yield (group_columns[columns_ptr[g]:columns_ptr[g + 1]], rows[entries],
-               columns[entries], values[entries])
+        count = group_ptr[g + 1] - group_ptr[g]
+        cols = group_columns[columns_ptr[g]:columns_ptr[g + 1]]
+        group_rows = rows[row_ptr[g]:row_ptr[g + 1]]
+        if len(group_rows) < count:
+            assert len(group_rows) == 0  # an entry in every row: 0..n-1, not stored
+            group_rows = np.arange(count)
+        entry_columns = columns[col_ptr[g]:col_ptr[g + 1]]
+        if len(cols) == 1:
+            assert len(entry_columns) == 0  # one column: not stored either
+            entry_columns = np.full(count, cols[0])
+        yield (cols, group_rows, entry_columns,
+               values[group_ptr[g]:group_ptr[g + 1]])
 
 
 @pytest.mark.parametrize("disjoint", [True, False])
@@ -48,7 +58,7 @@ def _unpack(groups):
 def test_groups_partition_the_entries_into_row_disjoint_groups(disjoint, index_dtype):
     X, _ = _fields_matrix(index_dtype=index_dtype)
     groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], disjoint)
-    assert groups[2].dtype == groups[3].dtype == groups[4].dtype == index_dtype
+    assert groups[2].dtype == groups[4].dtype == groups[6].dtype == index_dtype
     seen = set()
     listed = []
     for cols, rows, columns, values in _unpack(groups):
@@ -93,11 +103,11 @@ def _singleton_groups(X, order):
     Xc.sort_indices()
     parts = [slice(Xc.indptr[j], Xc.indptr[j + 1]) for j in order]
     idx = X.indices.dtype
-    return (np.cumsum([0] + [p.stop - p.start for p in parts]).astype(np.intp),
-            np.arange(len(order) + 1, dtype=np.intp), np.asarray(order, dtype=idx),
+    group_ptr = np.cumsum([0] + [p.stop - p.start for p in parts]).astype(np.intp)
+    return (group_ptr, np.arange(len(order) + 1, dtype=np.intp), np.asarray(order, dtype=idx),
+            group_ptr,  # every group lists its rows
             np.concatenate([Xc.indices[p] for p in parts]).astype(idx),
-            np.concatenate([np.full(p.stop - p.start, j) for p, j in zip(parts, order)]
-                           ).astype(idx),
+            np.zeros(len(order) + 1, dtype=np.intp), np.zeros(0, dtype=idx),  # one column
             np.concatenate([Xc.data[p] for p in parts]))
 
 
@@ -184,6 +194,12 @@ def test_groups_with_an_entry_in_every_row_come_first():
     full = [len(rows) == X.shape[0] for _, rows, _, _ in _unpack(groups)]
     assert any(full) and not all(full)
     assert full == sorted(full, reverse=True)
+    # Their rows (0..n-1) are not stored; the others' are.  Nor are the entries' columns
+    # of a group of one column.
+    group_ptr, columns_ptr, row_ptr, col_ptr = groups[0], groups[1], groups[3], groups[5]
+    empty = np.diff(group_ptr) == 0
+    np.testing.assert_array_equal(np.diff(row_ptr) == 0, np.array(full) | empty)
+    np.testing.assert_array_equal(np.diff(col_ptr) == 0, (np.diff(columns_ptr) == 1) | empty)
 
 
 def test_columns_without_entries_form_the_last_group():
