@@ -221,3 +221,20 @@ def test_cd_moves_features_no_row_shows_to_zero():
                         n_dummy=0, loss="squared", epochs=1)
     assert np.all(params["w"][empty] == 0) and np.all(params["P"][:, empty] == 0)
     assert np.all(params["P"][:, X.getnnz(axis=0) > 0] != 0)
+
+
+def test_cd_epoch_rejects_groups_that_omit_rows_they_need():
+    X, rng = _fields_matrix()
+    n, d = X.shape
+    groups = list(_solvers.column_groups(X, "anova"))
+    group_ptr = groups[0]
+    partial = next(g for g in range(len(group_ptr) - 1)
+                   if 0 < group_ptr[g + 1] - group_ptr[g] < n)
+    groups[3] = groups[3].copy()
+    groups[3][partial + 1:] -= groups[3][partial + 1] - groups[3][partial]  # drop its rows
+    groups[4] = groups[4][:groups[3][-1]]
+    with pytest.raises(ValueError, match="shapes disagree"):
+        _cd.cd_epoch(tuple(groups), X.data, X.indices, X.indptr, rng.randn(n),
+                     np.full(n, 1 / n), np.zeros(1), np.zeros(d), np.zeros((1, d, 2)),
+                     np.array([2], np.intc), np.zeros((0, 2)), kernels.KERNELS["anova"], 0,
+                     0.0, 0.0, True, True, np.zeros(n))
