@@ -204,50 +204,104 @@ cdef inline void _fold_scales(floating* w, Py_ssize_t d, floating* P, Py_ssize_t
         sc.p = 1
 
 
-cdef inline void _adagrad_row(floating* p, floating* acc, const floating* a1, double x,
-                              double dl, double decay, double eta0,
-                              Py_ssize_t k) noexcept nogil:
-    """AdaGrad on the k coordinates of one factor row of a degree-2 ANOVA model:
-    g_f = dl x (a1_f - x p_f) + decay p_f, acc_f += g_f^2, p_f -= eta0 g_f / (sqrt(acc_f)
-    + eps), in double whatever the storage type.  The module is built with
-    -fno-math-errno, so the compiler vectorises the square roots and divisions."""
+cdef inline void _forward_row(const floating* p, floating x, int m, floating* a1,
+                              floating* a2, floating* a3, Py_ssize_t k) noexcept nogil:
+    """Add one item, q = x p_f, to the running A_1..A_m of a block of degree m = 2 or 3:
+    the ANOVA dynamic programme of anova_forward, written out (descending degrees, so
+    that each update reads the previous item's value).  One branch per factor row, not
+    per component, so the k-loop vectorises."""
     cdef Py_ssize_t f
-    cdef double pf, g
-    for f in range(k):
-        pf = p[f]
-        g = dl * (x * (<double> a1[f] - x * pf)) + decay * pf
-        acc[f] = <floating> (acc[f] + g * g)
-        p[f] = <floating> (pf - eta0 * g / (sqrt(<double> acc[f]) + ADAGRAD_EPS))
+    cdef floating q
+    if m == 2:
+        for f in range(k):
+            q = x * p[f]
+            a2[f] += q * a1[f]
+            a1[f] += q
+    else:
+        for f in range(k):
+            q = x * p[f]
+            a3[f] += q * a2[f]
+            a2[f] += q * a1[f]
+            a1[f] += q
 
 
-cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* indptr,
-                       const double* y, const double* sw, const Py_ssize_t* order,
-                       Py_ssize_t n_rows, floating* intercept, floating* w, floating* V,
-                       Py_ssize_t d, Py_ssize_t k, int loss, double alpha, double beta,
-                       bint fit_intercept, bint fit_linear, int schedule, double eta0,
-                       double power_t, long long* step, floating* acc_intercept,
-                       floating* acc_w, floating* acc_P, long long* last_touch,
-                       floating* work, Scales* sc) noexcept nogil:
-    """A batch-size-1 pass for the degree-2 ANOVA kernel (one factor block, no dummies).
+cdef inline floating _grad2(floating x, floating p, floating a1) noexcept nogil:
+    """dA_2/dp_j = x_j A_1(without j) = x_j (a1 - q_j), q_j = x_j p_j; a1 includes j."""
+    return x * (a1 - x * p)
+
+
+cdef inline floating _grad3(floating x, floating p, floating a1,
+                            floating a2) noexcept nogil:
+    """dA_3/dp_j = x_j A_2(without j), peeled off the full sums by multi-linearity
+    (A_t = A_t(without j) + q_j A_{t-1}(without j), as anova_coordinate_derivative):
+    A_2(without j) = a2 - q_j (a1 - q_j)."""
+    cdef floating q = x * p
+    return x * (a2 - q * (a1 - q))
+
+
+cdef inline void _sgd_row(floating* p, floating x, int m, const floating* a1,
+                          const floating* a2, floating fstep, Py_ssize_t k) noexcept nogil:
+    """p_f -= fstep * (gradient of A_m in p_f), for the k coordinates of one factor row of a
+    block of degree m = 2 or 3 (the row's old values: each is read just before it is
+    written)."""
+    cdef Py_ssize_t f
+    if m == 2:
+        for f in range(k):
+            p[f] = p[f] - fstep * _grad2(x, p[f], a1[f])
+    else:
+        for f in range(k):
+            p[f] = p[f] - fstep * _grad3(x, p[f], a1[f], a2[f])
+
+
+cdef inline void _adagrad_row(floating* p, floating* acc, floating x, int m,
+                              const floating* a1, const floating* a2, double dl,
+                              double decay, double eta0, Py_ssize_t k) noexcept nogil:
+    """AdaGrad on the k coordinates of one factor row of a block of degree m = 2 or 3:
+    g_f = dl (gradient of A_m in p_f) + decay p_f, then _adagrad_step.  The module is
+    built with -fno-math-errno, so the compiler vectorises the square roots and
+    divisions."""
+    cdef Py_ssize_t f
+    if m == 2:
+        for f in range(k):
+            _adagrad_step(&p[f], &acc[f], dl * _grad2(x, p[f], a1[f]) + decay * p[f], eta0)
+    else:
+        for f in range(k):
+            _adagrad_step(&p[f], &acc[f],
+                          dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
+
+
+cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const index_t* indptr,
+                        const double* y, const double* sw, const Py_ssize_t* order,
+                        Py_ssize_t n_rows, floating* intercept, floating* w, floating* V,
+                        Py_ssize_t n_blocks, const int* degrees, Py_ssize_t d,
+                        Py_ssize_t k, int loss, double alpha, double beta,
+                        bint fit_intercept, bint fit_linear, int schedule, double eta0,
+                        double power_t, long long* step, floating* acc_intercept,
+                        floating* acc_w, floating* acc_P, long long* last_touch,
+                        floating* work, Scales* sc) noexcept nogil:
+    """A batch-size-1 pass for ANOVA blocks of degree 2 or 3 (no dummies).
 
     The same steps as the general loop of :func:`sgd_epoch` (``_row_gradient`` then
-    ``_apply_row``), with the degree-2 dynamic programme written out: one loop over the
-    row's nonzeros gives a1 = sum_j x_j p_j and A_2 (k innermost, on contiguous factor
-    rows), and the gradient x_j (a1 - x_j p_j) is applied in a second loop, without the
-    general programme's table, backward pass and gradient buffer.  Rows must not repeat a
-    column (canonical CSR): each factor row is read for its gradient just before it is
-    updated.  ``work`` holds 2 k values.  Returns False on a non-finite prediction.
+    ``_apply_row``), with the dynamic programme written out: one loop over the row's
+    nonzeros gives, per block and component, a1 = sum_j q_j, a2 and (degree 3) a3 =
+    A_3, q_j = x_j p_j (k innermost, on contiguous factor rows); a second loop applies
+    the closed-form gradients x_j A_{m-1}(without j) (_grad2, _grad3), without the
+    general programme's table, backward pass and gradient buffer.  Each block costs
+    about what the one block of a degree-2 model costs.  Rows must not repeat a column
+    (canonical CSR): each factor row is read for its gradient just before it is
+    updated.  ``work`` holds 3 k values per block.  Returns False on a non-finite
+    prediction.
     """
-    cdef floating* a1 = work
-    cdef floating* a2 = work + k
     cdef bint adagrad = schedule == ADAGRAD
-    cdef Py_ssize_t pos, i, z, j, f, start, nnz
+    cdef Py_ssize_t pos, i, z, j, f, b, start, nnz, size_P = n_blocks * d * k
     cdef floating* row
-    cdef floating xv, q, fstep
+    cdef floating* a
+    cdef floating xv, fstep
+    cdef int m
     cdef double pred, dl, eta, total, new_w, new_p, elapsed, step_w
     for pos in range(n_rows):
         _prefetch_ahead(pos, n_rows, order, indptr, data, ind, y, sw, w, V, acc_w, acc_P,
-                        last_touch, 1, d, k)
+                        last_touch, n_blocks, d, k)
         step[0] += 1
         eta = eta0 / _pow_t(step[0], power_t) if schedule == INVSCALING else eta0
         i = order[pos]
@@ -256,20 +310,21 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
         pred = intercept[0]
         if fit_linear:
             pred += sc.w * _linear(w, ind + start, data + start, nnz)
-        # Forward (P = pscale * V, so the values are scaled): a1 = A_1, a2 = A_2.
-        for f in range(k):
-            a1[f] = 0
-            a2[f] = 0
+        # Forward (P = pscale * V, so the values are scaled); block b's a1, a2, a3 are
+        # work[3 b k :], each k long.
+        for f in range(3 * n_blocks * k):
+            work[f] = 0
         for z in range(nnz):
             xv = <floating> (sc.p * data[start + z])
-            row = V + ind[start + z] * k
-            for f in range(k):
-                q = xv * row[f]
-                a2[f] += q * a1[f]
-                a1[f] += q
+            j = ind[start + z]
+            for b in range(n_blocks):
+                a = work + 3 * b * k
+                _forward_row(V + (b * d + j) * k, xv, degrees[b], a, a + k, a + 2 * k, k)
         total = 0
-        for f in range(k):
-            total += a2[f]
+        for b in range(n_blocks):
+            a = work + (3 * b + degrees[b] - 1) * k  # A_m of block b
+            for f in range(k):
+                total += a[f]
         pred += total
         if not isfinite(pred):
             return False
@@ -284,7 +339,10 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
                 last_touch[j] = step[0]
                 if fit_linear:
                     _adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
-                _adagrad_row(V + j * k, acc_P + j * k, a1, xv, dl, beta * elapsed, eta0, k)
+                for b in range(n_blocks):
+                    a = work + 3 * b * k
+                    _adagrad_row(V + (b * d + j) * k, acc_P + (b * d + j) * k, xv,
+                                 degrees[b], a, a + k, dl, beta * elapsed, eta0, k)
             continue
         # SGD, as _apply_row: V -= eta dl (gradient in V) / (pscale new_pscale).
         new_w = sc.w * (1 - eta * alpha)
@@ -298,13 +356,13 @@ cdef bint _anova2_pass(const floating* data, const index_t* ind, const index_t* 
             if fit_linear:
                 w[j] = w[j] - step_w * data[start + z]
             xv = <floating> (sc.p * data[start + z])
-            row = V + j * k
-            for f in range(k):
-                row[f] = row[f] - fstep * (xv * (a1[f] - xv * row[f]))
+            for b in range(n_blocks):
+                a = work + 3 * b * k
+                _sgd_row(V + (b * d + j) * k, xv, degrees[b], a, a + k, fstep, k)
         sc.w = new_w
         sc.p = new_p
         if sc.w < 1e-9 or sc.p < 1e-9:
-            _fold_scales(w, d, V, d * k, sc)
+            _fold_scales(w, d, V, size_P, sc)
     return True
 
 
@@ -328,8 +386,9 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     squared gradients and ``last_touch`` the step at which each feature was last updated
     (both ignored by SGD).  Returns (steps after the pass, finite): on a non-finite
     prediction the pass stops at once with finite False (the caller checks the parameters).
-    ``specialised=False`` runs the general loop even where a specialised pass exists (the
-    degree-2 factorization machine with one row per step): the tests compare the two.
+    ``specialised=False`` runs the general loop even where a specialised pass exists
+    (ANOVA blocks of degree 2 or 3, no dummies, one row per step): the tests compare
+    the two.
     Rows must not repeat a column (canonical CSR).
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
@@ -375,7 +434,8 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     owned[9] = calloc(k + 1, sizeof(double))
     owned[10] = malloc((1 if direct else d + 1) * sizeof(Py_ssize_t))
     owned[11] = calloc(1 if direct else d + 1, 1)
-    owned[12] = malloc(1)
+    # The pass for blocks of degree 2 or 3: A_1..A_3 per block.
+    owned[12] = malloc((3 * n_blocks * k + 1) * sizeof(floating))
     if not _all_allocated(owned, 13):
         _free_all(owned, 13)
         raise MemoryError("not enough memory for the SGD buffers")
@@ -391,6 +451,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef double* buf_lam = <double*> owned[9]
     cdef Py_ssize_t* touched = <Py_ssize_t*> owned[10]
     cdef char* is_touched = <char*> owned[11]
+    cdef floating* work23 = <floating*> owned[12]
     cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else gP
     cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else glam
@@ -401,20 +462,36 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef floating* acc_w0 = &acc_w[0] if adagrad and d > 0 else NULL
     cdef floating* acc_P0 = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
     cdef long long* touch0 = &last_touch[0] if adagrad and d > 0 else NULL
-    # The common factorization machine (degree 2, no dummies, one row per step) has its
-    # own pass; the results agree with the general loop up to rounding.
-    cdef bint degree2 = (specialised and kernel == ANOVA and n_blocks == 1 and degrees.shape[0] == 1
-                         and degrees[0] == 2
-                         and n_dummy == 0 and direct and k > 0 and d > 0)
+    # Factorization machines of degree 2 or 3 (blocks of degree 2 or 3, no dummies, one
+    # row per step) have their own pass; the results agree with the general loop up to
+    # rounding.
+    cdef bint low_degree = (specialised and kernel == ANOVA and n_blocks > 0
+                            and degrees.shape[0] >= n_blocks and n_dummy == 0 and direct
+                            and k > 0 and d > 0)
+    for b in range(n_blocks if low_degree else 0):
+        low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
+    cdef int degree2 = 2
     try:
         with nogil:
             pos = 0
-            if degree2:
-                finite = _anova2_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
-                                      ord0, n_rows, &intercept[0], w0, P0, d, k, loss,
-                                      alpha, beta, fit_intercept, fit_linear, schedule,
-                                      eta0, power_t, &step, &acc_intercept[0] if adagrad
-                                      else NULL, acc_w0, acc_P0, touch0, adj, &sc)
+            # The plain factorization machine (one block of degree 2) gets its own inlined
+            # copy of the pass, with the block count and degree constants: the compiler
+            # drops the loop over blocks and the degree branches (~10% of its time).
+            if low_degree and n_blocks == 1 and degrees[0] == 2:
+                finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
+                                       ord0, n_rows, &intercept[0], w0, P0, 1, &degree2,
+                                       d, k, loss, alpha, beta, fit_intercept, fit_linear,
+                                       schedule, eta0, power_t, &step,
+                                       &acc_intercept[0] if adagrad else NULL, acc_w0,
+                                       acc_P0, touch0, work23, &sc)
+            elif low_degree:
+                finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
+                                       ord0, n_rows, &intercept[0], w0, P0, n_blocks,
+                                       &degrees[0], d, k, loss, alpha, beta,
+                                       fit_intercept, fit_linear, schedule, eta0, power_t,
+                                       &step, &acc_intercept[0] if adagrad else NULL,
+                                       acc_w0, acc_P0, touch0, work23, &sc)
+            if low_degree:
                 pos = n_rows  # the general loop below is skipped
             while pos < n_rows and finite:
                 batch_end = min(pos + batch_size, n_rows)

@@ -747,11 +747,12 @@ def test_adagrad_sparse_follows_documented_lazy_penalty(name, batch_size):
     _assert_params_close(_fitted_params(est), expected, rtol=1e-9, atol=1e-13)
 
 
-def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.25,
-                    schedule=1, eta0=0.05, alpha=0.01, beta=0.02, fit_intercept=True,
-                    fit_linear=True, epochs=2, seed=0):
-    """Epochs of ``_sgd.sgd_epoch`` on a degree-2 FM (one block, no dummies, batch 1):
-    the parameters, AdaGrad statistics, step count and finiteness flag afterwards."""
+def _low_degree_epochs(dtype, solver, specialised, *, weighted, degrees=(2,), loss=0,
+                       power_t=0.25, schedule=1, eta0=0.05, alpha=0.01, beta=0.02,
+                       fit_intercept=True, fit_linear=True, epochs=2, seed=0):
+    """Epochs of ``_sgd.sgd_epoch`` on an ANOVA FM with one factor block per entry of
+    ``degrees`` (no dummies, batch 1): the parameters, AdaGrad statistics, step count and
+    finiteness flag afterwards."""
     rng = np.random.RandomState(seed)
     n, d, k = 50, 15, 7         # odd k: a vectorised loop has a remainder
     dense = rng.randn(n, d) * (rng.rand(n, d) < 0.3)
@@ -763,7 +764,7 @@ def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.2
     adagrad = solver == "adagrad"
     intercept = np.array([0.1], dtype)
     w = (0.1 * rng.randn(d)).astype(dtype)
-    P = (0.3 * rng.randn(1, d, k)).astype(dtype)
+    P = (0.3 * rng.randn(len(degrees), d, k)).astype(dtype)
     gamma, lam = np.zeros((0, k), dtype), np.ones(k, dtype)
     shape = (lambda a: a.shape) if adagrad else (lambda a: (0,) * a.ndim)
     acc = [np.zeros(shape(a), dtype) for a in (intercept, w, P, gamma, lam)]
@@ -773,7 +774,7 @@ def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.2
         order = rng.permutation(n).astype(np.intp)
         step, finite = _sgd.sgd_epoch(
             X.data, X.indices, X.indptr, y, sw, order, intercept, w, P,
-            np.array([2], np.intc), gamma, lam, 0, loss, alpha, beta, fit_intercept,
+            np.array(degrees, np.intc), gamma, lam, 0, loss, alpha, beta, fit_intercept,
             fit_linear, False, 2 if adagrad else schedule, eta0, power_t, step, *acc,
             last_touch, 1, specialised=specialised)
         if not finite:
@@ -792,33 +793,38 @@ def _degree2_epochs(dtype, solver, specialised, *, weighted, loss=0, power_t=0.2
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("solver", ["sgd", "adagrad"])
-def test_degree2_pass_equals_general_loop(solver, dtype, weighted, case):
-    """The specialised degree-2 pass of sgd_epoch (batch_size 1) takes the same steps as
-    the general loop (ANOVA dynamic programme), up to rounding."""
-    fast, step_fast, finite_fast = _degree2_epochs(dtype, solver, True, weighted=weighted,
-                                                   **case)
-    slow, step_slow, finite_slow = _degree2_epochs(dtype, solver, False, weighted=weighted,
-                                                   **case)
+@pytest.mark.parametrize("degrees", [(2,), (3,), (2, 3), (3, 2, 3)],
+                         ids=["2", "3", "2-3", "3-2-3"])
+def test_low_degree_pass_equals_general_loop(degrees, solver, dtype, weighted, case):
+    """The specialised pass of sgd_epoch for ANOVA blocks of degree 2 or 3 (batch_size 1;
+    one block of degree 2 has its own inlined copy) takes the same steps as the general
+    loop (ANOVA dynamic programme), up to rounding."""
+    kw = dict(weighted=weighted, degrees=degrees, **case)
+    fast, step_fast, finite_fast = _low_degree_epochs(dtype, solver, True, **kw)
+    slow, step_slow, finite_slow = _low_degree_epochs(dtype, solver, False, **kw)
     assert finite_fast and finite_slow
     assert step_fast == step_slow == 100
     rtol, atol = (1e-10, 1e-12) if dtype == np.float64 else (1e-4, 1e-5)
     for a, b in zip(fast, slow):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
-    # the comparison is not vacuous: the parameters moved
-    assert not np.allclose(fast[2], _degree2_epochs(dtype, solver, True, weighted=weighted,
-                                                    epochs=0, **case)[0][2])
+    # the comparison is not vacuous: every block's parameters moved
+    start = _low_degree_epochs(dtype, solver, True, epochs=0, **kw)[0][2]
+    for b in range(len(degrees)):
+        assert not np.allclose(fast[2][b], start[b])
 
 
+@pytest.mark.parametrize("degrees", [(2,), (2, 3)], ids=["2", "2-3"])
 @pytest.mark.parametrize("solver", ["sgd", "adagrad"])
-def test_degree2_pass_stops_where_general_loop_stops(solver):
+def test_low_degree_pass_stops_where_general_loop_stops(solver, degrees):
     """On a non-finite prediction both passes stop at the same step."""
-    kw = dict(weighted=False, schedule=0, eta0=1e12 if solver == "sgd" else 1e150,
-              alpha=0.0, beta=0.0)
+    kw = dict(weighted=False, degrees=degrees, schedule=0,
+              eta0=1e12 if solver == "sgd" else 1e150, alpha=0.0, beta=0.0)
     with np.errstate(all="ignore"):
-        _, step_fast, finite_fast = _degree2_epochs(np.float64, solver, True, **kw)
-        _, step_slow, finite_slow = _degree2_epochs(np.float64, solver, False, **kw)
+        _, step_fast, finite_fast = _low_degree_epochs(np.float64, solver, True, **kw)
+        _, step_slow, finite_slow = _low_degree_epochs(np.float64, solver, False, **kw)
     assert not finite_fast and not finite_slow
     assert step_fast == step_slow
+
 
 @pytest.mark.parametrize("solver", ["sgd", "adagrad"])
 @pytest.mark.parametrize("name", ["fm-m3-separate", "fmc-3class-sqhinge-shared",
