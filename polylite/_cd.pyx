@@ -983,6 +983,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                                       k, mu, beta, state, &sweep, kind, pending,
                                       has_next and first_full and n_dummy == 0))
 
+
 # ---- column groups ----------------------------------------------------------------------
 
 def column_groups(const floating[::1] data, const index_t[::1] indices,

@@ -52,7 +52,6 @@ cdef enum:
     ADAGRAD = 2
 
 
-
 cdef inline double _ipow(double base, int m) noexcept nogil:
     cdef double r = 1
     cdef int i
