@@ -518,6 +518,19 @@ cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
     return width
 
 
+cdef inline void _gather(double* col, double* sums, const double* terms,
+                         bint single) noexcept nogil:
+    """Pass 1: add an entry's terms to its column's record, or for a group of one column
+    to the sums kept in registers until the end of the pass (consecutive additions to one
+    memory location would wait for each other)."""
+    cdef int t
+    if single:
+        for t in range(4):
+            sums[t] += terms[t]
+    else:
+        _add_terms(col, terms)
+
+
 cdef inline void _apply_entry(double delta, double p, double p_next, double x,
                               double* row, const Sweep* sw, int kind,
                               bint reset) noexcept nogil:
@@ -588,13 +601,7 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
             p = col[COL_P]
         _entry_terms(values[z], state + _row_of(rows, z) * sw.L.stride, p, &sw, kind,
                      terms)
-        if single:
-            sums[0] += terms[0]
-            sums[1] += terms[1]
-            sums[2] += terms[2]
-            sums[3] += terms[3]
-        else:
-            _add_terms(col, terms)
+        _gather(col, sums, terms, single)
     if single:
         _add_terms(col, sums)
 
@@ -654,13 +661,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
             col = sw.scratch + columns[z] * COL_STRIDE
             p = col[COL_P]
         _entry_terms(values[z], row, p, &sw, kind, terms)
-        if single:
-            sums[0] += terms[0]
-            sums[1] += terms[1]
-            sums[2] += terms[2]
-            sums[3] += terms[3]
-        else:
-            _add_terms(col, terms)
+        _gather(col, sums, terms, single)
     if single:
         _add_terms(col, sums)
 
