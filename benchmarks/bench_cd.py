@@ -6,7 +6,8 @@ factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the
 the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
 regrouping of the nonzeros by column groups, objective per epoch) divided by its epochs.
 The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in the
-same process.  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
+same process, three times right before and three times right after that fit (the load of a
+shared machine drifts).  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
 include the solver's per-row records and the regrouped copy of the nonzeros), against the
 size of X.
 
@@ -70,10 +71,12 @@ def main():
           f"{x_bytes / 2**20:.0f} MiB; k = {k}")
     print(f"X @ P: {xp * 1e3:.1f} ms = {xp / (nnz * k) * 1e9:.2f} ns per nonzero x component")
     print()
-    print(f"{'degree':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'x (X@P)':>8} "
+    print(f"{'degree':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'X@P ms':>7} {'x (X@P)':>8} "
           f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7}")
     warnings.simplefilter("ignore")
     for degree in args.degrees:
+        # X @ P right before and right after each fit: the machine's load drifts.
+        xp_times = [median_time(lambda: X @ P, 1) for _ in range(3)]
         fm = FactorizationMachineRegressor(degree=degree, n_components=k,
                                            max_iter=args.epochs, tol=0, random_state=0,
                                            init_scale=0.1)
@@ -85,8 +88,10 @@ def main():
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         epoch = float(np.median(epoch_times))
+        xp_times += [median_time(lambda: X @ P, 1) for _ in range(3)]
+        xp_fit = float(np.median(xp_times))
         print(f"{degree:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
-              f"{epoch / xp:>8.1f} {fit_time / len(epoch_times):>12.3f} "
+              f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f}")
 
 
