@@ -23,6 +23,8 @@ import numpy as np
 from polylite import FactorizationMachineRegressor, _cd
 from polylite.datasets import make_recommender
 
+from _timing import timings
+
 _epoch = _cd.cd_epoch
 epoch_times = []
 
@@ -36,15 +38,6 @@ def timed_epoch(*args):
 
 
 _cd.cd_epoch = timed_epoch
-
-
-def median_time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main():
@@ -64,7 +57,7 @@ def main():
                             random_state=0)
     k = args.components
     P = np.random.default_rng(0).normal(size=(X.shape[1], k)).astype(dtype)
-    xp = median_time(lambda: X @ P, 7)
+    xp = float(np.median(timings(lambda: X @ P, 7)))
     nnz = X.nnz
     x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
     print(f"X: {X.shape[0]} x {X.shape[1]}, {nnz} nonzeros, {dtype}, "
@@ -76,7 +69,7 @@ def main():
     warnings.simplefilter("ignore")
     for degree in args.degrees:
         # X @ P right before and right after each fit: the machine's load drifts.
-        xp_times = [median_time(lambda: X @ P, 1) for _ in range(3)]
+        xp_times = timings(lambda: X @ P, 3)
         fm = FactorizationMachineRegressor(degree=degree, n_components=k,
                                            max_iter=args.epochs, tol=0, random_state=0,
                                            init_scale=0.1)
@@ -88,7 +81,7 @@ def main():
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         epoch = float(np.median(epoch_times))
-        xp_times += [median_time(lambda: X @ P, 1) for _ in range(3)]
+        xp_times += timings(lambda: X @ P, 3)
         xp_fit = float(np.median(xp_times))
         print(f"{degree:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "

@@ -26,6 +26,8 @@ import scipy.sparse as sp
 
 import polylite.kernels as K
 
+from _timing import timings
+
 # Target ratio to X @ P for each degree (degrees without a target are informational).
 TARGETS = {2: 2.0, 3: 3.0}
 
@@ -53,12 +55,6 @@ def one_hot_power_law(n_rows, field_sizes, exponent=1.1, seed=0, dtype=np.float6
     return X
 
 
-def _time(f):
-    t0 = time.perf_counter()
-    f()
-    return time.perf_counter() - t0
-
-
 def bench(X, P, degrees, repeat):
     """Median seconds of X @ P and of predict for each degree (interleaved runs)."""
     times = {"matmul": []}
@@ -68,9 +64,9 @@ def bench(X, P, degrees, repeat):
     for m in degrees:
         K.predict(X, P, degrees=[m], check_input=False)
     for _ in range(repeat):
-        times["matmul"].append(_time(lambda: X @ P))
+        times["matmul"] += timings(lambda: X @ P)
         for m in degrees:
-            times[m].append(_time(lambda: K.predict(X, P, degrees=[m], check_input=False)))
+            times[m] += timings(lambda: K.predict(X, P, degrees=[m], check_input=False))
     return {key: float(np.median(v)) for key, v in times.items()}
 
 

@@ -47,6 +47,8 @@ import warnings
 
 import numpy as np
 
+from _timing import timings
+
 # Target ratio of a plain SGD epoch to X @ P (float64), the issue's comparison with a C++
 # library's SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
 # root and a division per coordinate (k per nonzero), which the CPU's divider serialises:
@@ -85,15 +87,6 @@ def _malloc_trim():
         pass
 
 
-def median_time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def run_config(cfg):
     """Generate the data, fit one configuration, return the measurements (a dict)."""
     import gc
@@ -116,7 +109,7 @@ def run_config(cfg):
             # the peak (peak so far noted, X @ P, peak counter reset).
             peak_kib[0] = max(peak_kib[0], _proc_status_kib("VmHWM"))
             start = time.perf_counter()
-            xp_times.extend(median_time(lambda: X @ P, 2))
+            xp_times.extend(timings(lambda: X @ P, 2))
             xp_in_fit[0] += time.perf_counter() - start
             _reset_peak_rss()
         return out
@@ -129,7 +122,7 @@ def run_config(cfg):
                             random_state=0)
     P = np.random.default_rng(0).normal(size=(X.shape[1], k)).astype(dtype)
     X @ P                                           # warm-up
-    xp_times += median_time(lambda: X @ P, 5)
+    xp_times += timings(lambda: X @ P, 5)
     fm = FactorizationMachineRegressor(
         degree=cfg["degree"], n_components=k, solver=cfg["solver"], eta0=cfg["eta0"],
         batch_size=cfg["batch_size"], max_iter=cfg["epochs"], tol=0, random_state=0,
@@ -153,7 +146,7 @@ def run_config(cfg):
     else:
         peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before) * 1024
         memory_method = "ru_maxrss delta (fallback)"
-    xp_times += median_time(lambda: X @ P, 5)
+    xp_times += timings(lambda: X @ P, 5)
     rmse = None
     if status == "ok":
         rmse = float(np.sqrt(np.mean((fm.predict(X) - y) ** 2)))
