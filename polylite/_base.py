@@ -54,6 +54,14 @@ def _partial_fit_available(est):
     return est.solver in _solvers.STOCHASTIC
 
 
+def _store_init_params(estimator, params):
+    """Store an estimator's constructor arguments (``locals()`` of its ``__init__``) as
+    they are, under their own names: scikit-learn's convention, validation is for fit."""
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)
+
+
 def _check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")

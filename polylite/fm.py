@@ -1,7 +1,8 @@
 """Factorization machines of any degree (HOFM), trained by coordinate descent."""
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ._base import _PolynomialModel, _check_choice, _check_number
+from ._base import (_PolynomialModel, _check_choice, _check_number,
+                    _store_init_params)
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
@@ -141,32 +142,11 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
-                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="cd",
+                 learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        self.degree = degree
-        self.n_components = n_components
-        self.lower_degrees = lower_degrees
-        self.kernel = kernel
-        self.fit_linear = fit_linear
-        self.fit_intercept = fit_intercept
-        self.alpha = alpha
-        self.beta = beta
-        self.init_scale = init_scale
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.verbose = verbose
+        _store_init_params(self, locals())
 
 
 class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
@@ -195,27 +175,4 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        self.degree = degree
-        self.n_components = n_components
-        self.lower_degrees = lower_degrees
-        self.kernel = kernel
-        self.loss = loss
-        self.fit_linear = fit_linear
-        self.fit_intercept = fit_intercept
-        self.alpha = alpha
-        self.beta = beta
-        self.init_scale = init_scale
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.verbose = verbose
+        _store_init_params(self, locals())

@@ -2,7 +2,8 @@
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ._base import _PolynomialModel, _check_choice, _check_number
+from ._base import (_PolynomialModel, _check_choice, _check_number,
+                    _store_init_params)
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
@@ -154,29 +155,7 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        self.degree = degree
-        self.n_components = n_components
-        self.lower_degrees = lower_degrees
-        self.output_weights = output_weights
-        self.fit_linear = fit_linear
-        self.fit_intercept = fit_intercept
-        self.alpha = alpha
-        self.beta = beta
-        self.init_scale = init_scale
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.verbose = verbose
+        _store_init_params(self, locals())
 
 
 class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynomialNetwork):
@@ -204,27 +183,4 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        self.degree = degree
-        self.n_components = n_components
-        self.lower_degrees = lower_degrees
-        self.output_weights = output_weights
-        self.loss = loss
-        self.fit_linear = fit_linear
-        self.fit_intercept = fit_intercept
-        self.alpha = alpha
-        self.beta = beta
-        self.init_scale = init_scale
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.verbose = verbose
+        _store_init_params(self, locals())
