@@ -1066,65 +1066,60 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
             if group[j] == EMPTY:
                 group[j] = n_groups
         n_groups += 1
-    # Groups with an entry in every row first, so that their passes can be shared (see
-    # _cd_groups); otherwise in the order above.
+    # Entries and columns per group.  Groups with an entry in every row go first, so
+    # that their passes can be shared (see _cd_groups); otherwise in the order above.
     sizes = np.bincount(np.asarray(group)[np.asarray(indices)], minlength=n_groups)
-    rank = np.empty(n_groups, dtype=np.intp)
-    rank[np.argsort(sizes != n, kind="stable")] = np.arange(n_groups)
-    group = rank[np.asarray(group)]
-    # Counting sorts by group: of the columns, and (stable, so rows stay in order) of
-    # the entries.
-    # A group with an entry in every row lists them in rows 0..n-1: their rows go unstored.
-    sizes = np.bincount(np.asarray(group)[np.asarray(indices)], minlength=n_groups)
-    stored = np.where(sizes == n, 0, sizes)
-    row_ptr = np.zeros(n_groups + 1, dtype=np.intp)
-    np.cumsum(stored, out=row_ptr[1:])
-    # A group of one column does not list its entries' columns either.
     widths = np.bincount(np.asarray(group), minlength=n_groups)
-    col_ptr = np.zeros(n_groups + 1, dtype=np.intp)
-    np.cumsum(np.where(widths == 1, 0, sizes), out=col_ptr[1:])
-    group_columns_ptr = np.zeros(n_groups + 1, dtype=np.intp)
-    group_ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    order = np.argsort(sizes != n, kind="stable")
+    rank = np.empty(n_groups, dtype=np.intp)
+    rank[order] = np.arange(n_groups)
+    group = rank[np.asarray(group)]
+    sizes = sizes[order]
+    widths = widths[order]
+    # Where each group starts.  A group with an entry in every row does not store their
+    # rows (0..n-1), nor a group of one column its entries' column.
+    keeps_rows_array = sizes != n
+    keeps_columns_array = widths != 1
+
+    def starts(counts):
+        ptr = np.zeros(n_groups + 1, dtype=np.intp)
+        np.cumsum(counts, out=ptr[1:])
+        return ptr
+
+    group_ptr = starts(sizes)
+    group_columns_ptr = starts(widths)
+    row_ptr = starts(np.where(keeps_rows_array, sizes, 0))
+    col_ptr = starts(np.where(keeps_columns_array, sizes, 0))
     group_columns = np.empty(d, dtype=index_dtype)
     rows = np.empty(row_ptr[n_groups], dtype=index_dtype)
     columns = np.empty(col_ptr[n_groups], dtype=index_dtype)
     values = np.empty(nnz, dtype=np.asarray(data).dtype)
-    cdef Py_ssize_t[::1] gc_ptr = group_columns_ptr, g_ptr = group_ptr
-    cdef Py_ssize_t[::1] r_ptr = row_ptr.copy()  # fill cursors
-    cdef const unsigned char[::1] keeps_rows = (sizes != n).astype(np.uint8)
-    cdef const unsigned char[::1] keeps_columns = (widths != 1).astype(np.uint8)
-    cdef Py_ssize_t[::1] c_ptr = col_ptr.copy()  # fill cursors
+    # Fill cursors, one per group and array: counting sorts by group, stable, so that a
+    # group's entries stay in row order.
+    cdef Py_ssize_t[::1] next_entry = group_ptr[:-1].copy()
+    cdef Py_ssize_t[::1] next_column = group_columns_ptr[:-1].copy()
+    cdef Py_ssize_t[::1] next_row = row_ptr[:-1].copy()
+    cdef Py_ssize_t[::1] next_entry_column = col_ptr[:-1].copy()
+    cdef const unsigned char[::1] keeps_rows = keeps_rows_array.astype(np.uint8)
+    cdef const unsigned char[::1] keeps_columns = keeps_columns_array.astype(np.uint8)
     cdef index_t[::1] gc = group_columns, out_rows = rows, out_columns = columns
     cdef floating[::1] out_values = values
     with nogil:
         for j in range(d):
-            gc_ptr[group[j] + 1] += 1
-        for z in range(nnz):
-            g_ptr[group[indices[z]] + 1] += 1
-        for g in range(n_groups):
-            gc_ptr[g + 1] += gc_ptr[g]
-            g_ptr[g + 1] += g_ptr[g]
-        for j in range(d):
             g = group[j]
-            gc[gc_ptr[g]] = <index_t> j
-            gc_ptr[g] += 1
+            gc[next_column[g]] = <index_t> j
+            next_column[g] += 1
         for i in range(n):
             for z in range(indptr[i], indptr[i + 1]):
                 g = group[indices[z]]
                 if keeps_rows[g]:
-                    out_rows[r_ptr[g]] = <index_t> i
-                    r_ptr[g] += 1
+                    out_rows[next_row[g]] = <index_t> i
+                    next_row[g] += 1
                 if keeps_columns[g]:
-                    out_columns[c_ptr[g]] = indices[z]
-                    c_ptr[g] += 1
-                out_values[g_ptr[g]] = data[z]
-                g_ptr[g] += 1
-        # The fills advanced every start to the next group's start: shift back.
-        for g in range(n_groups, 0, -1):
-            gc_ptr[g] = gc_ptr[g - 1]
-            g_ptr[g] = g_ptr[g - 1]
-        gc_ptr[0] = 0
-        g_ptr[0] = 0
+                    out_columns[next_entry_column[g]] = indices[z]
+                    next_entry_column[g] += 1
+                out_values[next_entry[g]] = data[z]
+                next_entry[g] += 1
     return (group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr, columns,
             values)
 
