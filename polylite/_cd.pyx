@@ -921,7 +921,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t s, int kernel, int degree, floating* Pb,
                           floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
-                          Py_ssize_t nxt, double* buf, double* scratch, double* A,
+                          Py_ssize_t nxt, double* scratch, double* A,
                           double* base, Pending* pending) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.
@@ -930,9 +930,10 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     work space for its start).  Without dummies, the last group's update pass may be
     left pending, to share the first pass of component s + 1.  Returns the largest |step|.
     """
-    cdef Py_ssize_t i, r, stride = L.stride, width = L.width
-    cdef double p, der, g, h, delta, max_change = 0, noise, magnitude
-    cdef double* row
+    cdef Py_ssize_t i, r, t
+    cdef double p, delta, max_change = 0
+    cdef double terms[4]
+    cdef double sums[3]
     cdef int kind = _kind(kernel, degree)
     # Does the first group have an entry in every row (its pass 2 then resets the rows'
     # next caches, and may share the last group's pass 2 of the previous component)?
@@ -941,36 +942,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     if not first_full or n_dummy > 0:
         _flush(pending, G, group_columns, columns, values, n, state, kind)
     if has_next:
-        _slot_base(base, kernel, width, gamma, n_dummy, k, s + 1)
+        _slot_base(base, kernel, L.width, gamma, n_dummy, k, s + 1)
         if not first_full:
             _reset_slot(state, L, n, nxt, base)
-    # Dummy features (value 1 in every row; ANOVA only).
-    for r in range(n_dummy):
-        p = gamma[r * k + s]
-        g = 0
-        h = 0
-        noise = 0
-        for i in range(n):
-            row = state + i * stride
-            der = _anova_derivative(row + cur, degree, p, 1.0, A, &magnitude)
-            buf[i] = der
-            g += _dloss(row, L) * der
-            h += _weight(row, L) * der * der
-            noise += _weight(row, L) * magnitude * magnitude
-        if h <= NOISE * NOISE * noise:
-            g = 0
-            h = 0
-        delta = _step(g, mu * h, beta, p)
-        if delta != 0:
-            gamma[r * k + s] = <floating> (p + delta)
-            delta = gamma[r * k + s] - p  # the step actually taken in this precision
-            for i in range(n):
-                row = state + i * stride
-                row[PRED] += delta * buf[i]
-                _add_powers(row + cur, width, p, -1.0)
-                _add_powers(row + cur, width, p + delta, 1.0)
-            max_change = max(max_change, fabs(delta))
-    # The features, group by group.
     cdef Sweep sweep
     sweep.L = L[0]
     sweep.cur = cur
@@ -980,6 +954,25 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     sweep.scratch = scratch
     sweep.A = A
     sweep.base = base if has_next and first_full else NULL
+    # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
+    # a feature (their next-component share is already in the next cache's start).
+    for r in range(n_dummy):
+        p = gamma[r * k + s]
+        sums[0] = sums[1] = sums[2] = 0
+        for i in range(n):
+            _entry_terms(1.0, state + i * L.stride, p, &sweep, kind, terms)
+            for t in range(3):
+                sums[t] += terms[t]
+        if sums[1] <= NOISE * NOISE * sums[2]:
+            sums[0] = sums[1] = 0
+        delta = _step(sums[0], mu * sums[1], beta, p)
+        if delta != 0:
+            gamma[r * k + s] = <floating> (p + delta)
+            delta = gamma[r * k + s] - p  # the step actually taken in this precision
+            for i in range(n):
+                _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
+            max_change = max(max_change, fabs(delta))
+    # The features, group by group.
     return max(max_change, _cd_groups(G, group_columns, rows, columns, values, n, Pb + s,
                                       k, mu, beta, state, &sweep, kind, pending,
                                       has_next and first_full and n_dummy == 0))
@@ -1351,10 +1344,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     L.stride = L.cache + 2 * L.width
     cdef double[::1] state_buffer = np.empty(n * L.stride + 1, dtype=np.float64)
-    cdef double[::1] row_buffer = np.empty(n + 1, dtype=np.float64)
     cdef double[::1] column_scratch = np.empty((d + 1) * COL_STRIDE, dtype=np.float64)
     cdef double* state = &state_buffer[0]
-    cdef double* buf = &row_buffer[0]
     # Records start on a cache line (one line each: the prefetch fetches all of it).
     cdef double* scratch = &column_scratch[0]
     scratch = <double*> ((<size_t> scratch + 63) & ~(<size_t> 63))
@@ -1435,7 +1426,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
                             n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                            cur, nxt, buf, scratch, A, base, &pending)
+                            cur, nxt, scratch, A, base, &pending)
                     max_change = max(max_change, change)
             for i in range(n):
                 y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
