@@ -55,24 +55,10 @@ from libc.math cimport fabs
 from libc.stdint cimport uint64_t
 
 from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
-                        anova_from_power_sums, anova_coordinate_derivative)
+                        POLYLITE_PREFETCH, anova_from_power_sums,
+                        anova_coordinate_derivative)
 from ._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
 
-
-cdef extern from *:
-    """
-    /* A volatile asm on x86-64: GCC would otherwise see the helper that holds the
-       prefetch as a side-effect-free function and delete its calls. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    #define POLYLITE_PREFETCH(p) \
-        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
-    #elif defined(__GNUC__) || defined(__clang__)
-    #define POLYLITE_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
-    #else
-    #define POLYLITE_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void POLYLITE_PREFETCH(const void* p) noexcept nogil
 
 # A derivative whose magnitude is below this multiple of eps times the size of the terms
 # it was computed from is rounding noise: the coordinate is treated as uninformed.

@@ -13,6 +13,11 @@ ctypedef fused index_t:
     int32_t
     int64_t
 
+# Software prefetch (one definition, in C, for every module that cimports this one).
+cdef extern from "_prefetch.h":
+    void POLYLITE_PREFETCH(const void* p) noexcept nogil
+    void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
+
 cdef enum:
     ANOVA = 0
     ALL_SUBSETS = 1

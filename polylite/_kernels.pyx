@@ -10,28 +10,6 @@ from libc.stdlib cimport malloc, free
 
 cdef extern from *:
     """
-    /* Software prefetch of a block of memory (the rows of P that a later CSR row needs).
-       A volatile asm on x86-64 so that GCC cannot drop it as side-effect free. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    #define POLYLITE_KPREFETCH(p) \
-        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
-    #elif defined(__GNUC__) || defined(__clang__)
-    #define POLYLITE_KPREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
-    #else
-    #define POLYLITE_KPREFETCH(p) ((void)0)
-    #endif
-    static inline void polylite_prefetch_block(const void *p, size_t nbytes) {
-        const char *c = (const char *)p;
-        const char *last = c + nbytes - 1;
-        for (; c < last; c += 64) POLYLITE_KPREFETCH(c);
-        POLYLITE_KPREFETCH(last);
-    }
-    """
-    void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
-
-
-cdef extern from *:
-    """
     /* One item (value x, factor row `row`) of the ANOVA dynamic programme on the table
        a[t*k + s] (row t = degree t), for the degrees t (the highest) down to t_lo >= 1:
            a[t] += x row * a[t-1],   with a[0] = 1 implicit (never read).

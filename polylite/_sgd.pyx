@@ -21,23 +21,9 @@ from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
 
 from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
-                        anova_gradient, all_subsets_gradient, linear_forms)
+                        POLYLITE_PREFETCH, anova_gradient, all_subsets_gradient,
+                        linear_forms)
 from ._losses cimport loss_derivative, loss_value
-
-cdef extern from *:
-    """
-    /* A volatile asm on x86-64: GCC may otherwise delete a prefetch it sees as having no
-       effect (see _cd.pyx). */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    #define POLYLITE_PREFETCH(p) \
-        __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char *)(p)))
-    #elif defined(__GNUC__) || defined(__clang__)
-    #define POLYLITE_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
-    #else
-    #define POLYLITE_PREFETCH(p) ((void)0)
-    #endif
-    """
-    void POLYLITE_PREFETCH(const void* p) noexcept nogil
 
 cdef double ADAGRAD_EPS = 1e-8
 
