@@ -53,6 +53,7 @@ import numpy as np
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs
 from libc.stdint cimport uint64_t
+from cython.parallel cimport prange
 
 from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_from_power_sums,
@@ -165,6 +166,14 @@ cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const ind
 cdef inline Py_ssize_t _row_of(const index_t* rows, Py_ssize_t z) noexcept nogil:
     """The row of a group's entry z (``rows`` NULL: the group has an entry in every row)."""
     return rows[z] if rows != NULL else z
+
+
+cdef inline bint _chunk(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
+                        Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    """Thread t's entries lo..hi-1 of ``count``; false when it has none."""
+    lo[0] = count * t // threads
+    hi[0] = count * (t + 1) // threads
+    return hi[0] > lo[0]
 
 
 cdef inline double _step(double grad, double curvature, double reg,
@@ -413,31 +422,50 @@ cdef inline void _add_factor(double* D, int kind, Py_ssize_t width,
         _add_powers(D, width, q, 1.0)
 
 
-cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
-                     int kernel, int degree, const floating* P, Py_ssize_t k,
-                     Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
-                     const floating* csr_data, const index_t* csr_indices,
-                     const index_t* csr_indptr, double* base) noexcept nogil:
-    """Compute the cache of component s in every row from scratch (row-wise pass);
-    ``base`` is work space for _slot_base."""
-    cdef Py_ssize_t i, z, t, nnz = csr_indptr[n]
-    cdef int kind = _kind(kernel, degree)
+cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
+                      Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
+                      const floating* P, Py_ssize_t k, Py_ssize_t s,
+                      const floating* csr_data, const index_t* csr_indices,
+                      const index_t* csr_indptr, const double* base) noexcept nogil:
+    cdef Py_ssize_t i, z, t_, lo, hi, end
     cdef double q
     cdef double* D
-    _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
-    for i in range(n):
+    if not _chunk(t, threads, n, &lo, &hi):
+        return
+    end = csr_indptr[hi]
+    for i in range(lo, hi):
         D = state + i * L.stride + slot
-        for t in range(L.width):
-            D[t] = base[t]
+        for t_ in range(L.width):
+            D[t_] = base[t_]
         for z in range(csr_indptr[i], csr_indptr[i + 1]):
             # The factors are read at random: request them ahead.
-            if z + PREFETCH_AHEAD < nnz:
+            if z + PREFETCH_AHEAD < end:
                 POLYLITE_PREFETCH(P + csr_indices[z + PREFETCH_AHEAD] * k + s)
             q = <double> P[csr_indices[z] * k + s] * csr_data[z]
             if kernel == POLYNOMIAL:
                 D[0] += q
             else:
                 _add_factor(D, kind, L.width, q)
+
+
+cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                     int kernel, int degree, const floating* P, Py_ssize_t k,
+                     Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
+                     const floating* csr_data, const index_t* csr_indices,
+                     const index_t* csr_indptr, double* base,
+                     int threads) noexcept nogil:
+    """Compute the cache of component s in every row from scratch (row-wise pass, on
+    ``threads`` threads); ``base`` is work space for _slot_base."""
+    cdef Py_ssize_t t
+    cdef int kind = _kind(kernel, degree)
+    _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
+    if threads == 1:
+        _fill_chunk(0, 1, state, L, n, slot, kernel, kind, P, k, s, csr_data,
+                    csr_indices, csr_indptr, base)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _fill_chunk(t, threads, state, L, n, slot, kernel, kind, P, k, s, csr_data,
+                    csr_indices, csr_indptr, base)
 
 
 # ---- a group of row-disjoint columns -----------------------------------------------------
@@ -457,10 +485,24 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
 # first of component s + 1 (without dummies, whose steps need every row updated): a row's
 # cache of s + 1 is complete once the last group's step of component s is applied to it.
 
+cdef struct Threads:
+    # The threads that share every pass over a group's entries: thread t takes the t-th
+    # of ``count`` equal runs of entries (rows, since a row has at most one entry in a
+    # group) and sums its gradients into scratch records of its own (thread 0: the shared
+    # ones), added up in thread order after the pass (_group_reduce).
+    int count
+    double* private      # the records of threads 1..count-1, ``stride`` doubles apart
+    Py_ssize_t stride
+    double* partial      # 2 * count doubles: each thread's share of a sum or maximum
+    double* work         # each thread's work space for _anova_derivative, ``work_stride``
+    Py_ssize_t work_stride  # doubles apart
+
+
 cdef struct Sweep:
     # What the passes of one sweep share (copied into a local by each pass, so that the
     # compiler knows the row writes cannot change it).
     Layout L
+    const Threads* threads
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
     Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
                          # one, see _apply_entry)
@@ -661,12 +703,11 @@ cdef struct Pending:
     Sweep sweep          # of its component
 
 
-cdef void _gradients_of(const index_t* rows, const index_t* columns,
-                        const floating* values, Py_ssize_t count, bint single,
-                        const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+cdef inline void _gradients_range(const index_t* rows, const index_t* columns,
+                                  const floating* values, Py_ssize_t count, bint single,
+                                  const Sweep* sw, double* state,
+                                  kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
-    if count == 0:
-        return
     if _is_simple(&sw.L):
         if single:
             _gradient_rows(rows, columns, values, count, sw, state, kind, True, True)
@@ -678,27 +719,23 @@ cdef void _gradients_of(const index_t* rows, const index_t* columns,
         _gradient_rows(rows, columns, values, count, sw, state, kind, False, False)
 
 
-cdef void _updates_of(const index_t* rows, const index_t* columns,
-                      const floating* values, Py_ssize_t count, bint single,
-                      const Sweep* sw, bint reset, double* state,
-                      kind_tag* tag) noexcept nogil:
+cdef inline void _updates_range(const index_t* rows, const index_t* columns,
+                                const floating* values, Py_ssize_t count, bint single,
+                                const Sweep* sw, bint reset, double* state,
+                                kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
-    if count == 0:
-        return
     if single:
         _update_rows(rows, columns, values, count, sw, reset, state, kind, True)
     else:
         _update_rows(rows, columns, values, count, sw, reset, state, kind, False)
 
 
-cdef void _fused_of(const Pending* done, const index_t* done_columns,
-                    const floating* done_values, const index_t* columns,
-                    const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
-                    double* state, kind_tag* tag) noexcept nogil:
+cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
+                              const floating* done_values, const index_t* columns,
+                              const floating* values, bint single, const Sweep* sw,
+                              Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
     cdef const Sweep* dsw = &done.sweep
-    if n == 0:
-        return
     if not _is_simple(&sw.L):  # one loop, with the tests
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, False, done.single, single)
@@ -714,6 +751,105 @@ cdef void _fused_of(const Pending* done, const index_t* done_columns,
     else:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, False)
+
+
+# Each pass over a group's entries runs on sw.threads.count threads, thread t on the t-th
+# run of entries (_chunk), with its own work space and scratch records for the sums
+# (_thread_sweep).
+
+cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept nogil:
+    """Make ``local`` (a copy of the sweep) use thread t's work space for
+    _anova_derivative and, with ``sums``, sum into thread t's scratch records."""
+    local.A = local.threads.work + t * local.threads.work_stride
+    if sums and t > 0:
+        local.scratch = local.threads.private + (t - 1) * local.threads.stride
+
+
+cdef void _gradients_chunk(Py_ssize_t t, const index_t* rows, const index_t* columns,
+                           const floating* values, Py_ssize_t count, bint single,
+                           const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Sweep local = sw[0]
+    if not _chunk(t, sw.threads.count, count, &lo, &hi):
+        return
+    _thread_sweep(&local, t, True)
+    # A group with an entry in every row lists no rows: its entry z is row z.
+    _gradients_range(rows + lo if rows != NULL else NULL,
+                     columns if single else columns + lo, values + lo, hi - lo, single,
+                     &local, state if rows != NULL else state + lo * sw.L.stride, tag)
+
+
+cdef void _gradients_of(const index_t* rows, const index_t* columns,
+                        const floating* values, Py_ssize_t count, bint single,
+                        const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t t, threads = sw.threads.count
+    if count == 0:
+        return
+    if threads == 1:
+        _gradients_range(rows, columns, values, count, single, sw, state, tag)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _gradients_chunk(t, rows, columns, values, count, single, sw, state, tag)
+
+
+cdef void _updates_chunk(Py_ssize_t t, const index_t* rows, const index_t* columns,
+                         const floating* values, Py_ssize_t count, bint single,
+                         const Sweep* sw, bint reset, double* state,
+                         kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Sweep local = sw[0]
+    if not _chunk(t, sw.threads.count, count, &lo, &hi):
+        return
+    _thread_sweep(&local, t, False)
+    _updates_range(rows + lo if rows != NULL else NULL,
+                   columns if single else columns + lo, values + lo, hi - lo, single,
+                   &local, reset, state if rows != NULL else state + lo * sw.L.stride, tag)
+
+
+cdef void _updates_of(const index_t* rows, const index_t* columns,
+                      const floating* values, Py_ssize_t count, bint single,
+                      const Sweep* sw, bint reset, double* state,
+                      kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t t, threads = sw.threads.count
+    if count == 0:
+        return
+    if threads == 1:
+        _updates_range(rows, columns, values, count, single, sw, reset, state, tag)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _updates_chunk(t, rows, columns, values, count, single, sw, reset, state, tag)
+
+
+cdef void _fused_chunk(Py_ssize_t t, const Pending* done, const index_t* done_columns,
+                       const floating* done_values, const index_t* columns,
+                       const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                       double* state, kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Sweep local = sw[0]
+    cdef Pending local_done = done[0]
+    if not _chunk(t, sw.threads.count, n, &lo, &hi):
+        return
+    _thread_sweep(&local, t, True)
+    _thread_sweep(&local_done.sweep, t, False)
+    _fused_range(&local_done, done_columns if done.single else done_columns + lo,
+                 done_values + lo, columns if single else columns + lo, values + lo,
+                 single, &local, hi - lo, state + lo * sw.L.stride, tag)
+
+
+cdef void _fused_of(const Pending* done, const index_t* done_columns,
+                    const floating* done_values, const index_t* columns,
+                    const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                    double* state, kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t t, threads = sw.threads.count
+    if n == 0:
+        return
+    if threads == 1:
+        _fused_range(done, done_columns, done_values, columns, values, single, sw, n,
+                     state, tag)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _fused_chunk(t, done, done_columns, done_values, columns, values, single, sw, n,
+                     state, tag)
 
 
 # Dispatch to the copy of each pass for the kind.
@@ -788,42 +924,120 @@ cdef void _fused(const Pending* done, const index_t* done_columns,
                   <TagAnova*> NULL)
 
 
-cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, double* scratch,
+cdef enum:
+    # A loop over a group's columns is shared by the threads from this many per thread.
+    MIN_COLUMNS_PER_THREAD = 4096
+
+
+cdef inline int _column_threads(const Threads* th, Py_ssize_t count) noexcept nogil:
+    return th.count if count >= MIN_COLUMNS_PER_THREAD * th.count else 1
+
+
+cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
+                       Py_ssize_t count, double* scratch, floating* param,
+                       Py_ssize_t param_stride, double mu, double reg,
+                       double* max_change) noexcept nogil:
+    cdef Py_ssize_t c, j, lo, hi
+    cdef double* col
+    cdef double g, h, p, delta, largest = 0
+    if _chunk(t, threads, count, &lo, &hi):
+        for c in range(lo, hi):
+            j = group_columns[c]
+            col = scratch + j * COL_STRIDE
+            g = col[COL_GRAD]
+            h = col[COL_CURV]
+            if h <= NOISE * NOISE * col[COL_NOISE]:
+                g = 0
+                h = 0
+            p = col[COL_P]
+            delta = _unseen_or_step(col[COL_SUPPORT], g, mu * h, reg, p)
+            if delta != 0:
+                param[j * param_stride] = <floating> (p + delta)
+                delta = param[j * param_stride] - p  # the step taken in this precision
+                largest = max(largest, fabs(delta))
+            col[COL_STEP] = delta
+    max_change[t] = largest
+
+
+cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
                        floating* param, Py_ssize_t param_stride, double mu, double reg,
                        double* max_change) noexcept nogil:
     """Between the passes: take every column's step, store it, and note it in scratch."""
-    cdef Py_ssize_t c, j
-    cdef double* col
-    cdef double g, h, p, delta
-    for c in range(count):
-        j = group_columns[c]
-        col = scratch + j * COL_STRIDE
-        g = col[COL_GRAD]
-        h = col[COL_CURV]
-        if h <= NOISE * NOISE * col[COL_NOISE]:
-            g = 0
-            h = 0
-        p = col[COL_P]
-        delta = _unseen_or_step(col[COL_SUPPORT], g, mu * h, reg, p)
-        if delta != 0:
-            param[j * param_stride] = <floating> (p + delta)
-            delta = param[j * param_stride] - p  # the step actually taken in this precision
-            max_change[0] = max(max_change[0], fabs(delta))
-        col[COL_STEP] = delta
+    cdef Py_ssize_t t
+    cdef int threads = _column_threads(sw.threads, count)
+    cdef double* largest = sw.threads.partial
+    if threads == 1:
+        _steps_chunk(0, 1, group_columns, count, sw.scratch, param, param_stride, mu, reg,
+                     largest)
+    else:
+        for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+            _steps_chunk(t, threads, group_columns, count, sw.scratch, param,
+                         param_stride, mu, reg, largest)
+    for t in range(threads):
+        max_change[0] = max(max_change[0], largest[t])
 
 
-cdef void _group_start(const index_t* group_columns, Py_ssize_t count, double* scratch,
-                       const floating* param, Py_ssize_t param_stride,
-                       bint has_next) noexcept nogil:
-    """Before pass 1: each column's current value (and next component's), zero sums."""
-    cdef Py_ssize_t c, j
+cdef inline void _start_sums(double* col, double p) noexcept nogil:
+    col[COL_P] = p
+    col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = col[COL_SUPPORT] = 0
+
+
+cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
+                       Py_ssize_t count, const Sweep* sw, const floating* param,
+                       Py_ssize_t param_stride) noexcept nogil:
+    cdef Py_ssize_t c, j, other, lo, hi
     cdef double* col
-    for c in range(count):
+    cdef const Threads* th = sw.threads
+    if not _chunk(t, threads, count, &lo, &hi):
+        return
+    for c in range(lo, hi):
         j = group_columns[c]
-        col = scratch + j * COL_STRIDE
-        col[COL_P] = param[j * param_stride]
-        col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = col[COL_SUPPORT] = 0
-        col[COL_NEXT] = param[j * param_stride + 1] if has_next else 0
+        col = sw.scratch + j * COL_STRIDE
+        _start_sums(col, param[j * param_stride])
+        col[COL_NEXT] = param[j * param_stride + 1] if sw.has_next else 0
+        for other in range(th.count - 1):
+            _start_sums(th.private + other * th.stride + j * COL_STRIDE, col[COL_P])
+
+
+cdef void _group_start(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
+                       const floating* param, Py_ssize_t param_stride) noexcept nogil:
+    """Before pass 1: each column's current value (and next component's), zero sums, in
+    the shared scratch records and in each other thread's."""
+    cdef Py_ssize_t t
+    cdef int threads = _column_threads(sw.threads, count)
+    if threads == 1:
+        _start_chunk(0, 1, group_columns, count, sw, param, param_stride)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _start_chunk(t, threads, group_columns, count, sw, param, param_stride)
+
+
+cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
+                        Py_ssize_t count, const Sweep* sw) noexcept nogil:
+    cdef Py_ssize_t c, j, other, lo, hi
+    cdef const Threads* th = sw.threads
+    if not _chunk(t, threads, count, &lo, &hi):
+        return
+    for c in range(lo, hi):
+        j = group_columns[c]
+        for other in range(th.count - 1):
+            _add_terms(sw.scratch + j * COL_STRIDE,
+                       th.private + other * th.stride + j * COL_STRIDE + COL_GRAD)
+
+
+cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
+                        const Sweep* sw) noexcept nogil:
+    """After pass 1: add the other threads' sums to the shared records, in thread order
+    (so that a fit is the same from one run to the next)."""
+    cdef Py_ssize_t t
+    cdef int threads = _column_threads(sw.threads, count)
+    if sw.threads.count == 1:
+        return
+    if threads == 1:
+        _reduce_chunk(0, 1, group_columns, count, sw)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _reduce_chunk(t, threads, group_columns, count, sw)
 
 
 cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns,
@@ -873,8 +1087,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
                     max_change = max(max_change, fabs(<double> param[j * param_stride]))
                     param[j * param_stride] = 0
             continue
-        _group_start(group_columns + c0, c1 - c0, sw.scratch, param, param_stride,
-                     sw.has_next)
+        _group_start(group_columns + c0, c1 - c0, sw, param, param_stride)
         if pending.group >= 0 and full:
             _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
                    values + G.group_ptr[pending.group],
@@ -885,7 +1098,8 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
             _flush(pending, G, group_columns, columns, values, n, state, kind)
             _gradients(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
                        values + e0, e1 - e0, single, sw, state, kind)
-        _group_steps(group_columns + c0, c1 - c0, sw.scratch, param, param_stride, mu, reg,
+        _group_reduce(group_columns + c0, c1 - c0, sw)
+        _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
         # The next component's caches start from sw.base in the first group's pass 2.
         pending.reset = g == 0 and sw.base != NULL
@@ -907,8 +1121,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t s, int kernel, int degree, floating* Pb,
                           floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
-                          Py_ssize_t nxt, double* scratch, double* A,
-                          double* base, Pending* pending) noexcept nogil:
+                          Py_ssize_t nxt, double* scratch, const Threads* threads,
+                          double* A, double* base, Pending* pending) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.
 
@@ -933,6 +1147,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
             _reset_slot(state, L, n, nxt, base)
     cdef Sweep sweep
     sweep.L = L[0]
+    sweep.threads = threads
     sweep.cur = cur
     sweep.nxt = nxt
     sweep.has_next = has_next
@@ -1250,6 +1465,58 @@ cdef double _cd_poly_component(
     return max_change
 
 
+# ---- passes over all rows (records in and out, the intercept) --------------------------
+
+cdef void _load_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
+                      const double* y, const double* y_pred, const double* sample_weight,
+                      Py_ssize_t n) noexcept nogil:
+    """Start the rows' records: prediction (residual for the squared loss), label, weight."""
+    cdef Py_ssize_t i, lo, hi
+    cdef double* row
+    if not _chunk(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        row = state + i * L.stride
+        if L.label >= 0:
+            row[PRED] = y_pred[i]
+            row[L.label] = y[i]
+        else:
+            row[PRED] = y_pred[i] - y[i]
+        if L.weight >= 0:
+            row[L.weight] = sample_weight[i]
+
+
+cdef void _store_chunk(Py_ssize_t t, int threads, const double* state, const Layout* L,
+                       const double* y, double* y_pred, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, lo, hi
+    if not _chunk(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
+
+
+cdef void _intercept_chunk(Py_ssize_t t, int threads, const double* state,
+                           const Layout* L, Py_ssize_t n, double* sums) noexcept nogil:
+    """Thread t's share of the intercept's gradient and curvature, in sums[2t:2t+2]."""
+    cdef Py_ssize_t i, lo, hi
+    cdef double g = 0, h = 0
+    if _chunk(t, threads, n, &lo, &hi):
+        for i in range(lo, hi):
+            g += _dloss(state + i * L.stride, L)
+            h += _weight(state + i * L.stride, L)
+    sums[2 * t] = g
+    sums[2 * t + 1] = h
+
+
+cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
+                       Py_ssize_t n, double delta) noexcept nogil:
+    cdef Py_ssize_t i, lo, hi
+    if not _chunk(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        state[i * L.stride + PRED] += delta
+
+
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1257,15 +1524,20 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              const int[::1] degrees, floating[:, ::1] gamma,
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
-             floating[::1] lam=None, bint fit_lam=False):
+             floating[::1] lam=None, bint fit_lam=False, int n_threads=1):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
     ``disjoint`` false for kernel POLYNOMIAL).  ``sample_weight`` must sum to 1;
     ``y_pred`` must hold the model's current predictions on entry and holds them on
     return.  ``intercept`` is a length-1 array.  ``lam`` (the output weights of the
-    polynomial kernel) is required for kernel POLYNOMIAL.
+    polynomial kernel) is required for kernel POLYNOMIAL.  ``n_threads`` threads share
+    each pass over a group's entries (the sums of a step are then added in another
+    order: the result agrees with one thread's to rounding); the polynomial kernel and
+    the passes over all rows (first caches, dummies, intercept) run on one.
     """
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != P.shape[2]):
         raise ValueError("the polynomial kernel needs one output weight per component")
     cdef const Py_ssize_t[::1] group_ptr = groups[0]
@@ -1335,9 +1607,23 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     # Records start on a cache line (one line each: the prefetch fetches all of it).
     cdef double* scratch = &column_scratch[0]
     scratch = <double*> ((<size_t> scratch + 63) & ~(<size_t> 63))
-    # Work space: _anova_derivative's, then a cache slot (see _slot_base).
-    cdef double* A = <double*> malloc(3 * (max_degree + 1) * sizeof(double))
-    cdef double* base = A + 2 * (max_degree + 1)
+    # The other threads' scratch records (only the columns of the group being summed are
+    # touched, see _group_start).
+    cdef Threads threads
+    threads.count = n_threads
+    threads.stride = (d + 1) * COL_STRIDE
+    cdef double[::1] private_scratch = np.empty((n_threads - 1) * threads.stride + COL_STRIDE,
+                                                dtype=np.float64)
+    threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
+    cdef double[::1] partial = np.empty(2 * n_threads, dtype=np.float64)
+    threads.partial = &partial[0]
+    cdef Py_ssize_t t
+    # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
+    threads.work_stride = 2 * (max_degree + 1)
+    cdef double* A = <double*> malloc((n_threads * threads.work_stride + max_degree + 1)
+                                      * sizeof(double))
+    cdef double* base = A + n_threads * threads.work_stride
+    threads.work = A
     cdef Pending pending
     pending.group = -1
     cdef double* row
@@ -1352,32 +1638,31 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
     try:
         with nogil:
-            for i in range(n):
-                row = state + i * L.stride
-                if L.label >= 0:
-                    row[PRED] = y_pred[i]
-                    row[L.label] = y[i]
-                else:
-                    row[PRED] = y_pred[i] - y[i]
-                if L.weight >= 0:
-                    row[L.weight] = sample_weight[i]
+            for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                            chunksize=1):
+                _load_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], &sample_weight[0],
+                            n)
             if fit_intercept and n > 0:
+                for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                                chunksize=1):
+                    _intercept_chunk(t, n_threads, state, &L, n, threads.partial)
                 g = 0
                 h = 0
-                for i in range(n):
-                    row = state + i * L.stride
-                    g += _dloss(row, &L)
-                    h += _weight(row, &L)
+                for t in range(n_threads):
+                    g = g + threads.partial[2 * t]
+                    h = h + threads.partial[2 * t + 1]
                 delta = _step(g, mu * h, 0.0, intercept[0])
                 if delta != 0:
                     change = intercept[0]
                     intercept[0] = <floating> (intercept[0] + delta)
                     delta = intercept[0] - change
-                    for i in range(n):
-                        state[i * L.stride] += delta
+                    for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                                    chunksize=1):
+                        _shift_chunk(t, n_threads, state, &L, n, delta)
                     max_change = max(max_change, fabs(delta))
             if fit_linear and d > 0:
                 linear.L = L
+                linear.threads = &threads
                 linear.cur = 0
                 linear.nxt = -1
                 linear.has_next = False
@@ -1401,7 +1686,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
-                                   &csr_indptr[0], base)
+                                   &csr_indptr[0], base, n_threads)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
@@ -1412,10 +1697,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
                             n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                            cur, nxt, scratch, A, base, &pending)
+                            cur, nxt, scratch, &threads, A, base, &pending)
                     max_change = max(max_change, change)
-            for i in range(n):
-                y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
+            for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                            chunksize=1):
+                _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
     finally:
         free(A)
     return max_change

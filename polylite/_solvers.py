@@ -5,6 +5,8 @@ knows the current predictions on the training rows, so the estimator's loop can 
 objective, report progress, test convergence and stop early, whatever the solver.
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
+import os
+
 import numpy as np
 import scipy.optimize
 from threadpoolctl import threadpool_limits
@@ -29,6 +31,23 @@ def column_groups(X, kernel):
                              kernel != "polynomial")
 
 
+# Below this many rows per thread, a pass is too short for the threads to pay.
+MIN_ROWS_PER_THREAD = 20_000
+
+
+def cd_threads(n_jobs, n_rows):
+    """Threads for the passes of coordinate descent: ``n_jobs`` as in scikit-learn
+    (None: 1; -1: every CPU this process may run on, -2: all but one...), fewer when the
+    rows are too few to share."""
+    if n_jobs is None:
+        return 1
+    if n_jobs < 0:
+        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)
+        n_jobs = max(1, cpus + 1 + n_jobs)
+    return int(max(1, min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)))
+
+
 class CoordinateDescent:
     """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1."""
 
@@ -38,6 +57,7 @@ class CoordinateDescent:
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
+        self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0])
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
@@ -45,7 +65,7 @@ class CoordinateDescent:
             self.groups, X.data, X.indices, X.indptr, self.y, self.sw,
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
-            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam))
+            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads)
 
     def predictions(self):
         return self.y_pred

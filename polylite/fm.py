@@ -18,6 +18,11 @@ class _BaseFactorizationMachine(_PolynomialModel):
         _check_number(self.degree, "degree", low=2, integer=True)
         _check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
         _check_choice(self.kernel, "kernel", FM_KERNELS)
+        if self.n_jobs is not None:
+            _check_number(self.n_jobs, "n_jobs", integer=True)
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs must be None, a positive number of threads or a "
+                                 "negative count back from every CPU (-1: all), got 0")
 
     def _structure(self):
         if self.kernel == "all-subsets":
@@ -99,6 +104,12 @@ _FM_PARAMS_DOC = """
         Seed of the factor initialisation.
     verbose : int, default=0
         Print the objective after every epoch when > 0.
+    n_jobs : int or None, default=None
+        Threads that share each pass of "cd" over the rows (None: 1; -1: every CPU the
+        process may use; fewer on data too small to share, under 20,000 rows per
+        thread).  The sums of a step are then added in another order, so the fit agrees
+        with one thread's to rounding, and is the same from run to run.  The other
+        solvers run on one thread.
 """
 
 _FM_OBJECTIVE_DOC = """
@@ -145,7 +156,8 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
                  beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="cd",
                  learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         _store_init_params(self, locals())
 
 
@@ -174,5 +186,6 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         _store_init_params(self, locals())

@@ -111,7 +111,8 @@ def _singleton_groups(X, order):
             np.concatenate([Xc.data[p] for p in parts]))
 
 
-def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0):
+def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
+            n_threads=1):
     rng = np.random.RandomState(seed)
     n, d = X.shape
     k = 3
@@ -127,10 +128,11 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0)
         _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
-                     0.01, 0.02, True, True, y_pred)
+                     0.01, 0.02, True, True, y_pred, n_threads=n_threads)
     return params, y_pred
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
@@ -139,7 +141,7 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0)
                                      ((3,), "anova", 2), ((0,), "all-subsets", 0)],
                          ids=["m2", "m2-3", "m4", "m5", "m3-shared", "subsets"])
 def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weighted,
-                                                              dtype):
+                                                              dtype, n_threads):
     degrees, kernel, n_dummy = variant
     X, rng = _fields_matrix(dtype=dtype)
     n = X.shape[0]
@@ -148,7 +150,8 @@ def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weig
     groups = _solvers.column_groups(X, kernel)
     order = np.concatenate([cols for cols, *_ in _unpack(groups)])
     got, got_pred = _epochs(X, y, sw / sw.sum(), groups, degrees=list(degrees),
-                            kernel=kernel, n_dummy=n_dummy, loss=loss, epochs=3)
+                            kernel=kernel, n_dummy=n_dummy, loss=loss, epochs=3,
+                            n_threads=n_threads)
     # The reference gets one more row, empty and of weight 0: it changes no sum, but no
     # column has an entry in every row any more, so no pass is fused.
     X_ref = sp.vstack([X, sp.csr_matrix((1, X.shape[1]), dtype=dtype)]).tocsr()
@@ -238,3 +241,38 @@ def test_cd_epoch_rejects_groups_that_omit_rows_they_need():
                      np.full(n, 1 / n), np.zeros(1), np.zeros(d), np.zeros((1, d, 2)),
                      np.array([2], np.intc), np.zeros((0, 2)), kernels.KERNELS["anova"], 0,
                      0.0, 0.0, True, True, np.zeros(n))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_threads_share_the_passes_of_wide_groups(weighted):
+    """Many rows and a field of many levels: the loops over a group's columns (start,
+    steps, the threads' sums added up) are shared too; the result agrees with one
+    thread's to rounding, and is the same from one run to the next."""
+    rng = np.random.RandomState(0)
+    n, levels = 30000, 9000
+    field = sp.csr_matrix((np.ones(n), (np.arange(n), rng.randint(levels, size=n))),
+                          shape=(n, levels))
+    X = sp.hstack([field, sp.csr_matrix(rng.randn(n, 2))]).tocsr()
+    X.sort_indices()
+    y = rng.randn(n)
+    sw = rng.uniform(0.2, 2.0, size=n) if weighted else np.ones(n)
+    groups = _solvers.column_groups(X, "anova")
+    assert max(np.diff(groups[1])) >= 2 * 4096  # MIN_COLUMNS_PER_THREAD per thread
+    runs = [_epochs(X, y, sw / sw.sum(), groups, degrees=[2, 3], kernel="anova",
+                    n_dummy=0, loss="squared", epochs=2, n_threads=threads)
+            for threads in (1, 2, 2)]
+    (one, one_pred), (two, two_pred), (again, again_pred) = runs
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
+        np.testing.assert_array_equal(again[name], two[name])
+    np.testing.assert_allclose(two_pred, one_pred, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(again_pred, two_pred)
+
+
+def test_cd_epoch_rejects_a_thread_count_below_one():
+    X, rng = _fields_matrix()
+    with pytest.raises(ValueError, match="n_threads must be at least 1"):
+        _epochs(X, rng.randn(X.shape[0]), np.full(X.shape[0], 1 / X.shape[0]),
+                _solvers.column_groups(X, "anova"), degrees=[2], kernel="anova",
+                n_dummy=0, loss="squared", epochs=1, n_threads=0)

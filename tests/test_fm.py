@@ -825,6 +825,36 @@ def test_random_state_reproducible():
     assert not np.allclose(a, c)
 
 
+def test_n_jobs_agrees_with_one_thread():
+    """Threads share the CD passes over the rows: the same fit to rounding."""
+    rng = np.random.RandomState(18)
+    n = 2 * _solvers.MIN_ROWS_PER_THREAD
+    users = sp.csr_matrix((np.ones(n), (np.arange(n), rng.randint(300, size=n))),
+                          shape=(n, 300))
+    X = sp.hstack([users, sp.csr_matrix(rng.randn(n, 2))]).tocsr()
+    y = rng.randn(n)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for n_jobs in (None, 2):
+            fits[n_jobs] = FactorizationMachineRegressor(
+                degree=3, n_components=3, max_iter=3, tol=0.0, random_state=0,
+                n_jobs=n_jobs).fit(X, y)
+    np.testing.assert_allclose(fits[2].P_, fits[None].P_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fits[2].predict(X), fits[None].predict(X), rtol=1e-9,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("n_jobs, n_rows, cpus, threads", [
+    (None, 10**6, 8, 1), (1, 10**6, 8, 1), (4, 10**6, 8, 4), (-1, 10**6, 8, 8),
+    (-2, 10**6, 8, 7), (-20, 10**6, 8, 1), (8, 50_000, 8, 2), (-1, 100, 8, 1)])
+def test_cd_threads_follow_n_jobs_and_the_rows(monkeypatch, n_jobs, n_rows, cpus,
+                                               threads):
+    monkeypatch.setattr(_solvers.os, "sched_getaffinity", lambda pid: set(range(cpus)),
+                        raising=False)
+    assert _solvers.cd_threads(n_jobs, n_rows) == threads
+
+
 # --------------------------------------------------------------------------------------
 # 7. bad input
 # --------------------------------------------------------------------------------------
@@ -840,7 +870,8 @@ def test_random_state_reproducible():
     (dict(fit_intercept="yes"), "fit_intercept"), (dict(fit_linear=None), "fit_linear"),
     (dict(lower_degrees="all"), "lower_degrees"), (dict(kernel="rbf"), "kernel"),
     (dict(kernel="polynomial"), "kernel"), (dict(solver="sgd-typo"), "solver"),
-    (dict(random_state="seed"), "random_state"), (dict(random_state=-1), "random_state")])
+    (dict(random_state="seed"), "random_state"), (dict(random_state=-1), "random_state"),
+    (dict(n_jobs=0), "n_jobs"), (dict(n_jobs=1.5), "n_jobs"), (dict(n_jobs="2"), "n_jobs")])
 @pytest.mark.parametrize("cls", [FactorizationMachineRegressor,
                                  FactorizationMachineClassifier])
 def test_invalid_parameters_raise(cls, params, name):
