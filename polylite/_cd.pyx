@@ -1495,6 +1495,24 @@ cdef void _store_chunk(Py_ssize_t t, int threads, const double* state, const Lay
         y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
 
 
+cdef void _restride(double* state, Layout* L, Py_ssize_t n,
+                    Py_ssize_t stride) noexcept nogil:
+    """Move the rows' records to ``stride`` doubles apart, keeping their first L.cache
+    (prediction, label, weight; the caches are rebuilt): each pass then reads only the
+    record sizes it needs, the linear weights' 1-3 doubles, a block of degree t's 2(t-1)
+    more.  In place, in the order that reads each record before it is overwritten."""
+    cdef Py_ssize_t i, t, old = L.stride
+    if stride < old:
+        for i in range(1, n):
+            for t in range(L.cache):
+                state[i * stride + t] = state[i * old + t]
+    elif stride > old:
+        for i in range(n - 1, 0, -1):
+            for t in range(L.cache - 1, -1, -1):
+                state[i * stride + t] = state[i * old + t]
+    L.stride = stride
+
+
 cdef void _intercept_chunk(Py_ssize_t t, int threads, const double* state,
                            const Layout* L, Py_ssize_t n, double* sums) noexcept nogil:
     """Thread t's share of the intercept's gradient and curvature, in sums[2t:2t+2]."""
@@ -1600,8 +1618,10 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     L.uniform_weight = sample_weight[0] if n > 0 else 0
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
-    L.stride = L.cache + 2 * L.width
-    cdef double[::1] state_buffer = np.empty(n * L.stride + 1, dtype=np.float64)
+    # Room for the widest records; the intercept and linear weights use the narrowest.
+    cdef double[::1] state_buffer = np.empty(n * (L.cache + 2 * L.width) + 1,
+                                             dtype=np.float64)
+    L.stride = L.cache
     cdef double[::1] column_scratch = np.empty((d + 1) * COL_STRIDE, dtype=np.float64)
     cdef double* state = &state_buffer[0]
     # Records start on a cache line (one line each: the prefetch fetches all of it).
@@ -1678,6 +1698,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                     L.width = degrees[b] - 1
                 if kernel == POLYNOMIAL and b > 0:
                     break
+                _restride(state, &L, n, L.cache + 2 * L.width)
                 for s in range(k):
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width
