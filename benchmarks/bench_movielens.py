@@ -17,8 +17,9 @@ Two column encodings:
   penalty beta/2 ||P||^2 this penalises the factors of a user or item in proportion to
   n_j^(2e) (frequency-weighted regularisation, as in ALS-WR), by feature scaling alone.
 
-The grid: k in {8, 10}, sum-scale penalty lam in {8, 9, 10, 11, 12, 14} (beta = lam / n,
-n the rows fitted), alpha = 8 / n for the biases; coordinate descent to convergence
+The grid: k in {8, 10}, sum-scale penalties lam in {8, 9, 10, 11, 12, 14} for the factors
+(beta = lam / n, n the rows fitted) and a in {2, 8} for the biases (alpha = a / n);
+coordinate descent to convergence
 (tol 1e-6, at most 300 epochs).  RMSE of predictions clipped to the rating range [1, 5].
 Baselines: the global mean and Ridge on the one-hot columns (alpha chosen on "random").
 The selected configuration is also fitted at degree 3 (rows have two nonzeros, so the
@@ -44,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 COMPONENTS = (8, 10)
 PENALTIES = (8, 9, 10, 11, 12, 14)
+BIAS_PENALTIES = (2, 8)
 EXPONENTS = {"one-hot": (0.0,), "freq-scaled": (0.125, 0.25)}
 REFERENCE_COUNT = 50.0
 
@@ -81,13 +83,13 @@ def validation_split(users, design, rng):
     return held
 
 
-def fit_score(fit, score, exponent, k, lam, shape, degree=2):
+def fit_score(fit, score, exponent, k, lam, a, shape, degree=2):
     """Fit on ``fit`` = (users, items, y), return (RMSE on ``score``, seconds, epochs)."""
     users, items, y = fit
     counts = (np.maximum(np.bincount(users, minlength=shape[0]), 1.0),
               np.maximum(np.bincount(items, minlength=shape[1]), 1.0))
     n = len(y)
-    fm = FactorizationMachineRegressor(degree=degree, n_components=k, alpha=8.0 / n,
+    fm = FactorizationMachineRegressor(degree=degree, n_components=k, alpha=a / n,
                                        beta=lam / n, init_scale=0.1, max_iter=300,
                                        tol=1e-6, random_state=0)
     start = time.perf_counter()
@@ -112,8 +114,8 @@ def main():
     print(f"u1.base {X.shape[0]} ratings, u1.test {X_test.shape[0]}; "
           f"{shape[0]} users, {shape[1]} items")
     print()
-    print(f"{'model':<54}{'val RMSE':>10}{'test RMSE':>10}{'fit s':>8}")
-    print(f"{'global mean':<54}{'':>10}{rmse(y_test, np.full_like(y_test, y.mean())):>10.4f}")
+    print(f"{'model':<60}{'val RMSE':>10}{'test RMSE':>10}{'fit s':>8}")
+    print(f"{'global mean':<60}{'':>10}{rmse(y_test, np.full_like(y_test, y.mean())):>10.4f}")
 
     rng = np.random.RandomState(0)
     splits = {design: validation_split(users, design, rng) for design in ("random", "u1-like")}
@@ -123,22 +125,22 @@ def main():
     a = min(ridge_val, key=ridge_val.get)
     start = time.perf_counter()
     ridge = Ridge(alpha=a).fit(X, y)
-    print(f"{f'linear (Ridge, alpha={a})':<54}{ridge_val[a]:>10.4f}"
+    print(f"{f'linear (Ridge, alpha={a})':<60}{ridge_val[a]:>10.4f}"
           f"{rmse(y_test, ridge.predict(X_test)):>10.4f}{time.perf_counter() - start:>8.2f}")
 
     for design, held in splits.items():
         fit = (users[~held], items[~held], y[~held])
         val = (users[held], items[held], y[held])
         for encoding, exponents in EXPONENTS.items():
-            grid = list(itertools.product(exponents, COMPONENTS, PENALTIES))
+            grid = list(itertools.product(exponents, COMPONENTS, PENALTIES, BIAS_PENALTIES))
             scores = {g: fit_score(fit, val, *g, shape)[0] for g in grid}
-            exponent, k, lam = best = min(scores, key=scores.get)
+            exponent, k, lam, a = best = min(scores, key=scores.get)
             for degree in (2, 3):
                 rmse_test, elapsed, epochs = fit_score((users, items, y), test, *best,
                                                        shape, degree=degree)
                 e = f", e={exponent}" if encoding != "one-hot" else ""
-                name = f"FM m={degree} {encoding} ({design}): k={k}, lam={lam}{e}"
-                print(f"{name:<54}{scores[best]:>10.4f}{rmse_test:>10.4f}{elapsed:>8.2f}")
+                name = f"FM m={degree} {encoding} ({design}): k={k}, lam={lam}, a={a}{e}"
+                print(f"{name:<60}{scores[best]:>10.4f}{rmse_test:>10.4f}{elapsed:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -78,9 +78,8 @@ cdef enum:
     COL_GRAD = 1       # sum_i s_i l'_i g_i
     COL_CURV = 2       # sum_i s_i g_i^2
     COL_NOISE = 3      # sum_i s_i magnitude_i^2 (rounding noise of the derivative)
-    COL_SUPPORT = 4    # sum_i s_i
-    COL_STEP = 5       # the step stored
-    COL_NEXT = 6       # the coordinate of the next component (its cache is built in pass 2)
+    COL_STEP = 4       # the step stored
+    COL_NEXT = 5       # the coordinate of the next component (its cache is built in pass 2)
 
 
 cdef enum:
@@ -503,6 +502,7 @@ cdef struct Sweep:
     # compiler knows the row writes cannot change it).
     Layout L
     const Threads* threads
+    const double* support  # per column, sum_i s_i over its rows (see column_support)
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
     Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
                          # one, see _apply_entry)
@@ -519,7 +519,7 @@ cdef struct Sweep:
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
                               int kind, double* terms) noexcept nogil:
     """Pass 1 for one entry x = x_ij of row i: its shares of column j's sums,
-    terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2, s_i)."""
+    terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2)."""
     cdef double der, magnitude, weight
     weight = row[sw.L.weight] if sw.L.weight >= 0 else sw.L.uniform_weight
     der = _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A, &magnitude)
@@ -527,14 +527,12 @@ cdef inline void _entry_terms(double x, const double* row, double p, const Sweep
                           sw.L.loss) * der
     terms[1] = weight * der * der
     terms[2] = weight * magnitude * magnitude
-    terms[3] = weight
 
 
 cdef inline void _add_terms(double* col, const double* terms) noexcept nogil:
     col[COL_GRAD] += terms[0]
     col[COL_CURV] += terms[1]
     col[COL_NOISE] += terms[2]
-    col[COL_SUPPORT] += terms[3]
 
 
 cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
@@ -553,7 +551,7 @@ cdef inline void _gather(double* col, double* sums, const double* terms,
     memory location would wait for each other)."""
     cdef int t
     if single:
-        for t in range(4):
+        for t in range(3):
             sums[t] += terms[t]
     else:
         _add_terms(col, terms)
@@ -615,12 +613,12 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
     """Pass 1 over a group's entries."""
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
-    cdef double terms[4]
-    cdef double sums[4]
+    cdef double terms[3]
+    cdef double sums[3]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
     _assume(&sw, simple)
-    sums[0] = sums[1] = sums[2] = sums[3] = 0
+    sums[0] = sums[1] = sums[2] = 0
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
@@ -666,15 +664,15 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     cdef Py_ssize_t z
     cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
-    cdef double terms[4]
-    cdef double sums[4]
+    cdef double terms[3]
+    cdef double sums[3]
     cdef double* row
     cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
     cdef double delta = done[COL_STEP], p_done = done[COL_P], p_next = done[COL_NEXT]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
     _assume(&sw, simple)
-    sums[0] = sums[1] = sums[2] = sums[3] = 0
+    sums[0] = sums[1] = sums[2] = 0
     for z in range(n):
         row = state + z * sw.L.stride
         if not done_single:
@@ -934,7 +932,8 @@ cdef inline int _column_threads(const Threads* th, Py_ssize_t count) noexcept no
 
 
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
-                       Py_ssize_t count, double* scratch, floating* param,
+                       Py_ssize_t count, double* scratch, const double* support,
+                       floating* param,
                        Py_ssize_t param_stride, double mu, double reg,
                        double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
@@ -950,7 +949,7 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 g = 0
                 h = 0
             p = col[COL_P]
-            delta = _unseen_or_step(col[COL_SUPPORT], g, mu * h, reg, p)
+            delta = _unseen_or_step(support[j], g, mu * h, reg, p)
             if delta != 0:
                 param[j * param_stride] = <floating> (p + delta)
                 delta = param[j * param_stride] - p  # the step taken in this precision
@@ -967,11 +966,11 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     cdef int threads = _column_threads(sw.threads, count)
     cdef double* largest = sw.threads.partial
     if threads == 1:
-        _steps_chunk(0, 1, group_columns, count, sw.scratch, param, param_stride, mu, reg,
-                     largest)
+        _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, param,
+                     param_stride, mu, reg, largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-            _steps_chunk(t, threads, group_columns, count, sw.scratch, param,
+            _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support, param,
                          param_stride, mu, reg, largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
@@ -979,7 +978,7 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
 
 cdef inline void _start_sums(double* col, double p) noexcept nogil:
     col[COL_P] = p
-    col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = col[COL_SUPPORT] = 0
+    col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = 0
 
 
 cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
@@ -1122,7 +1121,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
-                          double* A, double* base, Pending* pending) noexcept nogil:
+                          const double* support, double* A, double* base,
+                          Pending* pending) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.
 
@@ -1132,7 +1132,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     """
     cdef Py_ssize_t i, r, t
     cdef double p, delta, max_change = 0
-    cdef double terms[4]
+    cdef double terms[3]
     cdef double sums[3]
     cdef int kind = _kind(kernel, degree)
     # Does the first group have an entry in every row (its pass 2 then resets the rows'
@@ -1148,6 +1148,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     cdef Sweep sweep
     sweep.L = L[0]
     sweep.threads = threads
+    sweep.support = support
     sweep.cur = cur
     sweep.nxt = nxt
     sweep.has_next = has_next
@@ -1535,6 +1536,23 @@ cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L
         state[i * L.stride + PRED] += delta
 
 
+def column_support(const index_t[::1] indices, const index_t[::1] indptr,
+                   const double[::1] sample_weight, Py_ssize_t n_features):
+    """The weight of each column's rows, sum_i s_i over the rows i where x_ij != 0: what
+    a step of :func:`cd_epoch` needs to tell a feature the data never shows (its
+    weight is 0), the same in every epoch."""
+    cdef Py_ssize_t i, z, n = indptr.shape[0] - 1
+    support_array = np.zeros(n_features, dtype=np.float64)
+    cdef double[::1] support = support_array
+    if sample_weight.shape[0] != n:
+        raise ValueError("column_support: one weight per row is needed")
+    with nogil:
+        for i in range(n):
+            for z in range(indptr[i], indptr[i + 1]):
+                support[indices[z]] += sample_weight[i]
+    return support_array
+
+
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1542,7 +1560,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              const int[::1] degrees, floating[:, ::1] gamma,
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
-             floating[::1] lam=None, bint fit_lam=False, int n_threads=1):
+             floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
+             support=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1553,6 +1572,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     each pass over a group's entries (the sums of a step are then added in another
     order: the result agrees with one thread's to rounding); the polynomial kernel and
     the passes over all rows (first caches, dummies, intercept) run on one.
+    ``support`` is :func:`column_support` of the data (computed when None).
     """
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -1581,6 +1601,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
             or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
             or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
             or degrees.shape[0] != n_blocks):
+        raise ValueError("cd_epoch: parameter, data or group shapes disagree")
+    if support is None:
+        support = column_support(csr_indices, csr_indptr, sample_weight, d)
+    cdef const double[::1] col_support = support
+    if col_support.shape[0] != d:
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
@@ -1683,6 +1708,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
             if fit_linear and d > 0:
                 linear.L = L
                 linear.threads = &threads
+                linear.support = &col_support[0]
                 linear.cur = 0
                 linear.nxt = -1
                 linear.has_next = False
@@ -1718,7 +1744,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
                             n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                            cur, nxt, scratch, &threads, A, base, &pending)
+                            cur, nxt, scratch, &threads, &col_support[0], A, base,
+                            &pending)
                     max_change = max(max_change, change)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):

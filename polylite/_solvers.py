@@ -58,6 +58,7 @@ class CoordinateDescent:
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
         self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0])
+        self.support = _cd.column_support(X.indices, X.indptr, sw, X.shape[1])
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
@@ -65,7 +66,8 @@ class CoordinateDescent:
             self.groups, X.data, X.indices, X.indptr, self.y, self.sw,
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
-            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads)
+            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads,
+            self.support)
 
     def predictions(self):
         return self.y_pred
