@@ -17,7 +17,7 @@ Two column encodings:
   penalty beta/2 ||P||^2 this penalises the factors of a user or item in proportion to
   n_j^(2e) (frequency-weighted regularisation, as in ALS-WR), by feature scaling alone.
 
-The grid: k in {8, 10}, sum-scale penalties lam in {8, 9, 10, 11, 12, 14} for the factors
+The grid: k in {8, 10}, sum-scale penalties lam in {8, 10, ..., 18} for the factors
 (beta = lam / n, n the rows fitted) and a in {2, 8} for the biases (alpha = a / n);
 coordinate descent to convergence
 (tol 1e-6, at most 300 epochs).  RMSE of predictions clipped to the rating range [1, 5].
@@ -44,7 +44,7 @@ from polylite.datasets import load_movielens_100k
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 COMPONENTS = (8, 10)
-PENALTIES = (8, 9, 10, 11, 12, 14)
+PENALTIES = (8, 10, 12, 14, 16, 18)
 BIAS_PENALTIES = (2, 8)
 EXPONENTS = {"one-hot": (0.0,), "freq-scaled": (0.125, 0.25)}
 REFERENCE_COUNT = 50.0

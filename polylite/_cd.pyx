@@ -104,6 +104,7 @@ cdef struct Groups:
                                     # when it has an entry in every row (see _group_rows)
     const Py_ssize_t* col_ptr       # the columns of its entries: columns[col_ptr[g]:...],
                                     # or none when it has one column (_entry_columns)
+    const unsigned char* unit       # its values are all 1 (see unit_groups)
 
 
 cdef inline const index_t* _group_rows(const Groups* G, const index_t* rows,
@@ -657,10 +658,11 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
                              const Sweep* done_sweep, bint reset,
                              const index_t* columns, const floating* values,
                              const Sweep* sweep, Py_ssize_t n, double* state, int kind,
-                             bint simple, bint done_single, bint single) noexcept nogil:
+                             bint simple, bint done_single, bint single, bint done_unit,
+                             bint unit) noexcept nogil:
     """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
     of the next (of ``sweep``: the same, or the next component's), both with an entry in
-    every row."""
+    every row.  ``done_unit``, ``unit``: the group's values are all 1 (not read)."""
     cdef Py_ssize_t z
     cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
@@ -681,12 +683,13 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
             delta = done[COL_STEP]
             p_done = done[COL_P]
             p_next = done[COL_NEXT]
-        _apply_entry(delta, p_done, p_next, done_values[z], row, &dsw, kind, reset)
+        _apply_entry(delta, p_done, p_next, 1.0 if done_unit else done_values[z], row,
+                     &dsw, kind, reset)
         if not single:
             _prefetch_column(sw.scratch, columns, z, n)
             col = sw.scratch + columns[z] * COL_STRIDE
             p = col[COL_P]
-        _entry_terms(values[z], row, p, &sw, kind, terms)
+        _entry_terms(1.0 if unit else values[z], row, p, &sw, kind, terms)
         _gather(col, sums, terms, single)
     if single:
         _add_terms(col, sums)
@@ -697,6 +700,7 @@ cdef struct Pending:
     # the gradients of the next group, of its component or of the next one.
     Py_ssize_t group     # the group, or -1: none
     bint single
+    bint unit            # its values are all 1
     bint reset           # see _apply_entry
     Sweep sweep          # of its component
 
@@ -730,25 +734,45 @@ cdef inline void _updates_range(const index_t* rows, const index_t* columns,
 
 cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
                               const floating* done_values, const index_t* columns,
-                              const floating* values, bint single, const Sweep* sw,
-                              Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
+                              const floating* values, bint single, bint unit,
+                              const Sweep* sw, Py_ssize_t n, double* state,
+                              kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
     cdef const Sweep* dsw = &done.sweep
+    # One-hot fields (several columns, values 1) have loops of their own that read no
+    # values, for the linear weights and degrees 2 and 3: the recommender case, where
+    # the arithmetic shrinks too.
+    cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3
     if not _is_simple(&sw.L):  # one loop, with the tests
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, False, done.single, single)
+                    state, kind, False, done.single, single, False, False)
     elif done.single and single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, True)
+                    state, kind, True, True, True, False, False)
+    elif done.single and ones and unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, True, False, False, True)
     elif done.single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, False)
+                    state, kind, True, True, False, False, False)
+    elif single and ones and done.unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, True, True, False)
     elif single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, True)
+                    state, kind, True, False, True, False, False)
+    elif ones and done.unit and unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, False, True, True)
+    elif ones and done.unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, False, True, False)
+    elif ones and unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, False, False, True)
     else:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False)
+                    state, kind, True, False, False, False, False)
 
 
 # Each pass over a group's entries runs on sw.threads.count threads, thread t on the t-th
@@ -820,8 +844,8 @@ cdef void _updates_of(const index_t* rows, const index_t* columns,
 
 cdef void _fused_chunk(Py_ssize_t t, const Pending* done, const index_t* done_columns,
                        const floating* done_values, const index_t* columns,
-                       const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
-                       double* state, kind_tag* tag) noexcept nogil:
+                       const floating* values, bint single, bint unit, const Sweep* sw,
+                       Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef Sweep local = sw[0]
     cdef Pending local_done = done[0]
@@ -831,23 +855,23 @@ cdef void _fused_chunk(Py_ssize_t t, const Pending* done, const index_t* done_co
     _thread_sweep(&local_done.sweep, t, False)
     _fused_range(&local_done, done_columns if done.single else done_columns + lo,
                  done_values + lo, columns if single else columns + lo, values + lo,
-                 single, &local, hi - lo, state + lo * sw.L.stride, tag)
+                 single, unit, &local, hi - lo, state + lo * sw.L.stride, tag)
 
 
 cdef void _fused_of(const Pending* done, const index_t* done_columns,
                     const floating* done_values, const index_t* columns,
-                    const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
-                    double* state, kind_tag* tag) noexcept nogil:
+                    const floating* values, bint single, bint unit, const Sweep* sw,
+                    Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t t, threads = sw.threads.count
     if n == 0:
         return
     if threads == 1:
-        _fused_range(done, done_columns, done_values, columns, values, single, sw, n,
+        _fused_range(done, done_columns, done_values, columns, values, single, unit, sw, n,
                      state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _fused_chunk(t, done, done_columns, done_values, columns, values, single, sw, n,
-                     state, tag)
+        _fused_chunk(t, done, done_columns, done_values, columns, values, single, unit, sw,
+                     n, state, tag)
 
 
 # Dispatch to the copy of each pass for the kind.
@@ -900,25 +924,31 @@ cdef void _updates(const index_t* rows, const index_t* columns, const floating* 
 
 cdef void _fused(const Pending* done, const index_t* done_columns,
                  const floating* done_values, const index_t* columns,
-                 const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
-                 double* state, int kind) noexcept nogil:
+                 const floating* values, bint single, bint unit, const Sweep* sw,
+                 Py_ssize_t n, double* state, int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagSubsets*> NULL)
     elif kind == 2:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagAnova2*> NULL)
     elif kind == 3:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagAnova3*> NULL)
     elif kind == 4:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagAnova4*> NULL)
     else:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
+        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
+                  state,
                   <TagAnova*> NULL)
 
 
@@ -1090,8 +1120,8 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         if pending.group >= 0 and full:
             _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
                    values + G.group_ptr[pending.group],
-                   _entry_columns(G, group_columns, columns, g), values + e0, single, sw, n,
-                   state, kind)
+                   _entry_columns(G, group_columns, columns, g), values + e0, single,
+                   G.unit[g], sw, n, state, kind)
             pending.group = -1
         else:
             _flush(pending, G, group_columns, columns, values, n, state, kind)
@@ -1105,6 +1135,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         if full:
             pending.group = g
             pending.single = single
+            pending.unit = G.unit[g]
             pending.sweep = sw[0]
         else:
             _updates(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
@@ -1553,6 +1584,14 @@ def column_support(const index_t[::1] indices, const index_t[::1] indptr,
     return support_array
 
 
+def unit_groups(groups):
+    """Which groups of :func:`column_groups` have all their values equal to 1 (one-hot
+    fields), as uint8 flags: :func:`cd_epoch` does not read their values."""
+    group_ptr, values = groups[0], groups[7]
+    return np.array([np.all(values[start:end] == 1)
+                     for start, end in zip(group_ptr[:-1], group_ptr[1:])], dtype=np.uint8)
+
+
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1561,7 +1600,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
              floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None):
+             support=None, unit=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1572,7 +1611,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     each pass over a group's entries (the sums of a step are then added in another
     order: the result agrees with one thread's to rounding); the polynomial kernel and
     the passes over all rows (first caches, dummies, intercept) run on one.
-    ``support`` is :func:`column_support` of the data (computed when None).
+    ``support`` is :func:`column_support` of the data and ``unit`` :func:`unit_groups` of
+    ``groups`` (computed when None).
     """
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -1604,8 +1644,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if support is None:
         support = column_support(csr_indices, csr_indptr, sample_weight, d)
+    if unit is None:
+        unit = unit_groups(groups)
     cdef const double[::1] col_support = support
-    if col_support.shape[0] != d:
+    cdef const unsigned char[::1] unit_flags = unit
+    if col_support.shape[0] != d or unit_flags.shape[0] != G.n_groups:
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
@@ -1624,6 +1667,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     G.columns_ptr = &columns_ptr[0]
     G.row_ptr = &row_ptr[0]
     G.col_ptr = &col_ptr[0]
+    G.unit = &unit_flags[0] if G.n_groups > 0 else NULL
     cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)

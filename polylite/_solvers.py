@@ -59,6 +59,7 @@ class CoordinateDescent:
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
         self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0])
         self.support = _cd.column_support(X.indices, X.indptr, sw, X.shape[1])
+        self.unit = _cd.unit_groups(groups)
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
@@ -67,7 +68,7 @@ class CoordinateDescent:
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads,
-            self.support)
+            self.support, self.unit)
 
     def predictions(self):
         return self.y_pred

@@ -112,7 +112,7 @@ def _singleton_groups(X, order):
 
 
 def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
-            n_threads=1):
+            n_threads=1, unit=None):
     rng = np.random.RandomState(seed)
     n, d = X.shape
     k = 3
@@ -128,7 +128,7 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
         _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
-                     0.01, 0.02, True, True, y_pred, n_threads=n_threads)
+                     0.01, 0.02, True, True, y_pred, n_threads=n_threads, unit=unit)
     return params, y_pred
 
 
@@ -276,3 +276,42 @@ def test_cd_epoch_rejects_a_thread_count_below_one():
         _epochs(X, rng.randn(X.shape[0]), np.full(X.shape[0], 1 / X.shape[0]),
                 _solvers.column_groups(X, "anova"), degrees=[2], kernel="anova",
                 n_dummy=0, loss="squared", epochs=1, n_threads=0)
+
+
+def test_unit_groups_flag_the_fields_of_ones():
+    X, _ = _fields_matrix()
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
+    unit = _cd.unit_groups(groups)
+    assert unit.dtype == np.uint8 and len(unit) == len(groups[0]) - 1
+    for flag, (_, _, _, values) in zip(unit, _unpack(groups)):
+        assert flag == np.all(values == 1)
+    assert unit.any() and not unit.all()
+
+
+@pytest.mark.parametrize("degrees", [[2], [2, 3]])
+def test_loops_that_skip_the_values_of_ones_agree_with_those_that_read_them(degrees):
+    X, rng = _fields_matrix()
+    n = X.shape[0]
+    y = rng.randn(n)
+    groups = _solvers.column_groups(X, "anova")
+    runs = [_epochs(X, y, np.full(n, 1 / n), groups, degrees=degrees, kernel="anova",
+                    n_dummy=0, loss="squared", epochs=2, unit=unit)
+            for unit in (None, np.zeros(len(groups[0]) - 1, np.uint8))]
+    (ones, ones_pred), (read, read_pred) = runs
+    for name in ones:
+        np.testing.assert_allclose(ones[name], read[name], rtol=1e-13, atol=1e-14,
+                                   err_msg=name)
+    np.testing.assert_allclose(ones_pred, read_pred, rtol=1e-13, atol=1e-14)
+
+
+def test_cd_epoch_rejects_flags_or_supports_of_the_wrong_length():
+    X, rng = _fields_matrix()
+    n = X.shape[0]
+    groups = _solvers.column_groups(X, "anova")
+    for extra in (dict(unit=np.zeros(2, np.uint8)), dict(support=np.ones(3))):
+        with pytest.raises(ValueError, match="shapes disagree"):
+            _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n),
+                         np.full(n, 1 / n), np.zeros(1), np.zeros(X.shape[1]),
+                         np.zeros((1, X.shape[1], 2)), np.array([2], np.intc),
+                         np.zeros((0, 2)), 0, 0, 0.1, 0.1, True, True, np.zeros(n),
+                         **extra)
