@@ -491,6 +491,7 @@ cdef struct Threads:
     # group) and sums its gradients into scratch records of its own (thread 0: the shared
     # ones), added up in thread order after the pass (_group_reduce).
     int count
+    Py_ssize_t min_entries  # a pass over fewer entries per thread runs on one thread
     double* private      # the records of threads 1..count-1, ``stride`` doubles apart
     Py_ssize_t stride
     double* partial      # 2 * count doubles: each thread's share of a sum or maximum
@@ -807,7 +808,7 @@ cdef void _gradients_of(const index_t* rows, const index_t* columns,
     cdef Py_ssize_t t, threads = sw.threads.count
     if count == 0:
         return
-    if threads == 1:
+    if threads == 1 or count < threads * sw.threads.min_entries:
         _gradients_range(rows, columns, values, count, single, sw, state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
@@ -835,7 +836,7 @@ cdef void _updates_of(const index_t* rows, const index_t* columns,
     cdef Py_ssize_t t, threads = sw.threads.count
     if count == 0:
         return
-    if threads == 1:
+    if threads == 1 or count < threads * sw.threads.min_entries:
         _updates_range(rows, columns, values, count, single, sw, reset, state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
@@ -865,7 +866,7 @@ cdef void _fused_of(const Pending* done, const index_t* done_columns,
     cdef Py_ssize_t t, threads = sw.threads.count
     if n == 0:
         return
-    if threads == 1:
+    if threads == 1 or n < threads * sw.threads.min_entries:
         _fused_range(done, done_columns, done_values, columns, values, single, unit, sw, n,
                      state, tag)
         return
@@ -1600,7 +1601,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
              floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None, unit=None):
+             support=None, unit=None, Py_ssize_t thread_min_entries=8192):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1610,7 +1611,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     polynomial kernel) is required for kernel POLYNOMIAL.  ``n_threads`` threads share
     each pass over a group's entries (the sums of a step are then added in another
     order: the result agrees with one thread's to rounding); the polynomial kernel and
-    the passes over all rows (first caches, dummies, intercept) run on one.
+    the dummy features' passes run on one.  A pass over
+    fewer than ``thread_min_entries`` entries per thread runs on one thread (starting the
+    threads would cost more than they save).
     ``support`` is :func:`column_support` of the data and ``unit`` :func:`unit_groups` of
     ``groups`` (computed when None).
     """
@@ -1700,6 +1703,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     # touched, see _group_start).
     cdef Threads threads
     threads.count = n_threads
+    threads.min_entries = thread_min_entries
     threads.stride = (d + 1) * COL_STRIDE
     cdef double[::1] private_scratch = np.empty((n_threads - 1) * threads.stride + COL_STRIDE,
                                                 dtype=np.float64)

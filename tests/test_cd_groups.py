@@ -128,7 +128,8 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
         _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
-                     0.01, 0.02, True, True, y_pred, n_threads=n_threads, unit=unit)
+                     0.01, 0.02, True, True, y_pred, n_threads=n_threads, unit=unit,
+                     thread_min_entries=1)  # threads even on these few rows
     return params, y_pred
 
 
