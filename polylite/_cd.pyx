@@ -788,69 +788,54 @@ cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept n
         local.scratch = local.threads.private + (t - 1) * local.threads.stride
 
 
-cdef void _gradients_chunk(Py_ssize_t t, const index_t* rows, const index_t* columns,
-                           const floating* values, Py_ssize_t count, bint single,
-                           const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t lo, hi
-    cdef Sweep local = sw[0]
-    if not _chunk(t, sw.threads.count, count, &lo, &hi):
-        return
-    _thread_sweep(&local, t, True)
-    # A group with an entry in every row lists no rows: its entry z is row z.
-    _gradients_range(rows + lo if rows != NULL else NULL,
-                     columns if single else columns + lo, values + lo, hi - lo, single,
-                     &local, state if rows != NULL else state + lo * sw.L.stride, tag)
-
-
-cdef void _gradients_of(const index_t* rows, const index_t* columns,
-                        const floating* values, Py_ssize_t count, bint single,
-                        const Sweep* sw, double* state, kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t t, threads = sw.threads.count
-    if count == 0:
-        return
-    if threads == 1 or count < threads * sw.threads.min_entries:
-        _gradients_range(rows, columns, values, count, single, sw, state, tag)
-        return
-    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _gradients_chunk(t, rows, columns, values, count, single, sw, state, tag)
-
-
-cdef void _updates_chunk(Py_ssize_t t, const index_t* rows, const index_t* columns,
-                         const floating* values, Py_ssize_t count, bint single,
-                         const Sweep* sw, bint reset, double* state,
-                         kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t lo, hi
-    cdef Sweep local = sw[0]
-    if not _chunk(t, sw.threads.count, count, &lo, &hi):
-        return
-    _thread_sweep(&local, t, False)
-    _updates_range(rows + lo if rows != NULL else NULL,
-                   columns if single else columns + lo, values + lo, hi - lo, single,
-                   &local, reset, state if rows != NULL else state + lo * sw.L.stride, tag)
-
-
-cdef void _updates_of(const index_t* rows, const index_t* columns,
+cdef void _pass_chunk(Py_ssize_t t, Py_ssize_t threads, const index_t* rows,
+                      const index_t* columns,
                       const floating* values, Py_ssize_t count, bint single,
-                      const Sweep* sw, bint reset, double* state,
+                      const Sweep* sw, bint update, bint reset, double* state,
                       kind_tag* tag) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Sweep local = sw[0]
+    cdef const index_t* chunk_rows
+    cdef double* chunk_state
+    if not _chunk(t, threads, count, &lo, &hi):
+        return
+    _thread_sweep(&local, t, not update)
+    # A group with an entry in every row lists no rows: its entry z is row z.
+    chunk_rows = rows + lo if rows != NULL else NULL
+    chunk_state = state if rows != NULL else state + lo * sw.L.stride
+    if update:
+        _updates_range(chunk_rows, columns if single else columns + lo, values + lo,
+                       hi - lo, single, &local, reset, chunk_state, tag)
+    else:
+        _gradients_range(chunk_rows, columns if single else columns + lo, values + lo,
+                         hi - lo, single, &local, chunk_state, tag)
+
+
+cdef void _pass_of(const index_t* rows, const index_t* columns, const floating* values,
+                   Py_ssize_t count, bint single, const Sweep* sw, bint update, bint reset,
+                   double* state, kind_tag* tag) noexcept nogil:
+    """Pass 1 (gradients) or, with ``update``, pass 2 over a group's entries."""
     cdef Py_ssize_t t, threads = sw.threads.count
     if count == 0:
         return
     if threads == 1 or count < threads * sw.threads.min_entries:
-        _updates_range(rows, columns, values, count, single, sw, reset, state, tag)
+        _pass_chunk(0, 1, rows, columns, values, count, single, sw, update, reset, state,
+                    tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _updates_chunk(t, rows, columns, values, count, single, sw, reset, state, tag)
+        _pass_chunk(t, threads, rows, columns, values, count, single, sw, update, reset,
+                    state, tag)
 
 
-cdef void _fused_chunk(Py_ssize_t t, const Pending* done, const index_t* done_columns,
+cdef void _fused_chunk(Py_ssize_t t, Py_ssize_t threads, const Pending* done,
+                       const index_t* done_columns,
                        const floating* done_values, const index_t* columns,
                        const floating* values, bint single, bint unit, const Sweep* sw,
                        Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef Sweep local = sw[0]
     cdef Pending local_done = done[0]
-    if not _chunk(t, sw.threads.count, n, &lo, &hi):
+    if not _chunk(t, threads, n, &lo, &hi):
         return
     _thread_sweep(&local, t, True)
     _thread_sweep(&local_done.sweep, t, False)
@@ -867,60 +852,37 @@ cdef void _fused_of(const Pending* done, const index_t* done_columns,
     if n == 0:
         return
     if threads == 1 or n < threads * sw.threads.min_entries:
-        _fused_range(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                     state, tag)
+        _fused_chunk(0, 1, done, done_columns, done_values, columns, values, single, unit,
+                     sw, n, state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _fused_chunk(t, done, done_columns, done_values, columns, values, single, unit, sw,
-                     n, state, tag)
+        _fused_chunk(t, threads, done, done_columns, done_values, columns, values, single,
+                     unit, sw, n, state, tag)
 
 
 # Dispatch to the copy of each pass for the kind.
 
-cdef void _gradients(const index_t* rows, const index_t* columns, const floating* values,
-                     Py_ssize_t count, bint single, const Sweep* sw, double* state,
-                     int kind) noexcept nogil:
+cdef void _pass(const index_t* rows, const index_t* columns, const floating* values,
+                Py_ssize_t count, bint single, const Sweep* sw, bint update, bint reset,
+                double* state, int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagLinear*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagSubsets*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagSubsets*> NULL)
     elif kind == 2:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagAnova2*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagAnova2*> NULL)
     elif kind == 3:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagAnova3*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagAnova3*> NULL)
     elif kind == 4:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagAnova4*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagAnova4*> NULL)
     else:
-        _gradients_of(rows, columns, values, count, single, sw, state,
-                      <TagAnova*> NULL)
-
-
-cdef void _updates(const index_t* rows, const index_t* columns, const floating* values,
-                   Py_ssize_t count, bint single, const Sweep* sw, bint reset,
-                   double* state, int kind) noexcept nogil:
-    if kind == KIND_LINEAR:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagLinear*> NULL)
-    elif kind == KIND_SUBSETS:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagSubsets*> NULL)
-    elif kind == 2:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagAnova2*> NULL)
-    elif kind == 3:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagAnova3*> NULL)
-    elif kind == 4:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagAnova4*> NULL)
-    else:
-        _updates_of(rows, columns, values, count, single, sw, reset, state,
-                    <TagAnova*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
+                 <TagAnova*> NULL)
 
 
 cdef void _fused(const Pending* done, const index_t* done_columns,
@@ -1076,9 +1038,8 @@ cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns
     """The update pass of the pending group, if any, on its own."""
     cdef Py_ssize_t g = pending.group
     if g >= 0:
-        _updates(NULL, _entry_columns(G, group_columns, columns, g),
-                 values + G.group_ptr[g], n, pending.single, &pending.sweep,
-                 pending.reset, state, kind)
+        _pass(NULL, _entry_columns(G, group_columns, columns, g), values + G.group_ptr[g],
+              n, pending.single, &pending.sweep, True, pending.reset, state, kind)
         pending.group = -1
 
 
@@ -1126,8 +1087,8 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
             pending.group = -1
         else:
             _flush(pending, G, group_columns, columns, values, n, state, kind)
-            _gradients(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
-                       values + e0, e1 - e0, single, sw, state, kind)
+            _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
+                  values + e0, e1 - e0, single, sw, False, False, state, kind)
         _group_reduce(group_columns + c0, c1 - c0, sw)
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
@@ -1139,8 +1100,8 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
             pending.unit = G.unit[g]
             pending.sweep = sw[0]
         else:
-            _updates(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
-                     values + e0, e1 - e0, single, sw, pending.reset, state, kind)
+            _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
+                  values + e0, e1 - e0, single, sw, True, pending.reset, state, kind)
     if not keep_last:
         _flush(pending, G, group_columns, columns, values, n, state, kind)
     return max_change
