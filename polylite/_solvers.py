@@ -35,17 +35,26 @@ def column_groups(X, kernel):
 MIN_ROWS_PER_THREAD = 20_000
 
 
-def cd_threads(n_jobs, n_rows):
+# Each thread beyond the first sums into scratch records of its own, this many bytes per
+# feature (polylite._cd: COL_STRIDE doubles).
+SCRATCH_BYTES_PER_FEATURE = 64
+
+
+def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
     """Threads for the passes of coordinate descent: ``n_jobs`` as in scikit-learn
     (None: 1; -1: every CPU this process may run on, -2: all but one...), fewer when the
-    rows are too few to share."""
+    rows are too few to share or when the extra threads' scratch records would take more
+    memory than X itself (``x_bytes``)."""
     if n_jobs is None:
         return 1
     if n_jobs < 0:
         cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                 else os.cpu_count() or 1)
         n_jobs = max(1, cpus + 1 + n_jobs)
-    return int(max(1, min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)))
+    threads = min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)
+    if n_features > 0:
+        threads = min(threads, 1 + x_bytes // (SCRATCH_BYTES_PER_FEATURE * n_features))
+    return int(max(1, threads))
 
 
 class CoordinateDescent:
@@ -57,7 +66,8 @@ class CoordinateDescent:
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
-        self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0])
+        self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0], X.shape[1],
+                                    X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
         self.support = _cd.column_support(X.indices, X.indptr, sw, X.shape[1])
         self.unit = _cd.unit_groups(groups)
 

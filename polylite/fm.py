@@ -106,8 +106,9 @@ _FM_PARAMS_DOC = """
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
         Threads that share each pass of "cd" over the rows (None: 1; -1: every CPU the
-        process may use; fewer on data too small to share, under 20,000 rows per
-        thread).  The sums of a step are then added in another order, so the fit agrees
+        process may use).  Fewer run on data too small to share (under 20,000 rows per
+        thread), or when the extra threads' scratch space (64 bytes per feature each)
+        would outgrow X.  The sums of a step are then added in another order, so the fit agrees
         with one thread's to rounding, and is the same from run to run.  The other
         solvers run on one thread.
 """

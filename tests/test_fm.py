@@ -855,6 +855,12 @@ def test_cd_threads_follow_n_jobs_and_the_rows(monkeypatch, n_jobs, n_rows, cpus
     assert _solvers.cd_threads(n_jobs, n_rows) == threads
 
 
+def test_cd_threads_keep_their_scratch_space_below_the_size_of_x():
+    # 10^6 features: 64 MB of scratch records per extra thread.
+    assert _solvers.cd_threads(8, 10**7, 10**6, 3 * 64 * 10**6) == 4
+    assert _solvers.cd_threads(8, 10**7, 10**6, 10**6) == 1
+
+
 # --------------------------------------------------------------------------------------
 # 7. bad input
 # --------------------------------------------------------------------------------------
