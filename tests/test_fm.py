@@ -825,24 +825,27 @@ def test_random_state_reproducible():
     assert not np.allclose(a, c)
 
 
-def test_n_jobs_agrees_with_one_thread():
-    """Threads share the CD passes over the rows: the same fit to rounding."""
+@pytest.mark.parametrize("estimator", [FactorizationMachineRegressor,
+                                       FactorizationMachineClassifier])
+def test_n_jobs_agrees_with_one_thread(estimator):
+    """Threads share the CD passes over the rows: the same fit to rounding (the
+    classifier's logistic loss takes the passes that read labels)."""
     rng = np.random.RandomState(18)
     n = 2 * _solvers.MIN_ROWS_PER_THREAD
     users = sp.csr_matrix((np.ones(n), (np.arange(n), rng.randint(300, size=n))),
                           shape=(n, 300))
     X = sp.hstack([users, sp.csr_matrix(rng.randn(n, 2))]).tocsr()
-    y = rng.randn(n)
+    y = rng.randint(2, size=n) if is_classifier(estimator) else rng.randn(n)
     fits = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for n_jobs in (None, 2):
-            fits[n_jobs] = FactorizationMachineRegressor(
-                degree=3, n_components=3, max_iter=3, tol=0.0, random_state=0,
-                n_jobs=n_jobs).fit(X, y)
+            fits[n_jobs] = estimator(degree=3, n_components=3, max_iter=3, tol=0.0,
+                                     random_state=0, n_jobs=n_jobs).fit(X, y)
     np.testing.assert_allclose(fits[2].P_, fits[None].P_, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(fits[2].predict(X), fits[None].predict(X), rtol=1e-9,
-                               atol=1e-12)
+    scores = {n_jobs: fit.decision_function(X) if is_classifier(fit) else fit.predict(X)
+              for n_jobs, fit in fits.items()}
+    np.testing.assert_allclose(scores[2], scores[None], rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("n_jobs, n_rows, cpus, threads", [
