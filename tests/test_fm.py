@@ -835,7 +835,7 @@ def test_n_jobs_agrees_with_one_thread(estimator):
     users = sp.csr_matrix((np.ones(n), (np.arange(n), rng.randint(300, size=n))),
                           shape=(n, 300))
     X = sp.hstack([users, sp.csr_matrix(rng.randn(n, 2))]).tocsr()
-    y = rng.randint(2, size=n) if is_classifier(estimator) else rng.randn(n)
+    y = rng.randint(2, size=n) if is_classifier(estimator()) else rng.randn(n)
     fits = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
