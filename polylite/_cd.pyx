@@ -104,7 +104,8 @@ cdef struct Groups:
                                     # when it has an entry in every row (see _group_rows)
     const Py_ssize_t* col_ptr       # the columns of its entries: columns[col_ptr[g]:...],
                                     # or none when it has one column (_entry_columns)
-    const unsigned char* unit       # its values are all 1 (see unit_groups)
+    const Py_ssize_t* val_ptr       # its values: values[val_ptr[g]:...], or none when they
+                                    # are all 1 (_group_values)
 
 
 cdef inline const index_t* _group_rows(const Groups* G, const index_t* rows,
@@ -124,6 +125,19 @@ cdef inline const index_t* _entry_columns(const Groups* G, const index_t* group_
     if G.columns_ptr[g + 1] - G.columns_ptr[g] == 1:
         return group_columns + G.columns_ptr[g]
     return columns + G.col_ptr[g]
+
+
+cdef inline const floating* _group_values(const Groups* G, const floating* values,
+                                          Py_ssize_t g) noexcept nogil:
+    """The values of group g's entries, or NULL: all 1 (a one-hot field)."""
+    if G.val_ptr[g + 1] == G.val_ptr[g]:
+        return NULL
+    return values + G.val_ptr[g]
+
+
+cdef inline double _value(const floating* values, Py_ssize_t z) noexcept nogil:
+    """Entry z's value (``values`` NULL: 1)."""
+    return values[z] if values != NULL else 1.0
 
 
 cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
@@ -627,7 +641,7 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
             _prefetch_column(sw.scratch, columns, z, count)
             col = sw.scratch + columns[z] * COL_STRIDE
             p = col[COL_P]
-        _entry_terms(values[z], state + _row_of(rows, z) * sw.L.stride, p, &sw, kind,
+        _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, &sw, kind,
                      terms)
         _gather(col, sums, terms, single)
     if single:
@@ -651,7 +665,8 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
             delta = col[COL_STEP]
             p = col[COL_P]
             p_next = col[COL_NEXT]
-        _apply_entry(delta, p, p_next, values[z], state + _row_of(rows, z) * sw.L.stride,
+        _apply_entry(delta, p, p_next, _value(values, z),
+                     state + _row_of(rows, z) * sw.L.stride,
                      &sw, kind, reset)
 
 
@@ -663,7 +678,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
                              bint unit) noexcept nogil:
     """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
     of the next (of ``sweep``: the same, or the next component's), both with an entry in
-    every row.  ``done_unit``, ``unit``: the group's values are all 1 (not read)."""
+    every row.  ``done_unit``, ``unit``: the group's values are all 1 (and not stored)."""
     cdef Py_ssize_t z
     cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
@@ -701,7 +716,6 @@ cdef struct Pending:
     # the gradients of the next group, of its component or of the next one.
     Py_ssize_t group     # the group, or -1: none
     bint single
-    bint unit            # its values are all 1
     bint reset           # see _apply_entry
     Sweep sweep          # of its component
 
@@ -735,40 +749,52 @@ cdef inline void _updates_range(const index_t* rows, const index_t* columns,
 
 cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
                               const floating* done_values, const index_t* columns,
-                              const floating* values, bint single, bint unit,
-                              const Sweep* sw, Py_ssize_t n, double* state,
-                              kind_tag* tag) noexcept nogil:
+                              const floating* values, bint single, const Sweep* sw,
+                              Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
     cdef const Sweep* dsw = &done.sweep
-    # One-hot fields (several columns, values 1) have loops of their own that read no
-    # values, for the linear weights and degrees 2 and 3: the recommender case, where
-    # the arithmetic shrinks too.
+    cdef bint done_unit = done_values == NULL, unit = values == NULL
+    # One-hot fields (several columns, values 1, not stored) have loops of their own for
+    # the linear weights and degrees 2 and 3, the recommender case, where the arithmetic
+    # shrinks; the other loops test for them.  Groups of one column store their values.
     cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3
     if not _is_simple(&sw.L):  # one loop, with the tests
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, False, done.single, single, False, False)
+                    state, kind, False, done.single, single, done_unit, unit)
+    elif not ones and done.single and single:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, True, True, False, False)
+    elif not ones and done.single:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, True, False, False, unit)
+    elif not ones and single:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, True, done_unit, False)
+    elif not ones:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, False, False, done_unit, unit)
     elif done.single and single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, True, True, False, False)
-    elif done.single and ones and unit:
+    elif done.single and unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, True, False, False, True)
     elif done.single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, True, False, False, False)
-    elif single and ones and done.unit:
+    elif single and done_unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, True, True, False)
     elif single:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, True, False, False)
-    elif ones and done.unit and unit:
+    elif done_unit and unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, False, True, True)
-    elif ones and done.unit:
+    elif done_unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, False, True, False)
-    elif ones and unit:
+    elif unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, True, False, False, False, True)
     else:
@@ -796,6 +822,7 @@ cdef void _pass_chunk(Py_ssize_t t, Py_ssize_t threads, const index_t* rows,
     cdef Py_ssize_t lo, hi
     cdef Sweep local = sw[0]
     cdef const index_t* chunk_rows
+    cdef const floating* chunk_values
     cdef double* chunk_state
     if not _chunk(t, threads, count, &lo, &hi):
         return
@@ -803,11 +830,12 @@ cdef void _pass_chunk(Py_ssize_t t, Py_ssize_t threads, const index_t* rows,
     # A group with an entry in every row lists no rows: its entry z is row z.
     chunk_rows = rows + lo if rows != NULL else NULL
     chunk_state = state if rows != NULL else state + lo * sw.L.stride
+    chunk_values = values + lo if values != NULL else NULL
     if update:
-        _updates_range(chunk_rows, columns if single else columns + lo, values + lo,
+        _updates_range(chunk_rows, columns if single else columns + lo, chunk_values,
                        hi - lo, single, &local, reset, chunk_state, tag)
     else:
-        _gradients_range(chunk_rows, columns if single else columns + lo, values + lo,
+        _gradients_range(chunk_rows, columns if single else columns + lo, chunk_values,
                          hi - lo, single, &local, chunk_state, tag)
 
 
@@ -830,7 +858,7 @@ cdef void _pass_of(const index_t* rows, const index_t* columns, const floating* 
 cdef void _fused_chunk(Py_ssize_t t, Py_ssize_t threads, const Pending* done,
                        const index_t* done_columns,
                        const floating* done_values, const index_t* columns,
-                       const floating* values, bint single, bint unit, const Sweep* sw,
+                       const floating* values, bint single, const Sweep* sw,
                        Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef Sweep local = sw[0]
@@ -840,24 +868,26 @@ cdef void _fused_chunk(Py_ssize_t t, Py_ssize_t threads, const Pending* done,
     _thread_sweep(&local, t, True)
     _thread_sweep(&local_done.sweep, t, False)
     _fused_range(&local_done, done_columns if done.single else done_columns + lo,
-                 done_values + lo, columns if single else columns + lo, values + lo,
-                 single, unit, &local, hi - lo, state + lo * sw.L.stride, tag)
+                 done_values + lo if done_values != NULL else NULL,
+                 columns if single else columns + lo,
+                 values + lo if values != NULL else NULL, single, &local, hi - lo,
+                 state + lo * sw.L.stride, tag)
 
 
 cdef void _fused_of(const Pending* done, const index_t* done_columns,
                     const floating* done_values, const index_t* columns,
-                    const floating* values, bint single, bint unit, const Sweep* sw,
+                    const floating* values, bint single, const Sweep* sw,
                     Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t t, threads = sw.threads.count
     if n == 0:
         return
     if threads == 1 or n < threads * sw.threads.min_entries:
-        _fused_chunk(0, 1, done, done_columns, done_values, columns, values, single, unit,
-                     sw, n, state, tag)
+        _fused_chunk(0, 1, done, done_columns, done_values, columns, values, single, sw, n,
+                     state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _fused_chunk(t, threads, done, done_columns, done_values, columns, values, single,
-                     unit, sw, n, state, tag)
+                     sw, n, state, tag)
 
 
 # Dispatch to the copy of each pass for the kind.
@@ -887,31 +917,25 @@ cdef void _pass(const index_t* rows, const index_t* columns, const floating* val
 
 cdef void _fused(const Pending* done, const index_t* done_columns,
                  const floating* done_values, const index_t* columns,
-                 const floating* values, bint single, bint unit, const Sweep* sw,
-                 Py_ssize_t n, double* state, int kind) noexcept nogil:
+                 const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                 double* state, int kind) noexcept nogil:
     if kind == KIND_LINEAR:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagSubsets*> NULL)
     elif kind == 2:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagAnova2*> NULL)
     elif kind == 3:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagAnova3*> NULL)
     elif kind == 4:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagAnova4*> NULL)
     else:
-        _fused_of(done, done_columns, done_values, columns, values, single, unit, sw, n,
-                  state,
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
                   <TagAnova*> NULL)
 
 
@@ -1038,8 +1062,8 @@ cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns
     """The update pass of the pending group, if any, on its own."""
     cdef Py_ssize_t g = pending.group
     if g >= 0:
-        _pass(NULL, _entry_columns(G, group_columns, columns, g), values + G.group_ptr[g],
-              n, pending.single, &pending.sweep, True, pending.reset, state, kind)
+        _pass(NULL, _entry_columns(G, group_columns, columns, g),
+              _group_values(G, values, g), n, pending.single, &pending.sweep, True, pending.reset, state, kind)
         pending.group = -1
 
 
@@ -1081,14 +1105,15 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         _group_start(group_columns + c0, c1 - c0, sw, param, param_stride)
         if pending.group >= 0 and full:
             _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
-                   values + G.group_ptr[pending.group],
-                   _entry_columns(G, group_columns, columns, g), values + e0, single,
-                   G.unit[g], sw, n, state, kind)
+                   _group_values(G, values, pending.group),
+                   _entry_columns(G, group_columns, columns, g), _group_values(G, values, g),
+                   single, sw, n, state, kind)
             pending.group = -1
         else:
             _flush(pending, G, group_columns, columns, values, n, state, kind)
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
-                  values + e0, e1 - e0, single, sw, False, False, state, kind)
+                  _group_values(G, values, g), e1 - e0, single, sw, False, False, state,
+                  kind)
         _group_reduce(group_columns + c0, c1 - c0, sw)
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
@@ -1097,11 +1122,11 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         if full:
             pending.group = g
             pending.single = single
-            pending.unit = G.unit[g]
             pending.sweep = sw[0]
         else:
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
-                  values + e0, e1 - e0, single, sw, True, pending.reset, state, kind)
+                  _group_values(G, values, g), e1 - e0, single, sw, True, pending.reset,
+                  state, kind)
     if not keep_last:
         _flush(pending, G, group_columns, columns, values, n, state, kind)
     return max_change
@@ -1188,11 +1213,12 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     order, as in the CSR matrix.
 
     Returns ``(group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr,
-    columns, values)``: group g holds the entries ``group_ptr[g]:group_ptr[g + 1]`` of
-    ``values``, their rows ``rows[row_ptr[g]:row_ptr[g + 1]]`` (none stored when it has an
-    entry in every row: they are 0..n-1), their columns
-    ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none stored when it has one column) and the
-    columns
+    columns, val_ptr, values)``: group g holds the entries ``group_ptr[g]:group_ptr[g + 1]``,
+    their rows ``rows[row_ptr[g]:row_ptr[g + 1]]`` (none stored when it has an entry in
+    every row: they are 0..n-1), their columns ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none
+    stored when it has one column), their values ``values[val_ptr[g]:val_ptr[g + 1]]``
+    (none stored for a group of several columns whose values are all 1, as a one-hot
+    field) and the columns
     ``group_columns[group_columns_ptr[g]:group_columns_ptr[g + 1]]`` (increasing).  Groups
     with an entry in every row come first; otherwise colours come first, then the groups
     of one in column order, then the columns without entries.
@@ -1268,6 +1294,13 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     # rows (0..n-1), nor a group of one column its entries' column.
     keeps_rows_array = sizes != n
     keeps_columns_array = widths != 1
+    # Values are stored for groups of one column and groups with a value other than 1.
+    keeps_values_array = (widths == 1).astype(np.uint8)
+    cdef unsigned char[::1] not_ones = keeps_values_array
+    with nogil:
+        for z in range(nnz):
+            if data[z] != 1:
+                not_ones[group[indices[z]]] = 1
 
     def starts(counts):
         ptr = np.zeros(n_groups + 1, dtype=np.intp)
@@ -1278,18 +1311,20 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     group_columns_ptr = starts(widths)
     row_ptr = starts(np.where(keeps_rows_array, sizes, 0))
     col_ptr = starts(np.where(keeps_columns_array, sizes, 0))
+    val_ptr = starts(np.where(keeps_values_array, sizes, 0))
     group_columns = np.empty(d, dtype=index_dtype)
     rows = np.empty(row_ptr[n_groups], dtype=index_dtype)
     columns = np.empty(col_ptr[n_groups], dtype=index_dtype)
-    values = np.empty(nnz, dtype=np.asarray(data).dtype)
+    values = np.empty(val_ptr[n_groups], dtype=np.asarray(data).dtype)
     # Fill cursors, one per group and array: counting sorts by group, stable, so that a
     # group's entries stay in row order.
-    cdef Py_ssize_t[::1] next_entry = group_ptr[:-1].copy()
+    cdef Py_ssize_t[::1] next_value = val_ptr[:-1].copy()
     cdef Py_ssize_t[::1] next_column = group_columns_ptr[:-1].copy()
     cdef Py_ssize_t[::1] next_row = row_ptr[:-1].copy()
     cdef Py_ssize_t[::1] next_entry_column = col_ptr[:-1].copy()
     cdef const unsigned char[::1] keeps_rows = keeps_rows_array.astype(np.uint8)
     cdef const unsigned char[::1] keeps_columns = keeps_columns_array.astype(np.uint8)
+    cdef const unsigned char[::1] keeps_values = keeps_values_array
     cdef index_t[::1] gc = group_columns, out_rows = rows, out_columns = columns
     cdef floating[::1] out_values = values
     with nogil:
@@ -1306,10 +1341,11 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 if keeps_columns[g]:
                     out_columns[next_entry_column[g]] = indices[z]
                     next_entry_column[g] += 1
-                out_values[next_entry[g]] = data[z]
-                next_entry[g] += 1
+                if keeps_values[g]:
+                    out_values[next_value[g]] = data[z]
+                    next_value[g] += 1
     return (group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr, columns,
-            values)
+            val_ptr, values)
 
 
 # ---- polynomial networks ----------------------------------------------------------------
@@ -1417,6 +1453,7 @@ cdef double _cd_poly_component(
     """
     cdef Py_ssize_t i, j, z, g, start, end
     cdef const index_t* group_rows
+    cdef const floating* group_values  # groups of one column store their values
     cdef double p, gr, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
@@ -1449,13 +1486,15 @@ cdef double _cd_poly_component(
         start = G.group_ptr[g]
         end = G.group_ptr[g + 1]
         group_rows = _group_rows(G, rows, g)
+        group_values = _group_values(G, values, g)
         delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], group_rows,
-                                 values + start, end - start, state, L, cur, mu)
+                                 group_values, end - start, state, L, cur, mu)
         max_change = max(max_change, fabs(delta))
         if has_next:
             p_next = P[j * k + s + 1]
             for z in range(end - start):
-                state[_row_of(group_rows, z) * L.stride + nxt] += p_next * values[start + z]
+                state[_row_of(group_rows, z) * L.stride + nxt] += (p_next
+                                                                   * group_values[z])
     return max_change
 
 
@@ -1546,14 +1585,6 @@ def column_support(const index_t[::1] indices, const index_t[::1] indptr,
     return support_array
 
 
-def unit_groups(groups):
-    """Which groups of :func:`column_groups` have all their values equal to 1 (one-hot
-    fields), as uint8 flags: :func:`cd_epoch` does not read their values."""
-    group_ptr, values = groups[0], groups[7]
-    return np.array([np.all(values[start:end] == 1)
-                     for start, end in zip(group_ptr[:-1], group_ptr[1:])], dtype=np.uint8)
-
-
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1562,7 +1593,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
              floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None, unit=None, Py_ssize_t thread_min_entries=8192):
+             support=None, Py_ssize_t thread_min_entries=8192):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1575,8 +1606,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     the dummy features' passes run on one.  A pass over
     fewer than ``thread_min_entries`` entries per thread runs on one thread (starting the
     threads would cost more than they save).
-    ``support`` is :func:`column_support` of the data and ``unit`` :func:`unit_groups` of
-    ``groups`` (computed when None).
+    ``support`` is :func:`column_support` of the data (computed when None).
     """
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -1589,7 +1619,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef const index_t[::1] entry_rows = groups[4]
     cdef const Py_ssize_t[::1] col_ptr = groups[5]
     cdef const index_t[::1] entry_columns = groups[6]
-    cdef const floating[::1] entry_values = groups[7]
+    cdef const Py_ssize_t[::1] val_ptr = groups[7]
+    cdef const floating[::1] entry_values = groups[8]
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
     cdef Groups G
@@ -1601,37 +1632,38 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
             or entry_rows.shape[0] != row_ptr[G.n_groups]
             or col_ptr.shape[0] != G.n_groups + 1
             or entry_columns.shape[0] != col_ptr[G.n_groups]
-            or entry_values.shape[0] != nnz or csr_indptr.shape[0] != n + 1
+            or val_ptr.shape[0] != G.n_groups + 1
+            or entry_values.shape[0] != val_ptr[G.n_groups] or csr_indptr.shape[0] != n + 1
             or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
             or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
             or degrees.shape[0] != n_blocks):
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if support is None:
         support = column_support(csr_indices, csr_indptr, sample_weight, d)
-    if unit is None:
-        unit = unit_groups(groups)
     cdef const double[::1] col_support = support
-    cdef const unsigned char[::1] unit_flags = unit
-    if col_support.shape[0] != d or unit_flags.shape[0] != G.n_groups:
+    if col_support.shape[0] != d:
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
     cdef Py_ssize_t g_idx, entries
+    cdef bint single_column
     for g_idx in range(G.n_groups):
         # A group lists the rows of its entries, or none when it has one in every row,
-        # and their columns, or none when it has one column.
+        # their columns, or none when it has one column, and their values, or none when
+        # it has several columns (and the values are 1).
         entries = group_ptr[g_idx + 1] - group_ptr[g_idx]
+        single_column = columns_ptr[g_idx + 1] - columns_ptr[g_idx] == 1
         if ((row_ptr[g_idx + 1] - row_ptr[g_idx] != entries
              and (row_ptr[g_idx + 1] != row_ptr[g_idx] or entries != n))
-                or (col_ptr[g_idx + 1] - col_ptr[g_idx]
-                    != (0 if columns_ptr[g_idx + 1] - columns_ptr[g_idx] == 1
-                        else entries))):
+                or (col_ptr[g_idx + 1] - col_ptr[g_idx] != (0 if single_column else entries))
+                or (val_ptr[g_idx + 1] - val_ptr[g_idx] != entries
+                    and (single_column or val_ptr[g_idx + 1] != val_ptr[g_idx]))):
             raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     G.group_ptr = &group_ptr[0]
     G.columns_ptr = &columns_ptr[0]
     G.row_ptr = &row_ptr[0]
     G.col_ptr = &col_ptr[0]
-    G.unit = &unit_flags[0] if G.n_groups > 0 else NULL
+    G.val_ptr = &val_ptr[0]
     cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
@@ -1687,7 +1719,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef const index_t* g_cols = &group_columns[0] if d > 0 else NULL
     cdef const index_t* e_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
     cdef const index_t* e_cols = &entry_columns[0] if entry_columns.shape[0] > 0 else NULL
-    cdef const floating* e_vals = &entry_values[0] if nnz > 0 else NULL
+    cdef const floating* e_vals = (&entry_values[0] if entry_values.shape[0] > 0
+                                   else NULL)
     cdef const floating* csr_val = &csr_data[0] if nnz > 0 else NULL
     cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
     try:

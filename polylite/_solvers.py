@@ -69,7 +69,6 @@ class CoordinateDescent:
         self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0], X.shape[1],
                                     X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
         self.support = _cd.column_support(X.indices, X.indptr, sw, X.shape[1])
-        self.unit = _cd.unit_groups(groups)
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
@@ -78,7 +77,7 @@ class CoordinateDescent:
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads,
-            self.support, self.unit)
+            self.support)
 
     def predictions(self):
         return self.y_pred

@@ -37,7 +37,8 @@ def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
 
 def _unpack(groups):
     """(columns, rows of the entries, their columns, their values) of each group."""
-    group_ptr, columns_ptr, group_columns, row_ptr, rows, col_ptr, columns, values = groups
+    (group_ptr, columns_ptr, group_columns, row_ptr, rows, col_ptr, columns, val_ptr,
+     values) = groups
     for g in range(len(group_ptr) - 1):
         count = group_ptr[g + 1] - group_ptr[g]
         cols = group_columns[columns_ptr[g]:columns_ptr[g + 1]]
@@ -49,8 +50,11 @@ def _unpack(groups):
         if len(cols) == 1:
             assert len(entry_columns) == 0  # one column: not stored either
             entry_columns = np.full(count, cols[0])
-        yield (cols, group_rows, entry_columns,
-               values[group_ptr[g]:group_ptr[g + 1]])
+        entry_values = values[val_ptr[g]:val_ptr[g + 1]]
+        if len(entry_values) < count:
+            assert len(entry_values) == 0 and len(cols) > 1  # ones: not stored
+            entry_values = np.ones(count, dtype=values.dtype)
+        yield cols, group_rows, entry_columns, entry_values
 
 
 @pytest.mark.parametrize("disjoint", [True, False])
@@ -108,11 +112,11 @@ def _singleton_groups(X, order):
             group_ptr,  # every group lists its rows
             np.concatenate([Xc.indices[p] for p in parts]).astype(idx),
             np.zeros(len(order) + 1, dtype=np.intp), np.zeros(0, dtype=idx),  # one column
-            np.concatenate([Xc.data[p] for p in parts]))
+            group_ptr, np.concatenate([Xc.data[p] for p in parts]))
 
 
 def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
-            n_threads=1, unit=None):
+            n_threads=1):
     rng = np.random.RandomState(seed)
     n, d = X.shape
     k = 3
@@ -128,7 +132,7 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
         _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
-                     0.01, 0.02, True, True, y_pred, n_threads=n_threads, unit=unit,
+                     0.01, 0.02, True, True, y_pred, n_threads=n_threads,
                      thread_min_entries=1)  # threads even on these few rows
     return params, y_pred
 
@@ -279,25 +283,38 @@ def test_cd_epoch_rejects_a_thread_count_below_one():
                 n_dummy=0, loss="squared", epochs=1, n_threads=0)
 
 
-def test_unit_groups_flag_the_fields_of_ones():
+def _with_every_value_stored(groups):
+    """The same groups, with the values of the groups of ones stored too."""
+    values = np.concatenate([v for *_, v in _unpack(groups)])
+    return tuple(groups[:7]) + (groups[0].copy(), values)
+
+
+def test_fields_of_ones_store_no_values():
     X, _ = _fields_matrix()
     groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
-    unit = _cd.unit_groups(groups)
-    assert unit.dtype == np.uint8 and len(unit) == len(groups[0]) - 1
-    for flag, (_, _, _, values) in zip(unit, _unpack(groups)):
-        assert flag == np.all(values == 1)
-    assert unit.any() and not unit.all()
+    group_ptr, columns_ptr, val_ptr = groups[0], groups[1], groups[7]
+    stored = np.diff(val_ptr)
+    assert stored.sum() == len(groups[8]) < X.nnz
+    for g, (cols, _, _, values) in enumerate(_unpack(groups)):
+        ones = len(cols) > 1 and np.all(values == 1)
+        assert stored[g] == (0 if ones else group_ptr[g + 1] - group_ptr[g])
+    assert any(stored == 0) and any(np.diff(group_ptr)[stored == 0] > 0)
 
 
-@pytest.mark.parametrize("degrees", [[2], [2, 3]])
-def test_loops_that_skip_the_values_of_ones_agree_with_those_that_read_them(degrees):
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("variant", [((2,), "squared", False), ((2, 3), "squared", False),
+                                     ((2, 3), "logistic", False), ((4,), "squared", False),
+                                     ((2,), "squared", True)])
+def test_loops_for_fields_of_ones_agree_with_those_that_read_values(variant, n_threads):
+    degrees, loss, weighted = variant
     X, rng = _fields_matrix()
     n = X.shape[0]
-    y = rng.randn(n)
+    y = rng.randn(n) if loss == "squared" else rng.choice([-1.0, 1.0], size=n)
+    sw = rng.uniform(0.2, 2.0, size=n) if weighted else np.ones(n)
     groups = _solvers.column_groups(X, "anova")
-    runs = [_epochs(X, y, np.full(n, 1 / n), groups, degrees=degrees, kernel="anova",
-                    n_dummy=0, loss="squared", epochs=2, unit=unit)
-            for unit in (None, np.zeros(len(groups[0]) - 1, np.uint8))]
+    runs = [_epochs(X, y, sw / sw.sum(), g, degrees=list(degrees), kernel="anova",
+                    n_dummy=0, loss=loss, epochs=2, n_threads=n_threads)
+            for g in (groups, _with_every_value_stored(groups))]
     (ones, ones_pred), (read, read_pred) = runs
     for name in ones:
         np.testing.assert_allclose(ones[name], read[name], rtol=1e-13, atol=1e-14,
@@ -305,13 +322,17 @@ def test_loops_that_skip_the_values_of_ones_agree_with_those_that_read_them(degr
     np.testing.assert_allclose(ones_pred, read_pred, rtol=1e-13, atol=1e-14)
 
 
-def test_cd_epoch_rejects_flags_or_supports_of_the_wrong_length():
+def test_cd_epoch_rejects_missing_values_or_supports_of_the_wrong_length():
     X, rng = _fields_matrix()
     n = X.shape[0]
     groups = _solvers.column_groups(X, "anova")
-    for extra in (dict(unit=np.zeros(2, np.uint8)), dict(support=np.ones(3))):
+    single = np.flatnonzero(np.diff(groups[1]) == 1)[0]
+    val_ptr = groups[7].copy()
+    val_ptr[single + 1:] -= val_ptr[single + 1] - val_ptr[single]  # drop its values
+    values = np.delete(groups[8], np.arange(groups[7][single], groups[7][single + 1]))
+    for bad, extra in (((*groups[:7], val_ptr, values), {}), (groups, dict(support=np.ones(3)))):
         with pytest.raises(ValueError, match="shapes disagree"):
-            _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n),
+            _cd.cd_epoch(bad, X.data, X.indices, X.indptr, rng.randn(n),
                          np.full(n, 1 / n), np.zeros(1), np.zeros(X.shape[1]),
                          np.zeros((1, X.shape[1], 2)), np.array([2], np.intc),
                          np.zeros((0, 2)), 0, 0, 0.1, 0.1, True, True, np.zeros(n),
