@@ -438,9 +438,9 @@ cdef inline void _add_factor(double* D, int kind, Py_ssize_t width,
 
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                       Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
-                      const floating* P, Py_ssize_t k, Py_ssize_t s,
-                      const floating* csr_data, const index_t* csr_indices,
-                      const index_t* csr_indptr, const double* base) noexcept nogil:
+                      const double* factors, const floating* csr_data,
+                      const index_t* csr_indices, const index_t* csr_indptr,
+                      const double* base) noexcept nogil:
     cdef Py_ssize_t i, z, t_, lo, hi, end
     cdef double q
     cdef double* D
@@ -454,8 +454,8 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
         for z in range(csr_indptr[i], csr_indptr[i + 1]):
             # The factors are read at random: request them ahead.
             if z + PREFETCH_AHEAD < end:
-                POLYLITE_PREFETCH(P + csr_indices[z + PREFETCH_AHEAD] * k + s)
-            q = <double> P[csr_indices[z] * k + s] * csr_data[z]
+                POLYLITE_PREFETCH(factors + csr_indices[z + PREFETCH_AHEAD])
+            q = factors[csr_indices[z]] * csr_data[z]
             if kernel == POLYNOMIAL:
                 D[0] += q
             else:
@@ -466,19 +466,23 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      int kernel, int degree, const floating* P, Py_ssize_t k,
                      Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
                      const floating* csr_data, const index_t* csr_indices,
-                     const index_t* csr_indptr, double* base,
-                     int threads) noexcept nogil:
+                     const index_t* csr_indptr, double* base, double* factors,
+                     Py_ssize_t d, int threads) noexcept nogil:
     """Compute the cache of component s in every row from scratch (row-wise pass, on
-    ``threads`` threads); ``base`` is work space for _slot_base."""
-    cdef Py_ssize_t t
+    ``threads`` threads); ``base`` is work space for _slot_base, ``factors`` for the d
+    factors of component s, gathered first so that the rows read them from one
+    contiguous array, not one cache line each."""
+    cdef Py_ssize_t t, j
     cdef int kind = _kind(kernel, degree)
     _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
+    for j in range(d):
+        factors[j] = P[j * k + s]
     if threads == 1:
-        _fill_chunk(0, 1, state, L, n, slot, kernel, kind, P, k, s, csr_data,
-                    csr_indices, csr_indptr, base)
+        _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, csr_data, csr_indices,
+                    csr_indptr, base)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _fill_chunk(t, threads, state, L, n, slot, kernel, kind, P, k, s, csr_data,
+        _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors, csr_data,
                     csr_indices, csr_indptr, base)
 
 
@@ -1702,6 +1706,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                                                 dtype=np.float64)
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
     cdef double[::1] partial = np.empty(2 * n_threads, dtype=np.float64)
+    cdef double[::1] factor_column = np.empty(d + 1, dtype=np.float64)  # see _fill_slot
     threads.partial = &partial[0]
     cdef Py_ssize_t t
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
@@ -1775,7 +1780,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
-                                   &csr_indptr[0], base, n_threads)
+                                   &csr_indptr[0], base, &factor_column[0], d,
+                                   n_threads)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
