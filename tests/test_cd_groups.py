@@ -337,3 +337,40 @@ def test_cd_epoch_rejects_missing_values_or_supports_of_the_wrong_length():
                          np.zeros((1, X.shape[1], 2)), np.array([2], np.intc),
                          np.zeros((0, 2)), 0, 0, 0.1, 0.1, True, True, np.zeros(n),
                          **extra)
+
+
+def test_more_threads_than_rows_and_polynomial_networks_on_threads():
+    """Threads without rows of their own do nothing; a polynomial network (one-column
+    groups, its first caches and intercept on the threads) gives the same epoch to
+    rounding on any number of threads."""
+    X, rng = _fields_matrix(n=7)
+    n, d = X.shape
+    y = rng.randn(n)
+    groups = _solvers.column_groups(X, "anova")
+    one, one_pred = _epochs(X, y, np.full(n, 1 / n), groups, degrees=[2, 3],
+                            kernel="anova", n_dummy=0, loss="squared", epochs=2)
+    many, many_pred = _epochs(X, y, np.full(n, 1 / n), groups, degrees=[2, 3],
+                              kernel="anova", n_dummy=0, loss="squared", epochs=2,
+                              n_threads=12)
+    for name in one:
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(many_pred, one_pred, rtol=1e-12, atol=1e-14)
+
+    X, rng = _fields_matrix(n=60)
+    n, d = X.shape
+    groups = _solvers.column_groups(X, "polynomial")
+    runs = []
+    for threads in (1, 3):
+        P = 0.3 * np.random.RandomState(1).randn(1, d, 2)
+        lam, gamma, w = np.ones(2), 0.3 * np.ones((1, 2)), np.zeros(d)
+        y_pred = np.zeros(n)
+        y_pred[:] = kernels.predict(X, P, degrees=[2], kernel="polynomial", w=w,
+                                    gamma=gamma, lam=lam)
+        for _ in range(2):
+            _cd.cd_epoch(groups, X.data, X.indices, X.indptr, np.ones(n), np.full(n, 1 / n),
+                         np.zeros(1), w, P, np.array([2], np.intc), gamma,
+                         kernels.KERNELS["polynomial"], 0, 0.01, 0.01, True, True, y_pred,
+                         lam, True, n_threads=threads, thread_min_entries=1)
+        runs.append((P, lam, y_pred))
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
