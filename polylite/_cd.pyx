@@ -811,6 +811,11 @@ cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
 # run of entries (_chunk), with its own work space and scratch records for the sums
 # (_thread_sweep).
 
+cdef inline int _row_threads(const Threads* th, Py_ssize_t count) noexcept nogil:
+    """Threads for a pass over ``count`` entries: one when there are too few to share."""
+    return th.count if count >= th.count * th.min_entries else 1
+
+
 cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept nogil:
     """Make ``local`` (a copy of the sweep) use thread t's work space for
     _anova_derivative and, with ``sums``, sum into thread t's scratch records."""
@@ -848,10 +853,10 @@ cdef void _pass_of(const index_t* rows, const index_t* columns, const floating* 
                    Py_ssize_t count, bint single, const Sweep* sw, bint update, bint reset,
                    double* state, kind_tag* tag) noexcept nogil:
     """Pass 1 (gradients) or, with ``update``, pass 2 over a group's entries."""
-    cdef Py_ssize_t t, threads = sw.threads.count
+    cdef Py_ssize_t t, threads = _row_threads(sw.threads, count)
     if count == 0:
         return
-    if threads == 1 or count < threads * sw.threads.min_entries:
+    if threads == 1:
         _pass_chunk(0, 1, rows, columns, values, count, single, sw, update, reset, state,
                     tag)
         return
@@ -883,10 +888,10 @@ cdef void _fused_of(const Pending* done, const index_t* done_columns,
                     const floating* done_values, const index_t* columns,
                     const floating* values, bint single, const Sweep* sw,
                     Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t t, threads = sw.threads.count
+    cdef Py_ssize_t t, threads = _row_threads(sw.threads, n)
     if n == 0:
         return
-    if threads == 1 or n < threads * sw.threads.min_entries:
+    if threads == 1:
         _fused_chunk(0, 1, done, done_columns, done_values, columns, values, single, sw, n,
                      state, tag)
         return
@@ -1005,7 +1010,7 @@ cdef inline void _start_sums(double* col, double p) noexcept nogil:
 
 cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, const Sweep* sw, const floating* param,
-                       Py_ssize_t param_stride) noexcept nogil:
+                       Py_ssize_t param_stride, int pass_threads) noexcept nogil:
     cdef Py_ssize_t c, j, other, lo, hi
     cdef double* col
     cdef const Threads* th = sw.threads
@@ -1016,49 +1021,51 @@ cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         col = sw.scratch + j * COL_STRIDE
         _start_sums(col, param[j * param_stride])
         col[COL_NEXT] = param[j * param_stride + 1] if sw.has_next else 0
-        for other in range(th.count - 1):
+        for other in range(pass_threads - 1):
             _start_sums(th.private + other * th.stride + j * COL_STRIDE, col[COL_P])
 
 
 cdef void _group_start(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
-                       const floating* param, Py_ssize_t param_stride) noexcept nogil:
+                       const floating* param, Py_ssize_t param_stride,
+                       int pass_threads) noexcept nogil:
     """Before pass 1: each column's current value (and next component's), zero sums, in
-    the shared scratch records and in each other thread's."""
+    the shared scratch records and in those of the pass's other threads."""
     cdef Py_ssize_t t
     cdef int threads = _column_threads(sw.threads, count)
     if threads == 1:
-        _start_chunk(0, 1, group_columns, count, sw, param, param_stride)
+        _start_chunk(0, 1, group_columns, count, sw, param, param_stride, pass_threads)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _start_chunk(t, threads, group_columns, count, sw, param, param_stride)
+        _start_chunk(t, threads, group_columns, count, sw, param, param_stride,
+                     pass_threads)
 
 
 cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
-                        Py_ssize_t count, const Sweep* sw) noexcept nogil:
+                        Py_ssize_t count, const Sweep* sw, int pass_threads) noexcept nogil:
     cdef Py_ssize_t c, j, other, lo, hi
     cdef const Threads* th = sw.threads
     if not _chunk(t, threads, count, &lo, &hi):
         return
     for c in range(lo, hi):
         j = group_columns[c]
-        for other in range(th.count - 1):
+        for other in range(pass_threads - 1):
             _add_terms(sw.scratch + j * COL_STRIDE,
                        th.private + other * th.stride + j * COL_STRIDE + COL_GRAD)
 
 
 cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
-                        const Sweep* sw) noexcept nogil:
-    """After pass 1: add the other threads' sums to the shared records, in thread order
-    (so that a fit is the same from one run to the next)."""
+                        const Sweep* sw, int pass_threads) noexcept nogil:
+    """After pass 1: add the pass's other threads' sums to the shared records, in thread
+    order (so that a fit is the same from one run to the next)."""
     cdef Py_ssize_t t
     cdef int threads = _column_threads(sw.threads, count)
-    if sw.threads.count == 1:
+    if pass_threads == 1:
         return
     if threads == 1:
-        _reduce_chunk(0, 1, group_columns, count, sw)
+        _reduce_chunk(0, 1, group_columns, count, sw, pass_threads)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _reduce_chunk(t, threads, group_columns, count, sw)
+        _reduce_chunk(t, threads, group_columns, count, sw, pass_threads)
 
 
 cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns,
@@ -1090,6 +1097,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
     """
     cdef Py_ssize_t g, e0, e1, c0, c1, c, j
     cdef bint single, full
+    cdef int pass_threads
     cdef double max_change = 0
     for g in range(G.n_groups):
         e0 = G.group_ptr[g]
@@ -1107,7 +1115,9 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
                     max_change = max(max_change, fabs(<double> param[j * param_stride]))
                     param[j * param_stride] = 0
             continue
-        _group_start(group_columns + c0, c1 - c0, sw, param, param_stride)
+        # The threads of this group's gradient pass, and their scratch records.
+        pass_threads = _row_threads(sw.threads, e1 - e0)
+        _group_start(group_columns + c0, c1 - c0, sw, param, param_stride, pass_threads)
         if pending.group >= 0 and full:
             _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
                    _group_values(G, values, pending.group),
@@ -1119,7 +1129,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
                   _group_values(G, values, g), e1 - e0, single, sw, False, False, state,
                   kind)
-        _group_reduce(group_columns + c0, c1 - c0, sw)
+        _group_reduce(group_columns + c0, c1 - c0, sw, pass_threads)
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
         # The next component's caches start from sw.base in the first group's pass 2.
