@@ -294,15 +294,17 @@ class _PolynomialModel(BaseEstimator):
         else:
             for o in range(n_outputs):
                 self._continue_from(self._output(stack, o))
-        groups = (_solvers.column_groups(X, self._structure()[0]) if self.solver == "cd"
-                  else None)
+        # Coordinate descent's view of the data: the same for every output.
+        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0],
+                                        getattr(self, "n_jobs", None))
+                     if self.solver == "cd" else None)
         n_iter = []
         for o in range(n_outputs):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
             n_iter.append(self._fit_one_output(
-                X, groups, y, sw, self._output(stack, o), loss, rng, val,
+                X, cd_inputs, y, sw, self._output(stack, o), loss, rng, val,
                 label=o if n_outputs > 1 else None))
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
         self._publish(stack)
@@ -334,7 +336,8 @@ class _PolynomialModel(BaseEstimator):
         penalty += 0.5 * self.beta * sum(squares(a) for a in factors)
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
-    def _fit_one_output(self, X, groups, y, sw, params, loss, rng, validation, label=None):
+    def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
+                        label=None):
         """Run the solver's epochs on one output; returns the number of epochs run."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
@@ -346,7 +349,7 @@ class _PolynomialModel(BaseEstimator):
             return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
                                               degrees, stopper, prefix, start)
         if self.solver == "cd":
-            solver = _solvers.CoordinateDescent(self, X, groups, y, sw, params, loss_code,
+            solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
                                                 kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(

@@ -6,6 +6,7 @@ objective, report progress, test convergence and stop early, whatever the solver
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
 import os
+from typing import NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -57,27 +58,40 @@ def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
     return int(max(1, threads))
 
 
-class CoordinateDescent:
-    """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1."""
+class CDInputs(NamedTuple):
+    """What coordinate descent derives from the data once per fit, for every output."""
+    groups: tuple     # column_groups
+    support: object   # polylite._cd.column_support
+    n_threads: int    # cd_threads
 
-    def __init__(self, est, X, groups, y, sw, params, loss_code, kernel, degrees):
-        self.est, self.X, self.groups, self.y, self.sw = est, X, groups, y, sw
+
+def cd_inputs(X, sw, kernel, n_jobs):
+    """:class:`CDInputs` of canonical CSR ``X`` with sample weights ``sw``."""
+    return CDInputs(column_groups(X, kernel),
+                    _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
+                    cd_threads(n_jobs, X.shape[0], X.shape[1],
+                               X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
+
+
+class CoordinateDescent:
+    """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1 and be the
+    weights ``inputs`` (:func:`cd_inputs`) were made with."""
+
+    def __init__(self, est, X, inputs, y, sw, params, loss_code, kernel, degrees):
+        self.est, self.X, self.inputs, self.y, self.sw = est, X, inputs, y, sw
         self.params, self.loss_code = params, loss_code
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
-        self.n_threads = cd_threads(getattr(est, "n_jobs", None), X.shape[0], X.shape[1],
-                                    X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
-        self.support = _cd.column_support(X.indices, X.indptr, sw, X.shape[1])
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
         return _cd.cd_epoch(
-            self.groups, X.data, X.indices, X.indptr, self.y, self.sw,
+            self.inputs.groups, X.data, X.indices, X.indptr, self.y, self.sw,
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
-            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam), self.n_threads,
-            self.support)
+            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam),
+            self.inputs.n_threads, self.inputs.support)
 
     def predictions(self):
         return self.y_pred
