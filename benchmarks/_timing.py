@@ -1,5 +1,15 @@
-"""Timing helper shared by the benchmark scripts (imported from their own folder)."""
+"""Helpers shared by the benchmark scripts (imported from their own folder)."""
 import time
+
+
+def recommender_arguments(parser, degrees):
+    """The command-line options of the recommender-shaped data (``make_recommender``),
+    the rank and the degrees to run."""
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=50_000)
+    parser.add_argument("--items", type=int, default=30_000)
+    parser.add_argument("--components", type=int, default=10)
+    parser.add_argument("--degrees", type=int, nargs="+", default=degrees)
 
 
 def timings(fn, repeat=1):

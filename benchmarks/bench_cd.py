@@ -26,7 +26,7 @@ import numpy as np
 from polylite import FactorizationMachineRegressor, _cd
 from polylite.datasets import make_recommender
 
-from _timing import timings
+from _timing import recommender_arguments, timings
 
 _epoch = _cd.cd_epoch
 epoch_times = []
@@ -46,11 +46,7 @@ _cd.cd_epoch = timed_epoch
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--users", type=int, default=50_000)
-    parser.add_argument("--items", type=int, default=30_000)
-    parser.add_argument("--components", type=int, default=10)
-    parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 4])
+    recommender_arguments(parser, degrees=[2, 3, 4])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1])

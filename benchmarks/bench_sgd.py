@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from _timing import timings
+from _timing import recommender_arguments, timings
 
 # Target ratio of a plain SGD epoch to X @ P (float64), the comparison with a C++
 # library's SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
@@ -179,11 +179,7 @@ def spawn(cfg):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--users", type=int, default=50_000)
-    parser.add_argument("--items", type=int, default=30_000)
-    parser.add_argument("--components", type=int, default=10)
-    parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 4, 5])
+    recommender_arguments(parser, degrees=[2, 3, 4, 5])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--solvers", nargs="+", default=["sgd", "adagrad"],
                         choices=["sgd", "adagrad"])

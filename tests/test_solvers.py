@@ -718,10 +718,7 @@ def test_sgd_lazy_regularisation_equals_eager(name, sparse, learning_rate, batch
     assert not np.allclose(expected[0]["P"], start[0]["P"])
 
 
-@pytest.mark.parametrize("batch_size", [1, 3])
-@pytest.mark.parametrize("name", list(MODELS))
-def test_adagrad_dense_equals_eager(name, batch_size):
-    X, rng = _dense_data(seed=2)
+def _check_adagrad_against_reference(name, batch_size, X, rng):
     X = X * 0.7
     y = _labels(name, X, rng)
     est = MODELS[name](solver="adagrad", eta0=0.05, batch_size=batch_size, alpha=0.3,
@@ -729,6 +726,12 @@ def test_adagrad_dense_equals_eager(name, batch_size):
     _fit_epochs(est, X, y, 2)
     expected = _reference_fit(est, X, y, epochs=2)
     _assert_params_close(_fitted_params(est), expected, rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_adagrad_dense_equals_eager(name, batch_size):
+    _check_adagrad_against_reference(name, batch_size, *_dense_data(seed=2))
 
 
 @pytest.mark.parametrize("batch_size", [1, 3])
@@ -737,14 +740,7 @@ def test_adagrad_dense_equals_eager(name, batch_size):
 def test_adagrad_sparse_follows_documented_lazy_penalty(name, batch_size):
     """On sparse rows AdaGrad adds the penalty gradient of w and P only when a row touches
     the feature, times the steps since its last touch (not an eager update)."""
-    X, rng = _sparse_data(seed=5)
-    X = X * 0.7
-    y = _labels(name, X, rng)
-    est = MODELS[name](solver="adagrad", eta0=0.05, batch_size=batch_size, alpha=0.3,
-                       beta=0.5, init_scale=0.4, random_state=4)
-    _fit_epochs(est, X, y, 2)
-    expected = _reference_fit(est, X, y, epochs=2)
-    _assert_params_close(_fitted_params(est), expected, rtol=1e-9, atol=1e-13)
+    _check_adagrad_against_reference(name, batch_size, *_sparse_data(seed=5))
 
 
 def _low_degree_epochs(dtype, solver, specialised, *, weighted, degrees=(2,), loss=0,
