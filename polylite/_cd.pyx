@@ -752,59 +752,59 @@ cdef inline void _updates_range(const index_t* rows, const index_t* columns,
         _update_rows(rows, columns, values, count, sw, reset, state, kind, False)
 
 
+cdef inline void _fused_units(const Pending* done, const index_t* done_columns,
+                              const floating* done_values, const index_t* columns,
+                              const floating* values, const Sweep* sw, Py_ssize_t n,
+                              double* state, int kind, bint done_single, bint single,
+                              bint split) noexcept nogil:
+    """_fused_rows of a simple sweep (squared loss, uniform weights), the one-column flags
+    literal.  With ``split``, so are the flags of the groups whose values are 1 and not
+    stored: only groups of several columns can be one (one column stores its values)."""
+    cdef const Sweep* dsw = &done.sweep
+    cdef bint done_unit = not done_single and done_values == NULL
+    cdef bint unit = not single and values == NULL
+    if not split:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, done_single, single, done_unit, unit)
+    elif done_unit and unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, done_single, single, True, True)
+    elif done_unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, done_single, single, True, False)
+    elif unit:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, done_single, single, False, True)
+    else:
+        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+                    state, kind, True, done_single, single, False, False)
+
+
 cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
                               const floating* done_values, const index_t* columns,
                               const floating* values, bint single, const Sweep* sw,
                               Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
-    cdef const Sweep* dsw = &done.sweep
-    cdef bint done_unit = done_values == NULL, unit = values == NULL
     # One-hot fields (several columns, values 1, not stored) have loops of their own for
     # the linear weights and degrees 2 and 3, the recommender case, where the arithmetic
-    # shrinks; the other loops test for them.  Groups of one column store their values.
+    # shrinks; the other loops test for them.
     cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3
     if not _is_simple(&sw.L):  # one loop, with the tests
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, False, done.single, single, done_unit, unit)
-    elif not ones and done.single and single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, True, False, False)
-    elif not ones and done.single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, False, False, unit)
-    elif not ones and single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, True, done_unit, False)
-    elif not ones:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False, done_unit, unit)
+        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
+                    sw, n, state, kind, False, done.single, single, done_values == NULL,
+                    values == NULL)
     elif done.single and single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, True, False, False)
-    elif done.single and unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, False, False, True)
+        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
+                     True, True, ones)
     elif done.single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, True, False, False, False)
-    elif single and done_unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, True, True, False)
+        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
+                     True, False, ones)
     elif single:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, True, False, False)
-    elif done_unit and unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False, True, True)
-    elif done_unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False, True, False)
-    elif unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False, False, True)
+        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
+                     False, True, ones)
     else:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, False, False, False, False)
+        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
+                     False, False, ones)
 
 
 # Each pass over a group's entries runs on sw.threads.count threads, thread t on the t-th
@@ -902,51 +902,58 @@ cdef void _fused_of(const Pending* done, const index_t* done_columns,
 
 # Dispatch to the copy of each pass for the kind.
 
-cdef void _pass(const index_t* rows, const index_t* columns, const floating* values,
-                Py_ssize_t count, bint single, const Sweep* sw, bint update, bint reset,
-                double* state, int kind) noexcept nogil:
-    if kind == KIND_LINEAR:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagLinear*> NULL)
-    elif kind == KIND_SUBSETS:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagSubsets*> NULL)
-    elif kind == 2:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagAnova2*> NULL)
-    elif kind == 3:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagAnova3*> NULL)
-    elif kind == 4:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagAnova4*> NULL)
+cdef inline void _run_of(const Pending* done, const index_t* done_columns,
+                         const floating* done_values, const index_t* rows,
+                         const index_t* columns, const floating* values, Py_ssize_t count,
+                         bint single, const Sweep* sw, bint update, bint reset,
+                         double* state, kind_tag* tag) noexcept nogil:
+    if done != NULL:
+        _fused_of(done, done_columns, done_values, columns, values, single, sw, count,
+                  state, tag)
     else:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state,
-                 <TagAnova*> NULL)
+        _pass_of(rows, columns, values, count, single, sw, update, reset, state, tag)
 
 
-cdef void _fused(const Pending* done, const index_t* done_columns,
-                 const floating* done_values, const index_t* columns,
-                 const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
-                 double* state, int kind) noexcept nogil:
+cdef void _run(const Pending* done, const index_t* done_columns,
+               const floating* done_values, const index_t* rows, const index_t* columns,
+               const floating* values, Py_ssize_t count, bint single, const Sweep* sw,
+               bint update, bint reset, double* state, int kind) noexcept nogil:
+    """The pass of _pass, or with ``done`` that of _fused, in the copy for ``kind``."""
     if kind == KIND_LINEAR:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagLinear*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagSubsets*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagSubsets*> NULL)
     elif kind == 2:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagAnova2*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagAnova2*> NULL)
     elif kind == 3:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagAnova3*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagAnova3*> NULL)
     elif kind == 4:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagAnova4*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagAnova4*> NULL)
     else:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, n, state,
-                  <TagAnova*> NULL)
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagAnova*> NULL)
+
+
+cdef inline void _pass(const index_t* rows, const index_t* columns, const floating* values,
+                       Py_ssize_t count, bint single, const Sweep* sw, bint update,
+                       bint reset, double* state, int kind) noexcept nogil:
+    """Pass 1 (gradients) or, with ``update``, pass 2 over a group's entries."""
+    _run(NULL, NULL, NULL, rows, columns, values, count, single, sw, update, reset, state,
+         kind)
+
+
+cdef inline void _fused(const Pending* done, const index_t* done_columns,
+                        const floating* done_values, const index_t* columns,
+                        const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
+                        double* state, int kind) noexcept nogil:
+    """Pass 2 of the pending group and pass 1 of the next (see _fused_rows)."""
+    _run(done, done_columns, done_values, NULL, columns, values, n, single, sw, False,
+         False, state, kind)
 
 
 cdef enum:
