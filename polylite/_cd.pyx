@@ -160,12 +160,14 @@ cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
     return row[L.weight] if L.weight >= 0 else L.uniform_weight
 
 
-cdef inline void _prefetch_column(const double* scratch, const index_t* columns,
-                                  Py_ssize_t z, Py_ssize_t count) noexcept nogil:
-    """Request the scratch record of the entry PREFETCH_AHEAD visits ahead: the columns
-    of a group come in random order, so that its cache miss overlaps the current work."""
+cdef inline double* _record(const double* scratch, const index_t* columns, Py_ssize_t z,
+                            Py_ssize_t count) noexcept nogil:
+    """The scratch record of entry z's column.  Also requests that of the entry
+    PREFETCH_AHEAD visits ahead: the columns of a group come in random order, so that
+    its cache miss overlaps the current work."""
     if z + PREFETCH_AHEAD < count:
         POLYLITE_PREFETCH(scratch + columns[z + PREFETCH_AHEAD] * COL_STRIDE)
+    return <double*> scratch + columns[z] * COL_STRIDE
 
 
 cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const index_t* rows,
@@ -643,11 +645,10 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
-            _prefetch_column(sw.scratch, columns, z, count)
-            col = sw.scratch + columns[z] * COL_STRIDE
+            col = _record(sw.scratch, columns, z, count)
             p = col[COL_P]
-        _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, &sw, kind,
-                     terms)
+        _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, &sw,
+                     kind, terms)
         _gather(col, sums, terms, single)
     if single:
         _add_terms(col, sums)
@@ -665,14 +666,12 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
-            _prefetch_column(sw.scratch, columns, z, count)
-            col = sw.scratch + columns[z] * COL_STRIDE
+            col = _record(sw.scratch, columns, z, count)
             delta = col[COL_STEP]
             p = col[COL_P]
             p_next = col[COL_NEXT]
         _apply_entry(delta, p, p_next, _value(values, z),
-                     state + _row_of(rows, z) * sw.L.stride,
-                     &sw, kind, reset)
+                     state + _row_of(rows, z) * sw.L.stride, &sw, kind, reset)
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
@@ -699,16 +698,14 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     for z in range(n):
         row = state + z * sw.L.stride
         if not done_single:
-            _prefetch_column(dsw.scratch, done_columns, z, n)
-            done = dsw.scratch + done_columns[z] * COL_STRIDE
+            done = _record(dsw.scratch, done_columns, z, n)
             delta = done[COL_STEP]
             p_done = done[COL_P]
             p_next = done[COL_NEXT]
         _apply_entry(delta, p_done, p_next, 1.0 if done_unit else done_values[z], row,
                      &dsw, kind, reset)
         if not single:
-            _prefetch_column(sw.scratch, columns, z, n)
-            col = sw.scratch + columns[z] * COL_STRIDE
+            col = _record(sw.scratch, columns, z, n)
             p = col[COL_P]
         _entry_terms(1.0 if unit else values[z], row, p, &sw, kind, terms)
         _gather(col, sums, terms, single)
