@@ -89,8 +89,8 @@ cdef enum:
 cdef struct Layout:
     Py_ssize_t stride     # doubles per record
     Py_ssize_t label      # offset of the label, or -1 (squared loss: PRED is the residual)
-    Py_ssize_t weight     # offset of the weight, or -1 (uniform weights)
-    double uniform_weight
+    Py_ssize_t weight     # offset of the weight, or -1 (uniform weights, taken as 1:
+                          # cd_epoch divides the penalties by the weight instead)
     Py_ssize_t cache      # offset of the first of the two cache slots
     Py_ssize_t width      # doubles per cache slot
     int loss
@@ -141,23 +141,23 @@ cdef inline double _value(const floating* values, Py_ssize_t z) noexcept nogil:
 
 
 cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
-                              double uniform_weight, int loss) noexcept nogil:
+                              int loss) noexcept nogil:
     """Weighted loss derivative s_i * l'(y_i, y_hat_i) of one row.
 
     The layout comes as scalars so that a hot loop can keep them in locals, where the
     compiler knows the state writes cannot change them and hoists the branches.
     """
     cdef double y = row[label] if label >= 0 else 0.0
-    cdef double s = row[weight] if weight >= 0 else uniform_weight
+    cdef double s = row[weight] if weight >= 0 else 1.0
     return s * loss_derivative(loss, y, row[PRED])
 
 
 cdef inline double _dloss(const double* row, const Layout* L) noexcept nogil:
-    return _row_dloss(row, L.label, L.weight, L.uniform_weight, L.loss)
+    return _row_dloss(row, L.label, L.weight, L.loss)
 
 
 cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
-    return row[L.weight] if L.weight >= 0 else L.uniform_weight
+    return row[L.weight] if L.weight >= 0 else 1.0
 
 
 cdef inline double* _record(const double* scratch, const index_t* columns, Py_ssize_t z,
@@ -544,10 +544,9 @@ cdef inline void _entry_terms(double x, const double* row, double p, const Sweep
     """Pass 1 for one entry x = x_ij of row i: its shares of column j's sums,
     terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2)."""
     cdef double der, magnitude, weight
-    weight = row[sw.L.weight] if sw.L.weight >= 0 else sw.L.uniform_weight
+    weight = row[sw.L.weight] if sw.L.weight >= 0 else 1.0
     der = _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A, &magnitude)
-    terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.uniform_weight,
-                          sw.L.loss) * der
+    terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.loss) * der
     terms[1] = weight * der * der
     terms[2] = weight * magnitude * magnitude
 
@@ -1687,7 +1686,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
     cdef double g, h, delta, max_change = 0, change
-    cdef bint uniform = True
+    # Uniform weights need a positive weight (a weight of 0 everywhere is stored).
+    cdef bint uniform = n == 0 or sample_weight[0] > 0
     cdef Layout L
     cdef Sweep linear
     for b in range(n_blocks):
@@ -1699,7 +1699,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     L.loss = loss
     L.label = -1 if loss == SQUARED else 1
     L.weight = -1 if uniform else 1 + (L.label >= 0)
-    L.uniform_weight = sample_weight[0] if n > 0 else 0
+    if uniform and n > 0:
+        # Every sum of a step carries the same factor s: the sums leave it out (weight 1)
+        # and the penalties are divided by s instead, the same steps with fewer products.
+        alpha = alpha / sample_weight[0]
+        beta = beta / sample_weight[0]
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     # Room for the widest records; the intercept and linear weights use the narrowest.
