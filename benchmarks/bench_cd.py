@@ -10,10 +10,12 @@ same process, three times right before and three times right after that fit (the
 shared machine drifts).  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
 include the solver's per-row records and the regrouped copy of the nonzeros), against the
 size of X.  ``--n-jobs 1 2`` repeats every degree with each number of threads (``n_jobs``);
-X @ P (SciPy) always runs on one.
+X @ P (SciPy) always runs on one.  ``--lower-degrees separate shared none`` repeats it with
+each way of modelling the lower degrees (the default, separate, fits one factor matrix per
+degree 2..m; shared fits one matrix with dummy features; none fits degree m only).
 
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
-                                  [--n-jobs 1 2]
+                                  [--n-jobs 1 2] [--lower-degrees separate shared none]
 """
 import argparse
 import itertools
@@ -50,6 +52,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1])
+    parser.add_argument("--lower-degrees", nargs="+", default=["separate"],
+                        choices=["separate", "shared", "none"])
     args = parser.parse_args()
     dtype = np.dtype(args.dtype)
 
@@ -64,15 +68,17 @@ def main():
           f"{x_bytes / 2**20:.0f} MiB; k = {k}")
     print(f"X @ P: {xp * 1e3:.1f} ms = {xp / (nnz * k) * 1e9:.2f} ns per nonzero x component")
     print()
-    print(f"{'degree':>6} {'n_jobs':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'X@P ms':>7} {'x (X@P)':>8} "
+    print(f"{'degree':>6} {'lower':>8} {'n_jobs':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'X@P ms':>7} {'x (X@P)':>8} "
           f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7}")
     warnings.simplefilter("ignore")
-    for degree, n_jobs in itertools.product(args.degrees, args.n_jobs):
+    for degree, lower, n_jobs in itertools.product(args.degrees, args.lower_degrees,
+                                                   args.n_jobs):
         # X @ P right before and right after each fit: the machine's load drifts.
         xp_times = timings(lambda: X @ P, 3)
         fm = FactorizationMachineRegressor(degree=degree, n_components=k,
                                            max_iter=args.epochs, tol=0, random_state=0,
-                                           init_scale=0.1, n_jobs=n_jobs)
+                                           init_scale=0.1, n_jobs=n_jobs,
+                                           lower_degrees=lower)
         epoch_times.clear()
         tracemalloc.start()
         start = time.perf_counter()
@@ -83,7 +89,7 @@ def main():
         epoch = float(np.median(epoch_times))
         xp_times += timings(lambda: X @ P, 3)
         xp_fit = float(np.median(xp_times))
-        print(f"{degree:>6} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
+        print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f}")
 
