@@ -34,10 +34,10 @@ _epoch = _cd.cd_epoch
 epoch_times = []
 
 
-def timed_epoch(*args):
+def timed_epoch(*args, **kwargs):
     """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch)."""
     start = time.perf_counter()
-    out = _epoch(*args)
+    out = _epoch(*args, **kwargs)
     epoch_times.append(time.perf_counter() - start)
     return out
 

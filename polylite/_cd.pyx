@@ -1603,6 +1603,17 @@ def column_support(const index_t[::1] indices, const index_t[::1] indptr,
     return support_array
 
 
+def _buffer(dict workspace, str name, Py_ssize_t size):
+    """A float64 work array of at least ``size`` (contents undefined), the one kept in
+    ``workspace`` under ``name`` when it is large enough."""
+    buffer = workspace.get(name) if workspace is not None else None
+    if buffer is None or buffer.shape[0] < size:
+        buffer = np.empty(size, dtype=np.float64)
+        if workspace is not None:
+            workspace[name] = buffer
+    return buffer
+
+
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1611,7 +1622,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
              floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None, Py_ssize_t thread_min_entries=8192):
+             support=None, Py_ssize_t thread_min_entries=8192, dict workspace=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1625,6 +1636,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     fewer than ``thread_min_entries`` entries per thread runs on one thread (starting the
     threads would cost more than they save).
     ``support`` is :func:`column_support` of the data (computed when None).
+    ``workspace``, a dict, keeps the per-row records and other work arrays from one call
+    to the next (the epochs of one fit), so that an epoch allocates no O(n) memory.
     """
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -1707,10 +1720,10 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     # Room for the widest records; the intercept and linear weights use the narrowest.
-    cdef double[::1] state_buffer = np.empty(n * (L.cache + 2 * L.width) + 1,
-                                             dtype=np.float64)
+    cdef double[::1] state_buffer = _buffer(workspace, "state",
+                                            n * (L.cache + 2 * L.width) + 1)
     L.stride = L.cache
-    cdef double[::1] column_scratch = np.empty((d + 1) * COL_STRIDE, dtype=np.float64)
+    cdef double[::1] column_scratch = _buffer(workspace, "scratch", (d + 1) * COL_STRIDE)
     cdef double* state = &state_buffer[0]
     # Records start on a cache line (one line each: the prefetch fetches all of it).
     cdef double* scratch = &column_scratch[0]
@@ -1721,11 +1734,11 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     threads.count = n_threads
     threads.min_entries = thread_min_entries
     threads.stride = (d + 1) * COL_STRIDE
-    cdef double[::1] private_scratch = np.empty((n_threads - 1) * threads.stride + COL_STRIDE,
-                                                dtype=np.float64)
+    cdef double[::1] private_scratch = _buffer(workspace, "private",
+                                               (n_threads - 1) * threads.stride + COL_STRIDE)
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
-    cdef double[::1] partial = np.empty(2 * n_threads, dtype=np.float64)
-    cdef double[::1] factor_column = np.empty(d + 1, dtype=np.float64)  # see _fill_slot
+    cdef double[::1] partial = _buffer(workspace, "partial", 2 * n_threads)
+    cdef double[::1] factor_column = _buffer(workspace, "factors", d + 1)  # see _fill_slot
     threads.partial = &partial[0]
     cdef Py_ssize_t t
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).

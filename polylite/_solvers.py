@@ -83,6 +83,7 @@ class CoordinateDescent:
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees = _degrees_array(degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
+        self.workspace = {}  # cd_epoch's work arrays, kept from one epoch to the next
 
     def epoch(self):
         est, p, X = self.est, self.params, self.X
@@ -91,7 +92,7 @@ class CoordinateDescent:
             p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam),
-            self.inputs.n_threads, self.inputs.support)
+            self.inputs.n_threads, self.inputs.support, workspace=self.workspace)
 
     def predictions(self):
         return self.y_pred

@@ -116,7 +116,7 @@ def _singleton_groups(X, order):
 
 
 def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
-            n_threads=1):
+            n_threads=1, workspace=None):
     rng = np.random.RandomState(seed)
     n, d = X.shape
     k = 3
@@ -133,7 +133,8 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
                      0.01, 0.02, True, True, y_pred, n_threads=n_threads,
-                     thread_min_entries=1)  # threads even on these few rows
+                     thread_min_entries=1,  # threads even on these few rows
+                     workspace=workspace)
     return params, y_pred
 
 
@@ -171,6 +172,33 @@ def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weig
         np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=rtol,
                                    err_msg=name)
     np.testing.assert_allclose(got_pred, want_pred[:n], rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_workspace_kept_between_epochs_changes_nothing(n_threads):
+    """The work arrays a fit keeps from one epoch to the next (``workspace``) give the
+    epochs of fresh ones, bit for bit, and are reused by a new fit, which reads nothing
+    the last one left in them."""
+    X, rng = _fields_matrix()
+    n = X.shape[0]
+    y = rng.choice([-1.0, 1.0], size=n)
+    sw = rng.uniform(0.2, 2.0, size=n)
+    groups = _solvers.column_groups(X, "anova")
+    setup = dict(degrees=[2, 3], kernel="anova", n_dummy=0, loss="logistic", epochs=3,
+                 n_threads=n_threads)
+    want, want_pred = _epochs(X, y, sw / sw.sum(), groups, **setup)
+    workspace = {}
+    for repeat in range(2):
+        got, got_pred = _epochs(X, y, sw / sw.sum(), groups, workspace=workspace, **setup)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        np.testing.assert_array_equal(got_pred, want_pred)
+        if repeat == 0:
+            arrays = dict(workspace)
+            for array in arrays.values():
+                array.fill(np.nan)  # nothing may read what the last fit left there
+    assert sorted(arrays) == ["factors", "partial", "private", "scratch", "state"]
+    assert all(workspace[name] is arrays[name] for name in arrays)
 
 
 def test_cd_epoch_rejects_groups_of_another_matrix():
