@@ -328,8 +328,10 @@ class _PolynomialModel(BaseEstimator):
 
     def _objective(self, y, y_pred, sw, params, loss_code):
         # Not np.dot: a BLAS call would leave BLAS threads spinning beside the solver.
+        # einsum sums the squares without an array of them (as large as the factors).
         def squares(a):
-            return float(np.sum(np.square(a, dtype=np.float64)))
+            flat = np.ravel(a)
+            return float(np.einsum("i,i->", flat, flat, dtype=np.float64))
 
         factors = [params.P, params.gamma] + ([params.lam] if self._fit_lam else [])
         penalty = 0.5 * self.alpha * squares(params.w)
