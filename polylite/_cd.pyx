@@ -590,6 +590,7 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
     it is filled again): adding to it anyway keeps a branch out of the hot loops.
     """
     cdef double magnitude
+    cdef double fresh[3]
     cdef Py_ssize_t t
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
@@ -600,8 +601,17 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
         row[PRED] += delta * _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A,
                                                 &magnitude)
         _swap_factor(row + sw.cur, kind, sw.L.width, p * x, (p + delta) * x)
-    if reset:
+    if reset and kind != KIND_ANOVA:
+        # Started in registers and stored once: a slot just stored one double at a time
+        # and read back by one wider load would wait for the stores to reach the cache.
         for t in range(_width(kind, sw.L.width)):
+            fresh[t] = sw.base[t]
+        _add_factor(fresh, kind, sw.L.width, p_next * x)
+        for t in range(_width(kind, sw.L.width)):
+            row[sw.nxt + t] = fresh[t]
+        return
+    if reset:
+        for t in range(sw.L.width):
             row[sw.nxt + t] = sw.base[t]
     _add_factor(row + sw.nxt, kind, sw.L.width, p_next * x)
 
