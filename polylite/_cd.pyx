@@ -81,6 +81,9 @@ cdef enum:
     COL_STEP = 4       # the step stored
     COL_NEXT = 5       # the coordinate of the next component (its cache is built in pass 2)
 
+# The scratch space of each thread beyond the first (see _solvers.cd_threads).
+SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
+
 
 cdef enum:
     EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
@@ -212,6 +215,22 @@ cdef inline double _unseen_or_step(double support, double grad, double curvature
     if support <= 0:
         return -value
     return _step(grad, curvature, reg, value)
+
+
+cdef inline bint _uninformed(double curvature, double noise) noexcept nogil:
+    """The curvature sum is rounding noise (``noise``: sum of s_i magnitude_i^2): the
+    coordinate's derivatives carry no information, so its sums count as 0."""
+    return curvature <= NOISE * NOISE * noise
+
+
+cdef inline double _take_step(floating* param, double delta) noexcept nogil:
+    """Move the coordinate ``param`` by ``delta``, stored in its own precision; returns
+    the step taken in that precision (what the rows' predictions must follow)."""
+    cdef double p = param[0]
+    if delta == 0:
+        return 0
+    param[0] = <floating> (p + delta)
+    return param[0] - p
 
 
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
@@ -985,15 +1004,13 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
             col = scratch + j * COL_STRIDE
             g = col[COL_GRAD]
             h = col[COL_CURV]
-            if h <= NOISE * NOISE * col[COL_NOISE]:
+            if _uninformed(h, col[COL_NOISE]):
                 g = 0
                 h = 0
             p = col[COL_P]
-            delta = _unseen_or_step(support[j], g, mu * h, reg, p)
-            if delta != 0:
-                param[j * param_stride] = <floating> (p + delta)
-                delta = param[j * param_stride] - p  # the step taken in this precision
-                largest = max(largest, fabs(delta))
+            delta = _take_step(param + j * param_stride,
+                               _unseen_or_step(support[j], g, mu * h, reg, p))
+            largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
     max_change[t] = largest
 
@@ -1211,12 +1228,10 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
             _entry_terms(1.0, state + i * L.stride, p, &sweep, kind, terms)
             for t in range(3):
                 sums[t] += terms[t]
-        if sums[1] <= NOISE * NOISE * sums[2]:
+        if _uninformed(sums[1], sums[2]):
             sums[0] = sums[1] = 0
-        delta = _step(sums[0], mu * sums[1], beta, p)
+        delta = _take_step(gamma + r * k + s, _step(sums[0], mu * sums[1], beta, p))
         if delta != 0:
-            gamma[r * k + s] = <floating> (p + delta)
-            delta = gamma[r * k + s] - p  # the step actually taken in this precision
             for i in range(n):
                 _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
             max_change = max(max_change, fabs(delta))
@@ -1426,10 +1441,9 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
         return 0
     else:
         delta = _armijo(p, reg, degree, lam_s, rows, values, count, state, L, cur, g, h)
+    delta = _take_step(param, delta)
     if delta == 0:
         return 0
-    param[0] = <floating> (p + delta)
-    delta = param[0] - p
     for z in range(count):
         i = _row_of(rows, z)
         x = values[z] if values != NULL else 1.0
@@ -1482,7 +1496,7 @@ cdef double _cd_poly_component(
     cdef Py_ssize_t i, j, z, g, start, end
     cdef const index_t* group_rows
     cdef const floating* group_values  # groups of one column store their values
-    cdef double p, gr, h, feature, delta, max_change = 0, p_next
+    cdef double gr, h, feature, delta, max_change = 0, p_next
     cdef double* row
     if has_next:
         _slot_base(base, POLYNOMIAL, 1, gamma, n_dummy, k, s + 1)
@@ -1496,11 +1510,8 @@ cdef double _cd_poly_component(
             feature = _power(row[cur], degree)
             gr += _dloss(row, L) * feature
             h += _weight(row, L) * feature * feature
-        delta = _step(gr, mu * h, beta, lam[s])
+        delta = _take_step(lam + s, _step(gr, mu * h, beta, lam[s]))
         if delta != 0:
-            p = lam[s]
-            lam[s] = <floating> (p + delta)
-            delta = lam[s] - p
             for i in range(n):
                 row = state + i * L.stride
                 row[PRED] += delta * _power(row[cur], degree)
@@ -1785,11 +1796,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 for t in range(n_threads):
                     g = g + threads.partial[2 * t]
                     h = h + threads.partial[2 * t + 1]
-                delta = _step(g, mu * h, 0.0, intercept[0])
+                delta = _take_step(&intercept[0], _step(g, mu * h, 0.0, intercept[0]))
                 if delta != 0:
-                    change = intercept[0]
-                    intercept[0] = <floating> (intercept[0] + delta)
-                    delta = intercept[0] - change
                     for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                     chunksize=1):
                         _shift_chunk(t, n_threads, state, &L, n, delta)

@@ -5,9 +5,9 @@ knows the current predictions on the training rows, so the estimator's loop can 
 objective, report progress, test convergence and stop early, whatever the solver.
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
-import os
 from typing import NamedTuple
 
+import joblib
 import numpy as np
 import scipy.optimize
 from threadpoolctl import threadpool_limits
@@ -36,25 +36,20 @@ def column_groups(X, kernel):
 MIN_ROWS_PER_THREAD = 20_000
 
 
-# Each thread beyond the first sums into scratch records of its own, this many bytes per
-# feature (polylite._cd: COL_STRIDE doubles).
-SCRATCH_BYTES_PER_FEATURE = 64
-
-
 def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
     """Threads for the passes of coordinate descent: ``n_jobs`` as in scikit-learn
-    (None: 1; -1: every CPU this process may run on, -2: all but one...), fewer when the
-    rows are too few to share or when the extra threads' scratch records would take more
-    memory than X itself (``x_bytes``)."""
+    (None: 1; -1: every CPU this process may use, as joblib counts them, with its
+    affinity mask and container quota; -2: all but one...), fewer when the rows are too
+    few to share or when the extra threads' scratch records would take more memory than
+    X itself (``x_bytes``)."""
     if n_jobs is None:
         return 1
     if n_jobs < 0:
-        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                else os.cpu_count() or 1)
-        n_jobs = max(1, cpus + 1 + n_jobs)
+        n_jobs = max(1, joblib.cpu_count() + 1 + n_jobs)
     threads = min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)
     if n_features > 0:
-        threads = min(threads, 1 + x_bytes // (SCRATCH_BYTES_PER_FEATURE * n_features))
+        threads = min(threads,
+                      1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
     return int(max(1, threads))
 
 

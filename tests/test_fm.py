@@ -853,8 +853,7 @@ def test_n_jobs_agrees_with_one_thread(estimator):
     (-2, 10**6, 8, 7), (-20, 10**6, 8, 1), (8, 50_000, 8, 2), (-1, 100, 8, 1)])
 def test_cd_threads_follow_n_jobs_and_the_rows(monkeypatch, n_jobs, n_rows, cpus,
                                                threads):
-    monkeypatch.setattr(_solvers.os, "sched_getaffinity", lambda pid: set(range(cpus)),
-                        raising=False)
+    monkeypatch.setattr(_solvers.joblib, "cpu_count", lambda: cpus)
     assert _solvers.cd_threads(n_jobs, n_rows) == threads
 
 
