@@ -25,7 +25,8 @@ import warnings
 
 import numpy as np
 
-from polylite import FactorizationMachineRegressor, _cd
+from polylite import FactorizationMachineRegressor
+from polylite.polynomial import _cd
 from polylite.datasets import make_recommender
 
 from _timing import recommender_arguments, timings

@@ -91,7 +91,8 @@ def run_config(cfg):
     """Generate the data, fit one configuration, return the measurements (a dict)."""
     import gc
 
-    from polylite import FactorizationMachineRegressor, _sgd
+    from polylite import FactorizationMachineRegressor
+    from polylite.polynomial import _sgd
     from polylite.datasets import make_recommender
 
     epoch_times, xp_times, xp_in_fit = [], [], [0.0]

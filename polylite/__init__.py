@@ -1,13 +1,23 @@
 """polylite: fast factorization machines and polynomial networks for sparse data.
 
 Estimators follow the scikit-learn API and accept NumPy arrays and SciPy sparse matrices.
+
+Layout (dependencies point down):
+
+- estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
+  machines and polynomial networks);
+- shared machinery: parameter checks (``_validation``), the model file format and its
+  class registry (``_io``);
+- kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
+  ``_losses``.
 """
 __version__ = "0.1.0.dev0"
 
-from .fm import FactorizationMachineClassifier, FactorizationMachineRegressor  # noqa: E402
-from .pn import PolynomialNetworkClassifier, PolynomialNetworkRegressor  # noqa: E402
-from ._io import load  # noqa: E402
+from ._io import ModelFileError, load  # noqa: E402
+from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
+                         FactorizationMachineRegressor, PolynomialNetworkClassifier,
+                         PolynomialNetworkRegressor)
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "load",
-           "__version__"]
+           "ModelFileError", "__version__"]

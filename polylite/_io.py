@@ -18,18 +18,36 @@ import numpy as np
 FORMAT_NAME = "polylite-model"
 FORMAT_VERSION = 1
 
-__all__ = ["load", "ModelFileError", "FORMAT_VERSION"]
+__all__ = ["load", "ModelFileError", "FORMAT_VERSION", "register_model",
+           "check_array_names", "check_float_arrays"]
 
 
 class ModelFileError(ValueError):
     """A file is not a valid polylite model (missing, truncated, foreign or inconsistent)."""
 
 
+# Every class a model file may name, registered by its own module (``@register_model``):
+# this module imports no estimator, so the families depend on it and not the reverse.
+_MODEL_CLASSES = {}
+
+
+def register_model(cls):
+    """Class decorator: let :func:`load` instantiate ``cls`` by its name.
+
+    A registered class implements ``_model_arrays()``, returning its fitted arrays and
+    JSON-able scalar attributes as ``(arrays, attributes)``, and
+    ``_restore_model(arrays, attributes)``, which checks them (raising
+    :class:`ModelFileError` for anything inconsistent) and installs them on a fresh,
+    unfitted instance.  The attributes every scikit-learn estimator shares
+    (``n_features_in_``, ``feature_names_in_``, ``classes_``) are handled here.
+    """
+    _MODEL_CLASSES[cls.__name__] = cls
+    return cls
+
+
 def _model_classes():
-    from . import fm, pn
-    classes = [fm.FactorizationMachineRegressor, fm.FactorizationMachineClassifier,
-               pn.PolynomialNetworkRegressor, pn.PolynomialNetworkClassifier]
-    return {cls.__name__: cls for cls in classes}
+    import polylite  # noqa: F401  (importing the package registers every family)
+    return dict(_MODEL_CLASSES)
 
 
 def _json_param(name, value):
@@ -49,12 +67,12 @@ def _json_param(name, value):
 
 
 def _fitted_arrays(est):
-    stack = est._stacked()
-    arrays = {name: stack[name] for name in ("intercept", "w", "P", "gamma")}
-    if est._has_lam:
-        arrays["lam"] = stack["lam"]
-    arrays["n_iter"] = np.atleast_1d(np.asarray(est.n_iter_, dtype=np.int64))
-    meta = {"n_features_in_": int(est.n_features_in_)}
+    arrays, meta = est._model_arrays()
+    arrays, meta = dict(arrays), dict(meta)
+    clash = set(arrays) & {"header", "classes", "feature_names"}
+    if clash:  # pragma: no cover - a family's programming error
+        raise RuntimeError(f"{type(est).__name__} uses reserved array names {clash}")
+    meta["n_features_in_"] = int(est.n_features_in_)
     if hasattr(est, "classes_"):
         classes = np.asarray(est.classes_)
         meta["classes_dtype"] = str(classes.dtype)
@@ -74,7 +92,7 @@ def save_model(est, path):
     from sklearn.utils.validation import check_is_fitted
     from . import __version__
     check_is_fitted(est)
-    if type(est).__name__ not in _model_classes():
+    if _model_classes().get(type(est).__name__) is not type(est):
         raise TypeError(f"{type(est).__name__} cannot be saved by polylite")
     arrays, meta = _fitted_arrays(est)
     header = {
@@ -216,8 +234,15 @@ def load(path):
         est._check_params()
     except (ValueError, TypeError) as exc:
         raise ModelFileError(f"model file has invalid parameters: {exc}") from None
-    _check_arrays(est, header, arrays)
-    _install(est, header, arrays)
+    _check_declared(header, arrays)
+    meta = dict(header.get("attributes") or {})
+    _install_common(est, meta, arrays)
+    try:
+        est._restore_model(arrays, meta)
+    except ModelFileError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ModelFileError(f"model file is inconsistent: {exc}") from None
     return est
 
 
@@ -225,7 +250,8 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_arrays(est, header, arrays):
+def _check_declared(header, arrays):
+    """The archive holds exactly the arrays its header declares, as declared."""
     declared = header.get("arrays")
     if not isinstance(declared, dict) or set(declared) != set(arrays):
         raise ModelFileError("model file arrays do not match its header")
@@ -237,66 +263,66 @@ def _check_arrays(est, header, arrays):
                 spec.get("dtype"):
             raise ModelFileError(f"array {key!r} has shape {arrays[key].shape} and dtype "
                                  f"{arrays[key].dtype}, but the header says {spec}")
-    meta = header.get("attributes")
-    if not isinstance(meta, dict):
+    if not isinstance(header.get("attributes"), dict):
         raise ModelFileError("model file header has no attribute table (n_features_in_)")
-    d = meta.get("n_features_in_")
+
+
+def _install_common(est, meta, arrays):
+    """n_features_in_, feature_names_in_ and classes_; removes their entries so that
+    ``arrays`` and ``meta`` keep only the family's own."""
+    d = meta.pop("n_features_in_", None)
     if not _is_int(d) or d < 0:
         raise ModelFileError(f"model file has no valid n_features_in_ (got {d!r})")
-    required = {"intercept", "w", "P", "gamma", "n_iter"}
-    if est._has_lam:
-        required.add("lam")
-    if est._is_classifier:
-        required.add("classes")
-    missing = required - set(arrays)
-    if missing:
-        raise ModelFileError(f"model file lacks the arrays {sorted(missing)}")
-    unexpected = set(arrays) - required - {"feature_names"}
-    if unexpected:
-        raise ModelFileError(f"model file has unexpected arrays {sorted(unexpected)} "
-                             f"for {type(est).__name__}")
-    P = arrays["P"]
-    if P.dtype not in (np.float32, np.float64):
-        raise ModelFileError(f"factors have dtype {P.dtype}; expected float32 or float64")
-    _, degrees, n_dummy = est._structure()
-    k = est.n_components
-    if P.ndim != 4:
-        raise ModelFileError(f"array 'P' has shape {P.shape}; expected 4 dimensions "
-                             f"(outputs, blocks, features, components)")
-    n_out = P.shape[0]
-    if est._is_classifier:
-        _check_classes(arrays["classes"], meta)
-        n_classes = arrays["classes"].shape[0]
-        if n_out != (1 if n_classes == 2 else n_classes):
-            raise ModelFileError(f"model file has {n_out} outputs for {n_classes} classes")
-    elif n_out != 1:
-        raise ModelFileError(f"a regressor has 1 output, model file has {n_out}")
-    expected = {"intercept": (n_out, 1), "w": (n_out, d), "P": (n_out, len(degrees), d, k),
-                "gamma": (n_out, n_dummy, k), "lam": (n_out, k), "n_iter": (n_out,)}
-    for key, shape in expected.items():
-        if key not in arrays:
-            continue
-        if arrays[key].shape != shape:
-            raise ModelFileError(f"array {key!r} has shape {arrays[key].shape}; the "
-                                 f"model's parameters require {shape}")
-        if key == "n_iter":
-            if arrays[key].dtype.kind not in "iu" or np.any(arrays[key] < 0):
-                raise ModelFileError(f"array 'n_iter' must hold non-negative integers, "
-                                     f"got dtype {arrays[key].dtype}")
-            continue
-        if arrays[key].dtype != P.dtype:
-            raise ModelFileError(f"array {key!r} has dtype {arrays[key].dtype}, "
-                                 f"the factors {P.dtype}")
-        if not np.all(np.isfinite(arrays[key])):
-            raise ModelFileError(f"array {key!r} contains NaN or infinity")
+    est.n_features_in_ = d
     if "feature_names" in arrays:
-        names = arrays["feature_names"]
+        names = arrays.pop("feature_names")
         if names.dtype.kind != "U" or names.shape != (d,):
             raise ModelFileError(f"array 'feature_names' must hold {d} strings, got shape "
                                  f"{names.shape} and dtype {names.dtype}")
+        est.feature_names_in_ = names.astype(object)
+    kind = meta.pop("classes_dtype", None)
+    is_classifier = getattr(est, "_is_classifier", False)
+    if "classes" in arrays and not is_classifier:
+        raise ModelFileError(f"model file has unexpected arrays ['classes'] for "
+                             f"{type(est).__name__}")
+    if "classes" in arrays:
+        classes = arrays.pop("classes")
+        _check_classes(classes, kind)
+        est.classes_ = classes.astype(kind if kind is not None else classes.dtype.str)
+    elif is_classifier:
+        raise ModelFileError("model file lacks the arrays ['classes']")
 
 
-def _check_classes(classes, meta):
+def check_array_names(arrays, required, optional=(), owner=""):
+    """Raise ModelFileError unless ``arrays`` holds every ``required`` name and nothing
+    beyond ``optional``."""
+    missing = set(required) - set(arrays)
+    if missing:
+        raise ModelFileError(f"model file lacks the arrays {sorted(missing)}")
+    unexpected = set(arrays) - set(required) - set(optional)
+    if unexpected:
+        raise ModelFileError(f"model file has unexpected arrays {sorted(unexpected)}" +
+                             (f" for {owner}" if owner else ""))
+
+
+def check_float_arrays(arrays, expected, dtype):
+    """Each array named in ``expected`` has that shape, ``dtype`` (float32/float64) and
+    only finite values."""
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise ModelFileError(f"parameters have dtype {np.dtype(dtype)}; expected float32 "
+                             f"or float64")
+    for key, shape in expected.items():
+        a = arrays[key]
+        if a.shape != tuple(shape):
+            raise ModelFileError(f"array {key!r} has shape {a.shape}; the model's "
+                                 f"parameters require {tuple(shape)}")
+        if a.dtype != dtype:
+            raise ModelFileError(f"array {key!r} has dtype {a.dtype}, expected {dtype}")
+        if not np.all(np.isfinite(a)):
+            raise ModelFileError(f"array {key!r} contains NaN or infinity")
+
+
+def _check_classes(classes, kind):
     """Class labels: 1-D, at least two, sorted and unique (the order of ``classes_``)."""
     if classes.ndim != 1 or classes.dtype.kind not in "biufU":
         raise ModelFileError(f"array 'classes' must be a 1-D array of numbers or strings, "
@@ -308,7 +334,8 @@ def _check_classes(classes, meta):
         raise ModelFileError("array 'classes' contains NaN or infinity")
     if not np.array_equal(np.unique(classes), classes):
         raise ModelFileError("array 'classes' is not sorted and unique, as classes_ is")
-    kind = meta.get("classes_dtype", classes.dtype.str)
+    if kind is None:
+        kind = classes.dtype.str
     try:
         dtype = np.dtype(kind) if isinstance(kind, str) else None
     except TypeError:
@@ -316,19 +343,3 @@ def _check_classes(classes, meta):
     if dtype is None or not (dtype == object or dtype == classes.dtype):
         raise ModelFileError(f"model file has an invalid classes_dtype {kind!r} for "
                              f"classes of dtype {classes.dtype}")
-
-
-def _install(est, header, arrays):
-    meta = header["attributes"]
-    stack = {key: np.array(arrays[key]) for key in ("intercept", "w", "P", "gamma")}
-    stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
-                    np.ones((arrays["P"].shape[0], est.n_components), arrays["P"].dtype))
-    est.n_features_in_ = meta["n_features_in_"]
-    n_iter = arrays["n_iter"]
-    est.n_iter_ = n_iter.copy() if est._is_classifier else int(n_iter[0])
-    if "classes" in arrays:
-        classes = arrays["classes"]
-        est.classes_ = classes.astype(meta.get("classes_dtype", classes.dtype.str))
-    if "feature_names" in arrays:
-        est.feature_names_in_ = arrays["feature_names"].astype(object)
-    est._publish(stack)

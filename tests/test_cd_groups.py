@@ -1,4 +1,4 @@
-"""Coordinate descent over groups of row-disjoint columns (``polylite._cd.column_groups``).
+"""Coordinate descent over groups of row-disjoint columns (``polylite.polynomial._cd.column_groups``).
 
 Within a group no two columns share a row, so CD may take their steps together (two passes
 over the group's entries in row order) and, when consecutive groups have an entry in every
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from polylite import _cd, _losses, _solvers, kernels
+from polylite import _losses, kernels
+from polylite.polynomial import _cd, _solvers
 
 
 def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):

@@ -19,7 +19,8 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor, kernels
-from polylite import _cd, _losses, _solvers
+from polylite import _losses
+from polylite.polynomial import _cd, _solvers
 from _reference import reference_loss
 
 # --------------------------------------------------------------------------------------

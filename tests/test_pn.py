@@ -1,4 +1,4 @@
-"""Tests of the polynomial network estimators (``polylite.pn``).
+"""Tests of the polynomial network estimators (``polylite.polynomial.pn``).
 
 Model, per output:
 
@@ -31,7 +31,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import polylite
 from polylite import (FactorizationMachineClassifier, PolynomialNetworkClassifier,
                       PolynomialNetworkRegressor, kernels)
-from polylite import _cd, _losses, _sgd, _solvers
+from polylite import _losses
+from polylite.polynomial import _cd, _sgd, _solvers
 from _reference import reference_loss
 
 # --------------------------------------------------------------------------------------

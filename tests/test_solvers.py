@@ -44,8 +44,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
-                      PolynomialNetworkClassifier, PolynomialNetworkRegressor, _sgd,
-                      kernels)
+                      PolynomialNetworkClassifier, PolynomialNetworkRegressor, kernels)
+from polylite.polynomial import _sgd
 from _reference import reference_loss
 
 PN_CLASSES = (PolynomialNetworkRegressor, PolynomialNetworkClassifier)

@@ -20,10 +20,10 @@ entries) and applied once, as the mean.
 from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
 
-from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
+from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_gradient, all_subsets_gradient,
                         linear_forms)
-from ._losses cimport loss_derivative, loss_value
+from .._losses cimport loss_derivative, loss_value
 
 cdef double ADAGRAD_EPS = 1e-8
 

@@ -5,7 +5,8 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._base import _check_choice, _partial_fit_available
+from .._validation import check_choice
+from ._base import _partial_fit_available
 
 CLASSIFIER_LOSSES = ("logistic", "squared_hinge")
 
@@ -21,7 +22,7 @@ class _OneVsRestMixin:
 
     def _check_params(self):
         super()._check_params()
-        _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
+        check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
 
     def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None):
         """Fit the classifier.
@@ -47,7 +48,7 @@ class _OneVsRestMixin:
             return self._fit(X, y, sample_weight, X_val, y_val)
 
     def _fit(self, X, y, sample_weight, X_val, y_val):
-        _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
+        check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
         X, y = self._prepare_X(X, reset=True, y=y)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
@@ -107,7 +108,7 @@ class _OneVsRestMixin:
         self : object
         """
         from sklearn.utils.multiclass import _check_partial_fit_first_call
-        _check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
+        check_choice(self.loss, "loss", CLASSIFIER_LOSSES)
         first = not self.__sklearn_is_fitted__()
         X, y = self._prepare_X(X, reset=first, y=y)
         check_classification_targets(y)

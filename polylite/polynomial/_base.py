@@ -9,7 +9,6 @@ described by the arrays of :class:`_OutputParams`.  Solvers update these arrays 
 one epoch per call, so that Python can report progress and test convergence.
 """
 import contextlib
-import numbers
 import time
 import warnings
 from dataclasses import dataclass
@@ -20,7 +19,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from . import _cd, _losses, _solvers, kernels
+from .. import _losses, kernels
+from .._io import (ModelFileError, check_array_names, check_float_arrays,
+                   save_model)
+from .._validation import (check_bool, check_choice, check_number,
+                           check_random_state_param)
+from . import _cd, _solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -35,37 +39,9 @@ class _OutputParams:
     lam: np.ndarray        # (n_components,)
 
 
-def _check_number(value, name, *, low=None, high=None, integer=False, low_open=False):
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
-        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, "
-                         f"got {value!r}")
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if low is not None and (value < low or (low_open and value == low)):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
-    return value
-
-
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
     return est.solver in _solvers.STOCHASTIC
-
-
-def _store_init_params(estimator, params):
-    """Store an estimator's constructor arguments (``locals()`` of its ``__init__``) as
-    they are, under their own names: scikit-learn's convention, validation is for fit."""
-    for name, value in params.items():
-        if name != "self":
-            setattr(estimator, name, value)
-
-
-def _check_choice(value, name, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
 
 
 class _PolynomialModel(BaseEstimator):
@@ -89,39 +65,29 @@ class _PolynomialModel(BaseEstimator):
         """Adjust a warm start's parameters to the current settings (in place)."""
 
     def _check_params(self):
-        _check_number(self.n_components, "n_components", low=1, integer=True)
-        _check_number(self.alpha, "alpha", low=0)
-        _check_number(self.beta, "beta", low=0)
-        _check_number(self.init_scale, "init_scale", low=0)
-        _check_number(self.max_iter, "max_iter", low=1, integer=True)
-        _check_number(self.tol, "tol", low=0)
-        _check_number(self.verbose, "verbose", low=0, integer=True)
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
-        if not isinstance(self.fit_linear, (bool, np.bool_)):
-            raise ValueError(f"fit_linear must be a bool, got {self.fit_linear!r}")
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
-        _check_choice(self.solver, "solver", self._solvers)
-        _check_choice(self.learning_rate, "learning_rate", tuple(_solvers.SCHEDULES))
+        check_number(self.n_components, "n_components", low=1, integer=True)
+        check_number(self.alpha, "alpha", low=0)
+        check_number(self.beta, "beta", low=0)
+        check_number(self.init_scale, "init_scale", low=0)
+        check_number(self.max_iter, "max_iter", low=1, integer=True)
+        check_number(self.tol, "tol", low=0)
+        check_number(self.verbose, "verbose", low=0, integer=True)
+        for name in ("fit_intercept", "fit_linear", "warm_start", "shuffle",
+                     "early_stopping"):
+            check_bool(getattr(self, name), name)
+        check_choice(self.solver, "solver", self._solvers)
+        check_choice(self.learning_rate, "learning_rate", tuple(_solvers.SCHEDULES))
         if self.eta0 is not None:
-            _check_number(self.eta0, "eta0", low=0, low_open=True)
-        _check_number(self.power_t, "power_t", low=0)
-        _check_number(self.batch_size, "batch_size", low=1, integer=True)
-        for name in ("shuffle", "early_stopping"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        _check_number(self.validation_fraction, "validation_fraction", low=0, high=1,
-                      low_open=True)
+            check_number(self.eta0, "eta0", low=0, low_open=True)
+        check_number(self.power_t, "power_t", low=0)
+        check_number(self.batch_size, "batch_size", low=1, integer=True)
+        check_number(self.validation_fraction, "validation_fraction", low=0, high=1,
+                     low_open=True)
         if self.validation_fraction >= 1:
             raise ValueError(f"validation_fraction must be < 1, got "
                              f"{self.validation_fraction!r}")
-        _check_number(self.n_iter_no_change, "n_iter_no_change", low=1, integer=True)
-        try:
-            check_random_state(self.random_state)
-        except ValueError:
-            raise ValueError(f"random_state must be None, an integer in [0, 2**32) or a "
-                             f"numpy RandomState, got {self.random_state!r}") from None
+        check_number(self.n_iter_no_change, "n_iter_no_change", low=1, integer=True)
+        check_random_state_param(self.random_state)
 
     _solvers = ("cd", "sgd", "adagrad", "lbfgs")
 
@@ -502,7 +468,7 @@ class _PolynomialModel(BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "P_")
 
-    # ---- save / load ------------------------------------------------------------------
+    # ---- save / load (polylite._io) ----------------------------------------------------
 
     def save(self, path):
         """Save the fitted model to ``path`` in polylite's pickle-free format.
@@ -513,8 +479,53 @@ class _PolynomialModel(BaseEstimator):
             Destination file (NumPy ``.npz`` archive with a JSON header).  See
             :func:`polylite.load`.
         """
-        from ._io import save_model
         save_model(self, path)
+
+    def _model_arrays(self):
+        """The fitted arrays as a stack with a leading axis over the outputs."""
+        stack = self._stacked()
+        arrays = {name: stack[name] for name in ("intercept", "w", "P", "gamma")}
+        if self._has_lam:
+            arrays["lam"] = stack["lam"]
+        arrays["n_iter"] = np.atleast_1d(np.asarray(self.n_iter_, dtype=np.int64))
+        return arrays, {}
+
+    def _restore_model(self, arrays, attributes):
+        """Check the arrays of :meth:`_model_arrays` against the parameters, install them."""
+        names = {"intercept", "w", "P", "gamma", "n_iter"} | (
+            {"lam"} if self._has_lam else set())
+        check_array_names(arrays, names, owner=type(self).__name__)
+        P = arrays["P"]
+        if P.ndim != 4:
+            raise ModelFileError(f"array 'P' has shape {P.shape}; expected 4 dimensions "
+                                 f"(outputs, blocks, features, components)")
+        n_out, d = P.shape[0], self.n_features_in_
+        if self._is_classifier:
+            n_classes = self.classes_.shape[0]
+            if n_out != (1 if n_classes == 2 else n_classes):
+                raise ModelFileError(f"model file has {n_out} outputs for {n_classes} "
+                                     f"classes")
+        elif n_out != 1:
+            raise ModelFileError(f"a regressor has 1 output, model file has {n_out}")
+        _, degrees, n_dummy = self._structure()
+        k = self.n_components
+        expected = {"intercept": (n_out, 1), "w": (n_out, d),
+                    "P": (n_out, len(degrees), d, k), "gamma": (n_out, n_dummy, k)}
+        if self._has_lam:
+            expected["lam"] = (n_out, k)
+        check_float_arrays(arrays, expected, P.dtype)
+        n_iter = arrays["n_iter"]
+        if n_iter.shape != (n_out,):
+            raise ModelFileError(f"array 'n_iter' has shape {n_iter.shape}; the model's "
+                                 f"parameters require {(n_out,)}")
+        if n_iter.dtype.kind not in "iu" or np.any(n_iter < 0):
+            raise ModelFileError(f"array 'n_iter' must hold non-negative integers, got "
+                                 f"dtype {n_iter.dtype}")
+        stack = {key: np.array(arrays[key]) for key in ("intercept", "w", "P", "gamma")}
+        stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
+                        np.ones((n_out, k), P.dtype))
+        self.n_iter_ = n_iter.copy() if self._is_classifier else int(n_iter[0])
+        self._publish(stack)
 
 
 class _EarlyStopping:

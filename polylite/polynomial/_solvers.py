@@ -12,7 +12,8 @@ import numpy as np
 import scipy.optimize
 from threadpoolctl import threadpool_limits
 
-from . import _cd, _sgd, kernels
+from .. import kernels
+from . import _cd, _sgd
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}

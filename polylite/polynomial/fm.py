@@ -1,8 +1,9 @@
 """Factorization machines of any degree (HOFM), trained by coordinate descent."""
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ._base import (_PolynomialModel, _check_choice, _check_number,
-                    _store_init_params)
+from .._io import register_model
+from .._validation import check_choice, check_n_jobs, check_number, store_init_params
+from ._base import _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
@@ -15,14 +16,10 @@ class _BaseFactorizationMachine(_PolynomialModel):
 
     def _check_params(self):
         super()._check_params()
-        _check_number(self.degree, "degree", low=2, integer=True)
-        _check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
-        _check_choice(self.kernel, "kernel", FM_KERNELS)
-        if self.n_jobs is not None:
-            _check_number(self.n_jobs, "n_jobs", integer=True)
-            if self.n_jobs == 0:
-                raise ValueError("n_jobs must be None, a positive number of threads or a "
-                                 "negative count back from every CPU (-1: all), got 0")
+        check_number(self.degree, "degree", low=2, integer=True)
+        check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
+        check_choice(self.kernel, "kernel", FM_KERNELS)
+        check_n_jobs(self.n_jobs)
 
     def _structure(self):
         if self.kernel == "all-subsets":
@@ -119,6 +116,7 @@ _FM_OBJECTIVE_DOC = """
 """
 
 
+@register_model
 class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
                                     _BaseFactorizationMachine):
     __doc__ = """Factorization machine regressor of any degree (squared loss).
@@ -159,9 +157,10 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
-        _store_init_params(self, locals())
+        store_init_params(self, locals())
 
 
+@register_model
 class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
                                      _BaseFactorizationMachine):
     __doc__ = """Factorization machine classifier of any degree, binary or multi-class.
@@ -189,4 +188,4 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
-        _store_init_params(self, locals())
+        store_init_params(self, locals())

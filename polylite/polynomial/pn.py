@@ -2,8 +2,9 @@
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ._base import (_PolynomialModel, _check_choice, _check_number,
-                    _store_init_params)
+from .._io import register_model
+from .._validation import check_choice, check_number, store_init_params
+from ._base import _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
@@ -19,9 +20,9 @@ class _BasePolynomialNetwork(_PolynomialModel):
 
     def _check_params(self):
         super()._check_params()
-        _check_number(self.degree, "degree", low=2, integer=True)
-        _check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
-        _check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
+        check_number(self.degree, "degree", low=2, integer=True)
+        check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
+        check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
 
     def _structure(self):
         return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
@@ -118,6 +119,7 @@ _PN_OBJECTIVE_DOC = """
 """
 
 
+@register_model
 class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
                                  _BasePolynomialNetwork):
     __doc__ = """Polynomial network regressor (squared loss).
@@ -155,9 +157,10 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        _store_init_params(self, locals())
+        store_init_params(self, locals())
 
 
+@register_model
 class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynomialNetwork):
     __doc__ = """Polynomial network classifier, binary or multi-class (one-vs-rest).
     """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
@@ -183,4 +186,4 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
-        _store_init_params(self, locals())
+        store_init_params(self, locals())

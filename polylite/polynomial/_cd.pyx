@@ -55,10 +55,10 @@ from libc.math cimport fabs
 from libc.stdint cimport uint64_t
 from cython.parallel cimport prange
 
-from ._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
+from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_from_power_sums,
                         anova_coordinate_derivative)
-from ._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
+from .._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
 
 
 # A derivative whose magnitude is below this multiple of eps times the size of the terms

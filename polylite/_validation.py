@@ -1,0 +1,70 @@
+"""Checks of estimator parameters shared by every model family.
+
+scikit-learn's convention: ``__init__`` stores its arguments as they are
+(:func:`store_init_params`), and ``fit`` validates them with these functions, which raise
+ValueError naming the parameter and the value received.
+"""
+import numbers
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = ["check_number", "check_choice", "check_bool", "check_n_jobs",
+           "check_random_state_param", "store_init_params"]
+
+
+def check_number(value, name, *, low=None, high=None, integer=False, low_open=False):
+    """Return ``value`` if it is a finite (integer) number in the given range."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, "
+                         f"got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` if it is one of the strings ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_bool(value, name):
+    """Return ``value`` if it is a Python or NumPy bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def check_n_jobs(n_jobs):
+    """``n_jobs`` as scikit-learn takes it: None, a positive count, or a negative count
+    back from every CPU (-1: all)."""
+    if n_jobs is not None:
+        check_number(n_jobs, "n_jobs", integer=True)
+        if n_jobs == 0:
+            raise ValueError("n_jobs must be None, a positive number of threads or a "
+                             "negative count back from every CPU (-1: all), got 0")
+    return n_jobs
+
+
+def check_random_state_param(random_state):
+    """Raise a ValueError naming ``random_state`` if NumPy cannot seed from it."""
+    try:
+        return check_random_state(random_state)
+    except ValueError:
+        raise ValueError(f"random_state must be None, an integer in [0, 2**32) or a "
+                         f"numpy RandomState, got {random_state!r}") from None
+
+
+def store_init_params(estimator, params):
+    """Store an estimator's constructor arguments (``locals()`` of its ``__init__``) as
+    they are, under their own names: scikit-learn's convention, validation is for fit."""
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)
