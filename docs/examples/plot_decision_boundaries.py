@@ -15,7 +15,8 @@ import numpy as np
 from sklearn.datasets import make_circles, make_moons
 from sklearn.linear_model import LogisticRegression
 
-from polylite import FactorizationMachineClassifier, PolynomialNetworkClassifier
+from polylite import (FactorizationMachineClassifier,
+                      PolynomialNetworkClassifier)
 
 rng = np.random.RandomState(0)
 X_xor = rng.uniform(-1, 1, (300, 2))
@@ -38,7 +39,8 @@ fig, axes = plt.subplots(len(datasets), len(classifiers), figsize=(9, 9),
                          sharex="row", sharey="row")
 for row, (data_name, (X, y)) in enumerate(datasets.items()):
     X = (X - X.mean(axis=0)) / X.std(axis=0)
-    xx, yy = np.meshgrid(np.linspace(-2.5, 2.5, 200), np.linspace(-2.5, 2.5, 200))
+    axis = np.linspace(-2.5, 2.5, 200)
+    xx, yy = np.meshgrid(axis, axis)
     grid = np.c_[xx.ravel(), yy.ravel()]
     for col, (clf_name, make) in enumerate(classifiers.items()):
         clf = make().fit(X, y)

@@ -23,7 +23,8 @@ from polylite.kernels import predict
 # Planted data
 # ------------
 # 300 sparse features, 6 nonzeros per row; the target is a linear part plus the
-# interactions of a rank-3 factorization machine, plus noise of standard deviation 0.1.
+# interactions of a rank-3 factorization machine, plus noise of standard
+# deviation 0.1.
 rng = np.random.RandomState(0)
 n_samples, n_features, nnz_per_row, noise = 12_000, 300, 6, 0.1
 indices = np.array([rng.choice(n_features, nnz_per_row, replace=False)
@@ -35,7 +36,8 @@ X.sort_indices()
 w = rng.normal(0, 0.5, n_features)
 P = rng.normal(0, 0.6, (n_features, 3))
 y = predict(X, P, degrees=2, w=w, intercept=1.0) + noise * rng.randn(n_samples)
-X_train, y_train, X_test, y_test = X[:10_000], y[:10_000], X[10_000:], y[10_000:]
+X_train, y_train = X[:10_000], y[:10_000]
+X_test, y_test = X[10_000:], y[10_000:]
 
 # %%
 # Test error against the number of training rows
@@ -44,11 +46,12 @@ sizes = [250, 500, 1000, 2000, 5000, 10_000]
 rmse = {"linear (ridge)": [], "FM, degree 2, k = 3": []}
 for n in sizes:
     ridge = Ridge(alpha=1.0).fit(X_train[:n], y_train[:n])
-    fm = FactorizationMachineRegressor(degree=2, n_components=3, beta=1e-3, tol=1e-4,
-                                       max_iter=300, random_state=0)
+    fm = FactorizationMachineRegressor(degree=2, n_components=3, beta=1e-3,
+                                       tol=1e-4, max_iter=300, random_state=0)
     fm.fit(X_train[:n], y_train[:n])
     for name, model in zip(rmse, (ridge, fm)):
-        rmse[name].append(mean_squared_error(y_test, model.predict(X_test)) ** 0.5)
+        error = mean_squared_error(y_test, model.predict(X_test)) ** 0.5
+        rmse[name].append(error)
     print(f"{n:6d} rows: ridge {rmse['linear (ridge)'][-1]:.3f}, "
           f"FM {rmse['FM, degree 2, k = 3'][-1]:.3f}")
 

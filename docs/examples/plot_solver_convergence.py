@@ -32,20 +32,22 @@ X, y = make_recommender(n_samples=10_000, n_users=300, n_items=200, degree=3,
 
 # "epoch 3  objective 1.234567e-01 ... 0.12s" (cd, adagrad) or
 # "iteration 3  objective 1.234567e-01 ... 0.12s" (lbfgs)
-LINE = re.compile(r"^(?:epoch|iteration)\s+(\d+)\s+objective\s+(\S+).*\s(\S+)s$")
+LINE = re.compile(
+    r"^(?:epoch|iteration)\s+(\d+)\s+objective\s+(\S+).*\s(\S+)s$")
 
 
 def trace(solver, degree, max_iter=30):
-    """(seconds, objective) after every epoch of one fit, from its verbose output."""
-    fm = FactorizationMachineRegressor(degree=degree, n_components=8, solver=solver,
-                                       max_iter=max_iter, tol=0, random_state=0,
-                                       verbose=1)
+    """(seconds, objective) after each epoch of one fit, from verbose output."""
+    fm = FactorizationMachineRegressor(degree=degree, n_components=8,
+                                       solver=solver, max_iter=max_iter, tol=0,
+                                       random_state=0, verbose=1)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fm.fit(X, y)
     points = [LINE.match(line) for line in printed.getvalue().splitlines()]
-    points = [(float(m[3]), float(m[2])) for m in points if m and int(m[1]) > 0]
+    points = [(float(m[3]), float(m[2]))
+              for m in points if m and int(m[1]) > 0]
     return np.array(points).T
 
 
@@ -56,8 +58,9 @@ for ax, degree in zip(axes, (2, 3, 4)):
     best = min(values.min() for _, values in curves.values())
     for solver, (seconds, values) in curves.items():
         gap = (values - best) / best
-        ax.plot(seconds, np.where(gap > 0, gap, np.nan), ".-", color=colors[solver],
-                label=solver)  # the best point has no gap: not drawn on a log scale
+        # The best point has no gap: it is left out of the log scale.
+        ax.plot(seconds, np.where(gap > 0, gap, np.nan), ".-",
+                color=colors[solver], label=solver)
     ax.set_yscale("log")
     ax.set_title(f"degree {degree}")
     ax.set_xlabel("seconds")
