@@ -37,7 +37,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     """Fit and prediction shared by the regressor and the classifier: one chain per output
     (one for regression and two classes, one per class for more), swept in turn."""
 
-    _probit = False
+    _is_classifier = False  # the probit model (also read by polylite._io)
 
     # ---- parameters ---------------------------------------------------------------------
 
@@ -74,7 +74,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
 
     def _validate_fit_data(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_FLOAT_DTYPES,
-                             accept_large_sparse=True, y_numeric=not self._probit)
+                             accept_large_sparse=True, y_numeric=not self._is_classifier)
         return kernels.check_X(X, dtype=X.dtype, accept_dense=False), y
 
     def _validate_predict_data(self, X):
@@ -107,7 +107,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
                                  accept_dense=False)
         if y_eval is not None:
             y_eval = column_or_1d(check_array(y_eval, ensure_2d=False, dtype=None,
-                                              ensure_all_finite=not self._probit,
+                                              ensure_all_finite=not self._is_classifier,
                                               ensure_min_samples=0))
             if y_eval.shape[0] != X_eval.shape[0]:
                 raise ValueError(f"X_eval has {X_eval.shape[0]} rows but y_eval has "
@@ -152,7 +152,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
             chains.append(GibbsChain(X, targets[:, o], inputs, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
-                                     probit=self._probit, rng=rng, workspace=workspace))
+                                     probit=self._is_classifier, rng=rng, workspace=workspace))
         eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
         alphas = np.zeros((n_outputs, self.n_iter))
         scores = np.full(self.n_iter, np.nan)
@@ -189,7 +189,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     def _report(self, sweep, alphas, score, elapsed):
         phase = "burn-in" if sweep <= self.n_burn_in else "sample "
         line = f"sweep {sweep:4d} {phase}"
-        if not self._probit:
+        if not self._is_classifier:
             line += f"  alpha {alphas[0]:.4g} (noise sd {alphas[0] ** -0.5:.4g})"
         if np.isfinite(score):
             line += f"  {self._score_name} on X_eval {score:.5f}"
@@ -208,11 +208,11 @@ class _BayesianFactorizationMachine(BaseEstimator):
         ``*_samples_`` attributes (without that axis for the regressor)."""
         for name in self._SAMPLES:
             setattr(self, f"{name}_samples_",
-                    samples[name] if self._probit else samples[name][0])
+                    samples[name] if self._is_classifier else samples[name][0])
 
     def _samples(self):
         """The kept samples, each array with a leading axis over the outputs."""
-        return {name: (getattr(self, f"{name}_samples_") if self._probit
+        return {name: (getattr(self, f"{name}_samples_") if self._is_classifier
                        else getattr(self, f"{name}_samples_")[np.newaxis])
                 for name in self._SAMPLES}
 
@@ -248,14 +248,14 @@ class _BayesianFactorizationMachine(BaseEstimator):
         regressor, the noise precisions drawn."""
         arrays = {f"{name}_samples": a for name, a in self._samples().items()}
         arrays["feature_groups"] = self.feature_groups_.astype(np.int64)
-        if not self._probit:
+        if not self._is_classifier:
             arrays["alpha"] = np.asarray(self.alpha_, dtype=np.float64)
         return arrays, {"n_iter_": int(self.n_iter_)}
 
     def _restore_model(self, arrays, attributes):
         """Check the arrays of :meth:`_model_arrays` against the parameters, install them."""
         names = {"intercept_samples", "w_samples", "P_samples", "gamma_samples",
-                 "feature_groups"} | (set() if self._probit else {"alpha"})
+                 "feature_groups"} | (set() if self._is_classifier else {"alpha"})
         check_array_names(arrays, names, owner=type(self).__name__)
         P = arrays["P_samples"]
         if P.ndim != 5:
@@ -284,7 +284,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 or (d > 0 and (groups.min() < 0 or groups.max() >= d))):
             raise ModelFileError(f"array 'feature_groups' must hold a group index in "
                                  f"[0, {d}) for each of the {d} features")
-        if not self._probit:
+        if not self._is_classifier:
             alpha = arrays["alpha"]
             if alpha.shape != (n_iter,) or alpha.dtype != np.float64 or not np.all(
                     np.isfinite(alpha)):
@@ -499,7 +499,7 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         Number of sweeps run.
     n_features_in_ : int
     """
-    _probit = True
+    _is_classifier = True
     _score_name = "accuracy"
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
@@ -542,9 +542,9 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         X_eval, y_eval = self._eval_set(X_eval, y_eval, X.dtype)
         score = None
         if y_eval is not None:
-            codes = self._encode(y_eval)
+            eval_codes = self._encode(y_eval)
             score = lambda mean: float(np.mean(  # noqa: E731
-                np.argmax(self._normalise(mean), axis=1) == codes))
+                np.argmax(self._normalise(mean), axis=1) == eval_codes))
         codes = encoder.transform(y)
         if self.classes_.shape[0] == 2:
             targets = np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
