@@ -20,8 +20,8 @@ import numpy as np
 FORMAT_NAME = "polylite-model"
 FORMAT_VERSION = 1
 
-__all__ = ["load", "ModelFileError", "FORMAT_VERSION", "register_model",
-           "check_array_names", "check_float_arrays"]
+__all__ = ["load", "load_with_header", "ModelFileError", "FORMAT_VERSION",
+           "register_model", "check_array_names", "check_float_arrays"]
 
 
 class ModelFileError(ValueError):
@@ -101,8 +101,11 @@ def _new_file(directory):
             continue
 
 
-def save_model(est, path):
-    """Write a fitted estimator to ``path`` (see module docstring); atomic on success."""
+def save_model(est, path, metadata=None):
+    """Write a fitted estimator to ``path`` (see module docstring); atomic on success.
+
+    ``metadata``, a JSON-able dict, is stored in the header under "metadata" (the command
+    line records there how its training file was read); :func:`load` ignores it."""
     from sklearn.utils.validation import check_is_fitted
     from . import __version__
     check_is_fitted(est)
@@ -119,6 +122,8 @@ def save_model(est, path):
         "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str}
                    for k, a in arrays.items()},
     }
+    if metadata is not None:
+        header["metadata"] = metadata
     blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -328,6 +333,13 @@ def load(path):
         wrong shape or dtype, non-finite values, unsorted classes, pickled object
         arrays).
     """
+    return load_with_header(path)[0]
+
+
+def load_with_header(path):
+    """:func:`load`, also returning the file's JSON header (a dict: ``format_version``,
+    ``polylite_version``, ``class``, ``params``, ``arrays`` (their shapes and dtypes),
+    and ``metadata`` when the writer gave some)."""
     header, arrays = _read_archive(path)
     classes = _model_classes()
     name = header.get("class")
@@ -357,7 +369,7 @@ def load(path):
         raise
     except (ValueError, TypeError, KeyError) as exc:
         raise ModelFileError(f"model file is inconsistent: {exc}") from None
-    return est
+    return est, header
 
 
 def _is_int(value):
