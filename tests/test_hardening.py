@@ -221,6 +221,17 @@ def test_expected_failed_checks_are_declared_by_the_estimator(cls):
     assert expected_failed_checks(object()) == {}
 
 
+def test_sgd_default_step_size_on_unscaled_blobs():
+    """scikit-learn's check_estimators_partial_fit_n_features data (blobs shifted to
+    non-negative values): the default step took from the rows' mean curvature diverged
+    from one random start in four with a polynomial network."""
+    from sklearn.datasets import make_blobs
+    X, y = make_blobs(n_samples=50, random_state=1)
+    X -= X.min()
+    for seed in range(20):
+        PolynomialNetworkRegressor(solver="sgd", random_state=seed).partial_fit(X, y)
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=ids)
 def test_sgd_default_step_size_on_unscaled_data(cls):
     """scikit-learn's checks fit X ~ N(100, 1) (check_fit_idempotent, check_n_features_in,
@@ -246,12 +257,13 @@ def _default_eta0(est, X, y):
 
 @pytest.mark.parametrize("cls", [FactorizationMachineRegressor, PolynomialNetworkRegressor])
 def test_sgd_default_step_size_keeps_001_on_scaled_data(cls):
-    """Standardised features and targets keep the former default 0.01; features of scale
-    100 get a step below the stability limit 2 / ||x||^2 of the linear part alone."""
+    """Rows of norm about 1 and standardised targets keep the former default 0.01;
+    features of scale 100 get a step below the stability limit 2 / ||x||^2 of the linear
+    part alone."""
     rng = np.random.RandomState(0)
     X, y = rng.randn(200, 10), rng.randn(200)
     est = cls(solver="sgd")
-    assert _default_eta0(est, X, y) == 0.01
+    assert _default_eta0(est, X / np.sqrt(10), y) == 0.01
     eta0 = _default_eta0(est, 100 + X, y)
     assert eta0 < 2 / np.max(np.sum((100 + X) ** 2, axis=1))
     # A larger model, higher degree or larger targets only lower it.
