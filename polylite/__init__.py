@@ -5,7 +5,8 @@ Estimators follow the scikit-learn API and accept NumPy arrays and SciPy sparse 
 Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
-  machines and polynomial networks);
+  machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
+  and factorization machines with a shared basis, by conditional gradient);
 - shared machinery: parameter checks (``_validation``), the model file format and its
   class registry (``_io``);
 - kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
@@ -14,10 +15,13 @@ Layout (dependencies point down):
 __version__ = "0.1.0.dev0"
 
 from ._io import ModelFileError, load  # noqa: E402
+from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
+                          MultiOutputPolynomialRegressor)
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "load",
+           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor", "load",
            "ModelFileError", "__version__"]
