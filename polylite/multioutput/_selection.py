@@ -11,13 +11,15 @@ The step looks for a unit vector h maximising ||q(h)||_p: p = inf for "l1", 2 fo
 
 * p = inf: the dominant eigenvector of each Gamma_c (largest |eigenvalue|), the best c
   kept.  The eigenvectors of all outputs are iterated together, one pass over X per
-  iteration (:meth:`RowOperator.gamma` with one column per output).  Each iteration is
-  the power method's step made optimal: the next vector is the best one (largest
-  |Rayleigh quotient|) of the plane spanned by h and Gamma h, a 2 x 2 eigenproblem that
-  costs no extra pass (a two-dimensional Lanczos restart).  It never does worse than the
-  power step Gamma h / ||Gamma h|| and, unlike it, converges when Gamma has eigenvalues
-  +lambda and -lambda.  It stops when ||Gamma h - rho h|| <= power_tol |rho|.
-* p = 2 or 1: from the p = inf answer, the refinement of the paper (its equation 6):
+  iteration (:meth:`RowOperator.gamma` with two columns per output, one for each end of
+  the spectrum).  Each iteration is the power method's step made optimal (LOBPCG with
+  one vector per column): the next vector is the best one (largest, or smallest,
+  Rayleigh quotient) of the span of h, Gamma h and the previous step, a 3 x 3
+  eigenproblem that costs no extra pass.  It converges much faster than the power step
+  and, unlike it, also when Gamma has eigenvalues +lambda and -lambda.  It stops when
+  ||Gamma h - rho h|| <= power_tol |rho| (rho of the larger end).
+* p = 2 or 1: from the extreme eigenvector (of any output, either end) with the
+  largest ||q(h)||_p, the refinement of the paper (its equation 6):
   ``h <- (1 - eta) h + eta grad f(h) / ||grad f(h)||`` for f = sum_c q_c^2 (p = 2) or
   sum_c huber(q_c) (p = 1), eta by Armijo's rule from 1, each new h rescaled onto the
   unit sphere (f grows with the scale of h, so this can only increase it).  Since
@@ -36,50 +38,91 @@ ARMIJO_SLOPE = 1e-4
 MAX_HALVINGS = 30
 
 
+def _orthonormal_direction(D, Q, P):
+    """D made orthogonal to Q and P (column by column) and of unit norm; columns that
+    nearly vanish (D almost in the plane of Q and P) become zero."""
+    for _ in range(2):   # twice is enough (Kahan), for the rounding of the first
+        D = D - Q * np.einsum("ij,ij->j", Q, D) - P * np.einsum("ij,ij->j", P, D)
+    norms = np.linalg.norm(D, axis=0)
+    keep = norms > 1e-8
+    return np.where(keep, D / np.where(keep, norms, 1.0), 0.0), keep
+
+
 def dominant_eigenvectors(op, W, rng, tol, max_iter):
     """Dominant eigenvectors of every Gamma_c (columns of W).
 
+    Each Gamma_c is iterated from both ends of its spectrum (two columns per output, one
+    pass over X for all of them), each column by the locally optimal block-free step
+    (LOBPCG with one vector): the next vector is the best, largest or smallest Rayleigh
+    quotient, of the span of the vector q, its residual Gamma q - rho q and the previous
+    step, a 3 x 3 eigenproblem that costs no extra pass.  Either end alone could settle
+    on the wrong one (an extreme eigenvector is a local maximum of |Rayleigh quotient|),
+    the pair cannot.
+
     Returns
     -------
-    Q : ndarray of shape (dim, n_outputs), unit columns
-    rho : ndarray of shape (n_outputs,)
-        The Rayleigh quotients q_c^T Gamma_c q_c (eigenvalue estimates).
+    Q : ndarray of shape (dim, 2 * n_outputs), unit columns
+        Column c approximates the eigenvector of the largest eigenvalue of Gamma_c,
+        column n_outputs + c that of its smallest.
+    rho : ndarray of shape (2 * n_outputs,)
+        Their Rayleigh quotients (eigenvalue estimates).
     n_iter : int
         Iterations run (passes over X after the first).
     """
     c = W.shape[1]
-    Q = rng.standard_normal((op.dim, c))
+    W = np.hstack([W, W])
+    sign = np.where(np.arange(2 * c) < c, 1.0, -1.0)   # +1 climbs, -1 descends
+    Q = rng.standard_normal((op.dim, 2 * c))
     Q /= np.linalg.norm(Q, axis=0)
     GQ, diagonal = op.gamma(Q, W)
     rho = np.einsum("ij,ij->j", Q, GQ)
+    D, GD = np.zeros_like(Q), np.zeros_like(Q)
+    stalled = np.zeros(2 * c, dtype=bool)
     n_iter = 0
     while True:
         R = GQ - rho * Q
         residual = np.linalg.norm(R, axis=0)
-        active = residual > tol * np.abs(rho)
-        if not active.any() or n_iter >= max_iter:
+        # Converged to tol relative to the larger end of the same Gamma_c, or stalled
+        # at the rounding floor (a step that no longer improves rho).
+        scale = np.tile(np.maximum(np.abs(rho[:c]), np.abs(rho[c:])), 2)
+        active = np.flatnonzero((residual > tol * scale) & ~stalled)
+        if active.size == 0 or n_iter >= max_iter:
             break
         n_iter += 1
-        P = R[:, active] / residual[active]
-        GP, _ = op.gamma(P, W[:, active],
-                         None if diagonal is None else diagonal[:, active])
-        # The 2 x 2 matrix of Gamma on the plane (q, p): [[rho, beta], [beta, gamma]],
-        # beta = p^T Gamma q = p^T r = ||r||.
-        alpha, beta = rho[active], residual[active]
-        gam = np.einsum("ij,ij->j", P, GP)
-        mid, radius = 0.5 * (alpha + gam), np.hypot(0.5 * (alpha - gam), beta)
-        theta = np.where(np.abs(mid + radius) >= np.abs(mid - radius), mid + radius,
-                         mid - radius)
-        a, b = beta, theta - alpha        # eigenvector of theta
-        norm = np.hypot(a, b)
-        a, b = a / norm, b / norm
-        Q[:, active] = a * Q[:, active] + b * P
-        GQ[:, active] = a * GQ[:, active] + b * GP
-        rho[active] = theta
-        # Keep the columns of unit norm despite rounding.
-        norms = np.linalg.norm(Q[:, active], axis=0)
-        Q[:, active] /= norms
-        GQ[:, active] /= norms
+        q, gq, rq = Q[:, active], GQ[:, active], rho[active]
+        p = R[:, active] / residual[active]
+        gp, _ = op.gamma(p, W[:, active], None if diagonal is None
+                         else diagonal[:, active])
+        # The previous step, orthonormalised against (q, p); Gamma d follows linearly.
+        d, keep = _orthonormal_direction(D[:, active], q, p)
+        old = D[:, active]
+        coef_q = np.einsum("ij,ij->j", q, old)
+        coef_p = np.einsum("ij,ij->j", p, old)
+        raw = np.linalg.norm(old - q * coef_q - p * coef_p, axis=0)
+        gd = np.where(keep, (GD[:, active] - gq * coef_q - gp * coef_p)
+                      / np.where(keep, raw, 1.0), 0.0)
+        # Gamma on the span of (q, p, d), one 3 x 3 matrix per column.
+        basis, images = np.stack([q, p, d]), np.stack([gq, gp, gd])
+        A = np.einsum("aij,bij->jab", basis, images)
+        A = 0.5 * (A + A.transpose(0, 2, 1))
+        # A vanished direction must not be chosen: push its eigenvalue to the far end.
+        A[~keep, 2, 2] = rq[~keep] - sign[active][~keep] * (
+            1.0 + 10 * (np.abs(rq[~keep]) + residual[active][~keep]))
+        values, vectors = np.linalg.eigh(A)
+        pick = np.where(sign[active] > 0, 2, 0)
+        y = vectors[np.arange(active.size), :, pick]          # (n_active, 3)
+        step = y[:, 1] * p + y[:, 2] * d
+        gstep = y[:, 1] * gp + y[:, 2] * gd
+        q_new, gq_new = y[:, 0] * q + step, y[:, 0] * gq + gstep
+        norms = np.linalg.norm(q_new, axis=0)
+        q_new, gq_new = q_new / norms, gq_new / norms
+        rho_new = np.einsum("ij,ij->j", q_new, gq_new)
+        better = sign[active] * (rho_new - rq) > 1e-12 * scale[active]
+        stalled[active[~better]] = True
+        moved = active[better]
+        Q[:, moved], GQ[:, moved] = q_new[:, better], gq_new[:, better]
+        D[:, moved], GD[:, moved] = step[:, better], gstep[:, better]
+        rho[moved] = rho_new[better]
     return Q, rho, n_iter
 
 
@@ -156,12 +199,16 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
     """
     Q, rho, power_iterations = dominant_eigenvectors(op, W, rng, power_tol,
                                                      max_power_iter)
-    h = Q[:, int(np.argmax(np.abs(rho)))].copy()
     refine_iterations = 0
     if penalty == "l1":
+        h = Q[:, int(np.argmax(np.abs(rho)))].copy()
         z, q = _features_and_q(op, W, h)
     else:
-        h, z, q, refine_iterations = refine(op, W, h, 2 if penalty == "l1/l2" else 1,
-                                            refine_tol, max_refine_iter)
+        # Refine the extreme eigenvector that is best for ||q||_p already (one pass).
+        values = W.T @ op.features(Q.T).astype(np.float64)
+        best = int(np.argmax([dual_norm(v, penalty) for v in values.T]))
+        h, z, q, refine_iterations = refine(op, W, Q[:, best].copy(),
+                                            2 if penalty == "l1/l2" else 1, refine_tol,
+                                            max_refine_iter)
     return h, z, dict(value=dual_norm(q, penalty), power_iterations=power_iterations,
                    refine_iterations=refine_iterations)

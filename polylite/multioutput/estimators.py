@@ -153,7 +153,8 @@ class MultiOutputPolynomialClassifier(ClassifierMixin, _MultiOutputPolynomial):
         -------
         y : ndarray of shape (n_samples,)
         """
-        return self.classes_[np.argmax(self._outputs(X), axis=1)]
+        O = self._outputs(X)   # checks that the model is fitted
+        return self.classes_[np.argmax(O, axis=1)]
 
     @available_if(_has_logistic_loss)
     def predict_proba(self, X):
@@ -292,8 +293,10 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
     def _shaped(self, O):
         return O[:, 0] if self._target_ndim == 1 else O
 
+    @available_if(_has_logistic_loss)
     def decision_function(self, X):
-        """Raw outputs o(x).
+        """Raw outputs o(x), the log-odds of each output (logistic loss only; with the
+        squared loss :meth:`predict` returns them).
 
         Parameters
         ----------
@@ -318,7 +321,7 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
         -------
         y : ndarray of shape (n_samples, n_outputs), or (n_samples,) after a fit on 1-D y
         """
-        O = self.decision_function(X)
+        O = self._shaped(self._outputs(X))
         return np.where(O > 0, 1.0, -1.0) if self.loss == "logistic" else O
 
     @available_if(_has_logistic_loss)
