@@ -114,6 +114,7 @@ class _MultiOutputPolynomial(BaseEstimator):
         rng = check_random_state(self.random_state)
         op = RowOperator(X, constant=self.fit_linear, kernel=self.kernel,
                          n_jobs=self.n_jobs)
+        loss.n_threads = op.n_threads   # the threads of the per-output losses' passes
         H, V, b, history = self._starting_model(op.dim, n_outputs)
         scorer = None
         if validation is not None:
@@ -303,10 +304,11 @@ _COMMON_PARAMS_DOC = """
         "l1/linf" (gain of the selection criterion per iteration).
     max_refine_iter : int, default=30
         Iteration limit of the refinement.
-    refit_tol : float, default=1e-4
-        FISTA stops when a step changes (V, intercept) by at most ``refit_tol`` times
-        their norm; the full refit stops when a round lowers the objective by at most
-        ``refit_tol`` (relative).
+    refit_tol : float, default=1e-3
+        The output refit stops when a step lowers the objective by at most
+        ``refit_tol`` times its value; the full refit stops when a round does.  The
+        conditional gradient only needs approximate refits (the next iterations correct
+        them); smaller values cost time for little accuracy.
     max_refit_iter : int, default=300
         Iteration limit of FISTA per refit, and of the rounds of a full refit.
     n_jobs : int or None, default=None

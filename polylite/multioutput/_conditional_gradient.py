@@ -6,7 +6,8 @@ training rows (and of the validation rows, if any) and the outputs; :meth:`itera
 runs one iteration:
 
 1. W = s * loss gradients at the current outputs (the diagonals of Gamma_c);
-2. select a basis vector h (:func:`._selection.select_basis`) and compute its features,
+2. select a basis vector h (:func:`._selection.select_basis`, its eigenvector search
+   started from the previous iteration's answer) and compute its features,
    which also give the Frank-Wolfe duality gap of the current model,
    ``tau ||q(h)||_p + <V, Z^T W>`` (an estimate: a lower bound of the true gap, as h is
    an approximate maximiser);
@@ -45,6 +46,7 @@ class ConditionalGradient:
         if validation is not None:
             self.Z_val = validation[0].features(H)
         self.curvature = None
+        self.eigenvectors = None   # of the last selection: where the next one starts
         self.V, self.b, self.O, self.value, _ = self._refit_output(V, b)
 
     def validation_scores(self):
@@ -67,7 +69,8 @@ class ConditionalGradient:
         h, z, info = select_basis(
             self.op, W, est.penalty, self.rng, power_tol=est.power_tol,
             max_power_iter=est.max_power_iter, refine_tol=est.refine_tol,
-            max_refine_iter=est.max_refine_iter)
+            max_refine_iter=est.max_refine_iter, start=self.eigenvectors)
+        self.eigenvectors = info["eigenvectors"]
         gap = self.problem.tau * info["value"] + float(
             np.sum(self.V * self.features.transpose_times(W)))
         if gap <= est.tol * abs(self.value):

@@ -22,8 +22,9 @@ Per-output losses (targets: a real matrix Y), summed over the outputs:
   output: multi-label, or the ordinal McRank reduction).
 """
 import numpy as np
-from scipy.special import expit, log_expit, softmax
+from scipy.special import softmax
 
+from . import _passes
 from ._projections import project_simplex
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
@@ -105,32 +106,32 @@ class MulticlassSquaredHinge(_Loss):
         return 2.0 * n_outputs
 
 
-class Squared(_Loss):
-    name = "squared"
+class _PerOutput(_Loss):
+    """A loss of the kernel layer (``polylite/_losses.pxd``) applied to every output,
+    summed over the outputs, in one threaded pass (``_passes.elementwise_loss``)."""
+    kind = None
+
+    def __init__(self, n_threads=1):
+        self.n_threads = n_threads
 
     def __call__(self, Y, O, s, gradient=True):
-        R = O - Y
-        value = float(0.5 * (s @ np.einsum("ij,ij->i", R, R)))
-        if not gradient:
-            return value, None
-        R *= s[:, np.newaxis]
-        return value, R
+        O = np.ascontiguousarray(O, dtype=np.float64)
+        W = np.empty_like(O) if gradient else np.empty((0, 0))
+        value = _passes.elementwise_loss(self.kind, Y, O, s, W, gradient, self.n_threads)
+        return value, (W if gradient else None)
+
+
+class Squared(_PerOutput):
+    name = "squared"
+    kind = _passes.SQUARED
 
     def smoothness(self, n_outputs):
         return 1.0
 
 
-class BinaryLogistic(_Loss):
+class BinaryLogistic(_PerOutput):
     name = "logistic"
-
-    def __call__(self, Y, O, s, gradient=True):
-        margins = Y * O
-        value = float(-(s @ log_expit(margins).sum(axis=1)))
-        if not gradient:
-            return value, None
-        W = -Y * expit(-margins)
-        W *= s[:, np.newaxis]
-        return value, W
+    kind = _passes.LOGISTIC
 
     def smoothness(self, n_outputs):
         return 0.25
@@ -141,8 +142,8 @@ def classifier_loss(name):
             "squared_hinge": MulticlassSquaredHinge}[name]()
 
 
-def regressor_loss(name):
-    return {"squared": Squared, "logistic": BinaryLogistic}[name]()
+def regressor_loss(name, n_threads=1):
+    return {"squared": Squared, "logistic": BinaryLogistic}[name](n_threads)
 
 
 def class_probabilities(O):

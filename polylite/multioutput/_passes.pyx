@@ -12,6 +12,8 @@ numbers of nonzeros:
 
 * :func:`features`: Z[i, s] = sigma(q_s, x~_i), with sigma(q, x) = (q.x)^2 ("pn") or the
   ANOVA kernel A_2(q, x) = ((q.x)^2 - sum_j q_j^2 x_j^2) / 2 ("fm");
+* :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
+  ``loss_value``/``loss_derivative``) and its gradient, one pass over the outputs;
 * :func:`gram_product`: G[:, s] = X~^T (W[:, s] * (X~ Q[:, s])), and when asked the
   diagonal terms Dg[:, s] = (X~ o X~)^T W[:, s]: what Gamma_s q_s is made of,
   Gamma_s = X~^T diag(W[:, s]) X~ ("pn") or (X~^T diag(W[:, s]) X~ - diag(Dg[:, s])) / 2
@@ -22,6 +24,12 @@ import numpy as np
 from cython.parallel cimport prange
 
 from .._kernels cimport index_t, floating, linear_forms
+from .._losses cimport loss_derivative, loss_value
+from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
+
+# The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
+SQUARED = _SQUARED
+LOGISTIC = _LOGISTIC
 
 
 cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
@@ -173,3 +181,24 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
     if not with_diagonal:
         return G, None
     return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))
+
+
+def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
+                     const double[::1] s, double[:, ::1] W, bint gradient,
+                     int n_threads=1):
+    """sum_i s_i sum_c loss(Y[i, c], O[i, c]) for a per-output loss of the kernel layer
+    (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
+    W[i, c] = s_i d loss / d O[i, c], in place."""
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i, c
+    cdef double total = 0.0, row
+    if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
+            gradient and (W.shape[0] != n or W.shape[1] != m)):
+        raise ValueError("elementwise_loss: inconsistent shapes")
+    for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        row = 0.0
+        for c in range(m):
+            row = row + loss_value(loss, Y[i, c], O[i, c])
+            if gradient:
+                W[i, c] = s[i] * loss_derivative(loss, Y[i, c], O[i, c])
+        total += s[i] * row
+    return total

@@ -38,26 +38,25 @@ ARMIJO_SLOPE = 1e-4
 MAX_HALVINGS = 30
 
 
-def _orthonormal_direction(D, Q, P):
-    """D made orthogonal to Q and P (column by column) and of unit norm; columns that
-    nearly vanish (D almost in the plane of Q and P) become zero."""
-    for _ in range(2):   # twice is enough (Kahan), for the rounding of the first
-        D = D - Q * np.einsum("ij,ij->j", Q, D) - P * np.einsum("ij,ij->j", P, D)
-    norms = np.linalg.norm(D, axis=0)
-    keep = norms > 1e-8
-    return np.where(keep, D / np.where(keep, norms, 1.0), 0.0), keep
+def _dots(A, B):
+    """Column-wise dot products of two (dim, m) arrays."""
+    return np.einsum("ij,ij->j", A, B)
 
 
-def dominant_eigenvectors(op, W, rng, tol, max_iter):
-    """Dominant eigenvectors of every Gamma_c (columns of W).
+def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
+    """Extreme eigenvectors of every Gamma_c (columns of W).
 
     Each Gamma_c is iterated from both ends of its spectrum (two columns per output, one
-    pass over X for all of them), each column by the locally optimal block-free step
-    (LOBPCG with one vector): the next vector is the best, largest or smallest Rayleigh
-    quotient, of the span of the vector q, its residual Gamma q - rho q and the previous
-    step, a 3 x 3 eigenproblem that costs no extra pass.  Either end alone could settle
-    on the wrong one (an extreme eigenvector is a local maximum of |Rayleigh quotient|),
-    the pair cannot.
+    pass over X for all of them), each column by the locally optimal step (LOBPCG with
+    one vector): the next vector is the best, largest or smallest Rayleigh quotient, of
+    the span of the vector q, its residual Gamma q - rho q and the previous step d, a
+    3 x 3 eigenproblem that costs no extra pass (Gamma d is carried along).  Either end
+    alone could settle on the wrong one (an extreme eigenvector is a local maximum of
+    |Rayleigh quotient|), the pair cannot.  The vectors are (dim, m) arrays: the
+    iteration does a fixed number of column-wise operations on them besides the pass.
+
+    ``start`` (dim, 2 * n_outputs), if given, are the starting vectors: the answer for
+    the previous W, whose Gamma_c differ little from these, saves most iterations.
 
     Returns
     -------
@@ -72,54 +71,61 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter):
     c = W.shape[1]
     W = np.hstack([W, W])
     sign = np.where(np.arange(2 * c) < c, 1.0, -1.0)   # +1 climbs, -1 descends
-    Q = rng.standard_normal((op.dim, 2 * c))
+    Q = rng.standard_normal((op.dim, 2 * c)) if start is None else start.copy()
     Q /= np.linalg.norm(Q, axis=0)
     GQ, diagonal = op.gamma(Q, W)
-    rho = np.einsum("ij,ij->j", Q, GQ)
+    rho = _dots(Q, GQ)
     D, GD = np.zeros_like(Q), np.zeros_like(Q)
     stalled = np.zeros(2 * c, dtype=bool)
     n_iter = 0
     while True:
         R = GQ - rho * Q
-        residual = np.linalg.norm(R, axis=0)
+        residual = np.sqrt(_dots(R, R))
         # Converged to tol relative to the larger end of the same Gamma_c, or stalled
         # at the rounding floor (a step that no longer improves rho).
         scale = np.tile(np.maximum(np.abs(rho[:c]), np.abs(rho[c:])), 2)
-        active = np.flatnonzero((residual > tol * scale) & ~stalled)
-        if active.size == 0 or n_iter >= max_iter:
+        running = (residual > tol * scale) & ~stalled
+        if not running.any() or n_iter >= max_iter:
             break
         n_iter += 1
-        q, gq, rq = Q[:, active], GQ[:, active], rho[active]
-        p = R[:, active] / residual[active]
-        gp, _ = op.gamma(p, W[:, active], None if diagonal is None
-                         else diagonal[:, active])
-        # The previous step, orthonormalised against (q, p); Gamma d follows linearly.
-        d, keep = _orthonormal_direction(D[:, active], q, p)
-        old = D[:, active]
-        coef_q = np.einsum("ij,ij->j", q, old)
-        coef_p = np.einsum("ij,ij->j", p, old)
-        raw = np.linalg.norm(old - q * coef_q - p * coef_p, axis=0)
-        gd = np.where(keep, (GD[:, active] - gq * coef_q - gp * coef_p)
-                      / np.where(keep, raw, 1.0), 0.0)
-        # Gamma on the span of (q, p, d), one 3 x 3 matrix per column.
-        basis, images = np.stack([q, p, d]), np.stack([gq, gp, gd])
-        A = np.einsum("aij,bij->jab", basis, images)
-        A = 0.5 * (A + A.transpose(0, 2, 1))
-        # A vanished direction must not be chosen: push its eigenvalue to the far end.
-        A[~keep, 2, 2] = rq[~keep] - sign[active][~keep] * (
-            1.0 + 10 * (np.abs(rq[~keep]) + residual[active][~keep]))
-        values, vectors = np.linalg.eigh(A)
-        pick = np.where(sign[active] > 0, 2, 0)
-        y = vectors[np.arange(active.size), :, pick]          # (n_active, 3)
-        step = y[:, 1] * p + y[:, 2] * d
-        gstep = y[:, 1] * gp + y[:, 2] * gd
+        # Work on the running columns only (views when all are running).
+        cols = slice(None) if running.all() else np.flatnonzero(running)
+        q, gq, rq, d, gd = Q[:, cols], GQ[:, cols], rho[cols], D[:, cols], GD[:, cols]
+        p = R[:, cols] / residual[cols]
+        gp, _ = op.gamma(p, W[:, cols], None if diagonal is None else diagonal[:, cols])
+        # The previous step made orthogonal to q and p (Gamma d follows linearly) and of
+        # unit norm; a step that has (nearly) vanished is left out.
+        cq, cp = _dots(q, d), _dots(p, d)
+        d = d - q * cq - p * cp
+        gd = gd - gq * cq - gp * cp
+        norm_d = np.sqrt(_dots(d, d))
+        keep = norm_d > 1e-6 * np.sqrt(_dots(D[:, cols], D[:, cols]) + 1e-300)
+        inv = np.where(keep, 1.0 / np.where(keep, norm_d, 1.0), 0.0)
+        d, gd = d * inv, gd * inv
+        # Gamma on the span of (q, p, d), one symmetric 3 x 3 matrix per column.
+        A = np.empty((q.shape[1], 3, 3))
+        A[:, 0, 0] = rq
+        A[:, 1, 1] = _dots(p, gp)
+        A[:, 2, 2] = _dots(d, gd)
+        A[:, 0, 1] = A[:, 1, 0] = residual[cols]      # p^T Gamma q = p^T r = ||r||
+        A[:, 0, 2] = A[:, 2, 0] = 0.5 * (_dots(q, gd) + _dots(d, gq))
+        A[:, 1, 2] = A[:, 2, 1] = 0.5 * (_dots(p, gd) + _dots(d, gp))
+        # A left-out direction must not be chosen: its eigenvalue goes to the far end.
+        direction = sign[cols]
+        A[~keep, 2, 2] = rq[~keep] - direction[~keep] * (
+            1.0 + 10 * (np.abs(rq[~keep]) + residual[cols][~keep]))
+        _, vectors = np.linalg.eigh(A)
+        y = vectors[np.arange(q.shape[1]), :, np.where(direction > 0, 2, 0)]
+        step, gstep = y[:, 1] * p + y[:, 2] * d, y[:, 1] * gp + y[:, 2] * gd
         q_new, gq_new = y[:, 0] * q + step, y[:, 0] * gq + gstep
-        norms = np.linalg.norm(q_new, axis=0)
-        q_new, gq_new = q_new / norms, gq_new / norms
-        rho_new = np.einsum("ij,ij->j", q_new, gq_new)
-        better = sign[active] * (rho_new - rq) > 1e-12 * scale[active]
-        stalled[active[~better]] = True
-        moved = active[better]
+        inv_norm = 1.0 / np.sqrt(_dots(q_new, q_new))
+        q_new *= inv_norm
+        gq_new *= inv_norm
+        rho_new = _dots(q_new, gq_new)
+        better = direction * (rho_new - rq) > 1e-12 * scale[cols]
+        where = np.flatnonzero(running)
+        stalled[where[~better]] = True
+        moved = where[better]
         Q[:, moved], GQ[:, moved] = q_new[:, better], gq_new[:, better]
         D[:, moved], GD[:, moved] = step[:, better], gstep[:, better]
         rho[moved] = rho_new[better]
@@ -184,7 +190,7 @@ def refine(op, W, h, p, tol, max_iter):
 
 
 def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
-                 max_refine_iter):
+                 max_refine_iter, start=None):
     """A unit basis vector h approximately maximising ||q(h)||_p (module docstring).
 
     ``W`` is float64.
@@ -195,10 +201,13 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
     z : ndarray of shape (n_samples,)
         The features sigma(h, x~_i), in the dtype of the data.
     info : dict
-        ``value`` (||q(h)||_p), ``power_iterations``, ``refine_iterations``.
+        ``value`` (||q(h)||_p), ``power_iterations``, ``refine_iterations``,
+        ``eigenvectors`` (the extreme eigenvectors found: ``start`` of the next call).
+
+    ``start``: as in :func:`dominant_eigenvectors`.
     """
     Q, rho, power_iterations = dominant_eigenvectors(op, W, rng, power_tol,
-                                                     max_power_iter)
+                                                     max_power_iter, start)
     refine_iterations = 0
     if penalty == "l1":
         h = Q[:, int(np.argmax(np.abs(rho)))].copy()
@@ -211,4 +220,4 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
                                             2 if penalty == "l1/l2" else 1, refine_tol,
                                             max_refine_iter)
     return h, z, dict(value=dual_norm(q, penalty), power_iterations=power_iterations,
-                   refine_iterations=refine_iterations)
+                      refine_iterations=refine_iterations, eigenvectors=Q)

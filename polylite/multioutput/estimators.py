@@ -85,7 +85,7 @@ class MultiOutputPolynomialClassifier(ClassifierMixin, _MultiOutputPolynomial):
     def __init__(self, kernel="pn", penalty="l1/l2", tau=10.0, loss="logistic",
                  max_basis=50, refit="output", fit_linear=True, fit_intercept=True,
                  tol=1e-4, power_tol=1e-2, max_power_iter=100, refine_tol=1e-3,
-                 max_refine_iter=30, refit_tol=1e-4, max_refit_iter=300, n_jobs=None,
+                 max_refine_iter=30, refit_tol=1e-3, max_refit_iter=300, n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         store_init_params(self, locals())
 
@@ -246,7 +246,7 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
     def __init__(self, kernel="pn", penalty="l1/l2", tau=10.0, loss="squared",
                  max_basis=50, refit="output", fit_linear=True, fit_intercept=True,
                  tol=1e-4, power_tol=1e-2, max_power_iter=100, refine_tol=1e-3,
-                 max_refine_iter=30, refit_tol=1e-4, max_refit_iter=300, n_jobs=None,
+                 max_refine_iter=30, refit_tol=1e-3, max_refit_iter=300, n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         store_init_params(self, locals())
 
@@ -259,7 +259,7 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
     def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None):
         check_choice(self.loss, "loss", self._losses)
         X, y = self._validate_fit_X(X, y, multi_output=True, y_numeric=True)
-        Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
+        Y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1))
         if self.loss == "logistic":
             _check_binary_targets(Y, "y")
         loss = regressor_loss(self.loss)
@@ -267,7 +267,7 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
         if X_val is not None or y_val is not None:
             X_val = self._validate_X_val(X_val, y_val, X.dtype)
             Y_val = check_array(y_val, ensure_2d=False, dtype=np.float64)
-            Y_val = Y_val.reshape(Y_val.shape[0], -1)
+            Y_val = np.ascontiguousarray(Y_val.reshape(Y_val.shape[0], -1))
             if Y_val.shape != (X_val.shape[0], Y.shape[1]):
                 raise ValueError(f"y_val must have shape {(X_val.shape[0], Y.shape[1])} "
                                  f"(a row per row of X_val, a column per output), got "
