@@ -93,7 +93,8 @@ class _MultiOutputPolynomial(BaseEstimator):
         """Raw outputs (n_samples, n_outputs), float64."""
         X = self._validate_X_predict(X)
         return chunked_outputs(X, self.H_, self.V_, self.intercept_,
-                               constant=self.fit_linear, kernel=self.kernel)
+                               constant=self.fit_linear, kernel=self.kernel,
+                               n_jobs=self.n_jobs)
 
     # ---- fitting ----------------------------------------------------------------------
 
@@ -312,9 +313,9 @@ _COMMON_PARAMS_DOC = """
     max_refit_iter : int, default=300
         Iteration limit of FISTA per refit, and of the rounds of a full refit.
     n_jobs : int or None, default=None
-        Threads that share each pass over the rows of X (None: 1; -1: every CPU the
-        process may use; fewer on data under 20,000 rows per thread), and the BLAS
-        threads of the refits.
+        Threads that share each pass over the rows of X in ``fit`` and ``predict``
+        (None: 1; -1: every CPU the process may use; fewer on data under 20,000 rows per
+        thread), and the BLAS threads of the refits.
     random_state : int, RandomState instance or None, default=None
         Seed of the power method's starting vectors.
     verbose : int, default=0

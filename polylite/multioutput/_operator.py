@@ -66,11 +66,13 @@ class RowOperator:
         return 0.5 * (G - diagonal * Q), diagonal
 
 
-def chunked_outputs(X, H, V, intercept, *, constant, kernel):
-    """sigma(H, X~) @ V + intercept for every row of X, computed CHUNK_ROWS at a time."""
+def chunked_outputs(X, H, V, intercept, *, constant, kernel, n_jobs=None):
+    """sigma(H, X~) @ V + intercept for every row of X, computed CHUNK_ROWS at a time
+    (each chunk's features on ``n_jobs`` threads)."""
     n = X.shape[0]
     out = np.empty((n, V.shape[1]), dtype=np.float64)
     for start in range(0, n, CHUNK_ROWS):
-        chunk = RowOperator(X[start:start + CHUNK_ROWS], constant=constant, kernel=kernel)
+        chunk = RowOperator(X[start:start + CHUNK_ROWS], constant=constant, kernel=kernel,
+                            n_jobs=n_jobs)
         out[start:start + chunk.X.shape[0]] = chunk.features(H) @ V + intercept
     return out
