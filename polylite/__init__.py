@@ -5,8 +5,10 @@ Estimators follow the scikit-learn API and accept NumPy arrays and SciPy sparse 
 Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
-  machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
-  and factorization machines with a shared basis, by conditional gradient);
+  machines and polynomial networks), :mod:`polylite.bayes` (Bayesian factorization
+  machines, sampled with the coordinate descent passes of :mod:`polylite.polynomial`),
+  :mod:`polylite.multioutput` (multi-output networks and factorization machines with a
+  shared basis, by conditional gradient);
 - shared machinery: parameter checks (``_validation``), the model file format and its
   class registry (``_io``);
 - kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
@@ -20,8 +22,11 @@ from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
+from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: E402
+                    BayesianFactorizationMachineRegressor)
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
            "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor", "load",
            "ModelFileError", "__version__"]

@@ -638,8 +638,8 @@ def test_classifier_label_errors(rng):
 
 
 def test_n_jobs_gives_the_same_model(rng, monkeypatch):
-    from polylite.polynomial import _solvers
-    monkeypatch.setattr(_solvers, "MIN_ROWS_PER_THREAD", 50)   # threads on small data
+    from polylite import _validation
+    monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 50)   # threads on small data
     X, y = _classification(rng, n=200)
     a = MultiOutputPolynomialClassifier(max_basis=4, tol=0, random_state=0).fit(X, y)
     b = MultiOutputPolynomialClassifier(max_basis=4, tol=0, random_state=0, n_jobs=2)

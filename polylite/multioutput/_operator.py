@@ -12,7 +12,7 @@ x~ is x followed by a constant 1 when ``constant`` (dim = n_features + 1).
 """
 import numpy as np
 
-from ..polynomial._solvers import cd_threads
+from .._validation import row_threads
 from . import _passes
 
 # Prediction computes the features of this many rows at a time.
@@ -29,7 +29,7 @@ class RowOperator:
         self.n_features = X.shape[1]
         self.dim = self.n_features + self.constant
         self.dtype = X.dtype
-        self.bounds = _passes.row_bounds(X.indptr, cd_threads(n_jobs, X.shape[0]))
+        self.bounds = _passes.row_bounds(X.indptr, row_threads(n_jobs, X.shape[0]))
 
     @property
     def n_threads(self):
