@@ -10,7 +10,9 @@ their quantiles (``Y[i, l] = +1 if y_i <= level l``), fitted by
 Per basis vector (one iteration of the conditional gradient: selection by the power method
 on all outputs at once, then the output refit), the median of the iterations' seconds
 (``history_["seconds"]``) of one fit of ``--basis`` iterations, with the median number of
-power iterations (passes over X, each for 2 c columns) and of refit steps.  The ratio
+power iterations (passes over X, each for 2 c columns), of refinement iterations ("l1/l2"
+and "l1/linf": a pass for one column and one for the features per trial step) and of
+refit steps.  The ratio
 divides by the median time of ``X @ P`` (SciPy, P dense d x c, c = 5), timed three times
 right before and three times right after each fit (a shared machine's load drifts).
 ``--n-jobs 1 2`` repeats the fit with each number of threads.
@@ -48,7 +50,7 @@ def main():
           f"c = {N_OUTPUTS} outputs, penalty {args.penalty}, tau {args.tau:g}, "
           f"refit output")
     print(f"{'n_jobs':>6} {'s/basis':>8} {'X@P s':>8} {'ratio':>6} {'power it':>8} "
-          f"{'refit it':>8} {'first s':>8}")
+          f"{'refine it':>9} {'refit it':>8} {'first s':>8}")
     for n_jobs in args.n_jobs:
         before = timings(lambda: X @ P, repeat=3)
         est = MultiOutputPolynomialRegressor(
@@ -61,6 +63,7 @@ def main():
         base = float(np.median(before + after))
         print(f"{n_jobs:>6} {per_basis:8.3f} {base:8.4f} {per_basis / base:6.1f} "
               f"{np.median(h['power_iterations']):8.0f} "
+              f"{np.median(h['refine_iterations']):9.0f} "
               f"{np.median(h['refit_iterations']):8.0f} {h['seconds'][0]:8.3f}",
               flush=True)
 
