@@ -152,7 +152,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
             chains.append(GibbsChain(X, targets[:, o], inputs, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
-                                     probit=self._is_classifier, rng=rng, workspace=workspace))
+                                     probit=self._is_classifier, rng=rng,
+                                     workspace=workspace, n_jobs=self.n_jobs))
         eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
         alphas = np.zeros((n_outputs, self.n_iter))
         scores = np.full(self.n_iter, np.nan)
@@ -227,7 +228,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 out[o, s] = kernels.predict(
                     X, samples["P"][o, s], degrees=degrees, kernel=kernel,
                     intercept=samples["intercept"][o, s], w=samples["w"][o, s],
-                    gamma=samples["gamma"][o, s], check_input=False)
+                    gamma=samples["gamma"][o, s], check_input=False,
+                    n_jobs=self.n_jobs)
         return out
 
     # ---- save / load (polylite._io) --------------------------------------------------------
@@ -337,7 +339,8 @@ _PARAMS_DOC = """
         predictor on them.
     n_jobs : int or None, default=None
         Threads that share each sweep's passes over the rows, as the coordinate descent
-        of :class:`~polylite.FactorizationMachineRegressor` (None: 1; -1: every CPU).
+        of :class:`~polylite.FactorizationMachineRegressor`, and the rows of predictions
+        (None: 1; -1: every CPU).  Predictions do not depend on it.
         Every coordinate's normal draw is the same whatever thread takes it, but the sums
         of a draw are added in another order, so chains with different ``n_jobs`` agree
         only to rounding at first, then drift apart (each is a valid chain).
