@@ -22,7 +22,7 @@ Two predictions are scored, each clipped to the rating range [1, 5]:
 
     python benchmarks/bench_bayes_movielens.py [--data ../shared/data/movielens/ml-100k]
         [--components 8 10] [--sweeps 200] [--degrees 2] [--encodings one-hot implicit]
-        [--seeds 0]
+        [--seeds 0] [--verbose]
 """
 import argparse
 import itertools
@@ -71,6 +71,9 @@ def main():
                         choices=["one-hot", "implicit"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--n-jobs", type=int, default=None)
+    parser.add_argument("--verbose", action="store_true",
+                        help="print each sweep (fit's verbose, with the test RMSE of the "
+                             "running unclipped average)")
     args = parser.parse_args()
     X_train, y_train, X_test, y_test = load_movielens_100k(args.data, "u1")
     data = {"one-hot": (X_train, X_test, np.repeat([0, 1], [N_USERS, N_ITEMS]))}
@@ -85,9 +88,10 @@ def main():
         train, test, fields = data[encoding]
         est = BayesianFactorizationMachineRegressor(
             degree=degree, n_components=k, n_iter=args.sweeps, n_kept=args.sweeps,
-            random_state=seed, n_jobs=args.n_jobs)
+            random_state=seed, n_jobs=args.n_jobs, verbose=int(args.verbose))
         start = time.perf_counter()
-        est.fit(train, y_train, feature_groups=fields)
+        est.fit(train, y_train, feature_groups=fields,
+                **(dict(X_eval=test, y_eval=y_test) if args.verbose else {}))
         seconds = (time.perf_counter() - start) / args.sweeps
         outputs = est._sample_outputs(est._validate_predict_data(test))[0]
         every = rmse(np.clip(outputs, 1, 5).mean(axis=0), y_test)

@@ -9,7 +9,9 @@ d x k dense P), one coordinate descent epoch (``cd_epoch`` without a prior, squa
 on a copy of the chain's parameters) and one sweep of the chain (its hyperparameter draws,
 then ``cd_epoch`` with the prior).  The table gives the medians and the ratios of the
 medians; "fit s/sweep" is the wall time of a whole ``fit`` (validation, grouping of the
-nonzeros, kept samples) of ``--fit-sweeps`` sweeps, divided by them.
+nonzeros, kept samples) of ``--fit-sweeps`` sweeps, divided by them.  The "cpu" columns are
+the same ratios of CPU seconds (``time.process_time``, all threads), which the load of a
+shared machine moves far less than wall seconds.
 
     python benchmarks/bench_bayes_speed.py [--rows 1000000] [--repeats 5]
                                            [--degrees 2 3] [--n-jobs 1 2]
@@ -76,15 +78,20 @@ def main():
     print(f"X: {X.shape[0]} x {d}, {X.nnz} nonzeros, float64; k = {k}; "
           f"{args.repeats} repeats (medians); a shared machine")
     print(f"{'degree':>6} {'n_jobs':>6} {'X@P ms':>7} {'CD s/epoch':>10} {'s/sweep':>8} "
-          f"{'sweep/CD':>8} {'sweep/(X@P)':>11} {'fit s/sweep':>11}")
+          f"{'sweep/CD':>8} {'sweep/(X@P)':>11} {'fit s/sweep':>11} {'cpu sweep/CD':>12} "
+          f"{'cpu sweep/(X@P)':>15}")
     for degree, n_jobs in itertools.product(args.degrees, args.n_jobs):
         chain, epoch = chain_and_epoch(X, y, groups, degree, k, n_jobs)
-        xp, cd, sweep = [], [], []
+        wall = {"xp": [], "cd": [], "sweep": []}
+        cpu = {"xp": [], "cd": [], "sweep": []}
         for _ in range(args.repeats):
-            xp += timings(lambda: X @ P)
-            cd += timings(epoch)
-            sweep += timings(chain.sweep)
-        xp, cd, sweep = (float(np.median(t)) for t in (xp, cd, sweep))
+            for name, run in (("xp", lambda: X @ P), ("cd", epoch), ("sweep", chain.sweep)):
+                start = time.process_time()
+                wall[name] += timings(run)
+                cpu[name].append(time.process_time() - start)
+        xp, cd, sweep = (float(np.median(wall[name])) for name in ("xp", "cd", "sweep"))
+        cpu_xp, cpu_cd, cpu_sweep = (float(np.median(cpu[name]))
+                                     for name in ("xp", "cd", "sweep"))
         est = BayesianFactorizationMachineRegressor(
             degree=degree, n_components=k, n_iter=args.fit_sweeps, n_burn_in=0,
             n_jobs=n_jobs, random_state=0)
@@ -92,7 +99,8 @@ def main():
         est.fit(X, y, feature_groups=field)
         fit = (time.perf_counter() - start) / args.fit_sweeps
         print(f"{degree:>6} {n_jobs:>6} {xp * 1e3:>7.1f} {cd:>10.3f} {sweep:>8.3f} "
-              f"{sweep / cd:>8.2f} {sweep / xp:>11.1f} {fit:>11.3f}")
+              f"{sweep / cd:>8.2f} {sweep / xp:>11.1f} {fit:>11.3f} "
+              f"{cpu_sweep / cpu_cd:>12.2f} {cpu_sweep / cpu_xp:>15.1f}", flush=True)
 
 
 if __name__ == "__main__":
