@@ -6,9 +6,12 @@ is only scored.  The columns are grouped by field (``feature_groups``), as libFM
 does, so each field has its own prior precisions and means.  Two encodings:
 
 - "one-hot": 1 in the user's column and in the item's (2 nonzeros per row);
-- "implicit": the same, plus the items the user rated in u1.base as a third field, each
+- "implicit": the same, plus the items the user rated as a third field, each
   1 / (number of such items) so the field sums to 1 (Rendle 2012, section 4.3 of "Factorization
-  Machines with libFM"; SVD++'s implicit feedback).  About 170 nonzeros per row, so a sweep
+  Machines with libFM"; SVD++'s implicit feedback).  Which ratings count: those of u1.base
+  (``--implicit-from train``, the default), or also the (user, item) pairs of u1.test
+  without their ratings (``train+test``: the transductive setting of the Netflix Prize,
+  where the pairs to predict are known in advance).  About 170 nonzeros per row, so a sweep
   costs about 85 times the one-hot one, and degree 3 has interactions to model.  A local
   encoding (the recommender issue's field encoder may replace it).
 
@@ -22,7 +25,7 @@ Two predictions are scored, each clipped to the rating range [1, 5]:
 
     python benchmarks/bench_bayes_movielens.py [--data ../shared/data/movielens/ml-100k]
         [--components 8 10] [--sweeps 200] [--degrees 2] [--encodings one-hot implicit]
-        [--seeds 0] [--verbose]
+        [--seeds 0] [--implicit-from train] [--verbose]
 """
 import argparse
 import itertools
@@ -39,11 +42,12 @@ from polylite.datasets import load_movielens_100k
 N_USERS, N_ITEMS = 943, 1682
 
 
-def implicit_encoding(X_train, X_test):
-    """Append to the one-hot rows the field "items the user rated in X_train", each
-    weighted so that a user's field sums to 1; returns the two matrices and the column
-    fields (0 user, 1 item, 2 implicit)."""
-    rated = (X_train[:, :N_USERS].T @ X_train[:, N_USERS:]).tocsr()
+def implicit_encoding(X_train, X_test, with_test_pairs=False):
+    """Append to the one-hot rows the field "items the user rated in X_train" (and in
+    X_test when ``with_test_pairs``), each weighted so that a user's field sums to 1;
+    returns the two matrices and the column fields (0 user, 1 item, 2 implicit)."""
+    pairs = sp.vstack([X_train, X_test]) if with_test_pairs else X_train
+    rated = (pairs[:, :N_USERS].T @ pairs[:, N_USERS:]).tocsr()
     rated.data[:] = 1.0
     counts = np.maximum(np.asarray(rated.sum(axis=1)).ravel(), 1.0)
     rated = sp.diags(1.0 / counts) @ rated
@@ -70,6 +74,7 @@ def main():
     parser.add_argument("--encodings", nargs="+", default=["one-hot", "implicit"],
                         choices=["one-hot", "implicit"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--implicit-from", default="train", choices=["train", "train+test"])
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--verbose", action="store_true",
                         help="print each sweep (fit's verbose, with the test RMSE of the "
@@ -78,9 +83,11 @@ def main():
     X_train, y_train, X_test, y_test = load_movielens_100k(args.data, "u1")
     data = {"one-hot": (X_train, X_test, np.repeat([0, 1], [N_USERS, N_ITEMS]))}
     if "implicit" in args.encodings:
-        data["implicit"] = implicit_encoding(X_train, X_test)
+        data["implicit"] = implicit_encoding(X_train, X_test,
+                                             args.implicit_from == "train+test")
     print(f"MovieLens 100K u1: {X_train.shape[0]} training and {X_test.shape[0]} test "
-          f"ratings; {args.sweeps} sweeps, default burn-in; RMSE clipped to [1, 5]")
+          f"ratings; {args.sweeps} sweeps, default burn-in; RMSE clipped to [1, 5]; "
+          f"implicit field from {args.implicit_from}")
     print(f"{'encoding':>9} {'degree':>6} {'k':>3} {'seed':>4} {'all sweeps':>10} "
           f"{'kept':>7} {'s/sweep':>8}")
     for encoding, degree, k, seed in itertools.product(args.encodings, args.degrees,
