@@ -340,10 +340,11 @@ _PARAMS_DOC = """
     n_jobs : int or None, default=None
         Threads that share each sweep's passes over the rows, as the coordinate descent
         of :class:`~polylite.FactorizationMachineRegressor`, and the rows of predictions
-        (None: 1; -1: every CPU).  Predictions do not depend on it.
-        Every coordinate's normal draw is the same whatever thread takes it, but the sums
-        of a draw are added in another order, so chains with different ``n_jobs`` agree
-        only to rounding at first, then drift apart (each is a valid chain).
+        (None: 1; -1: every CPU).  A fitted model's predictions do not depend on it; the
+        chain does, slightly: every coordinate's normal draw is the same whatever thread
+        takes it, but the sums of a draw are added in another order, so chains with
+        different ``n_jobs`` agree only to rounding at first, then drift apart (each is a
+        valid chain).
 """
 
 _MODEL_DOC = """
