@@ -8,8 +8,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-__all__ = ["make_recommender", "load_movielens_100k", "iter_svmlight_chunks",
-           "iter_csr_chunks"]
+__all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens_100k",
+           "iter_svmlight_chunks", "iter_csr_chunks"]
 
 
 def _power_law_levels(n_samples, n_levels, exponent, rng):
@@ -53,9 +53,64 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
         Columns: users, then items, then numeric features.
     y : ndarray of shape (n_samples,)
     """
-    from .kernels import predict
     rng = check_random_state(random_state)
     gen = np.random.default_rng(rng.randint(2**31))
+    X = _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+                          popularity_exponent)
+    model = _planted_model(X.shape[1], degree, rank, gen)
+    return X, _planted_targets(X, model, noise, gen)
+
+
+def iter_recommender_chunks(n_samples, chunk_rows=1_000_000, n_users=5_000, n_items=3_000,
+                            n_numeric=3, *, degree=2, rank=4, noise=0.1,
+                            popularity_exponent=1.0, dtype=np.float64,
+                            index_dtype=np.int32, random_state=None):
+    """:func:`make_recommender`'s data made a chunk of rows at a time, for data sets larger
+    than memory (for example written to disk as they come, see the streaming benchmark).
+
+    Every chunk's targets come from one planted model.  The rows differ from those of
+    :func:`make_recommender` with the same seed, but the chunks do not depend on
+    ``chunk_rows`` beyond how the rows are cut.  Parameters as :func:`make_recommender`,
+    plus ``chunk_rows`` (rows per chunk; the last chunk may be shorter).
+
+    Yields
+    ------
+    X : csr_matrix of shape (n_chunk_rows, n_users + n_items + n_numeric)
+    y : ndarray of shape (n_chunk_rows,)
+    """
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
+    seed = check_random_state(random_state).randint(2**31)
+    n_features = n_users + n_items + n_numeric
+    model = _planted_model(n_features, degree, rank, np.random.default_rng([seed, 0]))
+    # Rows are drawn in blocks of a fixed size, whatever chunk_rows is.
+    block = 100_000
+    pending_X, pending_y, have = [], [], 0
+    for b, start in enumerate(range(0, n_samples, block)):
+        gen = np.random.default_rng([seed, 1, b])
+        X = _recommender_rows(min(block, n_samples - start), n_users, n_items, n_numeric,
+                              dtype, index_dtype, gen, popularity_exponent)
+        pending_X.append(X)
+        pending_y.append(_planted_targets(X, model, noise, gen))
+        have += X.shape[0]
+        while have >= chunk_rows or (have and start + block >= n_samples):
+            X = _vstack_csr(pending_X, index_dtype)
+            y = np.concatenate(pending_y)
+            take = min(chunk_rows, have)
+            yield X[:take], y[:take]
+            pending_X, pending_y, have = [X[take:]], [y[take:]], have - take
+
+
+def _vstack_csr(parts, index_dtype):
+    X = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+    X.indices = X.indices.astype(index_dtype, copy=False)
+    X.indptr = X.indptr.astype(index_dtype, copy=False)
+    return X
+
+
+def _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+                      popularity_exponent=1.0):
+    """The rows of :func:`make_recommender`: one user, one item, numeric columns."""
     users = _power_law_levels(n_samples, n_users, popularity_exponent, gen)
     items = _power_law_levels(n_samples, n_items, popularity_exponent, gen)
     n_features = n_users + n_items + n_numeric
@@ -72,12 +127,22 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
     # scipy narrows the index arrays of small matrices: keep the type asked for.
     X.indices = X.indices.astype(index_dtype, copy=False)
     X.indptr = X.indptr.astype(index_dtype, copy=False)
+    return X
+
+
+def _planted_model(n_features, degree, rank, gen):
+    """Linear weights and factors (one block per degree 2..degree) of the planted FM."""
     w = gen.normal(0, 0.3, n_features)
     P = gen.normal(0, 0.5 / rank ** 0.25, (degree - 1, n_features, rank))
-    y = predict(X, P, degrees=list(range(2, degree + 1)), w=w, intercept=3.0,
+    return w, P
+
+
+def _planted_targets(X, model, noise, gen):
+    from .kernels import predict
+    w, P = model
+    y = predict(X, P, degrees=list(range(2, P.shape[0] + 2)), w=w, intercept=3.0,
                 check_input=False).astype(np.float64)
-    y += noise * gen.standard_normal(n_samples)
-    return X, y
+    return y + noise * gen.standard_normal(X.shape[0])
 
 
 def _read_ratings(path):

@@ -5,8 +5,9 @@ import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
 from polylite import FactorizationMachineRegressor
-from polylite.datasets import (iter_csr_chunks, iter_svmlight_chunks,
-                               load_movielens_100k, make_recommender)
+from polylite.datasets import (iter_csr_chunks, iter_recommender_chunks,
+                               iter_svmlight_chunks, load_movielens_100k,
+                               make_recommender)
 
 
 def test_make_recommender_shape_and_structure():
@@ -88,3 +89,28 @@ def test_chunk_sizes_are_checked(tmp_path):
     path.write_text("1 1:1\n")
     with pytest.raises(ValueError, match="chunk_bytes"):
         next(iter_svmlight_chunks(path, 2, chunk_bytes=0))
+
+
+def test_iter_recommender_chunks_do_not_depend_on_the_chunk_size():
+    whole = list(iter_recommender_chunks(250_000, 250_000, 40, 30, random_state=1))
+    parts = list(iter_recommender_chunks(250_000, 70_000, 40, 30, random_state=1))
+    assert len(whole) == 1
+    assert [X.shape[0] for X, _ in parts] == [70_000, 70_000, 70_000, 40_000]
+    X = sp.vstack([X for X, _ in parts], format="csr")
+    assert (X != whole[0][0]).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), whole[0][1])
+    assert parts[1][0].indptr.dtype == np.int32 and parts[1][0].indptr[0] == 0
+    # One planted model for every chunk: without noise, a (user, item) pair has one target
+    # whichever chunk it is in.
+    chunks = list(iter_recommender_chunks(20_000, 10_000, 5, 4, n_numeric=0, noise=0,
+                                          random_state=2))
+    targets = []
+    for X, y in chunks:
+        pair = X.indices.reshape(-1, 2) @ np.array([10, 1])  # user, item
+        keys, first = np.unique(pair, return_index=True)
+        assert keys.shape == (20,)
+        np.testing.assert_allclose(y, y[first][np.searchsorted(keys, pair)])
+        targets.append(y[first])
+    np.testing.assert_allclose(targets[0], targets[1])
+    with pytest.raises(ValueError, match="chunk_rows"):
+        next(iter_recommender_chunks(10, 0))
