@@ -22,14 +22,19 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_n_jobs(self.n_jobs)
 
     def _structure(self):
-        if self.kernel == "all-subsets":
-            return "all-subsets", [0], 0
-        m = int(self.degree)
-        if self.lower_degrees == "separate":
-            return "anova", list(range(2, m + 1)), 0
-        if self.lower_degrees == "shared":
-            return "anova", [m], m - 1
-        return "anova", [m], 0
+        return fm_structure(self.degree, self.lower_degrees, self.kernel)
+
+
+def fm_structure(degree, lower_degrees, kernel):
+    """(kernel name, degree of each factor block, number of dummy rows) of an FM."""
+    if kernel == "all-subsets":
+        return "all-subsets", [0], 0
+    m = int(degree)
+    if lower_degrees == "separate":
+        return "anova", list(range(2, m + 1)), 0
+    if lower_degrees == "shared":
+        return "anova", [m], m - 1
+    return "anova", [m], 0
 
 
 _FM_PARAMS_DOC = """
@@ -56,9 +61,11 @@ _FM_PARAMS_DOC = """
     fit_intercept : bool, default=True
         Fit the intercept (it is not regularised).
     alpha : float, default=1e-4
-        L2 regularisation of the linear weights ``w_``.
+        L2 regularisation of the linear weights ``w_``, per sample: the objective is a
+        mean over the rows, so the same value suits small and large data (a library
+        that penalises the summed loss over n rows uses n times larger values).
     beta : float, default=1e-4
-        L2 regularisation of the factors (``P_`` and ``gamma_``).
+        L2 regularisation of the factors (``P_`` and ``gamma_``), per sample (as ``alpha``).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of the factors (N(0, 0.01), as in
         the HOFM paper).  Much smaller values slow the first epochs of degree >= 3 down

@@ -68,9 +68,11 @@ _PN_PARAMS_DOC = """
     fit_intercept : bool, default=True
         Fit the intercept (it is not regularised).
     alpha : float, default=1e-4
-        L2 regularisation of the linear weights ``w_``.
+        L2 regularisation of the linear weights ``w_``, per sample: the objective is a
+        mean over the rows, so the same value suits small and large data (a library
+        that penalises the summed loss over n rows uses n times larger values).
     beta : float, default=1e-4
-        L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``.
+        L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``, per sample (as ``alpha``).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of ``P_`` and ``gamma_``.
     max_iter : int, default=100
