@@ -18,7 +18,8 @@ chunk at a time: the writers never hold the whole matrix.
 2. Streamed against in-memory, at ``--compare-rows`` (10^6) rows of the same files: the
    time of one streamed epoch (``partial_fit`` over the chunks, reading included) divided
    by the time per epoch of an in-memory ``fit`` of ``--memory-epochs`` (100) epochs on
-   the same rows (whole fit / epochs; ``tol=0``).  Target: <= 1.3.
+   the same rows (whole fit / epochs; ``tol=0``).  Target: <= 1.3.  ``--memory-epochs 0``
+   skips this part.
 3. svmlight text (``--svm-rows``, default 10^7, same chunks, written by
    ``sklearn.datasets.dump_svmlight_file`` a chunk at a time): parsing throughput in MB/s
    of ``iter_svmlight_chunks`` over the whole file (``--chunk-mib`` MiB chunks) next to
@@ -143,7 +144,12 @@ def memmap_part(args, folder):
     print(f"  training RMSE on the first {head} rows: "
           f"{rmse(est, X[:head], np.asarray(y[:head])):.4f} (noise 0.1)")
 
-    # Streamed against in-memory on the first compare_rows rows of the same files.
+    if args.memory_epochs:
+        compare_to_memory(args, paths)
+
+
+def compare_to_memory(args, paths):
+    """Streamed against in-memory on the first compare_rows rows of the same files."""
     n = min(args.compare_rows, args.rows)
     Xc, yc = open_memmap_csr(paths, n)
     chunk = min(args.chunk_rows, n)

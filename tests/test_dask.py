@@ -38,7 +38,7 @@ def data():
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         yield client
 
@@ -197,7 +197,7 @@ def test_a_worker_lost_mid_fit_gives_the_right_model_or_an_error(data):
             outcome["error"] = exc
 
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         thread = threading.Thread(target=fit)
         thread.start()

@@ -4,7 +4,6 @@ The client keeps the model; the workers keep the data.  Functions named ``_block
 on the workers (module-level, so they travel by reference), one call per row block, and
 return sums that a tree of additions combines on the workers before the client gets one.
 """
-import operator
 import time
 import warnings
 from typing import NamedTuple
@@ -24,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
 from .. import _losses, kernels
 from .. import polynomial as _local
 from .._io import load as _load_local
-from ..polynomial import _cd, _solvers
+from ..polynomial import _cd, _solvers, fm
 from ..polynomial._base import _OutputParams
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier", "load"]
@@ -434,28 +433,46 @@ class _DaskMixin:
         self.to_local().save(path)
 
 
-_FIT_NOTE = """
-    polylite.dask: ``fit`` takes Dask arrays whose chunks are CSR row blocks and keeps them
-    on the workers; ``solver`` is "lbfgs" (the same fit as the in-memory estimator's
-    "lbfgs" on the concatenated rows, up to rounding) or "adagrad" (local AdaGrad epochs
-    on every block, averaged by rows after each epoch); ``early_stopping`` is not
-    supported.  ``n_jobs`` is the threads of each block's pass on its worker.  Other
-    parameters and the fitted attributes are those of the in-memory estimator, plus
-
+def _docstring(summary, local_class, loss_doc=""):
+    """The class docstring: the in-memory estimator's parameters (the solver's entry
+    replaced), polylite.dask's notes and the extra attribute."""
+    params = fm._FM_PARAMS_DOC
+    start, end = params.index("    solver :"), params.index("    learning_rate :")
+    params = params[:start] + _SOLVER_DOC + params[end:]
+    return (summary + _FIT_NOTE + fm._FM_OBJECTIVE_DOC + params + loss_doc + f"""
     Attributes
     ----------
     objective_history_ : list of list of float, one list per output
         The objective after every iteration ("lbfgs") or epoch ("adagrad", from the
         initial model on), appended as the fit goes (progress can be watched from
         another thread).
+
+    Other fitted attributes are those of :class:`polylite.{local_class.__name__}`.
+""")
+
+
+_FIT_NOTE = """
+    ``fit`` takes Dask arrays whose chunks are CSR row blocks and keeps the blocks on the
+    workers: only the parameters and their gradients travel.  ``predict`` returns a lazy
+    Dask array; :meth:`to_local` gives the in-memory estimator, and the model files are
+    those of the in-memory estimators.  ``n_jobs`` is the threads of each block's pass on
+    its worker; ``early_stopping`` is not supported.
+"""
+
+_SOLVER_DOC = """    solver : {"lbfgs", "adagrad"}, default="lbfgs"
+        "lbfgs": SciPy's L-BFGS-B on the client, each iteration's value and gradient
+        summed over the row blocks on the workers: the same fit as the in-memory
+        estimator's "lbfgs" on the concatenated rows, up to the rounding of the sums.
+        "adagrad": every epoch, each block runs a local AdaGrad epoch from the current
+        model (its AdaGrad statistics stay on its worker from one epoch to the next), and
+        the client averages the blocks' parameters weighted by their rows.
 """
 
 
 class FactorizationMachineRegressor(_DaskMixin, _local.FactorizationMachineRegressor):
     _local_class = _local.FactorizationMachineRegressor
-    __doc__ = ("Factorization machine regressor fitted on a Dask cluster.\n" + _FIT_NOTE
-               + "\n    See :class:`polylite.FactorizationMachineRegressor` for the "
-               "parameters.\n")
+    __doc__ = _docstring("Factorization machine regressor fitted on a Dask cluster.\n",
+                         _local.FactorizationMachineRegressor)
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
@@ -470,10 +487,11 @@ class FactorizationMachineRegressor(_DaskMixin, _local.FactorizationMachineRegre
 
 class FactorizationMachineClassifier(_DaskMixin, _local.FactorizationMachineClassifier):
     _local_class = _local.FactorizationMachineClassifier
-    __doc__ = ("Factorization machine classifier (one-vs-rest) fitted on a Dask "
-               "cluster.\n" + _FIT_NOTE
-               + "\n    See :class:`polylite.FactorizationMachineClassifier` for the "
-               "parameters.\n")
+    __doc__ = _docstring(
+        "Factorization machine classifier (one-vs-rest) fitted on a Dask cluster.\n",
+        _local.FactorizationMachineClassifier, """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+""")
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
@@ -486,13 +504,32 @@ class FactorizationMachineClassifier(_DaskMixin, _local.FactorizationMachineClas
                             if k not in ("self", "__class__")})
 
     def decision_function(self, X):
-        """Raw model outputs; a lazy Dask array for a Dask X (see :meth:`predict`)."""
+        """Raw model outputs.
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
+
+        Returns
+        -------
+        scores : dask.array.Array (ndarray for in-memory X) of shape (n_samples,) for two
+            classes, else (n_samples, n_classes)
+        """
         if not isinstance(X, da.Array):
             return super().decision_function(X)
         return self._map_rows(X, "decision_function")
 
     def predict_proba(self, X):
-        """Class probabilities (logistic loss); a lazy Dask array for a Dask X."""
+        """Class probabilities (logistic loss only).
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
+
+        Returns
+        -------
+        proba : dask.array.Array (ndarray for in-memory X) of shape (n_samples, n_classes)
+        """
         if not isinstance(X, da.Array):
             return super().predict_proba(X)
         return self._map_rows(X, "predict_proba")
