@@ -82,6 +82,24 @@ def test_multiclass_lbfgs_equals_the_in_memory_fit(client, data):
     assert fit.predict_proba(Xd).compute().shape == (X.shape[0], 3)
 
 
+def test_binary_classifier_with_string_labels(data):
+    """Two classes: one output, the second class positive, as in memory (on Dask's
+    synchronous scheduler: no cluster needed)."""
+    X, y = data
+    labels = np.where(y > np.median(y), "high", "low")
+    Xd, yd = to_dask(X, labels, 500)
+    params = dict(LBFGS, max_iter=10)
+    with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = pdask.FactorizationMachineClassifier(**params).fit(Xd, yd)
+        local = polylite.FactorizationMachineClassifier(**params).fit(X, labels)
+        assert fit.P_.shape == local.P_.shape == (1, 1, X.shape[1], 3)
+        assert_close(fit.P_, local.P_)
+        scores = fit.decision_function(Xd).compute()
+        assert scores.shape == (X.shape[0],)
+        np.testing.assert_array_equal(fit.predict(Xd).compute(), local.predict(X))
+
+
 def test_adagrad_averages_the_blocks_local_epochs_by_rows(data):
     """One epoch: the rows-weighted mean of each block's local epoch from the initial
     model (replayed here with the seeds the fit draws), on Dask's synchronous scheduler."""

@@ -211,8 +211,8 @@ class _DaskMixin:
                 raise ValueError("warm_start=True but y has different classes from the "
                                  "previous fit")
             self.classes_ = targets_classes = classes
-        n_outputs = 1 if targets_classes is None or classes.shape[0] == 2 else \
-            classes.shape[0]
+        n_classes = 0 if targets_classes is None else targets_classes.shape[0]
+        n_outputs = n_classes if n_classes > 2 else 1  # one-vs-rest beyond two classes
         # The in-memory fit's initialisation: the same random draws in the same order.
         rng = check_random_state(self.random_state)
         stack = self._warm_stack(n_outputs, n_features, dtype)
