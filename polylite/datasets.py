@@ -2,6 +2,7 @@
 
 No data set is shipped with polylite; MovieLens is read from a path the user gives.
 """
+import mmap
 import os
 
 import numpy as np
@@ -238,16 +239,58 @@ def _one_based_hint(path):
 def iter_csr_chunks(X, y, chunk_rows=100_000):
     """Yield (X[start:stop], y[start:stop]) row blocks of a (memory-mapped) CSR matrix.
 
-    With ``X`` built on ``np.memmap`` arrays, only the current block is read into memory.
+    With ``X`` (and ``y``) built on ``np.memmap`` arrays, only the current block is read
+    into memory, and the file pages of the blocks already yielded leave the process's
+    resident set (``madvise(MADV_DONTNEED)``; they stay in the operating system's file
+    cache), so that the resident memory stays about one block whatever the file's size.
+    Copy-on-write maps (``mode="c"``) keep their pages.
 
     Parameters
     ----------
     X : sparse matrix of shape (n_samples, n_features), CSR
     y : array-like of shape (n_samples,)
     chunk_rows : int, default=100_000
+
+    Yields
+    ------
+    X_chunk : csr_matrix of shape (n_chunk_rows, n_features)
+    y_chunk : ndarray of shape (n_chunk_rows,)
     """
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     X = sp.csr_matrix(X) if not sp.issparse(X) or X.format != "csr" else X
+    pages = [_FilePages(a) for a in (X.data, X.indices, X.indptr, y)]
     for start in range(0, X.shape[0], chunk_rows):
-        yield X[start:start + chunk_rows], np.asarray(y[start:start + chunk_rows])
+        stop = min(start + chunk_rows, X.shape[0])
+        yield X[start:stop], np.asarray(y[start:stop])
+        for part, end in zip(pages, (X.indptr[stop], X.indptr[stop], stop, stop)):
+            part.release_before(int(end))
+
+
+class _FilePages:
+    """The file mapping under an array that views a shared ``np.memmap`` (modes "r",
+    "r+", "w+"), able to drop the pages of its first elements from the resident set."""
+
+    def __init__(self, a):
+        self.mapping = None
+        top = a
+        while isinstance(top, np.ndarray) and not isinstance(top.base, mmap.mmap):
+            top = top.base
+        if not (isinstance(top, np.memmap) and isinstance(a, np.ndarray)
+                and a.ndim == 1 and top.mode != "c" and a.flags.c_contiguous):
+            return
+        # np.memmap maps from the allocation boundary below its offset.
+        mapping_start = top.ctypes.data - top.offset % mmap.ALLOCATIONGRANULARITY
+        self.mapping, self.itemsize = top.base, a.itemsize
+        self.begin = a.ctypes.data - mapping_start  # byte offset of a[0] in the mapping
+        self.released = self.begin - self.begin % mmap.PAGESIZE
+
+    def release_before(self, n):
+        """Drop the whole pages holding only elements before a[n] (and earlier bytes)."""
+        if self.mapping is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return  # nothing mapped, or a platform without madvise
+        end = self.begin + n * self.itemsize
+        end -= end % mmap.PAGESIZE
+        if end > self.released:
+            self.mapping.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
+            self.released = end
