@@ -6,18 +6,22 @@ Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
   machines and polynomial networks);
+- the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
+  :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
+  ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
 - shared machinery: parameter checks (``_validation``), the model file format and its
-  class registry (``_io``);
+  class registry (``_io``: :func:`save` and :func:`load`);
 - kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
   ``_losses``.
 """
 __version__ = "0.1.0.dev0"
 
-from ._io import ModelFileError, load  # noqa: E402
+from ._io import ModelFileError, load, save  # noqa: E402
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
+from .preprocessing import FieldEncoder  # noqa: E402
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "load",
-           "ModelFileError", "__version__"]
+           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "FieldEncoder",
+           "load", "save", "ModelFileError", "__version__"]
