@@ -141,6 +141,15 @@ def _codes(vocabulary, values, name, handle_unknown):
     if vocabulary.size == 0:
         pos = np.zeros(values.shape, dtype=np.intp)
         found = np.zeros(values.shape, dtype=bool)
+    elif _dense_integer_range(vocabulary, values):
+        # Integer ids in a compact range: a lookup table, much faster than a search.
+        low = int(vocabulary[0])
+        table = np.full(int(vocabulary[-1]) - low + 1, -1, dtype=np.intp)
+        table[vocabulary.astype(np.int64) - low] = np.arange(vocabulary.size)
+        offset = values.astype(np.int64) - low
+        inside = (offset >= 0) & (offset < table.size)
+        pos = np.where(inside, table[np.where(inside, offset, 0)], -1)
+        found = pos >= 0
     else:
         pos = np.minimum(np.searchsorted(vocabulary, values), vocabulary.size - 1)
         found = vocabulary[pos] == values
@@ -150,6 +159,26 @@ def _codes(vocabulary, values, name, handle_unknown):
                          f"in fit, e.g. {unknown[0].item()!r}; set "
                          f"handle_unknown='ignore' to encode them as zeros")
     return np.where(found, pos, -1)
+
+
+def _dense_integer_range(vocabulary, values):
+    """Whether integer ``values`` can be looked up in a table over the vocabulary's
+    range (integers only, a range at most a few times the vocabulary's size)."""
+    if vocabulary.dtype.kind not in "iu" or values.dtype.kind not in "iu":
+        return False
+    span = int(vocabulary[-1]) - int(vocabulary[0]) + 1
+    return span <= max(4 * vocabulary.size, 1 << 16)
+
+
+def _dense_to_csr(values):
+    """CSR of the nonzeros of a dense 2-D block, built directly (scipy goes through COO);
+    its arrays are new, never views of ``values``."""
+    n, width = values.shape
+    nonzero = values != 0
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nonzero.sum(axis=1), out=indptr[1:])
+    return sp.csr_matrix((values[nonzero], np.nonzero(nonzero)[1], indptr),
+                         shape=(n, width))
 
 
 def _one_hot(codes, width, dtype):
@@ -404,7 +433,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
                     codes = _codes(categories[column], values, column, "error")
                     block = _one_hot(codes, categories[column].size, dtype)
                 else:
-                    block = sp.csr_matrix(_numeric(values, column, dtype))
+                    block = _dense_to_csr(_numeric(values, column, dtype))
                 block = sp.vstack([block, sp.csr_matrix((1, block.shape[1]), dtype=dtype)],
                                   format="csr")[row_of]  # row -1: the zero row
                 specs.append((column, kind, block.shape[1]))
@@ -522,7 +551,12 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
     def _side_block(self, side, ids):
         """The rows of the user or item block for ``ids`` (zero rows for unknown ids)."""
         check_is_fitted(self)
-        return self._side_rows[side][self.codes(side, ids)]  # code -1: the zero row
+        rows, codes = self._side_rows[side], self.codes(side, ids)  # -1: the zero row
+        if np.diff(rows.indptr)[codes].sum(dtype=np.int64) > np.iinfo(np.int32).max:
+            # The output needs 64-bit indices (long implicit sets repeated on many rows).
+            rows = sp.csr_matrix((rows.data, rows.indices.astype(np.int64),
+                                  rows.indptr.astype(np.int64)), shape=rows.shape)
+        return rows[codes]
 
     def _placed(self, side, block):
         """``block`` (the columns of one side) placed at its columns of the layout."""
@@ -550,7 +584,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             if values.shape[1] != width:
                 raise ValueError(f"numeric column {field.name!r} has {values.shape[1]} "
                                  f"columns, {width} in fit")
-            parts.append(sp.csr_matrix(values))
+            parts.append(_dense_to_csr(values))
         if not parts:
             return sp.csr_matrix((n, 0), dtype=dtype)
         return sp.hstack(parts, format="csr", dtype=dtype)
@@ -647,10 +681,13 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
                 raise ModelFileError(f"encoder file has side widths {widths!r}, its fields "
                                      f"say {width} for the {side}s")
             side_rows[side] = _restored_csr(arrays, f"{side}_rows", (n_rows, width), dtype)
+        read = [self.user, self.item, *self._features("context_features")]
+        if getattr(self, "feature_names_in_", np.array([])).tolist() != read:
+            raise ModelFileError(f"encoder file names its input columns "
+                                 f"{getattr(self, 'feature_names_in_', None)}, its "
+                                 f"parameters {read}")
         self.fields_, self.categories_, self._side_rows = fields, categories, side_rows
         self.n_features_out_ = fields[-1].stop if fields else 0
-        if not hasattr(self, "feature_names_in_"):
-            raise ModelFileError("encoder file lacks the names of its input columns")
 
     def _restored_fields(self, raw, categories):
         """The layout from a model file, checked against the parameters."""

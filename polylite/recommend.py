@@ -29,8 +29,9 @@ from .preprocessing import FieldEncoder, _codes, _columns
 __all__ = ["recommend", "score_items"]
 
 METHODS = ("auto", "factored", "pairs")
-# Scores computed at once (users x items) when batch_size is None.
-_BATCH_SCORES = 2 ** 22
+# Scores computed at once (users x items) when batch_size is None: a block that stays in
+# cache while its top n are found.
+_BATCH_SCORES = 2 ** 17
 
 
 def _split_estimator(estimator, encoder):
@@ -70,8 +71,9 @@ def _check_single_output(model):
 
 
 class _Factors:
-    """``scores = f_u[:, None] + f_i[None, :] + U @ R.T`` for a model's user rows ``Xu``
-    and item rows ``Xi`` (their columns disjoint)."""
+    """The scores ``f_u[:, None] + f_i[None, :] + U_f @ R_f.T`` of a model for its user
+    rows ``Xu`` and item rows ``Xi`` (their columns disjoint), kept as the factors
+    ``U = [U_f, f_u, 1]`` and ``R = [R_f, 1, f_i]`` of one matrix product."""
 
     def __init__(self, model, Xu, Xi):
         stack = model._stacked()
@@ -87,9 +89,11 @@ class _Factors:
             for block, degree in enumerate(degrees):
                 gamma = stack["gamma"][0] if block == 0 else None
                 self._kernel(Xu, Xi, stack["P"][0, block], gamma, kernel, degree)
+        # One matrix product gives the whole score: [U, f_u, 1] @ [R, 1, f_i]^T.
+        ones_u, ones_i = np.ones(Xu.shape[0]), np.ones(Xi.shape[0])
         dtype = stack["P"].dtype
-        self.U = np.hstack(self._U) if self._U else np.zeros((Xu.shape[0], 0), dtype)
-        self.R = np.hstack(self._R) if self._R else np.zeros((Xi.shape[0], 0), dtype)
+        self.U = np.column_stack(self._U + [self.f_u, ones_u]).astype(dtype, copy=False)
+        self.R = np.column_stack(self._R + [ones_i, self.f_i]).astype(dtype, copy=False)
         del self._U, self._R
 
     def _add(self, U, R):
@@ -118,7 +122,7 @@ class _Factors:
             self._add(comb(degree, j) * lam * a ** j, c ** (degree - j))
 
     def scores(self, users=slice(None)):
-        return self.f_u[users, None] + self.f_i[None, :] + self.U[users] @ self.R.T
+        return self.U[users] @ self.R.T
 
 
 def _per_component(X, P, gamma, kernel, degree):
@@ -222,13 +226,13 @@ def score_items(estimator, users, items=None, *, encoder=None, context=None,
         pair rows, built a batch at a time (any estimator).  "auto": "factored" when
         possible.
     batch_size : int or None, default=None
-        Users scored at once (None: as many as keep a batch to about 4 million scores,
-        or 1 million pair rows).
+        Users scored at once (None: as many as keep a batch to about 130,000 scores, or
+        1 million pair rows).
 
     Returns
     -------
     scores : ndarray of shape (n_users, n_items)
-        In the dtype of the model's parameters.
+        float32 for a float32 polylite model scored by "factored", else float64.
     """
     score, _, users, items = _prepare(estimator, users, items, encoder, context, method)
     pairs = method == "pairs"
@@ -294,7 +298,7 @@ def _top(scores, n):
     """Columns of the n largest scores of each row, largest first (equal scores: lower
     column first; which of several items tied at the cut are kept is unspecified)."""
     if n < scores.shape[1]:
-        part = np.argpartition(-scores, n - 1, axis=1)[:, :n]
+        part = np.argpartition(scores, scores.shape[1] - n, axis=1)[:, -n:]
     else:
         part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
     order = np.lexsort((part, -np.take_along_axis(scores, part, axis=1)), axis=1)

@@ -335,6 +335,8 @@ def _layout_edit(mutate):
      "dtype float32, expected float64"),
     (lambda a, r: r.pop("item_rows_data"), r"lacks the arrays \['item_rows_data'\]"),
     (lambda a, r: a.__setitem__("side_widths", [1, 2]), "side widths"),
+    (lambda a, r: r.__setitem__("feature_names", r["feature_names"][::-1].copy()),
+     "names its input columns"),
 ])
 def test_corrupt_encoder_file(tmp_path, mutate, match):
     path = tmp_path / "enc.npz"
