@@ -7,7 +7,7 @@ from sklearn.pipeline import make_pipeline
 
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       FieldEncoder, PolynomialNetworkRegressor)
-from polylite.recommend import recommend, score_items
+from polylite.recommend import _top, recommend, score_items
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -205,3 +205,12 @@ def test_invalid_calls():
     multi, _, users, _ = _fitted(FactorizationMachineClassifier(**PARAMS), "multiclass")
     with pytest.raises(ValueError, match="the classifier has 3 classes"):
         recommend(multi, users["user_id"])
+
+
+def test_top_orders_equal_scores_by_candidate():
+    scores = np.array([[1.0, 3.0, 3.0, 0.0, 3.0], [2.0, 2.0, 2.0, 2.0, 2.0]])
+    # All ties kept: the earlier candidate first.
+    assert _top(scores, 5).tolist() == [[1, 2, 4, 0, 3], [0, 1, 2, 3, 4]]
+    top = _top(scores, 3)
+    assert top[0].tolist() == [1, 2, 4]
+    assert sorted(top[1]) == top[1].tolist()  # which tied items are kept: unspecified
