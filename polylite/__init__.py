@@ -5,7 +5,8 @@ Estimators follow the scikit-learn API and accept NumPy arrays and SciPy sparse 
 Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
-  machines and polynomial networks);
+  machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
+  and factorization machines with a shared basis, by conditional gradient);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
   ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
@@ -17,11 +18,14 @@ Layout (dependencies point down):
 __version__ = "0.1.0.dev0"
 
 from ._io import ModelFileError, load, save  # noqa: E402
+from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
+                          MultiOutputPolynomialRegressor)
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
 from .preprocessing import FieldEncoder  # noqa: E402
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "FieldEncoder",
-           "load", "save", "ModelFileError", "__version__"]
+           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
+           "FieldEncoder", "load", "save", "ModelFileError", "__version__"]
