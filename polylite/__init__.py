@@ -6,7 +6,8 @@ Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
   machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
-  and factorization machines with a shared basis, by conditional gradient);
+  and factorization machines with a shared basis, by conditional gradient),
+  :mod:`polylite.ordinal` (ordinal regression by McRank on them);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
   ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
@@ -20,6 +21,7 @@ __version__ = "0.1.0.dev0"
 from ._io import ModelFileError, load, save  # noqa: E402
 from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
                           MultiOutputPolynomialRegressor)
+from .ordinal import OrdinalMcRankRegressor  # noqa: E402
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
@@ -28,4 +30,5 @@ from .preprocessing import FieldEncoder  # noqa: E402
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
            "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
-           "FieldEncoder", "load", "save", "ModelFileError", "__version__"]
+           "OrdinalMcRankRegressor", "FieldEncoder", "load", "save", "ModelFileError",
+           "__version__"]
