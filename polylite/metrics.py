@@ -96,11 +96,7 @@ def ndcg_at_k(y_true, y_score, users, *, k=10, min_items=2, per_user=False):
     actual, sizes = dcg(y_score)
     ideal, _ = dcg(y_true)
     per = np.divide(actual, ideal, out=np.zeros(n_users), where=ideal > 0)
-    kept = sizes >= min_items
-    mean = float(per[kept].mean()) if kept.any() else float("nan")
-    if per_user:
-        return mean, np.unique(users)[kept], per[kept]
-    return mean
+    return _mean_over(per, sizes >= min_items, per_user, labels=np.unique(users))
 
 
 def _hits(recommended, relevant):
@@ -202,8 +198,10 @@ def recall_at_k(recommended, relevant, *, k=None, per_user=False):
     return _mean_over(per, sizes > 0, per_user)
 
 
-def _mean_over(per, kept, per_user):
+def _mean_over(per, kept, per_user, labels=None):
+    """The mean of ``per`` over the ``kept`` users (NaN if none), and with ``per_user``
+    their labels (default: their rows) and values."""
     mean = float(per[kept].mean()) if kept.any() else float("nan")
     if per_user:
-        return mean, np.flatnonzero(kept), per[kept]
+        return mean, (np.flatnonzero(kept) if labels is None else labels[kept]), per[kept]
     return mean
