@@ -7,7 +7,9 @@ Layout (dependencies point down):
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
   machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
   and factorization machines with a shared basis, by conditional gradient),
-  :mod:`polylite.ordinal` (ordinal regression by McRank on them);
+  :mod:`polylite.ordinal` (ordinal regression by McRank on them), :mod:`polylite.bayes`
+  (Bayesian factorization machines, sampled with the coordinate descent passes of
+  :mod:`polylite.polynomial`);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
   ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
@@ -19,6 +21,8 @@ Layout (dependencies point down):
 __version__ = "0.1.0.dev0"
 
 from ._io import ModelFileError, load, save  # noqa: E402
+from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: E402
+                    BayesianFactorizationMachineRegressor)
 from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
                           MultiOutputPolynomialRegressor)
 from .ordinal import OrdinalMcRankRegressor  # noqa: E402
@@ -29,6 +33,7 @@ from .preprocessing import FieldEncoder  # noqa: E402
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
            "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
            "OrdinalMcRankRegressor", "FieldEncoder", "load", "save", "ModelFileError",
            "__version__"]

@@ -12,6 +12,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -39,6 +40,18 @@ class _OutputParams:
     lam: np.ndarray        # (n_components,)
 
 
+class EpochReport(NamedTuple):
+    """What the epoch loop tells a progress display (``_epoch_callback``) after each epoch
+    (after each iteration of L-BFGS)."""
+    output: int             # index of the output being fitted (one-vs-rest: its class)
+    n_outputs: int
+    epoch: int
+    max_iter: int
+    objective: float
+    validation_loss: float  # NaN without a validation set
+    seconds: float          # since the fit of this output started
+
+
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
     return est.solver in _solvers.STOCHASTIC
@@ -49,6 +62,10 @@ class _PolynomialModel(BaseEstimator):
 
     # Set by subclasses.
     _is_classifier = False
+
+    # A callable that shows progress (the command line sets one on its estimator): called
+    # with an EpochReport after every epoch.  Not a parameter, so neither saved nor cloned.
+    _epoch_callback = None
 
     # ---- model structure (subclasses override) ---------------------------------------
 
@@ -90,6 +107,11 @@ class _PolynomialModel(BaseEstimator):
         check_random_state_param(self.random_state)
 
     _solvers = ("cd", "sgd", "adagrad", "lbfgs")
+
+    @property
+    def _n_jobs(self):
+        """Threads asked for (``n_jobs``; None for a family without the parameter)."""
+        return getattr(self, "n_jobs", None)
 
     @property
     def _fit_lam(self):
@@ -226,7 +248,7 @@ class _PolynomialModel(BaseEstimator):
             X, params.P, degrees=degrees, kernel=kernel,
             intercept=params.intercept[0], w=params.w if self.fit_linear else None,
             gamma=params.gamma, lam=params.lam if self._has_lam else None,
-            check_input=False)
+            check_input=False, n_jobs=self._n_jobs)
 
     # ---- fitting ----------------------------------------------------------------------
 
@@ -271,7 +293,7 @@ class _PolynomialModel(BaseEstimator):
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
             n_iter.append(self._fit_one_output(
                 X, cd_inputs, y, sw, self._output(stack, o), loss, rng, val,
-                label=o if n_outputs > 1 else None))
+                output=(o, n_outputs)))
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
         self._publish(stack)
         return self
@@ -305,17 +327,27 @@ class _PolynomialModel(BaseEstimator):
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
     def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
-                        label=None):
-        """Run the solver's epochs on one output; returns the number of epochs run."""
+                        output=(0, 1)):
+        """Run the solver's epochs on one output; returns the number of epochs run.
+
+        ``output`` is (index of this output, number of outputs)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
-        prefix = "" if label is None else f"[output {label}] "
+        prefix = "" if output[1] == 1 else f"[output {output[0]}] "
         stopper = None if validation is None else _EarlyStopping(
             self, validation, params, kernel, degrees, loss_code)
         start = time.perf_counter()
+
+        def report(epoch, objective):
+            if self._epoch_callback is not None:
+                self._epoch_callback(EpochReport(
+                    output[0], output[1], epoch, self.max_iter, objective,
+                    stopper.last if stopper is not None else np.nan,
+                    time.perf_counter() - start))
+
         if self.solver == "lbfgs":
             return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
-                                              degrees, stopper, prefix, start)
+                                              degrees, stopper, prefix, start, report)
         if self.solver == "cd":
             solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
                                                 kernel, degrees)
@@ -343,6 +375,7 @@ class _PolynomialModel(BaseEstimator):
                       f"rel. decrease {decrease:.2e}  max change {max_change:.2e}" +
                       (f"  validation loss {stopper.last:.6e}" if stopper else "") +
                       f"  {time.perf_counter() - start:.2f}s")
+            report(epoch, objective)
             if stop:
                 stopper.restore()
                 return epoch
@@ -368,13 +401,14 @@ class _PolynomialModel(BaseEstimator):
         return self.max_iter
 
     def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
-                              prefix, start):
+                              prefix, start, report):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
             if self.verbose:
                 print(f"{prefix}iteration {counter[0]:4d}  objective {objective:.6e}" +
                       (f"  validation loss {stopper.last:.6e}" if stopper else "") +
                       f"  {time.perf_counter() - start:.2f}s")
+            report(counter[0], objective)
             counter[0] += 1
             return stop
 
