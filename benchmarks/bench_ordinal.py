@@ -24,8 +24,8 @@ once on the test ratings.  RMSE of the predictions clipped to [1, 5]; nDCG@k per
 The paper (100K / 1M): McRank FM l1/linf nDCG@1 0.75 / 0.76, single-output FM 0.71 / 0.75.
 
 Output: a table per data set, benchmarks/output/ordinal.json and ordinal.png (the
-figure's three panels per data set).  About 40 minutes on two cores for 100K with the
-defaults (the conditional-gradient paths dominate).
+figure's three panels per data set).  About an hour for 100K with the defaults on a
+busy two-core machine (each model writes its results as it ends).
 
     python benchmarks/bench_ordinal.py [--data ../shared/data/movielens/ml-100k
         ../shared/data/movielens/ml-1m] [--ks 1 2 5 10 20 30 40 50]
@@ -142,7 +142,7 @@ def subset(table, rows):
     return {k: v[rows] for k, v in table.items()}
 
 
-def run_dataset(path, args):
+def run_dataset(path, args, save):
     name = os.path.basename(os.path.normpath(path))
     try:
         data = load_movielens(path, splits=["u1"] if name == "ml-100k" else [])
@@ -165,6 +165,7 @@ def run_dataset(path, args):
         start = time.perf_counter()
         results[model] = run_model(model, args, *parts)
         results[model]["seconds"] = time.perf_counter() - start
+        save(name, results)  # after every model: nothing lost if the run is cut short
         print(f"  {LABELS[model]}: {results[model]['seconds']:.0f} s", flush=True)
     print_table(name, results, args.ks)
     return results
@@ -223,11 +224,15 @@ def main():
     warnings.simplefilter("ignore", ConvergenceWarning)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     all_results = {}
-    for path in args.data:
-        name = os.path.basename(os.path.normpath(path))
-        all_results[name] = run_dataset(path, args)
+
+    def save(name, results):
+        all_results[name] = results
         with open(args.output, "w") as f:
             json.dump({"args": vars(args), "results": all_results}, f, indent=1)
+
+    for path in args.data:
+        name = os.path.basename(os.path.normpath(path))
+        save(name, run_dataset(path, args, save))
     plot(all_results, args.ks, os.path.splitext(args.output)[0] + ".png")
 
 

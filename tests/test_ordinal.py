@@ -43,7 +43,7 @@ def test_fit_is_the_multioutput_model_on_cumulative_targets(rng, kernel, penalty
     X, y = _ordinal_problem(rng, levels=(1, 2, 4, 8))
     model = OrdinalMcRankRegressor(kernel=kernel, penalty=penalty, **SMALL).fit(X, y)
     twin = MultiOutputPolynomialRegressor(kernel=kernel, penalty=penalty, loss="logistic",
-                                          **SMALL)
+                                          tau=model.tau, **SMALL)
     twin.fit(X, cumulative_targets(y, np.array([1, 2, 4, 8])))
     np.testing.assert_array_equal(model.classes_, [1, 2, 4, 8])
     np.testing.assert_allclose(model.H_, twin.H_)
@@ -78,6 +78,11 @@ def test_defaults_and_float_levels(rng):
     assert model.V_.shape[1] == 2 and model.n_iter_ >= 1
     assert model.get_params()["kernel"] == "fm"
     assert model.get_params()["penalty"] == "l1/linf"
+    # The shared parameter docs, with this estimator's defaults.
+    assert 'kernel : {"pn", "fm"}, default="fm"' in OrdinalMcRankRegressor.__doc__
+    assert 'penalty : {"l1/l2", "l1", "l1/linf"}, default="l1/linf"' in \
+        OrdinalMcRankRegressor.__doc__
+    assert "tau : float, default=100.0" in OrdinalMcRankRegressor.__doc__
 
 
 def test_validation_history_and_best_iteration(rng):
