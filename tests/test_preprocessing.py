@@ -302,9 +302,7 @@ def _rewrite(path, edit):
     header = json.loads(arrays.pop("header").tobytes())
     edit(header, arrays)
     header["arrays"] = {k: {"shape": list(a.shape), "dtype": a.dtype.str}
-                        for k, a in arrays.items() if "/" not in k}
-    if header.get("class") == "Pipeline":
-        header.pop("arrays")
+                        for k, a in arrays.items()}
     blob = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     np.savez(path, header=blob, **arrays)
 
