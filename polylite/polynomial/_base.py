@@ -260,18 +260,31 @@ class _PolynomialModel(BaseEstimator):
         else:
             for o in range(n_outputs):
                 self._continue_from(self._output(stack, o))
-        # Coordinate descent's view of the data: the same for every output.
-        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0],
-                                        getattr(self, "n_jobs", None))
+        # The outputs (the classes of a one-vs-rest fit) are independent problems on the
+        # same rows: they share what coordinate descent derives from X alone, and run on
+        # threads of their own, the rest of n_jobs sharing each output's passes.
+        workers, row_jobs = _solvers.output_threads(getattr(self, "n_jobs", None),
+                                                    n_outputs)
+        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
                      if self.solver == "cd" else None)
-        n_iter = []
-        for o in range(n_outputs):
+        # Each output draws from a random stream of its own (the stochastic solvers'
+        # shuffles), so that a fit is the same whichever thread runs which output.
+        rngs = [rng] if n_outputs == 1 else [
+            np.random.RandomState(seed)
+            for seed in rng.randint(np.iinfo(np.int32).max, size=n_outputs)]
+
+        def fit_output(o):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
-            n_iter.append(self._fit_one_output(
-                X, cd_inputs, y, sw, self._output(stack, o), loss, rng, val,
-                label=o if n_outputs > 1 else None))
+            return self._fit_one_output(X, cd_inputs, y, sw, self._output(stack, o), loss,
+                                        rngs[o], val, label=o if n_outputs > 1 else None)
+
+        results = _solvers.map_outputs(fit_output, n_outputs, workers)
+        for _, unconverged in results:  # in the order of the outputs, whatever the threads
+            if unconverged is not None:
+                warnings.warn(unconverged, ConvergenceWarning)
+        n_iter = [epochs for epochs, _ in results]
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
         self._publish(stack)
         return self
@@ -306,7 +319,9 @@ class _PolynomialModel(BaseEstimator):
 
     def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
                         label=None):
-        """Run the solver's epochs on one output; returns the number of epochs run."""
+        """Run the solver's epochs on one output; returns the number of epochs run and
+        the text of a ConvergenceWarning to give, or None (the caller warns, so that
+        outputs fitted on threads warn in their order)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
         prefix = "" if label is None else f"[output {label}] "
@@ -345,10 +360,10 @@ class _PolynomialModel(BaseEstimator):
                       f"  {time.perf_counter() - start:.2f}s")
             if stop:
                 stopper.restore()
-                return epoch
+                return epoch, None
             if self.solver == "cd":
                 if decrease < self.tol or max_change < self.tol:
-                    return epoch
+                    return epoch, None
             else:
                 # Stochastic: stop after n_iter_no_change epochs without an improvement
                 # of the objective by tol (relative), as scikit-learn's SGD estimators do.
@@ -358,14 +373,13 @@ class _PolynomialModel(BaseEstimator):
                     stalled = 0
                 best = min(best, objective)
                 if stalled >= self.n_iter_no_change:
-                    return epoch
+                    return epoch, None
         if stopper is not None:
             stopper.restore()
-        warnings.warn(
+        return self.max_iter, (
             f"{type(self).__name__}: {self.solver} did not converge in "
             f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
-            f"tol={self.tol}); increase max_iter or tol", ConvergenceWarning)
-        return self.max_iter
+            f"tol={self.tol}); increase max_iter or tol")
 
     def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
                               prefix, start):
@@ -384,14 +398,13 @@ class _PolynomialModel(BaseEstimator):
         if stopper is not None:
             if stopper.stopped:
                 stopper.restore()
-                return n_iter
+                return n_iter, None
             stopper.update()
             stopper.restore()
         if result.status == 1:
-            warnings.warn(f"{type(self).__name__}: L-BFGS did not converge in "
-                          f"max_iter={self.max_iter} iterations; increase max_iter",
-                          ConvergenceWarning)
-        return n_iter
+            return n_iter, (f"{type(self).__name__}: L-BFGS did not converge in "
+                            f"max_iter={self.max_iter} iterations; increase max_iter")
+        return n_iter, None
 
     def _partial_fit_outputs(self, X, targets, sample_weight, loss):
         """One pass of the stochastic solver over a chunk, continuing the current model.

@@ -5,6 +5,7 @@ knows the current predictions on the training rows, so the estimator's loop can 
 objective, report progress, test convergence and stop early, whatever the solver.
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import joblib
@@ -52,6 +53,28 @@ def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
         threads = min(threads,
                       1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
     return int(max(1, threads))
+
+
+def output_threads(n_jobs, n_outputs):
+    """(threads that fit outputs at once, jobs that share each output's passes) for
+    ``n_jobs`` (as in scikit-learn) and ``n_outputs`` independent outputs: the outputs
+    first, as they need no synchronisation; the jobs left over share each output's
+    coordinate descent passes (see :func:`cd_threads`)."""
+    if n_jobs is None:
+        return 1, None
+    if n_jobs < 0:
+        n_jobs = max(1, joblib.cpu_count() + 1 + n_jobs)
+    workers = max(1, min(n_jobs, n_outputs))
+    return workers, max(1, n_jobs // workers)
+
+
+def map_outputs(fit_output, n_outputs, workers):
+    """[fit_output(o) for o in range(n_outputs)], on ``workers`` threads (the solvers
+    release the GIL in their passes); an exception of any output is raised."""
+    if workers <= 1 or n_outputs <= 1:
+        return [fit_output(o) for o in range(n_outputs)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fit_output, range(n_outputs)))
 
 
 class CDInputs(NamedTuple):

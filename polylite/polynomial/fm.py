@@ -102,12 +102,15 @@ _FM_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads that share each pass of "cd" over the rows (None: 1; -1: every CPU the
-        process may use).  Fewer run on data too small to share (under 20,000 rows per
-        thread), or when the extra threads' scratch space (64 bytes per feature each)
-        would outgrow X.  The sums of a step are then added in another order, so the fit agrees
-        with one thread's to rounding, and is the same from run to run.  The other
-        solvers run on one thread.
+        Threads of the fit (None: 1; -1: every CPU the process may use).  The classes of a
+        multi-class classifier are fitted at once, one class per thread, and the same
+        whatever ``n_jobs`` (each class has its own random stream).  The threads left
+        over (all of them for one output) share each pass of "cd" over the rows; fewer
+        run on data too small to share (under 20,000 rows per thread), or when the extra
+        threads' scratch space (64 bytes per feature each) would outgrow X.  The sums of
+        a step are then added in another order, so the fit agrees with one thread's to
+        rounding, and is the same from run to run.  The other solvers run each output on
+        one thread.
 """
 
 _FM_OBJECTIVE_DOC = """

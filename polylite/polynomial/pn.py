@@ -3,7 +3,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
-from .._validation import check_choice, check_number, store_init_params
+from .._validation import check_choice, check_n_jobs, check_number, store_init_params
 from ._base import _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
@@ -165,6 +165,10 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
     __doc__ = """Polynomial network classifier, binary or multi-class (one-vs-rest).
     """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
         Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+    n_jobs : int or None, default=None
+        Threads that fit the classes of a multi-class problem at once, one class each
+        (None: 1; -1: every CPU the process may use).  The fit is the same whatever
+        ``n_jobs``: each class has its own random stream.
 
     Attributes
     ----------
@@ -185,5 +189,10 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
                  tol=1e-5, solver="cd",
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         store_init_params(self, locals())
+
+    def _check_params(self):
+        super()._check_params()
+        check_n_jobs(self.n_jobs)
