@@ -1,16 +1,869 @@
-"""The ``polylite`` command line.
+"""The ``polylite`` command line (also ``python -m polylite``); see :func:`main`.
 
-``polylite demo``: the main job, a factorization machine fitted on a synthetic
-recommender data set (no download), with per-epoch progress, the test error against a
-linear baseline, and the time taken.
+Commands::
+
+    polylite fit TRAIN --model MODEL [options]   fit a model on an svmlight/libFM file
+    polylite predict MODEL DATA [-o FILE]        one prediction per line
+    polylite evaluate MODEL DATA                 RMSE/MAE/R^2 or accuracy/log-loss/AUC
+    polylite info MODEL                          estimator, parameters, shapes, version
+    polylite demo                                an FM on a synthetic recommender
+
+Data files are svmlight/libsvm/libFM text (``label index:value ...``), zero- or one-based
+(detected, or ``--zero-based``/``--one-based``), optionally gzip, bzip2 or xz compressed.
+Progress and messages go to stderr, results to stdout.  Exit status: 0 on success, 1
+when the work failed (unreadable data or model, a fit that diverged), 2 for a usage error
+(a bad option or value), 130 when interrupted.
 """
 import argparse
+import contextlib
+import copy
+import json
+import os
 import sys
+import tempfile
 import time
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from . import _svmlight
+from ._svmlight import DataFileError
+
+__all__ = ["main"]
+
+_DESCRIPTION = __doc__.split("\n", 1)[1].replace("``", "").replace("::", ":")
 
 
+class _Failure(Exception):
+    """The command could not do its work (exit status 1); the message says why."""
 
-def _demo(args):
+
+# ---- the estimators the command line fits ------------------------------------------------
+#
+# A family reaches the command line by an entry here, and options for any parameters of
+# its own in _PARAMETERS.
+
+def _estimators():
+    from .polynomial import (FactorizationMachineClassifier,
+                             FactorizationMachineRegressor, PolynomialNetworkClassifier,
+                             PolynomialNetworkRegressor)
+    return {
+        "fm": {"regression": FactorizationMachineRegressor,
+               "classification": FactorizationMachineClassifier},
+        "pn": {"regression": PolynomialNetworkRegressor,
+               "classification": PolynomialNetworkClassifier},
+    }
+
+
+def _choices(*groups):
+    """The union of several tuples of allowed values, in order."""
+    return tuple(dict.fromkeys(value for group in groups for value in group))
+
+
+def _parameters():
+    """(parameter, type or "bool", allowed values or None, help) of the options of fit,
+    each named like the estimator parameter it sets; the estimators check the values."""
+    from .polynomial import _solvers
+    from .polynomial._base import _PolynomialModel
+    from .polynomial._classifier import CLASSIFIER_LOSSES
+    from .polynomial.fm import FM_KERNELS, LOWER_DEGREES
+    from .polynomial.pn import OUTPUT_WEIGHTS, PN_LOWER_DEGREES
+    return [
+        ("degree", int, None, "degree m >= 2 of the interactions"),
+        ("n_components", int, None, "rank k of the factor matrices (hidden units of a PN)"),
+        ("lower_degrees", str, _choices(LOWER_DEGREES, PN_LOWER_DEGREES),
+         "how degrees below m are modelled (fm: separate, shared, none; pn: augment, none)"),
+        ("kernel", str, FM_KERNELS, "interaction kernel of an fm"),
+        ("output_weights", str, OUTPUT_WEIGHTS, "weights of the units of a pn"),
+        ("loss", str, CLASSIFIER_LOSSES, "loss of a classifier (logistic gives --proba)"),
+        ("fit_linear", "bool", None, "fit the linear term"),
+        ("fit_intercept", "bool", None, "fit the intercept"),
+        ("alpha", float, None, "L2 penalty of the linear weights, per sample (the "
+                               "objective is a mean over rows)"),
+        ("beta", float, None, "L2 penalty of the factors, per sample"),
+        ("init_scale", float, None, "standard deviation of the initial factors"),
+        ("max_iter", int, None, "maximum number of epochs (passes over the data)"),
+        ("tol", float, None, "stopping tolerance"),
+        ("solver", str, _PolynomialModel._solvers, "optimiser"),
+        ("learning_rate", str, tuple(_solvers.SCHEDULES), "step size schedule of sgd"),
+        ("eta0", float, None, "initial step size of sgd/adagrad (None: the estimator "
+                               "chooses)"),
+        ("power_t", float, None, "exponent of the invscaling schedule"),
+        ("batch_size", int, None, "rows per stochastic step"),
+        ("shuffle", "bool", None, "visit the rows in a new random order every epoch"),
+        ("early_stopping", "bool", None, "hold out --validation-fraction of TRAIN and stop "
+                                         "when its loss stops improving (or give "
+                                         "--validation)"),
+        ("validation_fraction", float, None, "share of TRAIN held out by --early-stopping"),
+        ("n_iter_no_change", int, None, "epochs without improvement before stopping"),
+        ("random_state", int, None, "seed of the initialisation and shuffling (also "
+                                    "--seed)"),
+        ("n_jobs", int, None, "threads of the cd solver of an fm (-1: every CPU)"),
+    ]
+
+
+def _option(name):
+    return "--" + name.replace("_", "-")
+
+
+def _default_text(name):
+    """The defaults of parameter ``name`` in the estimators that have it, for --help."""
+    defaults = {}
+    for family, classes in _estimators().items():
+        for cls in classes.values():
+            params = cls().get_params()
+            if name in params:
+                defaults.setdefault(repr(params[name]), []).append(family)
+    if len(defaults) == 1:
+        return f"default {next(iter(defaults))}"
+    return "default " + ", ".join(f"{value} ({'/'.join(sorted(set(fams)))})"
+                                  for value, fams in defaults.items())
+
+
+# ---- the parser --------------------------------------------------------------------------
+
+def _positive_int(text):
+    return _bounded(int, text, 1)
+
+
+def _bounded(kind, text, low):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid {'int' if kind is int else 'float'} value: {text!r}") from None
+    if not value >= low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+    return value
+
+
+def _byte_size(text):
+    """'64M', '1G', '65536' -> bytes."""
+    units = {"k": 2**10, "m": 2**20, "g": 2**30}
+    scale = units.get(text[-1:].lower(), 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        value = int(float(number) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 65536, "
+                                         f"512K, 64M, 1G)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _add_index_base(parser, default_text):
+    """--zero-based / --one-based (default: ``default_text``) and --chunk-bytes."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--zero-based", dest="zero_based", action="store_const", const=True,
+                       help="feature indices start at 0, libFM's convention (default: "
+                       f"{default_text})")
+    group.add_argument("--one-based", dest="zero_based", action="store_const", const=False,
+                       help="feature indices start at 1, svmlight/libsvm's convention")
+    parser.set_defaults(zero_based=None)
+    parser.add_argument("--chunk-bytes", type=_byte_size, default=_svmlight.DEFAULT_CHUNK_BYTES,
+                        metavar="SIZE", help="text read and parsed at once (default 64M); "
+                        "bounds the memory of --stream, predict and evaluate")
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="polylite", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"polylite {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    fit = sub.add_parser("fit", help="fit a model on an svmlight/libFM file",
+                         usage="polylite fit TRAIN --model MODEL [options]",
+                         description="Fit a model on an svmlight/libFM file and save it. "
+                         "Estimator options are named like the Python parameters "
+                         "(n_components: --n-components); unset ones keep the "
+                         "estimator's default.")
+    fit.add_argument("train", metavar="TRAIN", help="training data")
+    fit.add_argument("--model", "-m", required=True, metavar="MODEL",
+                     help="where to save the fitted model (.npz; written only on success)")
+    fit.add_argument("--task", choices=("regression", "classification"),
+                     default="regression", help="default regression")
+    fit.add_argument("--estimator", choices=tuple(_estimators()), default="fm",
+                     help="fm: factorization machine, pn: polynomial network (default fm)")
+    fit.add_argument("--validation", metavar="FILE",
+                     help="validation data: its loss is reported every epoch, training "
+                          "stops after --n-iter-no-change epochs without improving it, "
+                          "and the best model is kept")
+    fit.add_argument("--stream", action="store_true",
+                     help="read TRAIN one block at a time (files larger than memory) and "
+                          "train by partial_fit (solver sgd or adagrad; adagrad if "
+                          "--solver is not given); --max-iter counts passes over TRAIN")
+    fit.add_argument("--n-features", type=_positive_int, metavar="N",
+                     help="number of features (default: the largest index in TRAIN and "
+                          "--validation)")
+    fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                     help="precision of the data and the model (default float64)")
+    _add_index_base(fit, "detected from TRAIN and --validation")
+    group = fit.add_argument_group("estimator parameters")
+    for name, kind, choices, text in _parameters():
+        flags = [_option(name)] + (["--seed"] if name == "random_state" else [])
+        text = f"{text} ({_default_text(name)})"
+        if kind == "bool":
+            group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction,
+                               default=argparse.SUPPRESS, help=text)
+        else:
+            group.add_argument(*flags, dest=name, type=kind, choices=choices,
+                               default=argparse.SUPPRESS, help=text,
+                               metavar=None if choices else name.upper())
+    _add_output_options(fit)
+    fit.set_defaults(run=_fit, parser=fit)
+
+    predict = sub.add_parser("predict", help="predict with a saved model",
+                             description="Write one prediction per line of DATA: values "
+                             "for a regressor, labels for a classifier, or with --proba "
+                             "the probability of the positive class (two classes) or of "
+                             "every class in the order `polylite info` lists them.")
+    predict.add_argument("model", metavar="MODEL")
+    predict.add_argument("data", metavar="DATA", help="data (its labels are not used)")
+    predict.add_argument("--output", "-o", metavar="FILE", default="-",
+                         help="where to write (default: stdout); written only on success")
+    predict.add_argument("--proba", action="store_true",
+                         help="class probabilities (classifiers with the logistic loss)")
+    _add_index_base(predict, "as the model's training file")
+    _add_output_options(predict)
+    predict.set_defaults(run=_predict, parser=predict)
+
+    evaluate = sub.add_parser("evaluate", help="score a saved model on labelled data",
+                              description="Score MODEL on DATA: RMSE, MAE and R^2 for a "
+                              "regressor; accuracy, log-loss (logistic loss) and ROC AUC "
+                              "for a classifier.")
+    evaluate.add_argument("model", metavar="MODEL")
+    evaluate.add_argument("data", metavar="DATA")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_index_base(evaluate, "as the model's training file")
+    _add_output_options(evaluate)
+    evaluate.set_defaults(run=_evaluate, parser=evaluate)
+
+    info = sub.add_parser("info", help="describe a saved model",
+                          description="The estimator, its parameters, the shapes of its "
+                          "fitted arrays, the polylite version and file format that wrote "
+                          "it, and how `polylite fit` read its training data.")
+    info.add_argument("model", metavar="MODEL")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(run=_info, parser=info)
+
+    demo = sub.add_parser("demo", help="fit an FM on a synthetic recommender (main job)",
+                          description="Fit a factorization machine on a synthetic "
+                          "recommender data set and compare it with a linear model.")
+    demo.add_argument("--samples", type=lambda t: _bounded(int, t, 10), default=200_000,
+                      help="rows (>= 10; default 200000)")
+    demo.add_argument("--users", type=_positive_int, default=5_000,
+                      help="users (default 5000)")
+    demo.add_argument("--items", type=_positive_int, default=3_000,
+                      help="items (default 3000)")
+    demo.add_argument("--degree", type=lambda t: _bounded(int, t, 2), default=2,
+                      help="degree >= 2 of the planted model and the FM (default 2)")
+    demo.add_argument("--n-components", "--components", dest="components",
+                      type=_positive_int, default=8, help="rank of the FM (default 8)")
+    demo.add_argument("--beta", type=lambda t: _bounded(float, t, 0.0), default=1e-5,
+                      help="L2 penalty of the factors, per sample (default 1e-5)")
+    demo.add_argument("--epochs", "--max-iter", dest="epochs", type=_positive_int,
+                      default=100, help="maximum epochs (default 100)")
+    demo.add_argument("--seed", type=lambda t: _bounded(int, t, 0), default=0,
+                      help="random seed (default 0)")
+    demo.set_defaults(run=_demo, parser=demo)
+    return parser
+
+
+def _add_output_options(parser):
+    parser.add_argument("--progress", choices=("auto", "bar", "lines", "none"),
+                        default="auto", help="progress on stderr: a bar on a terminal, "
+                        "plain lines otherwise (default auto)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress and no summary")
+
+
+# ---- progress on stderr ------------------------------------------------------------------
+
+class _Progress:
+    """Progress of the epochs on stderr: a tqdm bar on a terminal, one line per epoch
+    otherwise."""
+
+    def __init__(self, args, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        mode = "none" if args.quiet else args.progress
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "lines"
+        if mode == "bar":
+            try:
+                import tqdm  # noqa: F401
+            except ImportError:  # pragma: no cover - tqdm is a dependency
+                mode = "lines"
+        self.mode = mode
+        self.bar = None
+        self.bar_key = None
+
+    def epoch(self, output, n_outputs, epoch, max_iter, values, seconds, unit="epoch"):
+        """Report an epoch; ``values`` maps names to numbers (NaN ones are left out).
+        A pass of --stream (``unit="pass"``) is a line in both modes, its bar being one
+        over the bytes of the pass."""
+        shown = {name: value for name, value in values.items() if np.isfinite(value)}
+        if self.mode == "lines" or (self.mode == "bar" and unit == "pass"):
+            self.close()
+            prefix = f"[output {output + 1}/{n_outputs}] " if n_outputs > 1 else ""
+            text = "  ".join(f"{name} {value:.6g}" for name, value in shown.items())
+            print(f"{prefix}{unit} {epoch}/{max_iter}  {text}  {seconds:.1f}s",
+                  file=self.stream, flush=True)
+        elif self.mode == "bar":
+            bar = self._bar((output, n_outputs), max_iter,
+                            f"output {output + 1}/{n_outputs}" if n_outputs > 1 else "fit",
+                            unit)
+            bar.update(epoch - bar.n)
+            bar.set_postfix({name: f"{value:.4g}" for name, value in shown.items()},
+                            refresh=True)
+
+    def bytes_read(self, key, total, label, n_bytes):
+        """Advance a bar over the bytes of one pass of --stream (bar mode only)."""
+        if self.mode == "bar":
+            self._bar(key, total, label, "B").update(n_bytes)
+
+    def _bar(self, key, total, label, unit):
+        from tqdm import tqdm
+        if self.bar_key != key:
+            self.close()
+            self.bar = tqdm(total=total, desc=label, unit=unit, file=self.stream,
+                            leave=False, dynamic_ncols=True,
+                            unit_scale=unit == "B", unit_divisor=1024)
+            self.bar_key = key
+        return self.bar
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = self.bar_key = None
+
+    def callback(self):
+        """An ``_epoch_callback`` for the estimators' epoch loop."""
+        def report(r):
+            self.epoch(r.output, r.n_outputs, r.epoch, r.max_iter,
+                       {"objective": r.objective, "validation loss": r.validation_loss},
+                       r.seconds)
+        return report
+
+
+def _note(args, message):
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+# ---- reading data ------------------------------------------------------------------------
+
+def _index_base_text(zero_based, detected):
+    base = "zero-based" if zero_based else "one-based"
+    return f"{base} indices ({'detected' if detected else 'as given'})"
+
+
+def _labels_for(task, y):
+    """Integer labels for a classifier when every label is integral (so that predictions
+    print as 1, not 1.0)."""
+    if task == "classification" and np.all(y == np.round(y)):
+        return y.astype(np.int64)
+    return y
+
+
+def _read_for_fit(args, dtype):
+    """Training (and validation) data of a non-streamed fit, their index base and size."""
+    stats = _svmlight.ReadStats()
+    X, y = _svmlight.read_file(args.train, dtype=dtype, chunk_bytes=args.chunk_bytes,
+                               stats=stats)
+    parts = [(X, y, stats)]
+    if args.validation:
+        val_stats = _svmlight.ReadStats()
+        X_val, y_val = _svmlight.read_file(args.validation, dtype=dtype,
+                                           chunk_bytes=args.chunk_bytes, stats=val_stats)
+        parts.append((X_val, y_val, val_stats))
+    zero_based = args.zero_based
+    if zero_based is None:
+        zero_based = _svmlight.detect_zero_based(*(s for _, _, s in parts))
+    elif zero_based is False:
+        for (_, _, s), path in zip(parts, (args.train, args.validation)):
+            if s.min_index == 0:
+                raise DataFileError(f"{path}: holds feature index 0 but --one-based was "
+                                    f"given")
+    out = []
+    for X, y, _ in parts:
+        out.append((X if zero_based else _svmlight.from_one_based(X),
+                    _labels_for(args.task, y)))
+    n_features = max(X.shape[1] for X, _ in out)
+    if args.n_features is not None:
+        if args.n_features < n_features:
+            raise _Failure(f"--n-features {args.n_features} is smaller than the "
+                           f"{n_features} features the data uses")
+        n_features = args.n_features
+    out = [(_svmlight._fit_columns(X, n_features, None), y) for X, y in out]
+    return out, zero_based, n_features
+
+
+# ---- fit ---------------------------------------------------------------------------------
+
+def _chosen_parameters(args, parser, cls):
+    """The estimator parameters given as options, each checked by the estimator itself."""
+    chosen = {name: getattr(args, name) for name, *_ in _parameters() if hasattr(args, name)}
+    accepted = cls().get_params()
+    for name, value in chosen.items():
+        if name not in accepted:
+            parser.error(f"argument {_option(name)}: not a parameter of {cls.__name__} "
+                         f"(--estimator {args.estimator} --task {args.task})")
+        try:
+            cls(**{name: value})._check_params()
+        except ValueError as exc:
+            message = str(exc)
+            if message.startswith(name + " "):
+                message = message[len(name) + 1:]
+            parser.error(f"argument {_option(name)}: {message}")
+    return chosen
+
+
+def _check_writable(path, what):
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise _Failure(f"cannot write {what} {path!r}: no directory {directory!r}")
+    if not os.access(directory, os.W_OK):
+        raise _Failure(f"cannot write {what} {path!r}: directory {directory!r} is not "
+                       f"writable")
+
+
+def _fit(args, parser):
+    from .polynomial import _solvers
+    cls = _estimators()[args.estimator][args.task]
+    params = _chosen_parameters(args, parser, cls)
+    if args.stream:
+        params.setdefault("solver", "adagrad")
+        if params["solver"] not in _solvers.STOCHASTIC:
+            parser.error(f"argument --solver: --stream trains by partial_fit, which needs "
+                         f"one of {list(_solvers.STOCHASTIC)}, got {params['solver']!r}")
+        if params.get("early_stopping"):
+            parser.error("argument --early-stopping: not with --stream (it holds out rows "
+                         "in memory); give --validation FILE instead")
+    _check_writable(args.model, "the model")
+    dtype = np.dtype(args.dtype)
+    estimator = cls(**params)
+    progress = _Progress(args)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            fitted = (_fit_stream if args.stream else _fit_in_memory)(
+                args, estimator, dtype, progress)
+    finally:
+        progress.close()
+    seconds = time.perf_counter() - start
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            _note(args, f"polylite fit: warning: {warning.message}")
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+    zero_based, n_features = fitted.zero_based, fitted.n_features
+    metadata = {"written_by": "polylite fit",
+                "data": {"train": os.path.abspath(args.train),
+                         "validation": (os.path.abspath(args.validation)
+                                        if args.validation else None),
+                         "zero_based": bool(zero_based), "n_features": int(n_features),
+                         "dtype": dtype.name, "stream": bool(args.stream)}}
+    from ._io import save_model
+    try:
+        save_model(estimator, args.model, metadata=metadata)
+    except OSError as exc:
+        raise _Failure(f"cannot write the model {args.model!r}: {exc}") from None
+    _note(args, f"polylite fit: {_describe(estimator)} on {args.train}: {fitted.rows} "
+                f"rows, {n_features} features, "
+                f"{_index_base_text(zero_based, args.zero_based is None)}; "
+                f"{fitted.epochs} in {seconds:.2f} s; " +
+                "".join(f"{score}; " for score in fitted.scores) + f"saved {args.model}")
+    return 0
+
+
+class _Fitted(NamedTuple):
+    """What a fit tells the summary line and the model file's metadata."""
+    rows: int
+    zero_based: bool
+    n_features: int
+    epochs: str         # "12 epochs", "3 passes"...
+    scores: list        # "training rmse 0.91", ...
+
+
+def _describe(estimator):
+    shown = {"degree", "n_components", "solver", "kernel", "lower_degrees", "loss"}
+    params = ", ".join(f"{k}={v!r}" for k, v in estimator.get_params().items() if k in shown)
+    return f"{type(estimator).__name__}({params})"
+
+
+def _epochs_text(estimator):
+    n_iter = np.atleast_1d(estimator.n_iter_)
+    if n_iter.size == 1:
+        return f"{int(n_iter[0])} epochs"
+    return f"{int(n_iter.sum())} epochs over {n_iter.size} one-vs-rest outputs"
+
+
+def _fit_in_memory(args, estimator, dtype, progress):
+    data, zero_based, n_features = _read_for_fit(args, dtype)
+    (X, y) = data[0]
+    _hint_task(args, y)
+    fit_args = {}
+    if args.validation:
+        fit_args = {"X_val": data[1][0], "y_val": data[1][1]}
+    estimator._epoch_callback = progress.callback()
+    try:
+        estimator.fit(X, y, **fit_args)
+    except (ValueError, FloatingPointError) as exc:
+        raise _Failure(str(exc)) from None
+    finally:
+        estimator._epoch_callback = None
+    scores = [f"training {_score_text(estimator, X, y)}"]
+    if args.validation:
+        scores.append(f"validation {_score_text(estimator, *data[1])}")
+    return _Fitted(X.shape[0], zero_based, n_features, _epochs_text(estimator), scores)
+
+
+def _hint_task(args, y):
+    if args.task == "regression" and np.unique(y).size <= 2:
+        _note(args, "polylite fit: note: the labels take two values; for a classifier "
+                    "pass --task classification")
+
+
+def _score_text(estimator, X, y):
+    metrics = _metrics(estimator, y, *_predictions(estimator, X))
+    name = "rmse" if "rmse" in metrics else "accuracy"
+    return f"{name} {metrics[name]:.4f}"
+
+
+def _fit_stream(args, estimator, dtype, progress):
+    """Passes of partial_fit over TRAIN, one block at a time; early stopping on the
+    validation metric (or, without --validation, on the progressive metric: each block
+    scored before it is trained on), keeping the best model."""
+    classify = args.task == "classification"
+    validation = None
+    val_stats = None
+    if args.validation:
+        val_stats = _svmlight.ReadStats()
+        validation = _svmlight.read_file(args.validation, dtype=dtype,
+                                         chunk_bytes=args.chunk_bytes, stats=val_stats)
+    need_scan = classify or args.zero_based is None or args.n_features is None
+    stats = (_svmlight.scan_file(args.train, chunk_bytes=args.chunk_bytes,
+                                 track_labels=True) if need_scan else None)
+    zero_based = args.zero_based
+    if zero_based is None:
+        zero_based = _svmlight.detect_zero_based(*(s for s in (stats, val_stats) if s))
+    n_features = args.n_features
+    if n_features is None:
+        largest = max(s.max_index for s in (stats, val_stats) if s)
+        n_features = max(largest + (1 if zero_based else 0), 1)
+    if validation is not None:
+        X_val, y_val = validation
+        if not zero_based:
+            if val_stats.min_index == 0:
+                raise DataFileError(f"{args.validation}: holds feature index 0, but the "
+                                    f"data is read as one-based")
+            X_val = _svmlight.from_one_based(X_val)
+        validation = (_svmlight._fit_columns(X_val, n_features, None),
+                      _labels_for(args.task, y_val))
+    if stats is not None:
+        _hint_task(args, stats.labels)
+    fit_kwargs = {}
+    if classify:
+        fit_kwargs["classes"] = _labels_for(args.task, stats.labels)
+    max_iter, tol, patience = (estimator.max_iter, estimator.tol,
+                               estimator.n_iter_no_change)
+    best, best_model, stalled, best_values = np.inf, None, 0, {}
+    start = time.perf_counter()
+    for passes in range(1, max_iter + 1):
+        pass_stats = _svmlight.ReadStats()
+        scored, total, read = 0, 0.0, 0
+        for X, y in _svmlight.iter_file(args.train, zero_based=zero_based,
+                                        n_features=n_features, dtype=dtype,
+                                        chunk_bytes=args.chunk_bytes, stats=pass_stats):
+            y = _labels_for(args.task, y)
+            if estimator.__sklearn_is_fitted__():  # score the block before learning it
+                total += _metric_sum(estimator, X, y)
+                scored += X.shape[0]
+            try:
+                estimator.partial_fit(X, y, **fit_kwargs)
+            except (ValueError, FloatingPointError) as exc:
+                raise _Failure(str(exc)) from None
+            progress.bytes_read(("pass", passes), stats.text_bytes if stats else None,
+                                f"pass {passes}/{max_iter}", pass_stats.text_bytes - read)
+            read = pass_stats.text_bytes
+        name = _metric_name(estimator)
+        watched = _finish_metric(estimator, total, scored)
+        values = {f"progressive {name}": watched}
+        if validation is not None:
+            watched = _finish_metric(estimator, _metric_sum(estimator, *validation),
+                                     validation[0].shape[0])
+            values[f"validation {name}"] = watched
+        progress.epoch(0, 1, passes, max_iter, values, time.perf_counter() - start,
+                       unit="pass")
+        if not np.isfinite(watched):  # the first pass has no progressive score
+            continue
+        if best_model is None or watched < best - tol * abs(best):
+            best, best_model, stalled = min(best, watched), copy.deepcopy(estimator), 0
+            best_values = values
+        else:
+            stalled += 1
+            if stalled >= patience:
+                break
+    if best_model is not None:
+        vars(estimator).update(vars(best_model))
+    scores = [f"{name} {value:.4f}" for name, value in best_values.items()
+              if np.isfinite(value)]
+    return _Fitted(pass_stats.rows, zero_based, n_features,
+                   f"{passes} passes of {pass_stats.rows} rows (streamed)", scores)
+
+
+# The metric that --stream watches: a sum over rows, so that blocks add up.
+
+def _metric_name(estimator):
+    if not getattr(estimator, "_is_classifier", False):
+        return "rmse"
+    return "log-loss" if estimator.loss == "logistic" else "error rate"
+
+
+def _metric_sum(estimator, X, y):
+    if not estimator._is_classifier:
+        return float(np.sum((estimator.predict(X) - y) ** 2))
+    if estimator.loss == "logistic":
+        log_proba = estimator.predict_log_proba(X)
+        codes = np.searchsorted(estimator.classes_, y)
+        return float(-np.sum(log_proba[np.arange(y.shape[0]), codes]))
+    return float(np.sum(estimator.predict(X) != y))
+
+
+def _finish_metric(estimator, total, rows):
+    if rows == 0:
+        return np.nan
+    mean = total / rows
+    return np.sqrt(mean) if not estimator._is_classifier else mean
+
+
+# ---- predict / evaluate / info -----------------------------------------------------------
+
+def _load(path):
+    from ._io import ModelFileError, load_with_header
+    try:
+        return load_with_header(path)
+    except ModelFileError as exc:
+        raise _Failure(str(exc)) from None
+
+
+def _data_layout(args, header, estimator):
+    """(zero_based, detected) for reading DATA with a loaded model."""
+    if args.zero_based is not None:
+        return args.zero_based, False
+    recorded = (header.get("metadata") or {}).get("data") or {}
+    if isinstance(recorded.get("zero_based"), bool):
+        return recorded["zero_based"], False
+    # A model saved from Python: its columns are zero-based; the file may be either.
+    stats = _svmlight.scan_file(args.data, chunk_bytes=args.chunk_bytes)
+    zero_based = (_svmlight.detect_zero_based(stats) or
+                  stats.max_index < estimator.n_features_in_)
+    _note(args, f"polylite {args.command}: reading {args.data} with "
+                f"{'zero' if zero_based else 'one'}-based indices (the model does not "
+                f"record its training file's; pass --zero-based or --one-based to choose)")
+    return zero_based, True
+
+
+def _iter_data(args, header, estimator, stats):
+    zero_based, _ = _data_layout(args, header, estimator)
+    for X, y in _svmlight.iter_file(args.data, zero_based=zero_based,
+                                    n_features=estimator.n_features_in_,
+                                    dtype=estimator.P_.dtype,
+                                    chunk_bytes=args.chunk_bytes, stats=stats):
+        yield X, y
+
+
+def _warn_dropped(args, stats, estimator):
+    if stats.dropped_nonzeros:
+        _note(args, f"polylite {args.command}: warning: {stats.dropped_nonzeros} "
+                    f"nonzeros in {stats.dropped_rows} rows of {args.data} have feature "
+                    f"indices beyond the model's {estimator.n_features_in_} features "
+                    f"(unseen in training); they were ignored")
+
+
+def _predictions(estimator, X, proba=False):
+    """(labels or values, scores for AUC, probabilities or None) of one block."""
+    if not estimator._is_classifier:
+        values = estimator.predict(X)
+        return values, values, None
+    scores = estimator.decision_function(X)
+    if scores.ndim == 1:
+        labels = estimator.classes_[(scores > 0).astype(np.intp)]
+    else:
+        labels = estimator.classes_[np.argmax(scores, axis=1)]
+    has_proba = estimator.loss == "logistic"
+    return labels, scores, estimator.predict_proba(X) if has_proba else None
+
+
+def _check_proba(args, estimator, parser):
+    if not args.proba:
+        return
+    if not estimator._is_classifier:
+        parser.error(f"argument --proba: {args.model} holds a {type(estimator).__name__}, "
+                     f"which predicts values, not probabilities")
+    if estimator.loss != "logistic":
+        parser.error(f"argument --proba: {args.model} was fitted with "
+                     f"loss={estimator.loss!r}, which gives no probabilities (fit with "
+                     f"--loss logistic)")
+
+
+@contextlib.contextmanager
+def _output_file(path):
+    """A text stream that becomes ``path`` only if the block succeeds (stdout for '-')."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    _check_writable(path, "the output")
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".polylite-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            yield f
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _format_rows(values):
+    """One line per row: the value, or the row's values separated by spaces."""
+    text = np.asarray(values).astype(str)
+    if text.ndim == 1:
+        return "\n".join(text) + "\n"
+    return "\n".join(" ".join(row) for row in text) + "\n"
+
+
+def _predict(args, parser):
+    estimator, header = _load(args.model)
+    _check_proba(args, estimator, parser)
+    stats = _svmlight.ReadStats()
+    start = time.perf_counter()
+    with _output_file(args.output) as out:
+        for X, _ in _iter_data(args, header, estimator, stats):
+            if X.shape[0] == 0:
+                continue
+            if args.proba:
+                proba = estimator.predict_proba(X)
+                out.write(_format_rows(proba[:, 1] if proba.shape[1] == 2 else proba))
+            else:
+                out.write(_format_rows(estimator.predict(X)))
+    _warn_dropped(args, stats, estimator)
+    where = "stdout" if args.output == "-" else args.output
+    _note(args, f"polylite predict: {stats.rows} rows of {args.data} -> {where} in "
+                f"{time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def _metrics(estimator, y, predicted, scores, proba):
+    from sklearn import metrics
+    if not estimator._is_classifier:
+        return {"rmse": float(np.sqrt(metrics.mean_squared_error(y, predicted))),
+                "mae": float(metrics.mean_absolute_error(y, predicted)),
+                "r2": float(metrics.r2_score(y, predicted)) if y.shape[0] > 1 else np.nan}
+    classes = estimator.classes_
+    out = {"accuracy": float(metrics.accuracy_score(y, predicted))}
+    known = np.isin(y, classes)
+    if proba is not None and known.all():
+        out["log_loss"] = float(metrics.log_loss(y, proba, labels=classes))
+    present = np.unique(y[known])
+    if present.size >= 2 and known.all():
+        if classes.shape[0] == 2:
+            out["auc"] = float(metrics.roc_auc_score(y == classes[1], scores))
+        elif proba is not None and present.size == classes.shape[0]:
+            out["auc"] = float(metrics.roc_auc_score(y, proba, multi_class="ovr",
+                                                     labels=classes))
+    return out
+
+
+def _evaluate(args, parser):
+    estimator, header = _load(args.model)
+    stats = _svmlight.ReadStats()
+    parts = []
+    for X, y in _iter_data(args, header, estimator, stats):
+        if X.shape[0]:
+            y = y.astype(estimator.classes_.dtype) if estimator._is_classifier else y
+            parts.append((y,) + _predictions(estimator, X))
+    if not parts:
+        raise _Failure(f"{args.data}: no data")
+    y, predicted, scores, proba = (
+        np.concatenate([p[i] for p in parts]) if parts[0][i] is not None else None
+        for i in range(4))
+    result = {"rows": int(y.shape[0])}
+    result.update(_metrics(estimator, y, predicted, scores, proba))
+    _warn_dropped(args, stats, estimator)
+    unknown = (np.setdiff1d(np.unique(y), estimator.classes_)
+               if estimator._is_classifier else [])
+    if len(unknown):
+        _note(args, f"polylite evaluate: warning: {args.data} has labels the model does "
+                    f"not know: {unknown.tolist()} (no log-loss or AUC)")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for name, value in result.items():
+            print(f"{name:<9}{value:.6g}" if name != "rows" else f"{name:<9}{value}")
+    return 0
+
+
+def _info(args, parser):
+    estimator, header = _load(args.model)
+    fitted = {name: {"shape": list(np.shape(value)), "dtype": str(np.asarray(value).dtype)}
+              for name, value in sorted(vars(estimator).items())
+              if name.endswith("_") and not name.startswith("_")}
+    result = {
+        "file": args.model,
+        "estimator": type(estimator).__name__,
+        "format_version": header.get("format_version"),
+        "polylite_version": header.get("polylite_version"),
+        "parameters": estimator.get_params(),
+        "n_features_in_": int(estimator.n_features_in_),
+        "fitted": fitted,
+    }
+    if estimator._is_classifier:
+        result["classes_"] = estimator.classes_.tolist()
+    if header.get("metadata"):
+        result["metadata"] = header["metadata"]
+    if args.json:
+        print(json.dumps(result, default=str))
+        return 0
+    print(f"file           {args.model}  (format version {result['format_version']}, "
+          f"written by polylite {result['polylite_version']})")
+    print(f"estimator      {result['estimator']}")
+    print(f"features       {result['n_features_in_']}")
+    if "classes_" in result:
+        print(f"classes        {result['classes_']}")
+    print("parameters     " + "\n               ".join(
+        f"{name}={value!r}" for name, value in result["parameters"].items()))
+    print("fitted         " + "\n               ".join(
+        f"{name:<15} shape {tuple(spec['shape'])} {spec['dtype']}"
+        for name, spec in fitted.items()))
+    data = (result.get("metadata") or {}).get("data")
+    if data:
+        print(f"training data  {data.get('train')}"
+              f"{' (streamed)' if data.get('stream') else ''}, "
+              f"{'zero' if data.get('zero_based') else 'one'}-based indices, "
+              f"{data.get('n_features')} features, {data.get('dtype')}")
+    return 0
+
+
+# ---- demo --------------------------------------------------------------------------------
+
+def _demo(args, parser):
     from sklearn.linear_model import Ridge
     from sklearn.metrics import mean_squared_error
     from sklearn.model_selection import train_test_split
@@ -53,24 +906,37 @@ def _demo(args):
     return 0 if rmse_fm < rmse_linear else 1
 
 
+# ---- entry point -------------------------------------------------------------------------
+
 def main(argv=None):
-    """Entry point of the ``polylite`` command."""
-    parser = argparse.ArgumentParser(prog="polylite", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="fit an FM on a synthetic recommender (main job)")
-    demo.add_argument("--samples", type=int, default=200_000)
-    demo.add_argument("--users", type=int, default=5_000)
-    demo.add_argument("--items", type=int, default=3_000)
-    demo.add_argument("--degree", type=int, default=2)
-    demo.add_argument("--components", type=int, default=8)
-    demo.add_argument("--beta", type=float, default=1e-5)
-    demo.add_argument("--epochs", type=int, default=100)
-    demo.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    """Run the ``polylite`` command.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        The arguments after the program name (None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when the work failed, 2 for a usage error, 130 when interrupted.
+    """
+    parser = _build_parser()
+    args = None
+    try:
+        args = parser.parse_args(argv)
+        return args.run(args, args.parser)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except (_Failure, DataFileError) as exc:
+        print(f"polylite {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # writing output: a full disk, a vanished directory...
+        print(f"polylite {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("polylite: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_array
 
 from . import _kernels
+from ._validation import check_n_jobs, row_threads
 
 __all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
            "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
@@ -25,7 +26,21 @@ _DENSE_CHUNK_ROWS = 8192
 
 
 def check_degree(degree, minimum=1, name="degree"):
-    """Return ``degree`` as an int, or raise ValueError if it is not an integer >= minimum."""
+    """Return ``degree`` as an int, or raise ValueError if it is not an integer >= minimum.
+
+    Parameters
+    ----------
+    degree : int
+        The degree to check.
+    minimum : int, default=1
+        The smallest degree allowed.
+    name : str, default="degree"
+        The name used in the error message.
+
+    Returns
+    -------
+    degree : int
+    """
     if isinstance(degree, (bool, np.bool_)) or not isinstance(degree, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {degree!r}")
     if degree < minimum:
@@ -119,7 +134,7 @@ def _as_param(a, dtype, shape, name):
 
 
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
-            lam=None, check_input=True):
+            lam=None, check_input=True, n_jobs=None):
     """Predictions of a polynomial model of any degree on every row of X.
 
     ``intercept + <w, x> + sum_b sum_s K_b(P[b, :, s], x)``, where K is
@@ -149,6 +164,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         Output weights of the polynomial kernel (default: ones).
     check_input : bool, default=True
         Validate X (skip only when it comes from :func:`check_X` already).
+    n_jobs : int or None, default=None
+        Threads that share the rows (None: 1; -1: every CPU the process may use; at most
+        one per 20,000 rows).  Each row is computed as on one thread: the predictions do
+        not depend on ``n_jobs``.
 
     Returns
     -------
@@ -196,12 +215,14 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         X = check_X(X, dtype=dtype, n_features=d)
     elif X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
+    check_n_jobs(n_jobs)
     out = np.empty(X.shape[0], dtype=dtype)
     for start, chunk in _iter_csr_chunks(X):
         data = np.asarray(chunk.data, dtype=dtype)
         _kernels.predict_csr(data, chunk.indices, chunk.indptr, intercept, w, P,
                              degrees, gamma, lam, KERNELS[kernel],
-                             out[start:start + chunk.shape[0]])
+                             out[start:start + chunk.shape[0]],
+                             row_threads(n_jobs, chunk.shape[0]))
     return out
 
 
@@ -243,15 +264,18 @@ def anova(P, indices, values, degree, gamma=None):
     Parameters
     ----------
     P : ndarray of shape (n_features, n_components) or (n_features,)
+        Factors: one column per component.
     indices, values : ndarray of shape (nnz,)
         The row's nonzeros.
     degree : int >= 1
+        The highest degree.
     gamma : ndarray of shape (n_dummy, n_components), optional
         Parameters of dummy features of value 1 prepended to the row.
 
     Returns
     -------
     A : ndarray of shape (degree + 1, n_components)
+        ``A[t, s]`` is ``A_t(p_s, x)``.
     """
     degree = check_degree(degree)
     P, indices, values, gamma = _row(P, indices, values, gamma)
@@ -260,6 +284,11 @@ def anova(P, indices, values, degree, gamma=None):
 
 def anova_gradient(P, indices, values, degree, gamma=None):
     """A_degree(p_s, x) and its gradient on the row's support, by reverse mode.
+
+    Parameters
+    ----------
+    P, indices, values, degree, gamma
+        As in :func:`anova`.
 
     Returns
     -------
@@ -275,13 +304,37 @@ def anova_gradient(P, indices, values, degree, gamma=None):
 
 
 def all_subsets(P, indices, values):
-    """All-subsets kernel prod_j (1 + p_js x_j) of one row, shape (n_components,)."""
+    """All-subsets kernel prod_j (1 + p_js x_j) of one row.
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_features, n_components) or (n_features,)
+        Factors: one column per component.
+    indices, values : ndarray of shape (nnz,)
+        The row's nonzeros.
+
+    Returns
+    -------
+    S : ndarray of shape (n_components,)
+    """
     P, indices, values, _ = _row(P, indices, values)
     return _kernels._row_all_subsets(P, indices, values)[0]
 
 
 def all_subsets_gradient(P, indices, values):
-    """All-subsets kernel and its gradient (nnz, n_components), exact when a factor is 0."""
+    """All-subsets kernel and its gradient, exact when a factor ``1 + p_js x_j`` is 0.
+
+    Parameters
+    ----------
+    P, indices, values
+        As in :func:`all_subsets`.
+
+    Returns
+    -------
+    S : ndarray of shape (n_components,)
+    grad : ndarray of shape (nnz, n_components)
+        ``grad[z, s] = dS/dP[indices[z], s]``.
+    """
     P, indices, values, _ = _row(P, indices, values)
     return _kernels._row_all_subsets(P, indices, values)
 
@@ -295,14 +348,43 @@ def _linear_forms(P, indices, values, gamma):
 
 
 def polynomial(P, indices, values, degree, gamma=None):
-    """Polynomial kernel (gamma_s + <p_s, x>)^degree of one row, shape (n_components,)."""
+    """Polynomial kernel (gamma_s + <p_s, x>)^degree of one row.
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_features, n_components) or (n_features,)
+        Factors: one column per component (hidden unit).
+    indices, values : ndarray of shape (nnz,)
+        The row's nonzeros.
+    degree : int >= 1
+    gamma : ndarray of shape (1, n_components), optional
+        Offsets ``gamma_s`` (zero when omitted).
+
+    Returns
+    -------
+    K : ndarray of shape (n_components,)
+    """
     degree = check_degree(degree)
     forms, _ = _linear_forms(P, indices, values, gamma)
     return forms ** degree
 
 
 def polynomial_gradient(P, indices, values, degree, gamma=None):
-    """Polynomial kernel and its gradients: (value, grad (nnz, k), grad_gamma (k,))."""
+    """Polynomial kernel and its gradients.
+
+    Parameters
+    ----------
+    P, indices, values, degree, gamma
+        As in :func:`polynomial`.
+
+    Returns
+    -------
+    K : ndarray of shape (n_components,)
+    grad : ndarray of shape (nnz, n_components)
+        ``grad[z, s] = dK_s/dP[indices[z], s]``.
+    grad_gamma : ndarray of shape (n_components,)
+        ``dK_s/dgamma_s``.
+    """
     degree = check_degree(degree)
     forms, values = _linear_forms(P, indices, values, gamma)
     outer = degree * forms ** (degree - 1)
@@ -310,14 +392,35 @@ def polynomial_gradient(P, indices, values, degree, gamma=None):
 
 
 def power_sums(P, indices, values, degree, gamma=None):
-    """Power sums D_t(p_s, x) = sum_j (p_js x_j)^t, t = 1..degree, shape (degree, k)."""
+    """Power sums D_t(p_s, x) = sum_j (p_js x_j)^t of one row, t = 1..degree.
+
+    Parameters
+    ----------
+    P, indices, values, degree, gamma
+        As in :func:`anova`.
+
+    Returns
+    -------
+    D : ndarray of shape (degree, n_components)
+        ``D[t - 1, s]`` is ``D_t(p_s, x)``.
+    """
     degree = check_degree(degree)
     P, indices, values, gamma = _row(P, indices, values, gamma)
     return _kernels._row_power_sums(P, indices, values, degree, gamma)
 
 
 def anova_from_power_sums(D):
-    """ANOVA kernels A_0..A_m from power sums D_1..D_m by Newton's identity."""
+    """ANOVA kernels A_0..A_m from power sums D_1..D_m by Newton's identity.
+
+    Parameters
+    ----------
+    D : ndarray of shape (m,)
+        Power sums ``D_1..D_m`` of one component.
+
+    Returns
+    -------
+    A : ndarray of shape (m + 1,)
+    """
     D = np.ascontiguousarray(D, dtype=np.float64)
     if D.ndim != 1:
         raise ValueError("D must be 1-D (the power sums of one component)")
@@ -325,7 +428,22 @@ def anova_from_power_sums(D):
 
 
 def anova_coordinate_derivative(D, degree, p_j, x_j):
-    """dA_degree(p, x)/dp_j from cached power sums D_1..D_{degree-1} (coordinate descent)."""
+    """dA_degree(p, x)/dp_j from cached power sums (coordinate descent).
+
+    Parameters
+    ----------
+    D : ndarray of shape (degree - 1,) or longer
+        Power sums ``D_1..D_{degree-1}`` of one component and row.
+    degree : int >= 1
+    p_j : float
+        The coordinate's factor.
+    x_j : float
+        The row's value of feature j.
+
+    Returns
+    -------
+    derivative : float
+    """
     degree = check_degree(degree)
     D = np.ascontiguousarray(D, dtype=np.float64)
     return _kernels._coordinate_derivative(D, degree, float(p_j), float(x_j))

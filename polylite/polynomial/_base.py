@@ -12,6 +12,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -39,6 +40,22 @@ class _OutputParams:
     lam: np.ndarray        # (n_components,)
 
 
+class EpochReport(NamedTuple):
+    """What the epoch loop tells a progress display (``_epoch_callback``) after each epoch
+    (after each iteration of L-BFGS)."""
+    output: int             # index of the output being fitted (one-vs-rest: its class)
+    n_outputs: int
+    epoch: int
+    max_iter: int
+    objective: float
+    validation_loss: float  # NaN without a validation set
+    seconds: float          # since the fit of this output started
+
+
+# Data with more than this fraction of nonzero entries counts as dense (solver advice).
+DENSE_FRACTION = 0.5
+
+
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
     return est.solver in _solvers.STOCHASTIC
@@ -49,6 +66,10 @@ class _PolynomialModel(BaseEstimator):
 
     # Set by subclasses.
     _is_classifier = False
+
+    # A callable that shows progress (the command line sets one on its estimator): called
+    # with an EpochReport after every epoch.  Not a parameter, so neither saved nor cloned.
+    _epoch_callback = None
 
     # ---- model structure (subclasses override) ---------------------------------------
 
@@ -90,6 +111,11 @@ class _PolynomialModel(BaseEstimator):
         check_random_state_param(self.random_state)
 
     _solvers = ("cd", "sgd", "adagrad", "lbfgs")
+
+    @property
+    def _n_jobs(self):
+        """Threads asked for (``n_jobs``; None for a family without the parameter)."""
+        return getattr(self, "n_jobs", None)
 
     @property
     def _fit_lam(self):
@@ -226,7 +252,7 @@ class _PolynomialModel(BaseEstimator):
             X, params.P, degrees=degrees, kernel=kernel,
             intercept=params.intercept[0], w=params.w if self.fit_linear else None,
             gamma=params.gamma, lam=params.lam if self._has_lam else None,
-            check_input=False)
+            check_input=False, n_jobs=self._n_jobs)
 
     # ---- fitting ----------------------------------------------------------------------
 
@@ -278,7 +304,8 @@ class _PolynomialModel(BaseEstimator):
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
             return self._fit_one_output(X, cd_inputs, y, sw, self._output(stack, o), loss,
-                                        rngs[o], val, label=o if n_outputs > 1 else None)
+                                        rngs[o], val, output=(o, n_outputs),
+                                        n_jobs=row_jobs)
 
         results = _solvers.map_outputs(fit_output, n_outputs, workers)
         for _, unconverged in results:  # in the order of the outputs, whatever the threads
@@ -318,26 +345,38 @@ class _PolynomialModel(BaseEstimator):
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
     def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
-                        label=None):
+                        output=(0, 1), n_jobs=None):
         """Run the solver's epochs on one output; returns the number of epochs run and
         the text of a ConvergenceWarning to give, or None (the caller warns, so that
-        outputs fitted on threads warn in their order)."""
+        outputs fitted on threads warn in their order).
+
+        ``output`` is (index of this output, number of outputs); ``n_jobs`` the threads
+        that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
-        prefix = "" if label is None else f"[output {label}] "
+        prefix = "" if output[1] == 1 else f"[output {output[0]}] "
         stopper = None if validation is None else _EarlyStopping(
             self, validation, params, kernel, degrees, loss_code)
         start = time.perf_counter()
+
+        def report(epoch, objective):
+            if self._epoch_callback is not None:
+                self._epoch_callback(EpochReport(
+                    output[0], output[1], epoch, self.max_iter, objective,
+                    stopper.last if stopper is not None else np.nan,
+                    time.perf_counter() - start))
+
         if self.solver == "lbfgs":
             return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
-                                              degrees, stopper, prefix, start)
+                                              degrees, stopper, prefix, start, report,
+                                              n_jobs)
         if self.solver == "cd":
             solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
                                                 kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                _solvers.StochasticState(params, self.solver == "adagrad"))
+                _solvers.StochasticState(params, self.solver == "adagrad"), n_jobs)
         objective = best = self._objective(y, solver.predictions(), sw, params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
@@ -358,6 +397,7 @@ class _PolynomialModel(BaseEstimator):
                       f"rel. decrease {decrease:.2e}  max change {max_change:.2e}" +
                       (f"  validation loss {stopper.last:.6e}" if stopper else "") +
                       f"  {time.perf_counter() - start:.2f}s")
+            report(epoch, objective)
             if stop:
                 stopper.restore()
                 return epoch, None
@@ -376,25 +416,31 @@ class _PolynomialModel(BaseEstimator):
                     return epoch, None
         if stopper is not None:
             stopper.restore()
+        # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
+        # it needs many more of them (benchmarks/bench_classification.py --speed).
+        dense = X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
         return self.max_iter, (
             f"{type(self).__name__}: {self.solver} did not converge in "
             f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
-            f"tol={self.tol}); increase max_iter or tol")
+            f"tol={self.tol}); increase max_iter or tol" +
+            ("; on dense data, solver='lbfgs' usually converges in less time"
+             if self.solver == "cd" and dense else ""))
 
     def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
-                              prefix, start):
+                              prefix, start, report, n_jobs):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
             if self.verbose:
                 print(f"{prefix}iteration {counter[0]:4d}  objective {objective:.6e}" +
                       (f"  validation loss {stopper.last:.6e}" if stopper else "") +
                       f"  {time.perf_counter() - start:.2f}s")
+            report(counter[0], objective)
             counter[0] += 1
             return stop
 
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
-                                            degrees, callback)
+                                            degrees, callback, n_jobs)
         if stopper is not None:
             if stopper.stopped:
                 stopper.restore()

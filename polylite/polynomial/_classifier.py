@@ -140,7 +140,17 @@ class _OneVsRestMixin:
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict(self, X):
-        """Predicted class labels, shape (n_samples,)."""
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Elements of ``classes_``.
+        """
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(np.intp)]

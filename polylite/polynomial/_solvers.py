@@ -14,6 +14,7 @@ import scipy.optimize
 from threadpoolctl import threadpool_limits
 
 from .. import kernels
+from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _sgd
 
 STOCHASTIC = ("sgd", "adagrad")
@@ -34,21 +35,11 @@ def column_groups(X, kernel):
                              kernel != "polynomial")
 
 
-# Below this many rows per thread, a pass is too short for the threads to pay.
-MIN_ROWS_PER_THREAD = 20_000
-
-
 def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
-    """Threads for the passes of coordinate descent: ``n_jobs`` as in scikit-learn
-    (None: 1; -1: every CPU this process may use, as joblib counts them, with its
-    affinity mask and container quota; -2: all but one...), fewer when the rows are too
-    few to share or when the extra threads' scratch records would take more memory than
-    X itself (``x_bytes``)."""
-    if n_jobs is None:
-        return 1
-    if n_jobs < 0:
-        n_jobs = max(1, joblib.cpu_count() + 1 + n_jobs)
-    threads = min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)
+    """Threads for the passes of coordinate descent: :func:`polylite._validation.row_threads`,
+    fewer when the extra threads' scratch records would take more memory than X itself
+    (``x_bytes``)."""
+    threads = row_threads(n_jobs, n_rows)
     if n_features > 0:
         threads = min(threads,
                       1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
@@ -56,10 +47,10 @@ def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
 
 
 def output_threads(n_jobs, n_outputs):
-    """(threads that fit outputs at once, jobs that share each output's passes) for
+    """(threads that fit outputs at once, jobs that share each output's rows) for
     ``n_jobs`` (as in scikit-learn) and ``n_outputs`` independent outputs: the outputs
-    first, as they need no synchronisation; the jobs left over share each output's
-    coordinate descent passes (see :func:`cd_threads`)."""
+    first, as they need no synchronisation; the jobs left over share the rows of each
+    output's passes (see :func:`cd_threads`, :func:`polylite._validation.row_threads`)."""
     if n_jobs is None:
         return 1, None
     if n_jobs < 0:
@@ -117,6 +108,18 @@ class CoordinateDescent:
         return self.y_pred
 
 
+# Rows of a mini-batch per thread below which the threads' start and join cost more than
+# they save (measured at degree 2, k = 10, 5 nonzeros per row: benchmarks/bench_threads.py).
+MIN_BATCH_ROWS_PER_THREAD = 64
+
+
+def stochastic_threads(n_jobs, batch_size):
+    """Threads that share each mini-batch: steps on one row are sequential (1 thread)."""
+    if batch_size == 1:
+        return 1
+    return row_threads(n_jobs, batch_size, MIN_BATCH_ROWS_PER_THREAD)
+
+
 class StochasticState:
     """What a stochastic solver carries from one pass to the next (and across partial_fit):
     the step count and, for AdaGrad, the accumulated squared gradients and the step at
@@ -139,7 +142,8 @@ class StochasticGradient:
     """SGD or AdaGrad passes (``polylite._sgd``); ``sw`` must have mean 1 (or be the raw
     weights of a ``partial_fit`` chunk)."""
 
-    def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state):
+    def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state,
+                 n_jobs=None):
         self.est, self.X, self.y, self.sw, self.params = est, X, y, sw, params
         self.loss_code, self.kernel, self.degrees = loss_code, kernel, degrees
         self.kernel_code = kernels.KERNELS[kernel]
@@ -149,6 +153,8 @@ class StochasticGradient:
         self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
         self.eta0 = float(est.eta0 if est.eta0 is not None else DEFAULT_ETA0[est.solver])
         self._y_pred = None
+        # Threads of a mini-batch: ``n_jobs``, or the estimator's (see output_threads).
+        self.n_jobs = est._n_jobs if n_jobs is None else n_jobs
 
     def epoch(self):
         est, p, X, st = self.est, self.params, self.X, self.state
@@ -168,7 +174,8 @@ class StochasticGradient:
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), bool(est._fit_lam), self.schedule, self.eta0,
             float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
-            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size))
+            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size),
+            n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
         if not finite or not all(np.all(np.isfinite(getattr(p, name)))
                                  for name in ("intercept", "w", "P", "gamma", "lam")):
             raise FloatingPointError(
@@ -188,12 +195,13 @@ class StochasticGradient:
         return self._y_pred
 
 
-def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
+def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, n_jobs=None):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
     Value and gradient come from one Cython pass over the rows
-    (``polylite._sgd.objective_gradient``).  ``callback(objective)`` is called after each
-    iteration with the parameters in place; returning True stops the optimiser.
+    (``polylite._sgd.objective_gradient``, on ``n_jobs`` threads, by default the
+    estimator's).  ``callback(objective)`` is called after each iteration with the
+    parameters in place; returning True stops the optimiser.
     """
     names = ["P", "gamma"]
     if est.fit_intercept:
@@ -209,6 +217,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
     degrees_arr = _degrees_array(degrees)
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
+    n_threads = row_threads(est._n_jobs if n_jobs is None else n_jobs, X.shape[0])
 
     def unpack(x):
         for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
@@ -226,7 +235,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
             X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
             degrees_arr, params.gamma, params.lam, kernel_code, loss_code,
             bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
-            grads["gamma"], grads["lam"])
+            grads["gamma"], grads["lam"], n_threads)
         for name in names:
             reg = penalty[name]
             if reg:

@@ -22,14 +22,19 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_n_jobs(self.n_jobs)
 
     def _structure(self):
-        if self.kernel == "all-subsets":
-            return "all-subsets", [0], 0
-        m = int(self.degree)
-        if self.lower_degrees == "separate":
-            return "anova", list(range(2, m + 1)), 0
-        if self.lower_degrees == "shared":
-            return "anova", [m], m - 1
-        return "anova", [m], 0
+        return fm_structure(self.degree, self.lower_degrees, self.kernel)
+
+
+def fm_structure(degree, lower_degrees, kernel):
+    """(kernel name, degree of each factor block, number of dummy rows) of an FM."""
+    if kernel == "all-subsets":
+        return "all-subsets", [0], 0
+    m = int(degree)
+    if lower_degrees == "separate":
+        return "anova", list(range(2, m + 1)), 0
+    if lower_degrees == "shared":
+        return "anova", [m], m - 1
+    return "anova", [m], 0
 
 
 _FM_PARAMS_DOC = """
@@ -56,9 +61,11 @@ _FM_PARAMS_DOC = """
     fit_intercept : bool, default=True
         Fit the intercept (it is not regularised).
     alpha : float, default=1e-4
-        L2 regularisation of the linear weights ``w_``.
+        L2 regularisation of the linear weights ``w_``, per sample: the objective is a
+        mean over the rows, so the same value suits small and large data (a library
+        that penalises the summed loss over n rows uses n times larger values).
     beta : float, default=1e-4
-        L2 regularisation of the factors (``P_`` and ``gamma_``).
+        L2 regularisation of the factors (``P_`` and ``gamma_``), per sample (as ``alpha``).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of the factors (N(0, 0.01), as in
         the HOFM paper).  Much smaller values slow the first epochs of degree >= 3 down
@@ -102,15 +109,22 @@ _FM_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads of the fit (None: 1; -1: every CPU the process may use).  The classes of a
-        multi-class classifier are fitted at once, one class per thread, and the same
-        whatever ``n_jobs`` (each class has its own random stream).  The threads left
-        over (all of them for one output) share each pass of "cd" over the rows; fewer
-        run on data too small to share (under 20,000 rows per thread), or when the extra
-        threads' scratch space (64 bytes per feature each) would outgrow X.  The sums of
-        a step are then added in another order, so the fit agrees with one thread's to
-        rounding, and is the same from run to run.  The other solvers run each output on
-        one thread.
+        Threads (None: 1; -1: every CPU the process may use).  The classes of a
+        multi-class classifier are fitted at once, one class per thread, whatever the
+        solver (each class has its own random stream).  The threads left over (all of
+        them for one output) share the rows of
+        prediction (``predict``, ``decision_function``, and the objective's predictions
+        while fitting), of every pass of "cd" and of "lbfgs"'s value and gradient, and of
+        each mini-batch of "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are
+        sequential: ``batch_size=1`` runs on one thread).  Fewer threads run on data too
+        small to share: under 20,000 rows per thread (64 rows of a mini-batch), or, for
+        "cd", when the extra threads' scratch space (64 bytes per feature each) would
+        outgrow X; each extra thread of "lbfgs" and of mini-batches keeps a gradient
+        buffer as large as the parameters.
+        Reproducibility: predictions do not depend on ``n_jobs``.  A fit is the same
+        from run to run for a fixed ``random_state`` and number of threads; with another
+        number of threads the sums over rows are added in another order, so it agrees
+        to rounding (the rounding differences may grow over many stochastic steps).
 """
 
 _FM_OBJECTIVE_DOC = """

@@ -23,6 +23,7 @@ class _BasePolynomialNetwork(_PolynomialModel):
         check_number(self.degree, "degree", low=2, integer=True)
         check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
         check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
+        check_n_jobs(self.n_jobs)
 
     def _structure(self):
         return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
@@ -67,9 +68,11 @@ _PN_PARAMS_DOC = """
     fit_intercept : bool, default=True
         Fit the intercept (it is not regularised).
     alpha : float, default=1e-4
-        L2 regularisation of the linear weights ``w_``.
+        L2 regularisation of the linear weights ``w_``, per sample: the objective is a
+        mean over the rows, so the same value suits small and large data (a library
+        that penalises the summed loss over n rows uses n times larger values).
     beta : float, default=1e-4
-        L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``.
+        L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``, per sample (as ``alpha``).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of ``P_`` and ``gamma_``.
     max_iter : int, default=100
@@ -111,6 +114,22 @@ _PN_PARAMS_DOC = """
         Seed of the initialisation.
     verbose : int, default=0
         Print the objective after every epoch when > 0.
+    n_jobs : int or None, default=None
+        Threads (None: 1; -1: every CPU the process may use).  The classes of a
+        multi-class classifier are fitted at once, one class per thread, whatever the
+        solver.  The threads left over (all of them for one output) share the rows of
+        prediction (``predict``, ``decision_function``, and the objective's predictions
+        while fitting), of "lbfgs"'s value and gradient, and of each mini-batch of
+        "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are sequential:
+        ``batch_size=1`` runs on one thread); "cd"'s passes over the rows of one output
+        run on one thread.  Fewer threads
+        run on data too small to share: under 20,000 rows per thread (64 rows of a
+        mini-batch); each extra thread of "lbfgs" and of mini-batches keeps a gradient
+        buffer as large as the parameters.
+        Reproducibility: predictions do not depend on ``n_jobs``.  A fit is the same
+        from run to run for a fixed ``random_state`` and number of threads; with another
+        number of threads the sums over rows are added in another order, so it agrees
+        to rounding (the rounding differences may grow over many stochastic steps).
 """
 
 _PN_OBJECTIVE_DOC = """
@@ -156,7 +175,8 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         store_init_params(self, locals())
 
 
@@ -165,10 +185,6 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
     __doc__ = """Polynomial network classifier, binary or multi-class (one-vs-rest).
     """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
         Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
-    n_jobs : int or None, default=None
-        Threads that fit the classes of a multi-class problem at once, one class each
-        (None: 1; -1: every CPU the process may use).  The fit is the same whatever
-        ``n_jobs``: each class has its own random stream.
 
     Attributes
     ----------
@@ -192,7 +208,3 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
         store_init_params(self, locals())
-
-    def _check_params(self):
-        super()._check_params()
-        check_n_jobs(self.n_jobs)
