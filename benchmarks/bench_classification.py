@@ -53,7 +53,8 @@ otherwise), each solver of ``--solvers`` (default cd and lbfgs), next to
 run.  Every fit is repeated ``--repeats`` times (median seconds); "epochs" is the largest
 number of epochs (L-BFGS: iterations) of the one-vs-rest outputs, "unconv." how many of
 them stopped at ``max_iter``, "x SVC" the fit time over SVC's; "CPU s" the CPU time of
-the fit's threads, which a loaded machine inflates less than the wall time.  The
+the fit's threads, which a loaded machine inflates less than the wall time (BLAS runs on
+one thread, so that its idle threads do not bill LogisticRegression).  The
 machine's load drifts: compare ratios, not seconds, across runs::
 
     python benchmarks/bench_classification.py --speed --datasets satimage letter \
@@ -75,6 +76,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
+from threadpoolctl import threadpool_limits
 
 from polylite import FactorizationMachineClassifier, PolynomialNetworkClassifier
 
@@ -323,8 +325,11 @@ def main():
     args = parser.parse_args()
     if args.speed:
         warnings.simplefilter("ignore", ConvergenceWarning)
-        for name in args.datasets:
-            speed_dataset(name, args)
+        # BLAS on one thread: its idle threads spin and bill CPU time to
+        # LogisticRegression on a shared machine (polylite's solvers call no BLAS).
+        with threadpool_limits(limits=1, user_api="blas"):
+            for name in args.datasets:
+                speed_dataset(name, args)
         return
     if args.seeds is None:
         args.seeds = 1 if args.quick else 3

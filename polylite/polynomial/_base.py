@@ -289,8 +289,7 @@ class _PolynomialModel(BaseEstimator):
         # The outputs (the classes of a one-vs-rest fit) are independent problems on the
         # same rows: they share what coordinate descent derives from X alone, and run on
         # threads of their own, the rest of n_jobs sharing each output's passes.
-        workers, row_jobs = _solvers.output_threads(getattr(self, "n_jobs", None),
-                                                    n_outputs)
+        workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
                      if self.solver == "cd" else None)
         # Each output draws from a random stream of its own (the stochastic solvers'
