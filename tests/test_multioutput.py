@@ -167,8 +167,10 @@ def test_projection_against_scipy(penalty, seed):
     assert penalty_value(P, penalty) <= tau * (1 + 1e-9)
     np.testing.assert_allclose(penalty_value(P, penalty), tau, rtol=1e-9)
     reference = _scipy_projection(V, tau, penalty)
-    # The projection is the closest point of the ball: no farther than SciPy's.
-    assert np.sum((P - V) ** 2) <= np.sum((reference - V) ** 2) + 1e-8
+    # The projection is the closest point of the ball: no farther than SciPy's (up to
+    # SLSQP's own accuracy: its answer may sit a hair outside the ball, hence closer).
+    reference_distance = np.sum((reference - V) ** 2)
+    assert np.sum((P - V) ** 2) <= reference_distance * (1 + 1e-7) + 1e-8
     np.testing.assert_allclose(P, reference, atol=2e-4)
 
 
