@@ -399,7 +399,7 @@ def _read_for_fit(args, dtype):
             raise _Failure(f"--n-features {args.n_features} is smaller than the "
                            f"{n_features} features the data uses")
         n_features = args.n_features
-    out = [(_svmlight._fit_columns(X, n_features, None), y) for X, y in out]
+    out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
     return out, zero_based, n_features
 
 
@@ -565,7 +565,7 @@ def _fit_stream(args, estimator, dtype, progress):
                 raise DataFileError(f"{args.validation}: holds feature index 0, but the "
                                     f"data is read as one-based")
             X_val = _svmlight.from_one_based(X_val)
-        validation = (_svmlight._fit_columns(X_val, n_features, None),
+        validation = (_svmlight.with_columns(X_val, n_features, None),
                       _labels_for(args.task, y_val))
     if stats is not None:
         _hint_task(args, stats.labels)
@@ -654,13 +654,14 @@ def _load(path):
         raise _Failure(str(exc)) from None
 
 
-def _data_layout(args, header, estimator):
-    """(zero_based, detected) for reading DATA with a loaded model."""
+def _data_zero_based(args, header, estimator):
+    """Whether DATA's indices start at 0: as given, as the model's training file's, or
+    (a model saved from Python) detected."""
     if args.zero_based is not None:
-        return args.zero_based, False
+        return args.zero_based
     recorded = (header.get("metadata") or {}).get("data") or {}
     if isinstance(recorded.get("zero_based"), bool):
-        return recorded["zero_based"], False
+        return recorded["zero_based"]
     # A model saved from Python: its columns are zero-based; the file may be either.
     stats = _svmlight.scan_file(args.data, chunk_bytes=args.chunk_bytes)
     zero_based = (_svmlight.detect_zero_based(stats) or
@@ -668,12 +669,12 @@ def _data_layout(args, header, estimator):
     _note(args, f"polylite {args.command}: reading {args.data} with "
                 f"{'zero' if zero_based else 'one'}-based indices (the model does not "
                 f"record its training file's; pass --zero-based or --one-based to choose)")
-    return zero_based, True
+    return zero_based
 
 
 def _iter_data(args, header, estimator, stats):
-    zero_based, _ = _data_layout(args, header, estimator)
-    for X, y in _svmlight.iter_file(args.data, zero_based=zero_based,
+    for X, y in _svmlight.iter_file(args.data,
+                                    zero_based=_data_zero_based(args, header, estimator),
                                     n_features=estimator.n_features_in_,
                                     dtype=estimator.P_.dtype,
                                     chunk_bytes=args.chunk_bytes, stats=stats):
@@ -688,7 +689,7 @@ def _warn_dropped(args, stats, estimator):
                     f"(unseen in training); they were ignored")
 
 
-def _predictions(estimator, X, proba=False):
+def _predictions(estimator, X):
     """(labels or values, scores for AUC, probabilities or None) of one block."""
     if not estimator._is_classifier:
         values = estimator.predict(X)
