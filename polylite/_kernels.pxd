@@ -18,6 +18,14 @@ cdef extern from "_prefetch.h":
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
     void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
 
+# Threads (n_jobs) share a pass over rows as contiguous ranges: thread t of ``threads``
+# takes the entries lo..hi-1 of ``count``; false when it has none.
+cdef inline bint thread_range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
+                              Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    lo[0] = count * t // threads
+    hi[0] = count * (t + 1) // threads
+    return hi[0] > lo[0]
+
 cdef enum:
     ANOVA = 0
     ALL_SUBSETS = 1

@@ -6,6 +6,7 @@ kernel on one row for tests and for users who want the raw kernels.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
+from cython.parallel cimport prange
 
 
 cdef extern from *:
@@ -377,67 +378,107 @@ cdef enum:
     PREFETCH_NNZ = 16
 
 
+cdef void _predict_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
+                        const index_t* indices, const index_t* indptr, double intercept,
+                        const floating* w, const floating* P, Py_ssize_t n_blocks,
+                        Py_ssize_t d, Py_ssize_t k, const int* degrees,
+                        const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
+                        int kernel, floating* out, floating* work) noexcept nogil:
+    """out[i] for the rows lo..hi-1 (``w`` NULL: no linear term)."""
+    cdef Py_ssize_t i, z, b, start, end, last
+    cdef Py_ssize_t ahead = indptr[lo]
+    cdef size_t row_bytes = k * sizeof(floating)
+    cdef double acc
+    for i in range(lo, hi):
+        start = indptr[i]
+        end = indptr[i + 1]
+        # The rows of P (and entries of w) are gathered at random: request those of the
+        # next PREFETCH_NNZ nonzeros now, so that their cache misses overlap the work on
+        # this row.
+        last = end + PREFETCH_NNZ
+        if last > indptr[hi]:
+            last = indptr[hi]
+        while ahead < last:
+            if k > 0:
+                for b in range(n_blocks):
+                    polylite_prefetch_block(P + (b * d + indices[ahead]) * k, row_bytes)
+            if w != NULL:
+                polylite_prefetch_block(&w[indices[ahead]], sizeof(floating))
+            ahead += 1
+        acc = intercept
+        if w != NULL:
+            for z in range(start, end):
+                acc += w[indices[z]] * data[z]
+        if k > 0 and n_blocks > 0:
+            acc += nonlinear_term(kernel, P, d, k, n_blocks, degrees, gamma, n_dummy, lam,
+                                  indices + start, data + start, end - start, work)
+        out[i] = acc
+
+
+cdef void _predict_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t n,
+                         const floating* data, const index_t* indices,
+                         const index_t* indptr, double intercept, const floating* w,
+                         const floating* P, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
+                         const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
+                         const floating* lam, int kernel, floating* out,
+                         floating* work, Py_ssize_t work_size) noexcept nogil:
+    """Thread t's share of the rows, with its own slice of the workspace."""
+    cdef Py_ssize_t lo, hi
+    if thread_range(t, threads, n, &lo, &hi):
+        _predict_rows(lo, hi, data, indices, indptr, intercept, w, P, n_blocks, d, k,
+                      degrees, gamma, n_dummy, lam, kernel, out, work + t * work_size)
+
+
 def predict_csr(const floating[::1] data, const index_t[::1] indices,
                 const index_t[::1] indptr, double intercept,
                 const floating[::1] w, const floating[:, :, ::1] P,
                 const int[::1] degrees, const floating[:, ::1] gamma,
-                const floating[::1] lam, int kernel, floating[::1] out):
+                const floating[::1] lam, int kernel, floating[::1] out,
+                int n_threads=1):
     """out[i] = intercept + <w, x_i> + nonlinear_term(x_i) for every CSR row i.
 
     Shapes and ranges are the caller's responsibility (``polylite.kernels.predict``
     validates them).
     ``w`` may be empty (no linear term); ``lam`` has one entry per component.
+    ``n_threads`` threads share the rows as contiguous ranges; each row is computed
+    exactly as on one thread, so the result does not depend on the thread count.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
     cdef Py_ssize_t n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
-    cdef Py_ssize_t n_dummy = gamma.shape[0]
-    cdef bint linear = w.shape[0] > 0
-    cdef Py_ssize_t i, z, start, end
+    cdef Py_ssize_t n_dummy = gamma.shape[0], i, t
     cdef int max_degree = 1
-    cdef double acc
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    if out.shape[0] != n:
+        raise ValueError(f"out has {out.shape[0]} entries for {n} rows")
     for i in range(degrees.shape[0]):
         if degrees[i] > max_degree:
             max_degree = degrees[i]
-    cdef floating* work = <floating*> malloc((max_degree + 1) * max(k, 1) * sizeof(floating))
+    cdef Py_ssize_t work_size = (max_degree + 1) * max(k, 1)
+    cdef floating* work = <floating*> malloc(n_threads * work_size * sizeof(floating))
     if work == NULL:
         raise MemoryError()
     # Empty arrays have no data pointer to take: point at the workspace instead (unused).
     cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
     cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef const floating* lam_ptr = &lam[0] if lam.shape[0] > 0 else work
+    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
-    cdef Py_ssize_t ahead = indptr[0] if n > 0 else 0, last, b
-    cdef size_t row_bytes = k * sizeof(floating)
+    cdef floating* out_ptr = &out[0] if n > 0 else NULL
     try:
         with nogil:
-            for i in range(n):
-                start = indptr[i]
-                end = indptr[i + 1]
-                # The rows of P (and entries of w) are gathered at random: request those
-                # of the next PREFETCH_NNZ nonzeros now, so that their cache misses
-                # overlap the work on this row.
-                last = end + PREFETCH_NNZ
-                if last > indptr[n]:
-                    last = indptr[n]
-                while ahead < last:
-                    if k > 0:
-                        for b in range(n_blocks):
-                            polylite_prefetch_block(
-                                P_ptr + (b * d + ind_ptr[ahead]) * k, row_bytes)
-                    if linear:
-                        polylite_prefetch_block(&w[indices[ahead]], sizeof(floating))
-                    ahead += 1
-                acc = intercept
-                if linear:
-                    for z in range(start, end):
-                        acc += w[indices[z]] * data[z]
-                if k > 0 and n_blocks > 0:
-                    acc += nonlinear_term(kernel, P_ptr, d, k, n_blocks, &degrees[0],
-                                          gamma_ptr, n_dummy, lam_ptr,
-                                          ind_ptr + start, val_ptr + start,
-                                          end - start, work)
-                out[i] = acc
+            if n_threads == 1:
+                _predict_share(0, 1, n, val_ptr, ind_ptr, &indptr[0], intercept, w_ptr,
+                               P_ptr, n_blocks, d, k, &degrees[0], gamma_ptr, n_dummy,
+                               lam_ptr, kernel, out_ptr, work, work_size)
+            else:
+                for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                                chunksize=1):
+                    _predict_share(t, n_threads, n, val_ptr, ind_ptr, &indptr[0],
+                                   intercept, w_ptr, P_ptr, n_blocks, d, k, &degrees[0],
+                                   gamma_ptr, n_dummy, lam_ptr, kernel, out_ptr, work,
+                                   work_size)
     finally:
         free(work)
     return np.asarray(out)

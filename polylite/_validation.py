@@ -6,11 +6,16 @@ ValueError naming the parameter and the value received.
 """
 import numbers
 
+import joblib
 import numpy as np
 from sklearn.utils import check_random_state
 
 __all__ = ["check_number", "check_choice", "check_bool", "check_n_jobs",
-           "check_random_state_param", "store_init_params"]
+           "check_random_state_param", "store_init_params", "row_threads",
+           "MIN_ROWS_PER_THREAD"]
+
+# Below this many rows per thread, a pass over the rows is too short for threads to pay.
+MIN_ROWS_PER_THREAD = 20_000
 
 
 def check_number(value, name, *, low=None, high=None, integer=False, low_open=False):
@@ -51,6 +56,20 @@ def check_n_jobs(n_jobs):
             raise ValueError("n_jobs must be None, a positive number of threads or a "
                              "negative count back from every CPU (-1: all), got 0")
     return n_jobs
+
+
+def row_threads(n_jobs, n_rows, min_rows_per_thread=None):
+    """Threads for a pass over ``n_rows`` rows: ``n_jobs`` as in scikit-learn (None: 1;
+    -1: every CPU this process may use, as joblib counts them, with its affinity mask and
+    container quota; -2: all but one...), but at most one per ``min_rows_per_thread``
+    rows (default :data:`MIN_ROWS_PER_THREAD`, read at call time), and at least 1."""
+    if n_jobs is None:
+        return 1
+    if n_jobs < 0:
+        n_jobs = joblib.cpu_count() + 1 + n_jobs
+    if min_rows_per_thread is None:
+        min_rows_per_thread = MIN_ROWS_PER_THREAD
+    return int(max(1, min(n_jobs, n_rows // min_rows_per_thread)))
 
 
 def check_random_state_param(random_state):

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_array
 
 from . import _kernels
+from ._validation import check_n_jobs, row_threads
 
 __all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
            "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
@@ -133,7 +134,7 @@ def _as_param(a, dtype, shape, name):
 
 
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
-            lam=None, check_input=True):
+            lam=None, check_input=True, n_jobs=None):
     """Predictions of a polynomial model of any degree on every row of X.
 
     ``intercept + <w, x> + sum_b sum_s K_b(P[b, :, s], x)``, where K is
@@ -163,6 +164,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         Output weights of the polynomial kernel (default: ones).
     check_input : bool, default=True
         Validate X (skip only when it comes from :func:`check_X` already).
+    n_jobs : int or None, default=None
+        Threads that share the rows (None: 1; -1: every CPU the process may use; at most
+        one per 20,000 rows).  Each row is computed as on one thread: the predictions do
+        not depend on ``n_jobs``.
 
     Returns
     -------
@@ -210,12 +215,14 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         X = check_X(X, dtype=dtype, n_features=d)
     elif X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
+    check_n_jobs(n_jobs)
     out = np.empty(X.shape[0], dtype=dtype)
     for start, chunk in _iter_csr_chunks(X):
         data = np.asarray(chunk.data, dtype=dtype)
         _kernels.predict_csr(data, chunk.indices, chunk.indptr, intercept, w, P,
                              degrees, gamma, lam, KERNELS[kernel],
-                             out[start:start + chunk.shape[0]])
+                             out[start:start + chunk.shape[0]],
+                             row_threads(n_jobs, chunk.shape[0]))
     return out
 
 

@@ -109,6 +109,11 @@ class _PolynomialModel(BaseEstimator):
     _solvers = ("cd", "sgd", "adagrad", "lbfgs")
 
     @property
+    def _n_jobs(self):
+        """Threads asked for (``n_jobs``; None for a family without the parameter)."""
+        return getattr(self, "n_jobs", None)
+
+    @property
     def _fit_lam(self):
         """Whether the output weights lam are learned (polynomial networks)."""
         return False
@@ -243,7 +248,7 @@ class _PolynomialModel(BaseEstimator):
             X, params.P, degrees=degrees, kernel=kernel,
             intercept=params.intercept[0], w=params.w if self.fit_linear else None,
             gamma=params.gamma, lam=params.lam if self._has_lam else None,
-            check_input=False)
+            check_input=False, n_jobs=self._n_jobs)
 
     # ---- fitting ----------------------------------------------------------------------
 

@@ -19,10 +19,11 @@ entries) and applied once, as the mean.
 """
 from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
+from cython.parallel cimport prange
 
 from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_gradient, all_subsets_gradient,
-                        linear_forms)
+                        linear_forms, thread_range)
 from .._losses cimport loss_derivative, loss_value
 
 cdef double ADAGRAD_EPS = 1e-8
@@ -351,6 +352,257 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const i
     return True
 
 
+# ---------------------------------------------------------------------------------------
+# Threads: each takes a contiguous share of the rows (of a mini-batch, or of the data for
+# the L-BFGS pass) and sums their gradients in its own buffers; the sums are then added
+# thread by thread in a fixed order, so a result depends on the thread count only through
+# the rounding of those additions, and is the same from run to run.
+# ---------------------------------------------------------------------------------------
+
+cdef struct RowSums:
+    # One thread's share of a pass.  Its workspace for the gradient of one row
+    # (``floating`` arrays, kept as void*: a struct cannot hold a fused type) ...
+    void* table
+    void* adj
+    void* gP
+    void* ggamma
+    void* glam
+    void* xs
+    # ... and the gradient sums of its rows (double, as the parameters are laid out).
+    double intercept
+    double* w
+    double* P
+    double* gamma
+    double* lam
+    Py_ssize_t* touched     # mini-batches: the features with a sum, in order of first touch
+    Py_ssize_t n_touched
+    char* is_touched
+    double total            # objective_gradient: the weighted loss of its rows
+    bint finite
+
+
+cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, Py_ssize_t n_dummy,
+                              Py_ssize_t max_nnz, Py_ssize_t block, Py_ssize_t n_blocks,
+                              Py_ssize_t k, Py_ssize_t d, Py_ssize_t size_P,
+                              bint track) noexcept nogil:
+    """Every thread's row workspace, and zeroed gradient sums for threads first..threads-1
+    (with lists of the touched features when ``track``).  NULL when out of memory."""
+    cdef RowSums* st = <RowSums*> calloc(threads, sizeof(RowSums))
+    cdef int t
+    cdef bint ok = st != NULL
+    for t in range(threads if ok else 0):
+        st[t].finite = True
+        st[t].table = malloc((n_dummy + max_nnz + 1) * block * fsize)
+        st[t].adj = malloc(block * fsize)
+        st[t].gP = malloc((n_blocks * max_nnz * k + 1) * fsize)
+        st[t].ggamma = malloc((n_dummy * k + 1) * fsize)
+        st[t].glam = malloc((k + 1) * fsize)
+        st[t].xs = malloc((max_nnz + 1) * fsize)
+        ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
+                     and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL)
+        if t < first:
+            continue
+        st[t].w = <double*> calloc(d + 1, sizeof(double))
+        st[t].P = <double*> calloc(size_P + 1, sizeof(double))
+        st[t].gamma = <double*> calloc(n_dummy * k + 1, sizeof(double))
+        st[t].lam = <double*> calloc(k + 1, sizeof(double))
+        ok = ok and (st[t].w != NULL and st[t].P != NULL and st[t].gamma != NULL
+                     and st[t].lam != NULL)
+        if track:
+            st[t].touched = <Py_ssize_t*> malloc((d + 1) * sizeof(Py_ssize_t))
+            st[t].is_touched = <char*> calloc(d + 1, 1)
+            ok = ok and st[t].touched != NULL and st[t].is_touched != NULL
+    if not ok:
+        _free_row_sums(st, threads, first)
+        return NULL
+    return st
+
+
+cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
+    cdef int t
+    if st == NULL:
+        return
+    for t in range(threads):
+        free(st[t].table)
+        free(st[t].adj)
+        free(st[t].gP)
+        free(st[t].ggamma)
+        free(st[t].glam)
+        free(st[t].xs)
+        if t >= first:
+            free(st[t].w)
+            free(st[t].P)
+            free(st[t].gamma)
+            free(st[t].lam)
+            free(st[t].touched)
+            free(st[t].is_touched)
+    free(st)
+
+
+cdef inline double _take_w(RowSums* st, int threads, Py_ssize_t j) noexcept nogil:
+    """The sum over the threads, in their order, of their sums of w[j] (then zeroed)."""
+    cdef double g = 0
+    cdef int t
+    for t in range(threads):
+        g += st[t].w[j]
+        st[t].w[j] = 0
+    return g
+
+
+cdef inline double _take_P(RowSums* st, int threads, Py_ssize_t r) noexcept nogil:
+    """As _take_w, for the factor entry r."""
+    cdef double g = 0
+    cdef int t
+    for t in range(threads):
+        g += st[t].P[r]
+        st[t].P[r] = 0
+    return g
+
+
+cdef inline double _prediction_and_gradient(
+        const floating* data, const index_t* ind, Py_ssize_t nnz, double intercept,
+        const floating* w, bint fit_linear, const floating* P, Py_ssize_t d, Py_ssize_t k,
+        Py_ssize_t n_blocks, const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
+        const floating* lam, int kernel, const Scales* sc, RowSums* st) noexcept nogil:
+    """The prediction of the row (``nnz`` values and indices); the gradient of its
+    nonlinear term into the thread's workspace (:func:`_row_gradient`), in the stored
+    factors V (P = pscale V: the kernels see it through the values, q = V (pscale x))."""
+    cdef const floating* values = data
+    cdef floating* xs = <floating*> st.xs
+    cdef double pred = intercept
+    cdef Py_ssize_t z
+    if fit_linear:
+        pred += sc.w * _linear(w, ind, data, nnz)
+    if k == 0 or n_blocks == 0:
+        return pred
+    if sc.p != 1:
+        for z in range(nnz):
+            xs[z] = <floating> (sc.p * data[z])
+        values = xs
+    return pred + _row_gradient(kernel, P, d, k, n_blocks, degrees, gamma, n_dummy, lam,
+                                ind, values, nnz, <floating*> st.table,
+                                <floating*> st.adj, <floating*> st.gP,
+                                <floating*> st.ggamma, <floating*> st.glam)
+
+
+cdef inline void _add_row(RowSums* st, double dl, const floating* data, const index_t* ind,
+                          Py_ssize_t nnz, Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks,
+                          Py_ssize_t n_dummy, int kernel, bint fit_linear, double pscale,
+                          bint track) noexcept nogil:
+    """dl times the row's gradient (in the workspace, in V) into the thread's sums, in P
+    (divided by ``pscale``); with ``track``, note the features it touches."""
+    cdef const floating* gP = <floating*> st.gP
+    cdef const floating* ggamma = <floating*> st.ggamma
+    cdef const floating* glam = <floating*> st.glam
+    cdef Py_ssize_t z, j, b, s, r
+    cdef double* row
+    st.intercept += dl
+    for z in range(nnz):
+        j = ind[z]
+        if track and not st.is_touched[j]:
+            st.is_touched[j] = 1
+            st.touched[st.n_touched] = j
+            st.n_touched += 1
+        if fit_linear:
+            st.w[j] += dl * data[z]
+        for b in range(n_blocks):
+            row = st.P + (b * d + j) * k
+            for s in range(k):
+                row[s] += dl * gP[(b * nnz + z) * k + s] / pscale
+    for r in range(n_dummy * k):
+        st.gamma[r] += dl * ggamma[r]
+    if kernel == POLYNOMIAL:
+        for s in range(k):
+            st.lam[s] += dl * glam[s]
+
+
+cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
+                       Py_ssize_t batch_end, Py_ssize_t n_rows, const Py_ssize_t* order,
+                       const floating* data, const index_t* ind, const index_t* indptr,
+                       const double* y, const double* sw, double intercept,
+                       const floating* w, bint fit_linear, const floating* P, Py_ssize_t d,
+                       Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
+                       const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
+                       int kernel, int loss, const floating* acc_w, const floating* acc_P,
+                       const long long* last_touch, const Scales* sc,
+                       RowSums* states) noexcept nogil:
+    """Thread t's share of the mini-batch pos..batch_end-1: the gradients of its rows,
+    summed in its buffers.  Stops with ``finite`` False at a non-finite prediction."""
+    cdef RowSums* st = states + t
+    cdef Py_ssize_t lo, hi, r, i, start, nnz
+    cdef double pred
+    if not thread_range(t, threads, batch_end - pos, &lo, &hi):
+        return
+    for r in range(pos + lo, pos + hi):
+        # The last share prefetches on into the next mini-batch.
+        _prefetch_ahead(r, n_rows if t == threads - 1 else pos + hi, order, indptr, data,
+                        ind, y, sw, w, P, acc_w, acc_P, last_touch, n_blocks, d, k)
+        i = order[r]
+        start = indptr[i]
+        nnz = indptr[i + 1] - start
+        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept, w,
+                                        fit_linear, P, d, k, n_blocks, degrees, gamma,
+                                        n_dummy, lam, kernel, sc, st)
+        if not isfinite(pred):
+            st.finite = False
+            return
+        _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
+                 nnz, d, k, n_blocks, n_dummy, kernel, fit_linear, sc.p, True)
+
+
+cdef Py_ssize_t _touched_union(RowSums* st, int threads, Py_ssize_t* touched,
+                               char* is_touched) noexcept nogil:
+    """The features touched by any thread of a mini-batch into ``touched`` (thread by
+    thread, each in order of first touch); resets the threads' own lists."""
+    cdef Py_ssize_t n = 0, u, j
+    cdef int t
+    for t in range(threads):
+        for u in range(st[t].n_touched):
+            j = st[t].touched[u]
+            st[t].is_touched[j] = 0
+            if not is_touched[j]:
+                is_touched[j] = 1
+                touched[n] = j
+                n += 1
+        st[t].n_touched = 0
+    return n
+
+
+cdef void _apply_share(Py_ssize_t t, Py_ssize_t threads, const Py_ssize_t* touched,
+                       Py_ssize_t n_touched, char* is_touched, RowSums* st, int n_sums,
+                       floating* w, floating* P, floating* acc_w, floating* acc_P,
+                       long long* last_touch, Py_ssize_t d, Py_ssize_t k,
+                       Py_ssize_t n_blocks, double scale, double eta, double eta0,
+                       double alpha, double beta, double new_w, double new_p,
+                       long long step, bint adagrad, bint fit_linear) noexcept nogil:
+    """Thread t's share of the touched features: one step with the mini-batch's mean
+    gradient (the threads' sums added in their order) on w[j] and P[:, j, :]."""
+    cdef Py_ssize_t lo, hi, u, j, b, s, r
+    cdef double g, elapsed = 0
+    if not thread_range(t, threads, n_touched, &lo, &hi):
+        return
+    for u in range(lo, hi):
+        j = touched[u]
+        is_touched[j] = 0
+        if adagrad:
+            elapsed = step - last_touch[j]  # steps since the last touch
+            last_touch[j] = step
+        if fit_linear:
+            g = _take_w(st, n_sums, j) * scale
+            if adagrad:
+                _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
+            else:
+                w[j] = w[j] - eta * g / new_w
+        for b in range(n_blocks):
+            for s in range(k):
+                r = (b * d + j) * k + s
+                g = _take_P(st, n_sums, r) * scale
+                if adagrad:
+                    _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
+                else:
+                    P[r] = P[r] - eta * g / new_p
+
+
 def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
               const index_t[::1] indptr, const double[::1] y,
               const double[::1] sample_weight, const Py_ssize_t[::1] order,
@@ -362,7 +614,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
               floating[::1] acc_intercept, floating[::1] acc_w,
               floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
               floating[::1] acc_lam, long long[::1] last_touch, Py_ssize_t batch_size,
-              bint specialised=True):
+              bint specialised=True, int n_threads=1):
     """One pass of SGD or AdaGrad over the rows ``order`` (in that order), in place.
 
     ``sample_weight`` scales each row's loss gradient (mean 1 over the data set for the
@@ -374,12 +626,18 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     ``specialised=False`` runs the general loop even where a specialised pass exists
     (ANOVA blocks of degree 2 or 3, no dummies, one row per step): the tests compare
     the two.
+    ``n_threads`` threads share the rows of each mini-batch (``batch_size`` > 1; steps on
+    one row are sequential): each sums the gradients of its contiguous share of the
+    mini-batch, and the sums are added in thread order before the step, which the threads
+    share by features.  So the pass is the same from run to run for a given ``n_threads``,
+    and agrees with one thread's to rounding.  Each thread keeps its own gradient buffers
+    (as large as the parameters, in double).
     Rows must not repeat a column (canonical CSR).
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
-    cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, pos, batch_end, row_in_batch
-    cdef Py_ssize_t max_nnz = 0, n_touched, t_idx, size_P = n_blocks * d * k
+    cdef Py_ssize_t i, z, b, s, r, j, start, nnz, pos, batch_end
+    cdef Py_ssize_t max_nnz = 0, n_touched, size_P = n_blocks * d * k
     # The loops below run without bounds checks: the shapes must agree.
     if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
             or intercept.shape[0] != 1 or y.shape[0] != indptr.shape[0] - 1
@@ -391,12 +649,15 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
             or acc_gamma.shape[0] != n_dummy or acc_gamma.shape[1] != k
             or last_touch.shape[0] != d):
         raise ValueError("sgd_epoch: AdaGrad statistics do not match the parameters")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     for z in range(order.shape[0]):
         if order[z] < 0 or order[z] >= y.shape[0]:
             raise ValueError("sgd_epoch: row order out of range")
-    cdef int max_degree = 1
+    cdef int max_degree = 1, t
     cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
-    cdef double eta, pred, dl, g, scale, elapsed, new_w, new_p, buf_intercept
+    cdef int threads = 1 if direct else n_threads
+    cdef double eta, pred, dl, g, scale, new_w, new_p
     cdef Scales sc
     sc.w = 1
     sc.p = 1
@@ -405,41 +666,26 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     for i in range(indptr.shape[0] - 1):
         max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
     cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
-    cdef void* owned[13]
-    owned[0] = malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))   # table
-    owned[1] = malloc(block * sizeof(floating))                              # adj
-    owned[2] = malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))       # gP
-    owned[3] = malloc((n_dummy * k + 1) * sizeof(floating))                  # ggamma
-    owned[4] = malloc((k + 1) * sizeof(floating))                            # glam
-    owned[5] = malloc((max_nnz + 1) * sizeof(floating))                      # scaled row
-    # Mini-batches only: summed gradients of the touched features, and which they are.
-    owned[6] = calloc(1 if direct else d + 1, sizeof(double))
-    owned[7] = calloc(1 if direct else size_P + 1, sizeof(double))
-    owned[8] = calloc(n_dummy * k + 1, sizeof(double))
-    owned[9] = calloc(k + 1, sizeof(double))
-    owned[10] = malloc((1 if direct else d + 1) * sizeof(Py_ssize_t))
-    owned[11] = calloc(1 if direct else d + 1, 1)
+    # The row workspace of each thread and, for mini-batches, its gradient sums.
+    cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
+                                       n_dummy, max_nnz, block, n_blocks, k, d, size_P,
+                                       True)
+    cdef void* owned[3]
+    # Mini-batches: the features any thread touched.
+    owned[0] = malloc((1 if direct else d + 1) * sizeof(Py_ssize_t))
+    owned[1] = calloc(1 if direct else d + 1, 1)
     # The pass for blocks of degree 2 or 3: A_1..A_3 per block.
-    owned[12] = malloc((3 * n_blocks * k + 1) * sizeof(floating))
-    if not _all_allocated(owned, 13):
-        _free_all(owned, 13)
+    owned[2] = malloc((3 * n_blocks * k + 1) * sizeof(floating))
+    if st == NULL or not _all_allocated(owned, 3):
+        _free_row_sums(st, threads, threads if direct else 0)
+        _free_all(owned, 3)
         raise MemoryError("not enough memory for the SGD buffers")
-    cdef floating* table = <floating*> owned[0]
-    cdef floating* adj = <floating*> owned[1]
-    cdef floating* gP = <floating*> owned[2]
-    cdef floating* ggamma = <floating*> owned[3]
-    cdef floating* glam = <floating*> owned[4]
-    cdef floating* xs = <floating*> owned[5]
-    cdef double* buf_w = <double*> owned[6]
-    cdef double* buf_P = <double*> owned[7]
-    cdef double* buf_gamma = <double*> owned[8]
-    cdef double* buf_lam = <double*> owned[9]
-    cdef Py_ssize_t* touched = <Py_ssize_t*> owned[10]
-    cdef char* is_touched = <char*> owned[11]
-    cdef floating* work23 = <floating*> owned[12]
-    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else gP
+    cdef Py_ssize_t* touched = <Py_ssize_t*> owned[0]
+    cdef char* is_touched = <char*> owned[1]
+    cdef floating* work23 = <floating*> owned[2]
+    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> st[0].gP
     cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else glam
+    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else <floating*> st[0].glam
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
     cdef const Py_ssize_t* ord0 = &order[0] if n_rows > 0 else NULL
@@ -482,108 +728,95 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 batch_end = min(pos + batch_size, n_rows)
                 step += 1
                 eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
-                n_touched = 0
-                buf_intercept = 0
-                for row_in_batch in range(pos, batch_end):
-                    _prefetch_ahead(row_in_batch, n_rows, ord0, &indptr[0], val0, ind0,
-                                    &y[0], &sample_weight[0], w0, P0, acc_w0, acc_P0,
-                                    touch0, n_blocks, d, k)
-                    i = order[row_in_batch]
+                if direct:
+                    _prefetch_ahead(pos, n_rows, ord0, &indptr[0], val0, ind0, &y[0],
+                                    &sample_weight[0], w0, P0, acc_w0, acc_P0, touch0,
+                                    n_blocks, d, k)
+                    i = order[pos]
                     start = indptr[i]
-                    end = indptr[i + 1]
-                    nnz = end - start
-                    # The kernels see P = pscale * V through the values: q = V (pscale x).
-                    for z in range(nnz):
-                        xs[z] = <floating> (sc.p * data[start + z])
-                    pred = intercept[0]
-                    if fit_linear:
-                        pred += sc.w * _linear(&w[0], ind0 + start, &data[0] + start, nnz)
-                    if k > 0 and n_blocks > 0:
-                        pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
-                                              n_dummy, lamp, ind0 + start, xs, nnz,
-                                              table, adj, gP, ggamma, glam)
+                    nnz = indptr[i + 1] - start
+                    pred = _prediction_and_gradient(val0 + start, ind0 + start, nnz,
+                                                    intercept[0], w0, fit_linear, P0, d, k,
+                                                    n_blocks, &degrees[0], gam, n_dummy,
+                                                    lamp, kernel, &sc, st)
                     if not isfinite(pred):
                         finite = False
                         break
                     # gP is the gradient in V: pscale times the gradient in P.
                     dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
-                    if direct:
-                        _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w,
-                                   acc_P, acc_gamma, acc_lam, last_touch, indices, data,
-                                   start, nnz, d, k, n_blocks, n_dummy, kernel, gP, ggamma,
-                                   glam, dl, eta, eta0, alpha, beta, step, adagrad,
-                                   fit_intercept, fit_linear, fit_lam, &sc)
-                        continue
-                    buf_intercept += dl
-                    for z in range(nnz):
-                        j = indices[start + z]
-                        if not is_touched[j]:
-                            is_touched[j] = 1
-                            touched[n_touched] = j
-                            n_touched += 1
-                        buf_w[j] += dl * data[start + z]
-                        for b in range(n_blocks):
-                            for s in range(k):
-                                buf_P[(b * d + j) * k + s] += (dl * gP[(b * nnz + z) * k + s]
-                                                               / sc.p)
-                    for r in range(n_dummy * k):
-                        buf_gamma[r] += dl * ggamma[r]
-                    if kernel == POLYNOMIAL:
-                        for s in range(k):
-                            buf_lam[s] += dl * glam[s]
-                if not finite or direct:
-                    pos = batch_end
-                    if not direct:
-                        break
+                    _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w, acc_P,
+                               acc_gamma, acc_lam, last_touch, indices, data, start, nnz,
+                               d, k, n_blocks, n_dummy, kernel, <floating*> st[0].gP,
+                               <floating*> st[0].ggamma, <floating*> st[0].glam, dl, eta,
+                               eta0, alpha, beta, step, adagrad, fit_intercept,
+                               fit_linear, fit_lam, &sc)
                     if sc.w < 1e-9 or sc.p < 1e-9:
                         _fold_scales(w0, d, P0, size_P, &sc)
+                    pos = batch_end
                     continue
+                # ---- a mini-batch: the threads sum the gradients of their rows ----
+                if threads == 1:
+                    _batch_share(0, 1, pos, batch_end, n_rows, ord0, val0, ind0,
+                                 &indptr[0], &y[0], &sample_weight[0], intercept[0], w0,
+                                 fit_linear, P0, d, k, n_blocks, &degrees[0], gam, n_dummy,
+                                 lamp, kernel, loss, acc_w0, acc_P0, touch0, &sc, st)
+                else:
+                    for t in prange(threads, num_threads=threads, schedule="static",
+                                    chunksize=1):
+                        _batch_share(t, threads, pos, batch_end, n_rows, ord0, val0, ind0,
+                                     &indptr[0], &y[0], &sample_weight[0], intercept[0],
+                                     w0, fit_linear, P0, d, k, n_blocks, &degrees[0], gam,
+                                     n_dummy, lamp, kernel, loss, acc_w0, acc_P0, touch0,
+                                     &sc, st)
+                for t in range(threads):
+                    finite = finite and st[t].finite
+                if not finite:
+                    break
                 # ---- one step with the mini-batch's mean gradient ----
                 scale = 1.0 / (batch_end - pos)
                 new_w = sc.w * (1 - eta * alpha) if not adagrad else 1
                 new_p = sc.p * (1 - eta * beta) if not adagrad else 1
                 if fit_intercept:
-                    g = buf_intercept * scale
+                    g = 0
+                    for t in range(threads):
+                        g += st[t].intercept
+                    g *= scale
                     if adagrad:
                         _adagrad_step(&intercept[0], &acc_intercept[0], g, eta0)
                     else:
                         intercept[0] = intercept[0] - eta * g
-                for t_idx in range(n_touched):
-                    j = touched[t_idx]
-                    is_touched[j] = 0
-                    if adagrad:
-                        elapsed = step - last_touch[j]  # steps since the last touch
-                        last_touch[j] = step
-                    if fit_linear:
-                        g = buf_w[j] * scale
-                        if adagrad:
-                            _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
-                        else:
-                            w[j] = w[j] - eta * g / new_w
-                    buf_w[j] = 0
-                    for b in range(n_blocks):
-                        for s in range(k):
-                            r = (b * d + j) * k + s
-                            g = buf_P[r] * scale
-                            buf_P[r] = 0
-                            if adagrad:
-                                _adagrad_step(&P0[r], &acc_P[b, j, s],
-                                              g + beta * elapsed * P0[r], eta0)
-                            else:
-                                P0[r] = P0[r] - eta * g / new_p
+                for t in range(threads):
+                    st[t].intercept = 0
+                n_touched = _touched_union(st, threads, touched, is_touched)
+                if threads == 1 or n_touched < threads:
+                    _apply_share(0, 1, touched, n_touched, is_touched, st, threads, w0, P0,
+                                 acc_w0, acc_P0, touch0, d, k, n_blocks, scale, eta, eta0,
+                                 alpha, beta, new_w, new_p, step, adagrad, fit_linear)
+                else:
+                    for t in prange(threads, num_threads=threads, schedule="static",
+                                    chunksize=1):
+                        _apply_share(t, threads, touched, n_touched, is_touched, st,
+                                     threads, w0, P0, acc_w0, acc_P0, touch0, d, k,
+                                     n_blocks, scale, eta, eta0, alpha, beta, new_w, new_p,
+                                     step, adagrad, fit_linear)
                 for r in range(n_dummy * k):
-                    g = buf_gamma[r] * scale + beta * gam[r]
-                    buf_gamma[r] = 0
+                    g = 0
+                    for t in range(threads):
+                        g += st[t].gamma[r]
+                        st[t].gamma[r] = 0
+                    g = g * scale + beta * gam[r]
                     if adagrad:
                         _adagrad_step(&gam[r], &acc_gamma[r // k, r % k], g, eta0)
                     else:
                         gam[r] = gam[r] - eta * g
                 if kernel == POLYNOMIAL:
                     for s in range(k):
-                        g = buf_lam[s] * scale
-                        buf_lam[s] = 0
+                        g = 0
+                        for t in range(threads):
+                            g += st[t].lam[s]
+                            st[t].lam[s] = 0
                         if fit_lam:
-                            g += beta * lamp[s]
+                            g = g * scale + beta * lamp[s]
                             if adagrad:
                                 _adagrad_step(&lamp[s], &acc_lam[s], g, eta0)
                             else:
@@ -596,7 +829,8 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
             # Parameters that overflowed are caught by the caller, which checks every array.
             _fold_scales(w0, d, P0, size_P, &sc)
     finally:
-        _free_all(owned, 13)
+        _free_row_sums(st, threads, threads if direct else 0)
+        _free_all(owned, 3)
     return step, bool(finite)
 
 
@@ -676,6 +910,48 @@ cdef inline double _pow_t(long long step, double power_t) noexcept nogil:
     return exp(power_t * log(t))
 
 
+cdef void _gradient_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t n,
+                          const floating* data, const index_t* ind, const index_t* indptr,
+                          const double* y, const double* sw, double intercept,
+                          const floating* w, bint fit_linear, const floating* P,
+                          Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks,
+                          const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
+                          const floating* lam, int kernel, int loss,
+                          RowSums* states) noexcept nogil:
+    """Thread t's share of the rows: the weighted loss and gradient of its rows, summed
+    in its buffers."""
+    cdef RowSums* st = states + t
+    cdef Py_ssize_t lo, hi, i, start, nnz
+    cdef double pred
+    cdef Scales unscaled
+    unscaled.w = 1
+    unscaled.p = 1
+    if not thread_range(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        start = indptr[i]
+        nnz = indptr[i + 1] - start
+        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept, w,
+                                        fit_linear, P, d, k, n_blocks, degrees, gamma,
+                                        n_dummy, lam, kernel, &unscaled, st)
+        st.total += sw[i] * loss_value(loss, y[i], pred)
+        _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
+                 nnz, d, k, n_blocks, n_dummy, kernel, fit_linear, 1.0, False)
+
+
+cdef void _reduce_share(Py_ssize_t t, Py_ssize_t threads, RowSums* st, int n_sums,
+                        Py_ssize_t d, Py_ssize_t size_P) noexcept nogil:
+    """Thread t's share of the entries of w and P: the other threads' sums added into
+    thread 0's (the output), in thread order."""
+    cdef Py_ssize_t lo, hi, r
+    if thread_range(t, threads, d, &lo, &hi):
+        for r in range(lo, hi):
+            st[0].w[r] += _take_w(st + 1, n_sums - 1, r)
+    if thread_range(t, threads, size_P, &lo, &hi):
+        for r in range(lo, hi):
+            st[0].P[r] += _take_P(st + 1, n_sums - 1, r)
+
+
 def objective_gradient(const floating[::1] data, const index_t[::1] indices,
                        const index_t[::1] indptr, const double[::1] y,
                        const double[::1] sample_weight,
@@ -684,69 +960,73 @@ def objective_gradient(const floating[::1] data, const index_t[::1] indices,
                        const floating[:, ::1] gamma, const floating[::1] lam,
                        int kernel, int loss, bint fit_linear,
                        double[::1] g_intercept, double[::1] g_w, double[:, :, ::1] g_P,
-                       double[:, ::1] g_gamma, double[::1] g_lam):
+                       double[:, ::1] g_gamma, double[::1] g_lam, int n_threads=1):
     """sum_i s_i loss(y_i, y_hat_i) and its gradient (added into the zeroed g_* arrays).
 
     One pass over the rows; ``sample_weight`` should sum to 1.  The penalty is the caller's.
+    ``n_threads`` threads share the rows as contiguous blocks, each summing its block's
+    loss and gradient in its own buffers (as large as the parameters, in double; thread 0
+    uses the g_* arrays); the blocks' sums are then added in block order.  So the result
+    is the same from run to run, and agrees across thread counts to rounding.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
-    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
-    cdef Py_ssize_t i, z, b, s, r, j, start, end, nnz, max_nnz = 0
-    cdef int max_degree = 1
-    cdef double pred, dl, total = 0
+    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0], size_P = n_blocks * d * k
+    cdef Py_ssize_t i, b, r, s, max_nnz = 0
+    cdef int max_degree = 1, t
+    cdef double total = 0
+    if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
+            or intercept.shape[0] != 1 or y.shape[0] != n or sample_weight.shape[0] != n
+            or g_intercept.shape[0] != 1 or g_w.shape[0] != d or g_lam.shape[0] != k
+            or g_P.shape[0] != n_blocks or g_P.shape[1] != d or g_P.shape[2] != k
+            or g_gamma.shape[0] != n_dummy or g_gamma.shape[1] != k):
+        raise ValueError("objective_gradient: parameter, gradient or data shapes disagree")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    cdef int threads = n_threads
     for b in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[b])
     for i in range(n):
         max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
     cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
-    cdef floating* table = <floating*> malloc((n_dummy + max_nnz + 1) * block * sizeof(floating))
-    cdef floating* adj = <floating*> malloc(block * sizeof(floating))
-    cdef floating* gP = <floating*> malloc((n_blocks * max_nnz * k + 1) * sizeof(floating))
-    cdef floating* ggamma = <floating*> malloc((n_dummy * k + 1) * sizeof(floating))
-    cdef floating* glam = <floating*> malloc((k + 1) * sizeof(floating))
-    if table == NULL or adj == NULL or gP == NULL or ggamma == NULL or glam == NULL:
-        free(table)
-        free(adj)
-        free(gP)
-        free(ggamma)
-        free(glam)
+    cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), n_dummy, max_nnz,
+                                       block, n_blocks, k, d, size_P, False)
+    if st == NULL:
         raise MemoryError("not enough memory for the gradient workspace")
-    cdef const floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> gP
+    # Thread 0 sums straight into the outputs (empty arrays: its workspace, never read).
+    st[0].w = &g_w[0] if d > 0 else <double*> st[0].adj
+    st[0].P = &g_P[0, 0, 0] if size_P > 0 else <double*> st[0].adj
+    st[0].gamma = &g_gamma[0, 0] if n_dummy * k > 0 else <double*> st[0].adj
+    st[0].lam = &g_lam[0] if k > 0 else <double*> st[0].adj
+    cdef const floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> st[0].gP
     cdef const floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef const floating* lamp = &lam[0] if lam.shape[0] > 0 else NULL
+    cdef const floating* w0 = &w[0] if d > 0 else NULL
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
+    cdef const double* y0 = &y[0] if n > 0 else NULL
+    cdef const double* sw0 = &sample_weight[0] if n > 0 else NULL
     try:
         with nogil:
-            for i in range(n):
-                start = indptr[i]
-                end = indptr[i + 1]
-                nnz = end - start
-                pred = intercept[0] + (_linear(&w[0], ind0 + start, val0 + start, nnz)
-                                       if fit_linear else 0)
-                if k > 0 and n_blocks > 0:
-                    pred += _row_gradient(kernel, P0, d, k, n_blocks, &degrees[0], gam,
-                                          n_dummy, lamp, ind0 + start, val0 + start, nnz,
-                                          table, adj, gP, ggamma, glam)
-                total += sample_weight[i] * loss_value(loss, y[i], pred)
-                dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
-                g_intercept[0] += dl
-                for z in range(nnz):
-                    j = indices[start + z]
-                    if fit_linear:
-                        g_w[j] += dl * data[start + z]
-                    for b in range(n_blocks):
-                        for s in range(k):
-                            g_P[b, j, s] += dl * gP[(b * nnz + z) * k + s]
-                for r in range(n_dummy * k):
-                    g_gamma[r // k, r % k] += dl * ggamma[r]
-                if kernel == POLYNOMIAL:
-                    for s in range(k):
-                        g_lam[s] += dl * glam[s]
+            if threads == 1:
+                _gradient_share(0, 1, n, val0, ind0, &indptr[0], y0, sw0, intercept[0], w0,
+                                fit_linear, P0, d, k, n_blocks, &degrees[0], gam, n_dummy,
+                                lamp, kernel, loss, st)
+            else:
+                for t in prange(threads, num_threads=threads, schedule="static",
+                                chunksize=1):
+                    _gradient_share(t, threads, n, val0, ind0, &indptr[0], y0, sw0,
+                                    intercept[0], w0, fit_linear, P0, d, k, n_blocks,
+                                    &degrees[0], gam, n_dummy, lamp, kernel, loss, st)
+                for t in prange(threads, num_threads=threads, schedule="static",
+                                chunksize=1):
+                    _reduce_share(t, threads, st, threads, d, size_P)
+            for t in range(threads):
+                total += st[t].total
+                g_intercept[0] += st[t].intercept
+                for r in range(n_dummy * k if t > 0 else 0):
+                    st[0].gamma[r] += st[t].gamma[r]
+                for s in range(k if t > 0 and kernel == POLYNOMIAL else 0):
+                    st[0].lam[s] += st[t].lam[s]
     finally:
-        free(table)
-        free(adj)
-        free(gP)
-        free(ggamma)
-        free(glam)
+        _free_row_sums(st, threads, 1)
     return total

@@ -13,6 +13,7 @@ import scipy.optimize
 from threadpoolctl import threadpool_limits
 
 from .. import kernels
+from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _sgd
 
 STOCHASTIC = ("sgd", "adagrad")
@@ -33,21 +34,11 @@ def column_groups(X, kernel):
                              kernel != "polynomial")
 
 
-# Below this many rows per thread, a pass is too short for the threads to pay.
-MIN_ROWS_PER_THREAD = 20_000
-
-
 def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
-    """Threads for the passes of coordinate descent: ``n_jobs`` as in scikit-learn
-    (None: 1; -1: every CPU this process may use, as joblib counts them, with its
-    affinity mask and container quota; -2: all but one...), fewer when the rows are too
-    few to share or when the extra threads' scratch records would take more memory than
-    X itself (``x_bytes``)."""
-    if n_jobs is None:
-        return 1
-    if n_jobs < 0:
-        n_jobs = max(1, joblib.cpu_count() + 1 + n_jobs)
-    threads = min(n_jobs, n_rows // MIN_ROWS_PER_THREAD)
+    """Threads for the passes of coordinate descent: :func:`polylite._validation.row_threads`,
+    fewer when the extra threads' scratch records would take more memory than X itself
+    (``x_bytes``)."""
+    threads = row_threads(n_jobs, n_rows)
     if n_features > 0:
         threads = min(threads,
                       1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
@@ -92,6 +83,18 @@ class CoordinateDescent:
 
     def predictions(self):
         return self.y_pred
+
+
+# Rows of a mini-batch per thread below which the threads' start and join cost more than
+# they save (measured at degree 2, k = 10, 5 nonzeros per row: benchmarks/bench_threads.py).
+MIN_BATCH_ROWS_PER_THREAD = 64
+
+
+def stochastic_threads(n_jobs, batch_size):
+    """Threads that share each mini-batch: steps on one row are sequential (1 thread)."""
+    if batch_size == 1:
+        return 1
+    return row_threads(n_jobs, batch_size, MIN_BATCH_ROWS_PER_THREAD)
 
 
 class StochasticState:
@@ -145,7 +148,8 @@ class StochasticGradient:
             float(est.alpha), float(est.beta), bool(est.fit_intercept),
             bool(est.fit_linear), bool(est._fit_lam), self.schedule, self.eta0,
             float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
-            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size))
+            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size),
+            n_threads=stochastic_threads(est._n_jobs, int(est.batch_size)))
         if not finite or not all(np.all(np.isfinite(getattr(p, name)))
                                  for name in ("intercept", "w", "P", "gamma", "lam")):
             raise FloatingPointError(
@@ -169,7 +173,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
     Value and gradient come from one Cython pass over the rows
-    (``polylite._sgd.objective_gradient``).  ``callback(objective)`` is called after each
+    (``polylite._sgd.objective_gradient``, on ``n_jobs`` threads).  ``callback(objective)`` is called after each
     iteration with the parameters in place; returning True stops the optimiser.
     """
     names = ["P", "gamma"]
@@ -186,6 +190,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
     degrees_arr = _degrees_array(degrees)
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
+    n_threads = row_threads(est._n_jobs, X.shape[0])
 
     def unpack(x):
         for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
@@ -203,7 +208,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
             X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
             degrees_arr, params.gamma, params.lam, kernel_code, loss_code,
             bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
-            grads["gamma"], grads["lam"])
+            grads["gamma"], grads["lam"], n_threads)
         for name in names:
             reg = penalty[name]
             if reg:

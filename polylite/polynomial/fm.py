@@ -104,12 +104,19 @@ _FM_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads that share each pass of "cd" over the rows (None: 1; -1: every CPU the
-        process may use).  Fewer run on data too small to share (under 20,000 rows per
-        thread), or when the extra threads' scratch space (64 bytes per feature each)
-        would outgrow X.  The sums of a step are then added in another order, so the fit agrees
-        with one thread's to rounding, and is the same from run to run.  The other
-        solvers run on one thread.
+        Threads (None: 1; -1: every CPU the process may use).  They share the rows of
+        prediction (``predict``, ``decision_function``, and the objective's predictions
+        while fitting), of every pass of "cd" and of "lbfgs"'s value and gradient, and of
+        each mini-batch of "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are
+        sequential: ``batch_size=1`` runs on one thread).  Fewer threads run on data too
+        small to share: under 20,000 rows per thread (64 rows of a mini-batch), or, for
+        "cd", when the extra threads' scratch space (64 bytes per feature each) would
+        outgrow X; each extra thread of "lbfgs" and of mini-batches keeps a gradient
+        buffer as large as the parameters.
+        Reproducibility: predictions do not depend on ``n_jobs``.  A fit is the same
+        from run to run for a fixed ``random_state`` and number of threads; with another
+        number of threads the sums over rows are added in another order, so it agrees
+        to rounding (the rounding differences may grow over many stochastic steps).
 """
 
 _FM_OBJECTIVE_DOC = """

@@ -3,7 +3,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
-from .._validation import check_choice, check_number, store_init_params
+from .._validation import check_choice, check_n_jobs, check_number, store_init_params
 from ._base import _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
@@ -23,6 +23,7 @@ class _BasePolynomialNetwork(_PolynomialModel):
         check_number(self.degree, "degree", low=2, integer=True)
         check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
         check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
+        check_n_jobs(self.n_jobs)
 
     def _structure(self):
         return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
@@ -113,6 +114,19 @@ _PN_PARAMS_DOC = """
         Seed of the initialisation.
     verbose : int, default=0
         Print the objective after every epoch when > 0.
+    n_jobs : int or None, default=None
+        Threads (None: 1; -1: every CPU the process may use).  They share the rows of
+        prediction (``predict``, ``decision_function``, and the objective's predictions
+        while fitting), of "lbfgs"'s value and gradient, and of each mini-batch of
+        "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are sequential:
+        ``batch_size=1`` runs on one thread); "cd" runs on one thread.  Fewer threads
+        run on data too small to share: under 20,000 rows per thread (64 rows of a
+        mini-batch); each extra thread of "lbfgs" and of mini-batches keeps a gradient
+        buffer as large as the parameters.
+        Reproducibility: predictions do not depend on ``n_jobs``.  A fit is the same
+        from run to run for a fixed ``random_state`` and number of threads; with another
+        number of threads the sums over rows are added in another order, so it agrees
+        to rounding (the rounding differences may grow over many stochastic steps).
 """
 
 _PN_OBJECTIVE_DOC = """
@@ -158,7 +172,8 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
                  solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         store_init_params(self, locals())
 
 
@@ -187,5 +202,6 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
                  tol=1e-5, solver="cd",
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0):
+                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
         store_init_params(self, locals())
