@@ -100,7 +100,8 @@ def _parameters():
         ("n_iter_no_change", int, None, "epochs without improvement before stopping"),
         ("random_state", int, None, "seed of the initialisation and shuffling (also "
                                     "--seed)"),
-        ("n_jobs", int, None, "threads of the cd solver of an fm (-1: every CPU)"),
+        ("n_jobs", int, None, "threads sharing the rows of prediction, cd, lbfgs and "
+                              "mini-batches (-1: every CPU)"),
     ]
 
 
