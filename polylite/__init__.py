@@ -5,7 +5,8 @@ Estimators follow the scikit-learn API and accept NumPy arrays and SciPy sparse 
 Layout (dependencies point down):
 
 - estimators, one subpackage per family: :mod:`polylite.polynomial` (factorization
-  machines and polynomial networks);
+  machines and polynomial networks), :mod:`polylite.bayes` (Bayesian factorization
+  machines, sampled with the coordinate descent passes of :mod:`polylite.polynomial`);
 - shared machinery: parameter checks (``_validation``), the model file format and its
   class registry (``_io``);
 - kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
@@ -17,7 +18,11 @@ from ._io import ModelFileError, load  # noqa: E402
 from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
+from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: E402
+                    BayesianFactorizationMachineRegressor)
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier", "load",
+           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
+           "load",
            "ModelFileError", "__version__"]

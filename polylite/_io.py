@@ -7,10 +7,12 @@ object arrays from their ``.npy`` headers, reads with ``allow_pickle=False`` and
 instantiates classes from polylite's own registry, so a model file never executes code;
 everything in it is checked before it is used.
 """
+import io
 import json
+import math
 import numbers
 import os
-import tempfile
+import secrets
 import zipfile
 
 import numpy as np
@@ -87,6 +89,18 @@ def _fitted_arrays(est):
     return arrays, meta
 
 
+def _new_file(directory):
+    """(descriptor, path) of a new file in ``directory`` with the permissions every tool
+    gives (0666 less the umask: 0644 usually), not tempfile's private 0600."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        path = os.path.join(directory, f".polylite-{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:  # pragma: no cover - 64 random bits collided
+            continue
+
+
 def save_model(est, path, metadata=None):
     """Write a fitted estimator to ``path`` (see module docstring); atomic on success.
 
@@ -113,7 +127,7 @@ def save_model(est, path, metadata=None):
     blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".polylite-", suffix=".tmp")
+    fd, tmp = _new_file(directory)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, header=blob, **arrays)
@@ -125,22 +139,147 @@ def save_model(est, path, metadata=None):
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
+# The JSON header holds parameters and array descriptions: kilobytes, not megabytes.
+_MAX_HEADER_BYTES = 16 * 2**20
+# A .npy header is padded to at most 64 KiB; NumPy refuses longer ones by default.
+_MAX_NPY_HEADER_BYTES = 2**16
+# save() stores members uncompressed, so a member's data is in the file.  A member that
+# someone compressed may expand at most this many times (real parameters compress
+# little), beyond the first MiB: a small file never costs gigabytes (a zip bomb).
+_MAX_EXPANSION = 100
+_FREE_EXPANSION_BYTES = 2**20
 
 
-def _npy_header(member):
-    """(shape, dtype) from the header of one ``.npy`` member, without reading its data."""
-    version = np.lib.format.read_magic(member)
+def _npy_header(stream):
+    """(shape, dtype) from the ``.npy`` header at the start of ``stream``."""
+    version = np.lib.format.read_magic(stream)
     if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
     elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
     else:
         raise ValueError(f"unsupported .npy format version {version}")
     return shape, dtype
 
 
+def _members(zf, path):
+    """Name -> ZipInfo of every member, checked without reading any."""
+    members = {}
+    stored = sum(info.compress_size for info in zf.infolist())
+    if stored > os.path.getsize(path):
+        # Members' data cannot overlap nor lie beyond the end of the file.
+        raise ModelFileError(f"{path!r} is truncated or corrupt: its members claim "
+                             f"{stored} bytes of data in a file of "
+                             f"{os.path.getsize(path)} bytes")
+    for info in zf.infolist():
+        name = info.filename
+        if name in members:
+            raise ModelFileError(f"{path!r} holds two members named {name!r}; a model file "
+                                 f"names each array once")
+        if info.flag_bits & 0x1:
+            raise ModelFileError(f"{path!r}: member {name!r} is encrypted")
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.compress_size != info.file_size:
+                raise ModelFileError(f"{path!r} is truncated or corrupt: member {name!r} "
+                                     f"is stored in {info.compress_size} bytes but "
+                                     f"declares {info.file_size}")
+        elif info.file_size > max(_MAX_EXPANSION * info.compress_size,
+                                  _FREE_EXPANSION_BYTES):
+            raise ModelFileError(
+                f"{path!r}: member {name!r} would expand from {info.compress_size} to "
+                f"{info.file_size} bytes, more than {_MAX_EXPANSION} times (a zip bomb?); "
+                f"polylite never writes compressed members")
+        members[name] = info
+    return members
+
+
+def _array_layout(zf, info, path):
+    """(shape, dtype) of a member from its ``.npy`` header, checked against the member's
+    declared size; reads at most the header's bytes."""
+    with zf.open(info) as member:
+        head = io.BytesIO(member.read(min(info.file_size, _MAX_NPY_HEADER_BYTES)))
+    shape, dtype = _npy_header(head)
+    if dtype.hasobject:
+        raise ModelFileError(f"{path!r}: member {info.filename!r} holds Python objects "
+                             f"(pickled data), which polylite never loads")
+    n_bytes = math.prod(shape) * dtype.itemsize
+    if head.tell() + n_bytes != info.file_size:
+        raise ModelFileError(
+            f"{path!r} is truncated or corrupt: member {info.filename!r} declares an "
+            f"array of shape {shape} and dtype {dtype} ({n_bytes} bytes) in "
+            f"{info.file_size - head.tell()} bytes of data")
+    return shape, dtype
+
+
+def _read_array(zf, info):
+    with zf.open(info) as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
+
+
+def _read_header(zf, members, path):
+    """The JSON header of a model file (member ``header.npy``)."""
+    info = members.get("header.npy")
+    if info is None:
+        raise ModelFileError(f"{path!r} is not a polylite model file (no header)")
+    shape, dtype = _array_layout(zf, info, path)
+    if dtype != np.uint8 or len(shape) != 1:
+        raise ModelFileError(f"{path!r} is not a polylite model file (its header is not "
+                             f"an array of UTF-8 bytes)")
+    if info.file_size > _MAX_HEADER_BYTES:
+        raise ModelFileError(f"{path!r}: its header takes {info.file_size} bytes, more "
+                             f"than a model's header ever needs ({_MAX_HEADER_BYTES})")
+    try:
+        header = json.loads(_read_array(zf, info).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelFileError(f"{path!r} has an unreadable header: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise ModelFileError(f"{path!r} is not a polylite model file (foreign header)")
+    return header
+
+
+def _check_format_version(header):
+    version = header.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ModelFileError(f"model file has no valid format_version (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise ModelFileError(
+            f"model file has format version {version}, newer than this polylite reads "
+            f"(up to {FORMAT_VERSION}; written by polylite "
+            f"{header.get('polylite_version')}): upgrade polylite")
+
+
+def _declared_arrays(header, members):
+    """The array table of the header, checked against the members' names: name -> spec
+    with a shape (list of non-negative ints) and a dtype (string)."""
+    declared = header.get("arrays")
+    if not isinstance(declared, dict):
+        raise ModelFileError("model file header has no table of its arrays")
+    for key, spec in declared.items():
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if not (isinstance(shape, list) and all(_is_int(n) and n >= 0 for n in shape)
+                and isinstance(spec.get("dtype"), str)):
+            raise ModelFileError(f"model file header describes array {key!r} by {spec!r}, "
+                                 f"not by its shape and dtype")
+    expected = {f"{key}.npy" for key in declared} | {"header.npy"}
+    unexpected = sorted(set(members) - expected)
+    if unexpected:
+        raise ModelFileError(f"model file has unexpected members {unexpected}, which its "
+                             f"header does not declare")
+    missing = sorted(expected - set(members))
+    if missing:
+        raise ModelFileError(f"model file lacks the members {missing} which its header "
+                             f"declares")
+    return declared
+
+
 def _read_archive(path):
-    """The header and the arrays of a model file; never unpickles anything."""
+    """The header and the arrays of a model file; never unpickles anything.
+
+    Everything is checked before an array is allocated: the members' names (unique, each
+    declared by the header), their declared sizes against the header's shapes and dtypes
+    and the bytes stored, so a crafted file costs no more memory than the model it
+    declares, and at most about its own size.
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelFileError(f"no model file at {path!r}")
@@ -155,40 +294,22 @@ def _read_archive(path):
                                  f"archive)")
         raise ModelFileError(f"{path!r} is not a polylite model file (not an .npz archive)")
     try:
-        # Refuse object arrays from their .npy headers, before np.load sees them.
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                with zf.open(info) as member:
-                    try:
-                        _, dtype = _npy_header(member)
-                    except ValueError:
-                        continue  # not an array; np.load reports it below
-                if dtype.hasobject:
-                    raise ModelFileError(
-                        f"{path!r}: member {info.filename!r} holds Python objects "
-                        f"(pickled data), which polylite never loads")
-        with np.load(path, allow_pickle=False) as npz:
-            if "header" not in npz.files:
-                raise ModelFileError(f"{path!r} is not a polylite model file (no header)")
-            blob = npz["header"]
-            if not isinstance(blob, np.ndarray) or blob.dtype != np.uint8 or blob.ndim != 1:
-                raise ModelFileError(f"{path!r} is not a polylite model file (its header "
-                                     f"is not an array of UTF-8 bytes)")
-            try:
-                header = json.loads(blob.tobytes().decode("utf-8"))
-            except (ValueError, RecursionError) as exc:
-                raise ModelFileError(f"{path!r} has an unreadable header: {exc}") from None
-            arrays = {name: npz[name] for name in npz.files if name != "header"}
-        for name, value in arrays.items():
-            if not isinstance(value, np.ndarray):  # np.load returns raw bytes for those
-                raise ModelFileError(f"{path!r}: member {name!r} is not a NumPy array")
+            members = _members(zf, path)
+            header = _read_header(zf, members, path)
+            _check_format_version(header)
+            declared = _declared_arrays(header, members)
+            for key, spec in declared.items():
+                shape, dtype = _array_layout(zf, members[f"{key}.npy"], path)
+                if list(shape) != spec["shape"] or dtype.str != spec["dtype"]:
+                    raise ModelFileError(f"array {key!r} has shape {shape} and dtype "
+                                         f"{dtype}, but the header says {spec}")
+            arrays = {key: _read_array(zf, members[f"{key}.npy"]) for key in declared}
     except ModelFileError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError,
             NotImplementedError) as exc:
         raise ModelFileError(f"{path!r} is truncated or corrupt: {exc}") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise ModelFileError(f"{path!r} is not a polylite model file (foreign header)")
     return header, arrays
 
 
@@ -220,14 +341,6 @@ def load_with_header(path):
     ``polylite_version``, ``class``, ``params``, ``arrays`` (their shapes and dtypes),
     and ``metadata`` when the writer gave some)."""
     header, arrays = _read_archive(path)
-    version = header.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ModelFileError(f"model file has no valid format_version (got {version!r})")
-    if version > FORMAT_VERSION:
-        raise ModelFileError(
-            f"model file has format version {version}, newer than this polylite reads "
-            f"(up to {FORMAT_VERSION}; written by polylite "
-            f"{header.get('polylite_version')}): upgrade polylite")
     classes = _model_classes()
     name = header.get("class")
     if name not in classes:
@@ -246,8 +359,9 @@ def load_with_header(path):
         est._check_params()
     except (ValueError, TypeError) as exc:
         raise ModelFileError(f"model file has invalid parameters: {exc}") from None
-    _check_declared(header, arrays)
-    meta = dict(header.get("attributes") or {})
+    if not isinstance(header.get("attributes"), dict):
+        raise ModelFileError("model file header has no attribute table (n_features_in_)")
+    meta = dict(header["attributes"])
     _install_common(est, meta, arrays)
     try:
         est._restore_model(arrays, meta)
@@ -260,23 +374,6 @@ def load_with_header(path):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_declared(header, arrays):
-    """The archive holds exactly the arrays its header declares, as declared."""
-    declared = header.get("arrays")
-    if not isinstance(declared, dict) or set(declared) != set(arrays):
-        raise ModelFileError("model file arrays do not match its header")
-    for key, spec in declared.items():
-        if not isinstance(spec, dict):
-            raise ModelFileError(f"model file header describes array {key!r} by {spec!r}, "
-                                 f"not by its shape and dtype")
-        if list(arrays[key].shape) != spec.get("shape") or arrays[key].dtype.str != \
-                spec.get("dtype"):
-            raise ModelFileError(f"array {key!r} has shape {arrays[key].shape} and dtype "
-                                 f"{arrays[key].dtype}, but the header says {spec}")
-    if not isinstance(header.get("attributes"), dict):
-        raise ModelFileError("model file header has no attribute table (n_features_in_)")
 
 
 def _install_common(est, meta, arrays):

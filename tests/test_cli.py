@@ -404,13 +404,15 @@ def test_python_dash_m_polylite_process(recommender, tmp_path):
     _, _, train, test = recommender
     model = tmp_path / "m.npz"
     run = [sys.executable, "-m", "polylite"]
+    # Run from tmp_path: from the repository root, `-m` would import the source tree
+    # (which has no compiled modules in a non-editable install) instead of the package.
     fit = subprocess.run(run + ["fit", train, "--model", str(model), "--max-iter", "3"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert fit.returncode == 0, fit.stderr
     assert "epoch 3/3" in fit.stderr and "saved" in fit.stderr  # not a terminal: lines
     predict = subprocess.run(run + ["predict", str(model), test], capture_output=True,
-                             text=True, timeout=120)
+                             text=True, timeout=120, cwd=tmp_path)
     assert predict.returncode == 0 and len(predict.stdout.split()) == 500
     bad = subprocess.run(run + ["demo", "--degree", "1"], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and "argument --degree" in bad.stderr

@@ -462,7 +462,10 @@ def test_pickled_object_array_is_never_unpickled(saved, name, monkeypatch):
     np.savez(path, **members)  # np.savez pickles object arrays
     with zipfile.ZipFile(path) as zf:
         assert f"{name}.npy" in zf.namelist()
-    with pytest.raises(ModelFileError, match="object|pickle"):
+    # A member the header does not declare is refused before it is even looked at.
+    declared = name == "header" or name in header["arrays"]
+    with pytest.raises(ModelFileError,
+                       match="object|pickle" if declared else "unexpected members"):
         load(path)
     assert calls == []
     # and the loader never even tries: pickle.loads is not reached
@@ -551,3 +554,155 @@ def test_feature_names_round_trip(saved):
     np.testing.assert_array_equal(loaded.feature_names_in_, names)
     loaded.save(path)
     np.testing.assert_array_equal(load(path).feature_names_in_, names)
+
+
+# --------------------------------------------------------------------------------------
+# crafted archives: sizes, zip bombs, duplicate members (checked before reading)
+# --------------------------------------------------------------------------------------
+
+
+def _npy_bytes(array):
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _write_members(path, members, compression=zipfile.ZIP_STORED):
+    """An archive of raw members (name, bytes), in order; names may repeat."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zipfile: "Duplicate name"
+        with zipfile.ZipFile(path, "w", compression=compression) as zf:
+            for name, data in members:
+                zf.writestr(name, data)
+
+
+def _members_of(path):
+    header, arrays = _read(path)
+    blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    return header, [("header.npy", _npy_bytes(blob))] + [
+        (f"{name}.npy", _npy_bytes(a)) for name, a in arrays.items()]
+
+
+def _load_peak_bytes(path):
+    """load(path) must raise ModelFileError; the peak of memory allocated meanwhile."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError) as info:
+            load(path)
+        return tracemalloc.get_traced_memory()[1], str(info.value)
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("sync_header", [True, False], ids=["declared", "undeclared"])
+def test_huge_declared_shape_is_refused_before_allocating(saved, sync_header):
+    """A member whose .npy header declares shape (1, 1, 10**12, 3) over 64 bytes of data
+    raised MemoryError (24 TB): the declared size is checked against the stored one."""
+    path, _ = saved
+    header, members = _members_of(path)
+    shape = (1, 1, 10**12, 3)
+    fake = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        fake, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    members = [(name, fake.getvalue() + bytes(64) if name == "P.npy" else data)
+               for name, data in members]
+    if sync_header:
+        header["arrays"]["P"]["shape"] = list(shape)
+        blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+        members[0] = ("header.npy", _npy_bytes(blob))
+    _write_members(path, members)
+    _assert_rejected(path, r"declares an array of shape \(1, 1, 1000000000000, 3\)")
+
+
+def _zeros_member(n_bytes):
+    fake = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        fake, {"descr": "|u1", "fortran_order": False, "shape": (n_bytes,)})
+    return fake.getvalue() + bytes(n_bytes)
+
+
+@pytest.mark.parametrize("where", ["extra member", "declared extra array", "in P.npy",
+                                   "in header.npy"])
+def test_zip_bomb_costs_nothing(saved, where):
+    """A small file with a compressed member of 16 MiB of zeros was decompressed in full
+    before being rejected (2.4 GB and 10 s for the issue's 2.3 MB file): now the members'
+    declared sizes are checked first, and nothing of the bomb is read."""
+    path, _ = saved
+    header, members = _members_of(path)
+    bomb = _zeros_member(16 * 2**20)
+    if where in ("extra member", "declared extra array"):
+        members.append(("bomb.npy", bomb))
+        if where == "declared extra array":
+            header["arrays"]["bomb"] = {"shape": [16 * 2**20], "dtype": "|u1"}
+            blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+            members[0] = ("header.npy", _npy_bytes(blob))
+    else:
+        name = where.split()[1]
+        members = [(n, bomb if n == name else data) for n, data in members]
+    _write_members(path, members, compression=zipfile.ZIP_DEFLATED)
+    assert path.stat().st_size < 2**18
+    peak, message = _load_peak_bytes(path)
+    assert peak < 4 * 2**20, (peak, message)
+    assert re.search("zip bomb|unexpected members", message), message
+
+
+def test_compressed_model_file_still_loads(saved, tmp_path):
+    """Members compressed by another tool (save() stores them) load as long as they do
+    not expand absurdly."""
+    path, est = saved
+    _, members = _members_of(path)
+    packed = tmp_path / "packed.npz"
+    _write_members(packed, members, compression=zipfile.ZIP_DEFLATED)
+    X, _ = _data(0)
+    _assert_same_model(est, load(packed), X)
+
+
+def test_duplicate_member_is_refused(saved):
+    """A zip with two P.npy members loaded silently with the later one."""
+    path, _ = saved
+    _, members = _members_of(path)
+    P = next(np.lib.format.read_array(io.BytesIO(data)) for name, data in members
+             if name == "P.npy")
+    members.append(("P.npy", _npy_bytes(P + 1.0)))
+    _write_members(path, members)
+    _assert_rejected(path, "two members named 'P.npy'")
+
+
+def test_members_claiming_more_data_than_the_file_holds(saved):
+    """Overlapping members (each claiming the same stored bytes) are refused."""
+    path, _ = saved
+    blob = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+    # Point every central-directory entry at the first member's local header.
+    end = blob.rfind(b"PK\x05\x06")
+    start = int.from_bytes(blob[end + 16:end + 20], "little")
+    first = infos[0].header_offset
+    pos = start
+    for _ in infos:
+        assert blob[pos:pos + 4] == b"PK\x01\x02"
+        blob[pos + 42:pos + 46] = first.to_bytes(4, "little")
+        n, m, k = (int.from_bytes(blob[pos + o:pos + o + 2], "little") for o in (28, 30, 32))
+        pos += 46 + n + m + k
+    path.write_bytes(bytes(blob))
+    with pytest.raises(ModelFileError):
+        load(path)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_save_respects_the_umask(tmp_path, umask):
+    """save() wrote mode 0600 (its temporary file's) where NumPy and every other tool
+    write 0666 less the umask: 0644 under the usual umask."""
+    est, _ = _fit("regressor")
+    old = os.umask(umask)
+    try:
+        est.save(tmp_path / "model.npz")
+        np.save(tmp_path / "reference.npy", np.ones(2))
+        est.save(tmp_path / "model.npz")  # overwriting: the same
+    finally:
+        os.umask(old)
+    mode = (tmp_path / "model.npz").stat().st_mode & 0o777
+    assert mode == 0o666 & ~umask == (tmp_path / "reference.npy").stat().st_mode & 0o777
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".polylite-")]

@@ -48,10 +48,20 @@ prediction), which is positive, then the step is halved until the exact change o
 objective along the coordinate (cheap: only the column's rows change) satisfies Armijo's
 condition.  So the objective never increases here either.  lam_s enters linearly and takes
 the exact bound step.  The per-row cache is the linear form u_i = gamma_s + <p_s, x_i>.
+
+Gibbs sampling (``prior``, for polylite.bayes).  With the squared loss the residuals are
+Gaussian and each coordinate's conditional posterior under a Gaussian prior N(mean, 1/lam) is
+Gaussian too, with precision alpha n (sum_i s_i g_i^2 + reg) (reg = lam / (alpha n)) and mean
+p + delta, delta the step above taken towards the prior mean.  A sweep of the sampler is
+then the same epoch with each step replaced by a draw from that conditional (_draw_step):
+the passes, caches and fused one-hot loops are those of coordinate descent, only the rule
+that turns a column's sums into its step changes.  Each coordinate's normal number is a
+function of the sweep's seed and the coordinate's index (counter-based, _normal), so the
+draws do not depend on which thread takes the coordinate.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
-from libc.math cimport fabs
+from libc.math cimport fabs, sqrt, log, cos
 from libc.stdint cimport uint64_t
 from cython.parallel cimport prange
 
@@ -231,6 +241,74 @@ cdef inline double _take_step(floating* param, double delta) noexcept nogil:
         return 0
     param[0] = <floating> (p + delta)
     return param[0] - p
+
+
+# ---- Gibbs sampling: the draw that replaces the step -----------------------------------
+
+cdef struct Prior:
+    # The Gibbs sampler's Gaussian prior on the columns of one pass over the groups (see
+    # the module docstring).  A Sweep without one (NULL) takes coordinate descent's steps.
+    const Py_ssize_t* group   # column j's prior group, or NULL: group 0 for every column
+    const double* reg         # group g's precision as a penalty (lam / (alpha n)), at
+    const double* mean        # reg[g * stride]; its mean at mean[g * stride]
+    Py_ssize_t stride
+    double weight             # the uniform weight the sums leave out (see cd_epoch), or 1
+    double scale              # a draw's variance is scale / (curvature + reg)
+    uint64_t seed             # the sweep's stream of normal numbers
+    uint64_t draw             # column j takes number draw + j of it
+    uint64_t component_draws  # and component s number draw + s * component_draws + j
+
+
+cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept nogil:
+    """The prior of component s: column s of the block's per-group rows."""
+    cdef Prior prior = block[0]
+    prior.reg += s
+    prior.mean += s
+    prior.draw += s * prior.component_draws
+    return prior
+
+
+cdef inline uint64_t _mix(uint64_t z) noexcept nogil:
+    """SplitMix64's output function (Steele, Lea and Flood 2014)."""
+    z = (z ^ (z >> 30)) * <uint64_t> 0xbf58476d1ce4e5b9
+    z = (z ^ (z >> 27)) * <uint64_t> 0x94d049bb133111eb
+    return z ^ (z >> 31)
+
+
+cdef inline double _normal(uint64_t seed, uint64_t number) noexcept nogil:
+    """Standard normal number ``number`` of the stream ``seed``: Box-Muller on the uniforms
+    2 number + 1 and 2 number + 2 of SplitMix64 started at ``seed``, read at random."""
+    cdef uint64_t golden = <uint64_t> 0x9e3779b97f4a7c15
+    cdef double u1 = ((_mix(seed + (2 * number + 1) * golden) >> 11) + 1) * 1.1102230246251565e-16
+    cdef double u2 = (_mix(seed + (2 * number + 2) * golden) >> 11) * 1.1102230246251565e-16
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2)
+
+
+cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
+                              double grad, double curvature, double value) noexcept nogil:
+    """The sampler's step of column j, from ``value`` to a draw from its conditional:
+    normal, of mean value + _step(grad, curvature, reg, value - mean) and variance
+    scale / (curvature + reg).  A column the data never shows (``support`` 0) is drawn
+    from its prior."""
+    cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
+    cdef double reg = prior.reg[g] / prior.weight
+    cdef double delta
+    if support <= 0:
+        grad = 0
+        curvature = 0
+    delta = _step(grad, curvature, reg, value - prior.mean[g])
+    if prior.scale > 0 and curvature + reg > 0:
+        delta += sqrt(prior.scale / (curvature + reg)) * _normal(prior.seed, prior.draw + j)
+    return delta
+
+
+cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
+                                    double grad, double curvature, double reg,
+                                    double value) noexcept nogil:
+    """Column j's step: coordinate descent's (``prior`` NULL) or the sampler's draw."""
+    if prior == NULL:
+        return _unseen_or_step(support, grad, curvature, reg, value)
+    return _draw_step(prior, j, support, grad, curvature, value)
 
 
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
@@ -556,6 +634,7 @@ cdef struct Sweep:
                          # the update pass of the first group writes into slot nxt before
                          # its factor (that group has an entry in every row); NULL when
                          # slot nxt was reset by a pass of its own
+    const Prior* prior   # the sampler's prior of these columns, or NULL: CD's steps
 
 
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
@@ -992,7 +1071,7 @@ cdef inline int _column_threads(const Threads* th, Py_ssize_t count) noexcept no
 
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, double* scratch, const double* support,
-                       floating* param,
+                       const Prior* prior, floating* param,
                        Py_ssize_t param_stride, double mu, double reg,
                        double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
@@ -1009,7 +1088,7 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 h = 0
             p = col[COL_P]
             delta = _take_step(param + j * param_stride,
-                               _unseen_or_step(support[j], g, mu * h, reg, p))
+                               _coordinate_step(prior, j, support[j], g, mu * h, reg, p))
             largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
     max_change[t] = largest
@@ -1023,12 +1102,12 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     cdef int threads = _column_threads(sw.threads, count)
     cdef double* largest = sw.threads.partial
     if threads == 1:
-        _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, param,
+        _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
                      param_stride, mu, reg, largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-            _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support, param,
-                         param_stride, mu, reg, largest)
+            _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
+                         sw.prior, param, param_stride, mu, reg, largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
@@ -1138,12 +1217,14 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
         full = e1 - e0 == n and n > 0
         if e1 == e0:
             # Columns no row shows: each step is the unseen rule's (to 0, see
-            # _unseen_or_step), without their scratch records.
+            # _unseen_or_step; the sampler's: a draw from the prior), without their
+            # scratch records.
             for c in range(c0, c1):
                 j = group_columns[c]
-                if param[j * param_stride] != 0:
-                    max_change = max(max_change, fabs(<double> param[j * param_stride]))
-                    param[j * param_stride] = 0
+                max_change = max(max_change, fabs(_take_step(
+                    param + j * param_stride,
+                    _coordinate_step(sw.prior, j, 0.0, 0.0, 0.0, reg,
+                                     param[j * param_stride]))))
             continue
         # The threads of this group's gradient pass, and their scratch records.
         pass_threads = _row_threads(sw.threads, e1 - e0)
@@ -1185,9 +1266,11 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
                           const double* support, double* A, double* base,
-                          Pending* pending) noexcept nogil:
+                          Pending* pending, const Prior* block_prior,
+                          const Prior* dummy_prior) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
-    except for the update pass of a ``pending`` group of component s - 1.
+    except for the update pass of a ``pending`` group of component s - 1.  With the
+    block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling).
 
     When ``has_next``, also build the cache of component s + 1 in slot ``nxt`` (``base``:
     work space for its start).  Without dummies, the last group's update pass may be
@@ -1198,6 +1281,11 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     cdef double terms[3]
     cdef double sums[3]
     cdef int kind = _kind(kernel, degree)
+    cdef Prior features, dummies
+    if block_prior != NULL:
+        features = _component_prior(block_prior, s)
+    if dummy_prior != NULL:
+        dummies = _component_prior(dummy_prior, s)
     # Does the first group have an entry in every row (its pass 2 then resets the rows'
     # next caches, and may share the last group's pass 2 of the previous component)?
     cdef bint first_full = (G.n_groups > 1 and n > 0
@@ -1219,6 +1307,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     sweep.scratch = scratch
     sweep.A = A
     sweep.base = base if has_next and first_full else NULL
+    sweep.prior = &features if block_prior != NULL else NULL
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
@@ -1230,7 +1319,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                 sums[t] += terms[t]
         if _uninformed(sums[1], sums[2]):
             sums[0] = sums[1] = 0
-        delta = _take_step(gamma + r * k + s, _step(sums[0], mu * sums[1], beta, p))
+        delta = _take_step(gamma + r * k + s, _coordinate_step(
+            &dummies if dummy_prior != NULL else NULL, r, 1.0, sums[0], mu * sums[1], beta,
+            p))
         if delta != 0:
             for i in range(n):
                 _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
@@ -1635,6 +1726,49 @@ def _buffer(dict workspace, str name, Py_ssize_t size):
     return buffer
 
 
+def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
+                  Py_ssize_t n_dummy, int kernel, int loss):
+    """The arrays of :func:`cd_epoch`'s ``prior``, checked against the model's shapes."""
+    if loss != SQUARED or kernel == POLYNOMIAL:
+        raise ValueError("cd_epoch: sampling needs the squared loss and a kernel that is "
+                         "affine in each factor (anova or all-subsets)")
+    n_groups = np.asarray(prior.w_reg).shape[0]
+    if n_groups < 1:
+        raise ValueError("cd_epoch: the prior needs at least one group")
+    arrays = [np.ascontiguousarray(prior.feature_group, dtype=np.intp)]
+    shapes = [(n_groups,), (n_groups,), (n_blocks, n_groups, k), (n_blocks, n_groups, k),
+              (k,), (k,)]
+    for name, shape in zip(("w_reg", "w_mean", "P_reg", "P_mean", "gamma_reg",
+                            "gamma_mean"), shapes):
+        array = np.ascontiguousarray(getattr(prior, name), dtype=np.float64)
+        if array.shape != shape:
+            raise ValueError(f"cd_epoch: prior.{name} has shape {array.shape}, expected "
+                             f"{shape}")
+        arrays.append(array)
+    if arrays[0].shape != (d,) or (d > 0 and (arrays[0].min() < 0
+                                              or arrays[0].max() >= n_groups)):
+        raise ValueError(f"cd_epoch: prior.feature_group must give each of the {d} "
+                         f"columns a group in [0, {n_groups})")
+    if not prior.scale >= 0:
+        raise ValueError(f"cd_epoch: prior.scale must be >= 0, got {prior.scale}")
+    return arrays
+
+
+cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double* reg,
+                            const double* mean, Py_ssize_t stride, double weight,
+                            double scale, uint64_t seed, uint64_t draw,
+                            uint64_t component_draws) noexcept nogil:
+    prior.group = group
+    prior.reg = reg
+    prior.mean = mean
+    prior.stride = stride
+    prior.weight = weight
+    prior.scale = scale / weight
+    prior.seed = seed
+    prior.draw = draw
+    prior.component_draws = component_draws
+
+
 def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
              const index_t[::1] csr_indptr,
              const double[::1] y, const double[::1] sample_weight,
@@ -1643,7 +1777,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
              int kernel, int loss, double alpha, double beta,
              bint fit_intercept, bint fit_linear, double[::1] y_pred,
              floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None, Py_ssize_t thread_min_entries=8192, dict workspace=None):
+             support=None, Py_ssize_t thread_min_entries=8192, dict workspace=None,
+             prior=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
@@ -1659,6 +1794,19 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     ``support`` is :func:`column_support` of the data (computed when None).
     ``workspace``, a dict, keeps the per-row records and other work arrays from one call
     to the next (the epochs of one fit), so that an epoch allocates no O(n) memory.
+
+    ``prior`` makes the epoch a sweep of the Gibbs sampler (squared loss, kernel anova or
+    all-subsets): every coordinate is drawn from its Gaussian conditional instead of
+    minimised (``alpha`` and ``beta`` are then unused).  It has the attributes
+    ``feature_group`` (each column's prior group, in [0, G)), ``w_reg``, ``w_mean`` (G,),
+    ``P_reg``, ``P_mean`` (n_blocks, G, k) and ``gamma_reg``, ``gamma_mean`` (k,): the
+    precision of each group's Gaussian prior as a penalty (lam / (alpha n) for noise
+    precision alpha and n rows: the role of ``alpha``/``beta``) and its mean; ``scale``,
+    the variance of a draw times its precision sum_i s_i g_i^2 + reg (1 / (alpha n); 0
+    turns the epoch into coordinate descent towards the prior means); ``seed``, the
+    sweep's stream of normal numbers, of which the intercept takes number 0, w_j number
+    1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and gamma[r, s] number
+    1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior is flat.
     """
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -1697,6 +1845,20 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
+    # The sampler's priors (see the docstring), and the arrays they point into.
+    cdef bint sampling = prior is not None
+    cdef Prior intercept_prior, linear_prior, block_prior, dummy_prior
+    cdef const Py_ssize_t[::1] prior_group
+    cdef const double[::1] w_reg, w_mean, gamma_reg, gamma_mean
+    cdef const double[:, :, ::1] P_reg, P_mean
+    cdef double flat = 0
+    cdef uint64_t seed = 0
+    cdef double scale = 0
+    if sampling:
+        prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean = _prior_arrays(
+            prior, n_blocks, d, k, n_dummy, kernel, loss)
+        seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
+        scale = prior.scale
     cdef Py_ssize_t g_idx, entries
     cdef bint single_column
     for g_idx in range(G.n_groups):
@@ -1719,7 +1881,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
-    cdef double g, h, delta, max_change = 0, change
+    cdef double g, h, delta, max_change = 0, change, weight = 1
     # Uniform weights need a positive weight (a weight of 0 everywhere is stored).
     cdef bint uniform = n == 0 or sample_weight[0] > 0
     cdef Layout L
@@ -1739,6 +1901,15 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
         alpha = alpha / sample_weight[0]
         beta = beta / sample_weight[0]
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
+    if sampling:
+        # Numbered as in the docstring; the sums leave a uniform weight out, as above.
+        weight = sample_weight[0] if uniform and n > 0 else 1.0
+        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0,
+                   0)
+        _set_prior(&linear_prior, &prior_group[0] if d > 0 else NULL, &w_reg[0],
+                   &w_mean[0], 1, weight, scale, seed, 1, 0)
+        _set_prior(&dummy_prior, NULL, &gamma_reg[0], &gamma_mean[0], 0, weight,
+                   scale, seed, 1 + d + n_blocks * k * d, n_dummy)
     L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     # Room for the widest records; the intercept and linear weights use the narrowest.
     cdef double[::1] state_buffer = _buffer(workspace, "state",
@@ -1796,7 +1967,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 for t in range(n_threads):
                     g = g + threads.partial[2 * t]
                     h = h + threads.partial[2 * t + 1]
-                delta = _take_step(&intercept[0], _step(g, mu * h, 0.0, intercept[0]))
+                delta = _take_step(&intercept[0], _draw_step(
+                    &intercept_prior, 0, h, g, mu * h, intercept[0]) if sampling
+                    else _step(g, mu * h, 0.0, intercept[0]))
                 if delta != 0:
                     for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                     chunksize=1):
@@ -1813,6 +1986,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 linear.scratch = scratch
                 linear.A = A
                 linear.base = NULL
+                linear.prior = &linear_prior if sampling else NULL
                 change = _cd_groups(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
                                     alpha, state, &linear, KIND_LINEAR, &pending, False)
                 max_change = max(max_change, change)
@@ -1822,6 +1996,10 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 if kernel == POLYNOMIAL and b > 0:
                     break
                 _restride(state, &L, n, L.cache + 2 * L.width)
+                if sampling:
+                    _set_prior(&block_prior, &prior_group[0] if d > 0 else NULL,
+                               &P_reg[b, 0, 0], &P_mean[b, 0, 0], k, weight, scale,
+                               seed, 1 + d + b * k * d, d)
                 for s in range(k):
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width
@@ -1843,7 +2021,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
                             n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
                             cur, nxt, scratch, &threads, &col_support[0], A, base,
-                            &pending)
+                            &pending, &block_prior if sampling else NULL,
+                            &dummy_prior if sampling and b == 0 else NULL)
                     max_change = max(max_change, change)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):

@@ -22,14 +22,19 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_n_jobs(self.n_jobs)
 
     def _structure(self):
-        if self.kernel == "all-subsets":
-            return "all-subsets", [0], 0
-        m = int(self.degree)
-        if self.lower_degrees == "separate":
-            return "anova", list(range(2, m + 1)), 0
-        if self.lower_degrees == "shared":
-            return "anova", [m], m - 1
-        return "anova", [m], 0
+        return fm_structure(self.degree, self.lower_degrees, self.kernel)
+
+
+def fm_structure(degree, lower_degrees, kernel):
+    """(kernel name, degree of each factor block, number of dummy rows) of an FM."""
+    if kernel == "all-subsets":
+        return "all-subsets", [0], 0
+    m = int(degree)
+    if lower_degrees == "separate":
+        return "anova", list(range(2, m + 1)), 0
+    if lower_degrees == "shared":
+        return "anova", [m], m - 1
+    return "anova", [m], 0
 
 
 _FM_PARAMS_DOC = """

@@ -1,0 +1,6 @@
+"""Bayesian factorization machines of any degree, trained by Gibbs sampling (MCMC): the
+coordinate descent passes of :mod:`polylite.polynomial` with each step replaced by a draw
+from the coordinate's conditional (``_sampler``), wrapped by the estimators (``fm``)."""
+from .fm import BayesianFactorizationMachineClassifier, BayesianFactorizationMachineRegressor
+
+__all__ = ["BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier"]

@@ -1,0 +1,189 @@
+"""Gibbs sampling of a factorization machine of any degree, one output per chain.
+
+The model (Freudenthaler, Schmidt-Thieme and Rendle 2011; Rendle 2012, section 4.3):
+
+- likelihood: ``y_i ~ N(f(x_i), 1 / alpha)`` for regression; the probit model for binary
+  labels ``y_i`` in {-1, +1}: a latent ``z_i ~ N(f(x_i), 1)`` with ``y_i = sign(z_i)``, so
+  ``P(y_i = 1) = Phi(f(x_i))`` (alpha is then 1);
+- priors: every parameter of a set (the linear weights; the factors of component s of
+  factor block b; the dummy features' parameters of component s) that belongs to feature
+  group g is ``N(mu_g, 1 / lam_g)``, with a pair (mu_g, lam_g) per set and group; the
+  intercept's prior is flat;
+- hyperpriors: ``lam_g ~ Gamma(ALPHA_0 / 2, GAMMA_0 / 2)`` (shape, rate),
+  ``mu_g | lam_g ~ N(MU_0, 1 / (BETA_0 lam_g))``, ``alpha ~ Gamma(ALPHA_0 / 2, GAMMA_0 / 2)``,
+  with libFM's values of these constants.
+
+A sweep draws the hyperparameters given the parameters (conjugate Gamma and normal draws in
+NumPy, O(d k m)), then every parameter given all others: the coordinate descent epoch of
+:func:`polylite.polynomial._cd.cd_epoch` with a prior, which replaces each step by a draw
+from the coordinate's Gaussian conditional; then, for the probit model, the latent targets.
+"""
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import log_ndtr, ndtri_exp
+
+from .. import _losses, kernels
+from ..polynomial import _cd
+
+# libFM's hyper-hyperparameters.
+ALPHA_0 = 1.0
+BETA_0 = 1.0
+GAMMA_0 = 1.0
+MU_0 = 0.0
+
+
+class GibbsPrior(NamedTuple):
+    """The ``prior`` argument of :func:`polylite.polynomial._cd.cd_epoch` (see there):
+    precisions as penalties (lam / (alpha n)) and means of each set and group, the
+    variance scale 1 / (alpha n) of the draws and the sweep's seed."""
+    feature_group: np.ndarray  # (d,) intp
+    w_reg: np.ndarray          # (G,)
+    w_mean: np.ndarray         # (G,)
+    P_reg: np.ndarray          # (n_blocks, G, k)
+    P_mean: np.ndarray         # (n_blocks, G, k)
+    gamma_reg: np.ndarray      # (k,)
+    gamma_mean: np.ndarray     # (k,)
+    scale: float
+    seed: int
+
+
+class FeatureGroups:
+    """Each column's group (``index``, (d,) intp in [0, n_groups)) and sums over groups."""
+
+    def __init__(self, index, n_groups):
+        self.index = np.ascontiguousarray(index, dtype=np.intp)
+        self.n_groups = int(n_groups)
+        self.counts = np.bincount(self.index, minlength=self.n_groups).astype(np.float64)
+        d = self.index.shape[0]
+        self._indicator = None if self.n_groups == 1 else sp.csr_matrix(
+            (np.ones(d), (self.index, np.arange(d))), shape=(self.n_groups, d))
+
+    def sums(self, values):
+        """Sum of the rows of ``values`` (d, k) over each group: (n_groups, k)."""
+        if self._indicator is None:
+            return values.sum(axis=0, keepdims=True)
+        return np.asarray(self._indicator @ values)
+
+
+class Hyperparameters:
+    """The chain's hyperparameters: noise precision ``alpha`` and the prior precisions
+    ``*_lam`` and means ``*_mu`` of the linear weights (G,), the factors (n_blocks, G, k)
+    and the dummies (k,)."""
+
+    def __init__(self, n_blocks, n_groups, k):
+        self.alpha = 1.0
+        self.w_lam, self.w_mu = np.ones(n_groups), np.zeros(n_groups)
+        self.P_lam = np.ones((n_blocks, n_groups, k))
+        self.P_mu = np.zeros((n_blocks, n_groups, k))
+        self.gamma_lam, self.gamma_mu = np.ones(k), np.zeros(k)
+
+
+def draw_group_prior(rng, theta, groups, mu):
+    """Draw (lam, mu) of each group and column of ``theta`` (d, k) given theta and the
+    previous means ``mu`` (G, k): first lam | mu, theta, then mu | lam, theta (libFM's
+    order); returns the new (lam, mu), each (G, k)."""
+    theta = np.asarray(theta, dtype=np.float64)
+    count = groups.counts[:, np.newaxis]
+    deviation = theta - mu[groups.index]
+    rate = 0.5 * (GAMMA_0 + BETA_0 * (mu - MU_0) ** 2 + groups.sums(deviation * deviation))
+    lam = rng.gamma(0.5 * (ALPHA_0 + count + 1), 1.0 / rate)
+    mean = (groups.sums(theta) + BETA_0 * MU_0) / (count + BETA_0)
+    mu = mean + rng.standard_normal(mean.shape) / np.sqrt((count + BETA_0) * lam)
+    return lam, mu
+
+
+def draw_noise_precision(rng, residuals):
+    """alpha | residuals: Gamma((ALPHA_0 + n) / 2, rate (GAMMA_0 + sum r_i^2) / 2)."""
+    squares = float(np.einsum("i,i->", residuals, residuals))
+    return rng.gamma(0.5 * (ALPHA_0 + residuals.shape[0]), 2.0 / (GAMMA_0 + squares))
+
+
+def draw_latent(rng, f, y):
+    """The probit model's latent targets: z_i ~ N(f_i, 1) truncated to z_i > 0 where
+    y_i = +1 and z_i < 0 where y_i = -1, by inverting the normal CDF on the log scale
+    (accurate however far f_i lies on the wrong side of 0)."""
+    sign = np.where(y > 0, 1.0, -1.0)
+    u = 1.0 - rng.random_sample(f.shape[0])  # in (0, 1]
+    # z - f = -sign * Phi^-1(u Phi(sign f)): for y = +1, above -f (so z > 0); for y = -1,
+    # below -f.
+    return f - sign * ndtri_exp(np.log(u) + log_ndtr(sign * f))
+
+
+class GibbsChain:
+    """One output's Markov chain: its parameters (``params``, arrays of the
+    :class:`polylite.polynomial._base._OutputParams` kind, updated in place), the
+    hyperparameters, the predictions on the training rows and, for the probit model, the
+    latent targets.
+
+    ``inputs`` is :func:`polylite.polynomial._solvers.cd_inputs` of X with uniform
+    weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
+    :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
+    on the same X may share.
+    """
+
+    def __init__(self, X, y, inputs, params, structure, groups, *, fit_intercept,
+                 fit_linear, probit, rng, workspace):
+        self.X, self.inputs, self.params, self.groups = X, inputs, params, groups
+        self.kernel, self.degrees, _ = structure
+        self.fit_intercept, self.fit_linear, self.probit = fit_intercept, fit_linear, probit
+        self.rng, self.workspace = rng, workspace
+        self.y = np.ascontiguousarray(y, dtype=np.float64)
+        n = X.shape[0]
+        self.sample_weight = np.full(n, 1.0 / n)
+        # The probit model starts its latent targets at the labels (+-1), as libFM does.
+        self.target = self.y.copy()
+        self.y_pred = self.predict(X).astype(np.float64)
+        k = params.P.shape[2]
+        self.hyper = Hyperparameters(params.P.shape[0], groups.n_groups, k)
+
+    def predict(self, X):
+        """The current sample's outputs f(x) on the rows of X (validated CSR)."""
+        p = self.params
+        return kernels.predict(X, p.P, degrees=self.degrees, kernel=self.kernel,
+                               intercept=p.intercept[0], w=p.w, gamma=p.gamma,
+                               check_input=False)
+
+    def draw_hyperparameters(self):
+        """Every hyperparameter given the current parameters and residuals."""
+        h, p, rng = self.hyper, self.params, self.rng
+        if not self.probit:
+            h.alpha = draw_noise_precision(rng, self.y_pred - self.y)
+        if self.fit_linear:
+            lam, mu = draw_group_prior(rng, p.w[:, np.newaxis], self.groups,
+                                       h.w_mu[:, np.newaxis])
+            h.w_lam, h.w_mu = lam[:, 0], mu[:, 0]
+        for b in range(p.P.shape[0]):
+            h.P_lam[b], h.P_mu[b] = draw_group_prior(rng, p.P[b], self.groups, h.P_mu[b])
+        if p.gamma.shape[0] > 0:
+            one_group = FeatureGroups(np.zeros(p.gamma.shape[0], np.intp), 1)
+            lam, mu = draw_group_prior(rng, p.gamma, one_group, h.gamma_mu[np.newaxis])
+            h.gamma_lam, h.gamma_mu = lam[0], mu[0]
+
+    def prior(self):
+        """The priors of the parameters' draws, given the hyperparameters."""
+        h = self.hyper
+        unit = 1.0 / (h.alpha * self.X.shape[0])  # the variance of one row's sum
+        return GibbsPrior(self.groups.index, h.w_lam * unit, h.w_mu, h.P_lam * unit, h.P_mu,
+                          h.gamma_lam * unit, h.gamma_mu, unit,
+                          int(self.rng.randint(0, 2 ** 62, dtype=np.int64)))
+
+    def sweep(self):
+        """One sweep: the hyperparameters, then every parameter, then the latent targets."""
+        self.draw_hyperparameters()
+        self.draw_parameters(self.prior())
+        if self.probit:
+            self.target = draw_latent(self.rng, self.y_pred, self.y)
+
+    def draw_parameters(self, prior):
+        """Draw the intercept, the linear weights and every factor from their conditionals
+        under ``prior`` (a :class:`GibbsPrior`), in coordinate descent's order."""
+        p, X = self.params, self.X
+        _cd.cd_epoch(self.inputs.groups, X.data, X.indices, X.indptr, self.target,
+                     self.sample_weight, p.intercept, p.w, p.P,
+                     np.asarray(self.degrees, dtype=np.intc), p.gamma,
+                     kernels.KERNELS[self.kernel], _losses.loss_code("squared"), 0.0, 0.0,
+                     self.fit_intercept, self.fit_linear, self.y_pred,
+                     n_threads=self.inputs.n_threads, support=self.inputs.support,
+                     workspace=self.workspace, prior=prior)

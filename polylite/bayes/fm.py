@@ -1,0 +1,627 @@
+"""Bayesian factorization machines of any degree, trained by Gibbs sampling (MCMC)."""
+import time
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_array, check_random_state, column_or_1d
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import kernels
+from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
+from .._io import save_model
+from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
+                           check_random_state_param, store_init_params)
+from ..polynomial import _solvers
+from ..polynomial._base import _OutputParams
+from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, fm_structure
+from ._sampler import FeatureGroups, GibbsChain
+
+__all__ = ["BayesianFactorizationMachineRegressor",
+           "BayesianFactorizationMachineClassifier"]
+
+_FLOAT_DTYPES = [np.float64, np.float32]
+
+
+def kept_sweeps(n_iter, n_burn_in, n_kept):
+    """The sweeps (1-based) whose samples are kept: ``n_kept`` of those after the burn-in,
+    evenly spaced and ending with the last (all of them when there are no more)."""
+    after = n_iter - n_burn_in
+    count = min(n_kept, after)
+    return n_burn_in + (np.arange(1, count + 1) * after) // count
+
+
+class _BayesianFactorizationMachine(BaseEstimator):
+    """Fit and prediction shared by the regressor and the classifier: one chain per output
+    (one for regression and two classes, one per class for more), swept in turn."""
+
+    _is_classifier = False  # the probit model (also read by polylite._io)
+
+    # ---- parameters ---------------------------------------------------------------------
+
+    def _check_params(self):
+        check_number(self.degree, "degree", low=2, integer=True)
+        check_number(self.n_components, "n_components", low=1, integer=True)
+        check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
+        check_choice(self.kernel, "kernel", FM_KERNELS)
+        for name in ("fit_linear", "fit_intercept"):
+            check_bool(getattr(self, name), name)
+        check_number(self.n_iter, "n_iter", low=1, integer=True)
+        check_number(self.n_burn_in, "n_burn_in", low=0, integer=True)
+        if self.n_burn_in >= self.n_iter:
+            raise ValueError(f"n_burn_in must be smaller than n_iter, got n_burn_in="
+                             f"{self.n_burn_in} and n_iter={self.n_iter}")
+        check_number(self.n_kept, "n_kept", low=1, integer=True)
+        check_number(self.init_scale, "init_scale", low=0)
+        check_random_state_param(self.random_state)
+        check_number(self.verbose, "verbose", low=0, integer=True)
+        check_n_jobs(self.n_jobs)
+
+    def _structure(self):
+        return fm_structure(self.degree, self.lower_degrees, self.kernel)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "P_samples_")
+
+    # ---- data ---------------------------------------------------------------------------
+
+    def _validate_fit_data(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_FLOAT_DTYPES,
+                             accept_large_sparse=True, y_numeric=not self._is_classifier)
+        return kernels.check_X(X, dtype=X.dtype, accept_dense=False), y
+
+    def _validate_predict_data(self, X):
+        check_is_fitted(self)
+        dtype = self.P_samples_.dtype
+        X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
+                          accept_large_sparse=True)
+        return kernels.check_X(X, dtype=dtype)
+
+    def _check_feature_groups(self, feature_groups, n_features):
+        """Each column's group index in [0, n_groups) from any labels, and n_groups."""
+        if feature_groups is None:
+            return np.zeros(n_features, dtype=np.intp), 1
+        labels = column_or_1d(check_array(feature_groups, ensure_2d=False, dtype=None,
+                                          ensure_min_samples=0))
+        if labels.shape[0] != n_features:
+            raise ValueError(f"feature_groups must give a group to each of the "
+                             f"{n_features} features, got {labels.shape[0]} labels")
+        if n_features == 0:
+            return np.zeros(0, dtype=np.intp), 1
+        _, index = np.unique(labels, return_inverse=True)
+        return index.astype(np.intp), int(index.max()) + 1
+
+    def _eval_set(self, X_eval, y_eval, dtype):
+        if X_eval is None:
+            if y_eval is not None:
+                raise ValueError("y_eval is given without X_eval")
+            return None, None
+        X_eval = kernels.check_X(X_eval, dtype=dtype, n_features=self.n_features_in_,
+                                 accept_dense=False)
+        if y_eval is not None:
+            y_eval = column_or_1d(check_array(y_eval, ensure_2d=False, dtype=None,
+                                              ensure_all_finite=not self._is_classifier,
+                                              ensure_min_samples=0))
+            if y_eval.shape[0] != X_eval.shape[0]:
+                raise ValueError(f"X_eval has {X_eval.shape[0]} rows but y_eval has "
+                                 f"{y_eval.shape[0]}")
+        return X_eval, y_eval
+
+    # ---- fitting ------------------------------------------------------------------------
+
+    def _fit_chains(self, X, targets, feature_groups, X_eval, eval_score):
+        """Run a chain per column of ``targets`` (n, n_outputs) for n_iter sweeps and
+        keep the samples; returns (the noise precisions drawn, (n_outputs, n_iter); the
+        mean of the outputs' predictions on X_eval after the burn-in, (n_eval,
+        n_outputs), or None; the scores of the averaged predictor after each sweep).
+
+        The outputs' predictions are f for regression, Phi(f) for the probit model;
+        ``eval_score(mean)`` scores their mean on X_eval (None without y_eval).
+        """
+        self._check_params()
+        rng = check_random_state(self.random_state)
+        n, d = X.shape
+        n_outputs = targets.shape[1]
+        kernel, degrees, n_dummy = structure = self._structure()
+        k = self.n_components
+        index, n_groups = self._check_feature_groups(feature_groups, d)
+        groups = FeatureGroups(index, n_groups)
+        inputs = _solvers.cd_inputs(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
+        kept = kept_sweeps(self.n_iter, self.n_burn_in, self.n_kept)
+        dtype = X.dtype
+        samples = dict(
+            intercept=np.zeros((n_outputs, len(kept), 1), dtype),
+            w=np.zeros((n_outputs, len(kept), d), dtype),
+            P=np.zeros((n_outputs, len(kept), len(degrees), d, k), dtype),
+            gamma=np.zeros((n_outputs, len(kept), n_dummy, k), dtype))
+        workspace = {}  # cd_epoch's work arrays, rebuilt by every call: shared by the chains
+        chains = []
+        for o in range(n_outputs):
+            params = _OutputParams(
+                intercept=np.zeros(1, dtype), w=np.zeros(d, dtype),
+                P=rng.normal(0.0, self.init_scale, (len(degrees), d, k)).astype(dtype),
+                gamma=rng.normal(0.0, self.init_scale, (n_dummy, k)).astype(dtype),
+                lam=np.ones(k, dtype))
+            chains.append(GibbsChain(X, targets[:, o], inputs, params, structure, groups,
+                                     fit_intercept=bool(self.fit_intercept),
+                                     fit_linear=bool(self.fit_linear),
+                                     probit=self._is_classifier, rng=rng, workspace=workspace))
+        eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
+        alphas = np.zeros((n_outputs, self.n_iter))
+        scores = np.full(self.n_iter, np.nan)
+        start = time.perf_counter()
+        for sweep in range(1, self.n_iter + 1):
+            for o, chain in enumerate(chains):
+                chain.sweep()
+                alphas[o, sweep - 1] = chain.hyper.alpha
+            slot = np.searchsorted(kept, sweep)
+            if slot < len(kept) and kept[slot] == sweep:
+                for o, chain in enumerate(chains):
+                    for name in samples:
+                        samples[name][o, slot] = getattr(chain.params, name)
+            if X_eval is not None:
+                current = np.column_stack([self._link(chain.predict(X_eval))
+                                           for chain in chains])
+                if sweep > self.n_burn_in:
+                    eval_sum += current
+                    mean = eval_sum / (sweep - self.n_burn_in)
+                else:
+                    mean = current  # during the burn-in, the current sample's
+                if eval_score is not None:
+                    scores[sweep - 1] = eval_score(mean)
+            if self.verbose:
+                self._report(sweep, alphas[:, sweep - 1], scores[sweep - 1],
+                             time.perf_counter() - start)
+        self.n_iter_ = int(self.n_iter)
+        self.feature_groups_ = index
+        samples["intercept"] = samples["intercept"][:, :, 0]
+        self._publish(samples)
+        eval_mean = None if X_eval is None else eval_sum / (self.n_iter - self.n_burn_in)
+        return alphas, eval_mean, scores
+
+    def _report(self, sweep, alphas, score, elapsed):
+        phase = "burn-in" if sweep <= self.n_burn_in else "sample "
+        line = f"sweep {sweep:4d} {phase}"
+        if not self._is_classifier:
+            line += f"  alpha {alphas[0]:.4g} (noise sd {alphas[0] ** -0.5:.4g})"
+        if np.isfinite(score):
+            line += f"  {self._score_name} on X_eval {score:.5f}"
+        print(f"{line}  {elapsed:.2f}s", flush=True)
+
+    # ---- prediction -----------------------------------------------------------------------
+
+    @staticmethod
+    def _link(f):
+        return f
+
+    _SAMPLES = ("intercept", "w", "P", "gamma")
+
+    def _publish(self, samples):
+        """Expose ``samples`` (name -> array with a leading axis over the outputs) as the
+        ``*_samples_`` attributes (without that axis for the regressor)."""
+        for name in self._SAMPLES:
+            setattr(self, f"{name}_samples_",
+                    samples[name] if self._is_classifier else samples[name][0])
+
+    def _samples(self):
+        """The kept samples, each array with a leading axis over the outputs."""
+        return {name: (getattr(self, f"{name}_samples_") if self._is_classifier
+                       else getattr(self, f"{name}_samples_")[np.newaxis])
+                for name in self._SAMPLES}
+
+    def _sample_outputs(self, X):
+        """The kept samples' outputs f on X: (n_outputs, n_kept, n_samples), float64."""
+        kernel, degrees, _ = self._structure()
+        samples = self._samples()
+        n_outputs, n_kept = samples["P"].shape[:2]
+        out = np.empty((n_outputs, n_kept, X.shape[0]))
+        for o in range(n_outputs):
+            for s in range(n_kept):
+                out[o, s] = kernels.predict(
+                    X, samples["P"][o, s], degrees=degrees, kernel=kernel,
+                    intercept=samples["intercept"][o, s], w=samples["w"][o, s],
+                    gamma=samples["gamma"][o, s], check_input=False)
+        return out
+
+    # ---- save / load (polylite._io) --------------------------------------------------------
+
+    def save(self, path):
+        """Save the fitted model (its kept samples) in polylite's pickle-free format.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination file (NumPy ``.npz`` archive with a JSON header).  See
+            :func:`polylite.load`.  What ``fit`` computed on ``X_eval`` is not saved.
+        """
+        save_model(self, path)
+
+    def _model_arrays(self):
+        """The kept samples (with the output axis), the feature groups and, for the
+        regressor, the noise precisions drawn."""
+        arrays = {f"{name}_samples": a for name, a in self._samples().items()}
+        arrays["feature_groups"] = self.feature_groups_.astype(np.int64)
+        if not self._is_classifier:
+            arrays["alpha"] = np.asarray(self.alpha_, dtype=np.float64)
+        return arrays, {"n_iter_": int(self.n_iter_)}
+
+    def _restore_model(self, arrays, attributes):
+        """Check the arrays of :meth:`_model_arrays` against the parameters, install them."""
+        names = {"intercept_samples", "w_samples", "P_samples", "gamma_samples",
+                 "feature_groups"} | (set() if self._is_classifier else {"alpha"})
+        check_array_names(arrays, names, owner=type(self).__name__)
+        P = arrays["P_samples"]
+        if P.ndim != 5:
+            raise ModelFileError(f"array 'P_samples' has shape {P.shape}; expected 5 "
+                                 f"dimensions (outputs, samples, blocks, features, "
+                                 f"components)")
+        n_outputs, n_kept = P.shape[:2]
+        expected_outputs = self._n_outputs()
+        if n_outputs != expected_outputs:
+            raise ModelFileError(f"model file has {n_outputs} outputs; "
+                                 f"{type(self).__name__} with these classes has "
+                                 f"{expected_outputs}")
+        if n_kept < 1:
+            raise ModelFileError("model file keeps no sample")
+        _, degrees, n_dummy = self._structure()
+        d, k = self.n_features_in_, self.n_components
+        check_float_arrays(arrays, {
+            "intercept_samples": (n_outputs, n_kept), "w_samples": (n_outputs, n_kept, d),
+            "P_samples": (n_outputs, n_kept, len(degrees), d, k),
+            "gamma_samples": (n_outputs, n_kept, n_dummy, k)}, P.dtype)
+        n_iter = attributes.get("n_iter_")
+        if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+            raise ModelFileError(f"model file has no valid n_iter_ (got {n_iter!r})")
+        groups = arrays["feature_groups"]
+        if (groups.shape != (d,) or groups.dtype.kind not in "iu"
+                or (d > 0 and (groups.min() < 0 or groups.max() >= d))):
+            raise ModelFileError(f"array 'feature_groups' must hold a group index in "
+                                 f"[0, {d}) for each of the {d} features")
+        if not self._is_classifier:
+            alpha = arrays["alpha"]
+            if alpha.shape != (n_iter,) or alpha.dtype != np.float64 or not np.all(
+                    np.isfinite(alpha)):
+                raise ModelFileError(f"array 'alpha' must hold {n_iter} finite float64 "
+                                     f"values, one per sweep")
+            self.alpha_ = np.array(alpha)
+        self.n_iter_ = n_iter
+        self.feature_groups_ = groups.astype(np.intp)
+        self._publish({name: np.array(arrays[f"{name}_samples"])
+                       for name in self._SAMPLES})
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    degree : int, default=2
+        Degree m >= 2 of the feature interactions.
+    n_components : int, default=8
+        Rank k of each factor matrix.
+    lower_degrees : {"separate", "shared", "none"}, default="separate"
+        How the interactions of degrees 2..m-1 are modelled (ANOVA kernel only), as in
+        :class:`~polylite.FactorizationMachineRegressor`: one factor matrix per degree
+        2..m ("separate"), one matrix for every degree through m - 1 dummy features of
+        value 1 ("shared"), or degree m only ("none").
+    kernel : {"anova", "all-subsets"}, default="anova"
+        "all-subsets": ``prod_j (1 + p_j x_j)``, every subset of features at once
+        (``degree`` and ``lower_degrees`` do not apply).
+    fit_linear : bool, default=True
+        Sample the linear term ``<w, x>`` (else it is 0).
+    fit_intercept : bool, default=True
+        Sample the intercept, under a flat prior (else it is 0).
+    n_iter : int, default=200
+        Number of sweeps of the Gibbs sampler (one sweep draws the hyperparameters, then
+        every parameter once).
+    n_burn_in : int, default=20
+        Sweeps discarded before averaging; must be smaller than ``n_iter``.
+    n_kept : int, default=50
+        Samples kept for prediction on new data: that many of the sweeps after the
+        burn-in, evenly spaced and ending with the last (all of them when there are fewer).
+        Prediction costs ``n_kept`` model evaluations and the model
+        ``n_kept * n_outputs * n_features * n_components * n_blocks`` floats.
+    init_scale : float, default=0.1
+        Standard deviation of the normal initialisation of the factors.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation and of every draw.  A fit is reproducible for a fixed
+        ``random_state`` and ``n_jobs``.
+    verbose : int, default=0
+        Print a line per sweep when > 0: the sampled noise precision (regression) and,
+        when ``fit`` is given ``X_eval`` and ``y_eval``, the score of the averaged
+        predictor on them.
+    n_jobs : int or None, default=None
+        Threads that share each sweep's passes over the rows, as the coordinate descent
+        of :class:`~polylite.FactorizationMachineRegressor` (None: 1; -1: every CPU).
+        Every coordinate's normal draw is the same whatever thread takes it, but the sums
+        of a draw are added in another order, so chains with different ``n_jobs`` agree
+        only to rounding at first, then drift apart (each is a valid chain).
+"""
+
+_MODEL_DOC = """
+    Every parameter has a Gaussian prior whose precision and mean are themselves sampled
+    (Gamma and normal hyperpriors with libFM's constants alpha_0 = beta_0 = gamma_0 = 1,
+    mu_0 = 0): one pair for the linear weights, and one per factor block and component,
+    or one per feature group when ``fit`` is given ``feature_groups`` (as libFM's
+    groups); the dummy features of ``lower_degrees="shared"`` have their own.  So there
+    is no regularisation to tune.  Each sweep draws these hyperparameters, then every
+    parameter from its Gaussian conditional in the order and with the caches of
+    coordinate descent (a sweep costs about one coordinate descent epoch).
+"""
+
+
+@register_model
+class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizationMachine):
+    __doc__ = """Bayesian factorization machine regressor of any degree (Gibbs sampling).
+
+    ``y = f(x) + noise``, ``f(x) = intercept + <w, x> + sum_t sum_s A_t(P[t-2, :, s], x)``
+    as in :class:`~polylite.FactorizationMachineRegressor`, Gaussian noise of precision
+    ``alpha`` (sampled).  Predictions average the model over the posterior samples.
+    """ + _MODEL_DOC + _PARAMS_DOC + """
+    Attributes
+    ----------
+    intercept_samples_ : ndarray of shape (n_kept,)
+        The kept samples of the intercept (n_kept: at most ``n_kept``, see there).
+    w_samples_ : ndarray of shape (n_kept, n_features)
+    P_samples_ : ndarray of shape (n_kept, n_blocks, n_features, n_components)
+        The kept samples of the factor matrices (blocks as ``P_`` of the MAP estimator).
+    gamma_samples_ : ndarray of shape (n_kept, n_dummy, n_components)
+    alpha_ : ndarray of shape (n_iter,)
+        The noise precision drawn at each sweep.
+    feature_groups_ : ndarray of shape (n_features,)
+        Each feature's group index (all 0 without ``feature_groups``).
+    eval_prediction_ : ndarray of shape (n_eval,)
+        With ``X_eval``: the mean prediction on it over every sweep after the burn-in.
+    eval_rmse_ : ndarray of shape (n_iter,)
+        With ``X_eval`` and ``y_eval``: after each sweep, the RMSE of the averaged
+        predictor so far (during the burn-in, of the current sample).
+    n_iter_ : int
+        Number of sweeps run.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import BayesianFactorizationMachineRegressor
+    >>> X = np.random.RandomState(0).rand(50, 4)
+    >>> y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> fm = BayesianFactorizationMachineRegressor(n_components=2, random_state=0)
+    >>> mean, std = fm.fit(X, y).predict(X[:2], return_std=True)
+    >>> mean.shape, std.shape
+    ((2,), (2,))
+    """
+    _score_name = "RMSE"
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
+                 kernel="anova", fit_linear=True, fit_intercept=True, n_iter=200,
+                 n_burn_in=20, n_kept=50, init_scale=0.1, random_state=None, verbose=0,
+                 n_jobs=None):
+        store_init_params(self, locals())
+
+    def fit(self, X, y, *, feature_groups=None, X_eval=None, y_eval=None):
+        """Sample the posterior of the model given (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; sparse input is used as it is (CSR), never densified.
+        y : array-like of shape (n_samples,)
+            Targets.
+        feature_groups : array-like of shape (n_features,), default=None
+            A group label for each feature (for instance its field: user, item, ...);
+            each group has its own prior precision and mean per parameter set and
+            component.  None: one group.
+        X_eval : {array-like, sparse matrix} of shape (n_eval, n_features), default=None
+            Rows whose predictions are averaged over every sweep after the burn-in (all
+            samples, not only the kept ones), into ``eval_prediction_``.
+        y_eval : array-like of shape (n_eval,), default=None
+            Their targets: ``eval_rmse_`` and, with ``verbose``, the RMSE per sweep.
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = self._validate_fit_data(X, y)
+        X_eval, y_eval = self._eval_set(X_eval, y_eval, X.dtype)
+        score = None if y_eval is None else (
+            lambda mean: float(np.sqrt(np.mean((mean[:, 0] - y_eval) ** 2))))
+        targets = np.asarray(y, dtype=np.float64)[:, np.newaxis]
+        for name in ("eval_prediction_", "eval_rmse_"):
+            self.__dict__.pop(name, None)
+        alphas, eval_mean, scores = self._fit_chains(X, targets, feature_groups, X_eval,
+                                                     score)
+        self.alpha_ = alphas[0]
+        if X_eval is not None:
+            self.eval_prediction_ = eval_mean[:, 0]
+            if y_eval is not None:
+                self.eval_rmse_ = scores
+        return self
+
+    def predict(self, X, return_std=False):
+        """Mean prediction over the kept samples.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of the samples' predictions (the
+            model's uncertainty about f(x); the noise, of variance about
+            ``1 / alpha_[-1]``, comes on top for a new observation).
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,)
+        y_std : ndarray of shape (n_samples,)
+            Only with ``return_std``.
+        """
+        outputs = self._sample_outputs(self._validate_predict_data(X))[0]
+        mean = outputs.mean(axis=0)
+        if return_std:
+            return mean, outputs.std(axis=0)
+        return mean
+
+    def _n_outputs(self):
+        return 1
+
+
+@register_model
+class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactorizationMachine):
+    __doc__ = """Bayesian factorization machine classifier of any degree (Gibbs sampling).
+
+    The probit model: ``P(y = 1 | x) = Phi(f(x))`` with ``f`` as in
+    :class:`~polylite.FactorizationMachineRegressor`, sampled through latent targets
+    ``z ~ N(f(x), 1)`` truncated to the side of the label (Albert and Chib 1993).
+    Probabilities average ``Phi(f(x))`` over the posterior samples.  Multi-class problems
+    are solved one-vs-rest (one chain per class, probabilities normalised to sum to one).
+    """ + _MODEL_DOC + _PARAMS_DOC + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    intercept_samples_ : ndarray of shape (n_outputs, n_kept)
+        n_outputs is 1 for two classes, else n_classes.
+    w_samples_ : ndarray of shape (n_outputs, n_kept, n_features)
+    P_samples_ : ndarray of shape (n_outputs, n_kept, n_blocks, n_features, n_components)
+    gamma_samples_ : ndarray of shape (n_outputs, n_kept, n_dummy, n_components)
+    feature_groups_ : ndarray of shape (n_features,)
+        Each feature's group index (all 0 without ``feature_groups``).
+    eval_proba_ : ndarray of shape (n_eval, n_classes)
+        With ``X_eval``: class probabilities on it averaged over every sweep after the
+        burn-in.
+    eval_accuracy_ : ndarray of shape (n_iter,)
+        With ``X_eval`` and ``y_eval``: after each sweep, the accuracy of the averaged
+        predictor so far (during the burn-in, of the current sample).
+    n_iter_ : int
+        Number of sweeps run.
+    n_features_in_ : int
+    """
+    _is_classifier = True
+    _score_name = "accuracy"
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
+                 kernel="anova", fit_linear=True, fit_intercept=True, n_iter=200,
+                 n_burn_in=20, n_kept=50, init_scale=0.1, random_state=None, verbose=0,
+                 n_jobs=None):
+        store_init_params(self, locals())
+
+    def fit(self, X, y, *, feature_groups=None, X_eval=None, y_eval=None):
+        """Sample the posterior of the model given (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; sparse input is used as it is (CSR), never densified.
+        y : array-like of shape (n_samples,)
+            Class labels (two or more classes).
+        feature_groups : array-like of shape (n_features,), default=None
+            A group label for each feature (for instance its field: user, item, ...);
+            each group has its own prior precision and mean per parameter set and
+            component.  None: one group.
+        X_eval : {array-like, sparse matrix} of shape (n_eval, n_features), default=None
+            Rows whose class probabilities are averaged over every sweep after the
+            burn-in (all samples, not only the kept ones), into ``eval_proba_``.
+        y_eval : array-like of shape (n_eval,), default=None
+            Their labels: ``eval_accuracy_`` and, with ``verbose``, the accuracy per
+            sweep.
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = self._validate_fit_data(X, y)
+        check_classification_targets(y)
+        encoder = LabelEncoder().fit(y)
+        if encoder.classes_.shape[0] < 2:
+            raise ValueError(f"the classifier needs samples of at least two classes; "
+                             f"got one class: {encoder.classes_[0]!r}")
+        self.classes_ = encoder.classes_
+        X_eval, y_eval = self._eval_set(X_eval, y_eval, X.dtype)
+        score = None
+        if y_eval is not None:
+            eval_codes = self._encode(y_eval)
+            score = lambda mean: float(np.mean(  # noqa: E731
+                np.argmax(self._normalise(mean), axis=1) == eval_codes))
+        codes = encoder.transform(y)
+        if self.classes_.shape[0] == 2:
+            targets = np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
+        else:
+            targets = np.where(codes[:, np.newaxis] == np.arange(self.classes_.shape[0]),
+                               1.0, -1.0)
+        for name in ("eval_proba_", "eval_accuracy_"):
+            self.__dict__.pop(name, None)
+        _, eval_mean, scores = self._fit_chains(X, targets, feature_groups, X_eval, score)
+        if X_eval is not None:
+            self.eval_proba_ = self._normalise(eval_mean)
+            if y_eval is not None:
+                self.eval_accuracy_ = scores
+        return self
+
+    def _encode(self, y):
+        codes = np.clip(np.searchsorted(self.classes_, y), 0, self.classes_.shape[0] - 1)
+        unknown = self.classes_[codes] != y
+        if np.any(unknown):
+            raise ValueError(f"y_eval holds labels not in classes_ "
+                             f"{self.classes_.tolist()}: {np.unique(y[unknown]).tolist()}")
+        return codes
+
+    @staticmethod
+    def _link(f):
+        return ndtr(f)
+
+    @staticmethod
+    def _normalise(p):
+        """Class probabilities from each output's mean P(y = its class): (n, n_classes)."""
+        if p.shape[1] == 1:
+            return np.column_stack([1.0 - p[:, 0], p[:, 0]])
+        total = p.sum(axis=1, keepdims=True)
+        return np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]),
+                         where=total > 0)
+
+    def _output_proba(self, X):
+        """Each output's mean P(y = its class | x) over the kept samples: (n, n_outputs)."""
+        return ndtr(self._sample_outputs(self._validate_predict_data(X))).mean(axis=1).T
+
+    def predict_proba(self, X):
+        """Class probabilities averaged over the kept samples.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Binary: ``[1 - p, p]`` with ``p`` the mean of ``Phi(f(x))``.  Multi-class:
+            each class's one-vs-rest probability, normalised to sum to one.
+        """
+        return self._normalise(self._output_proba(X))
+
+    def decision_function(self, X):
+        """``Phi^-1`` of each output's mean probability: the probit score of the averaged
+        predictor (the same order as ``predict_proba``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+            For two classes, positive scores favour ``classes_[1]``.
+        """
+        scores = ndtri(self._output_proba(X))
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels (the most probable class), shape (n_samples,)."""
+        p = self._output_proba(X)
+        if p.shape[1] == 1:
+            return self.classes_[(p[:, 0] > 0.5).astype(np.intp)]
+        return self.classes_[np.argmax(p, axis=1)]
+
+    def _n_outputs(self):
+        return 1 if self.classes_.shape[0] == 2 else self.classes_.shape[0]
