@@ -617,7 +617,16 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict(self, X):
-        """Predicted class labels (the most probable class), shape (n_samples,)."""
+        """Predicted class labels: the most probable class.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
         p = self._output_proba(X)
         if p.shape[1] == 1:
             return self.classes_[(p[:, 0] > 0.5).astype(np.intp)]
