@@ -435,7 +435,7 @@ def _read_for_fit(args, dtype):
 # ---- fit ---------------------------------------------------------------------------------
 
 def _chosen_parameters(args, parser, cls):
-    """The estimator parameters given as options, each checked by the estimator itself."""
+    """The estimator parameters given as options, checked by the estimator itself."""
     chosen = {name: getattr(args, name) for name, *_ in _parameters() if hasattr(args, name)}
     accepted = cls().get_params()
     for name in chosen:
