@@ -18,14 +18,31 @@ __all__ = ["check_number", "check_choice", "check_bool", "check_n_jobs",
 MIN_ROWS_PER_THREAD = 20_000
 
 
+#: Bounds of every integer parameter unless narrower ones are given: the compiled code
+#: counts in C ints, and Python integers have no size limit.
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
+
+
 def check_number(value, name, *, low=None, high=None, integer=False, low_open=False):
-    """Return ``value`` if it is a finite (integer) number in the given range."""
+    """Return ``value`` if it is a finite (integer) number in the given range.
+
+    Integers must also lie in [INT_MIN, INT_MAX] (C ints) when ``low``/``high`` are not
+    given.
+    """
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
         raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, "
                          f"got {value!r}")
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+    if integer:
+        low = INT_MIN if low is None else low
+        high = INT_MAX if high is None else high
+    else:
+        try:
+            finite = bool(np.isfinite(float(value)))
+        except OverflowError:  # a Python integer beyond the float range
+            finite = False
+        if not finite:
+            raise ValueError(f"{name} must be finite, got {value!r}")
     if low is not None and (value < low or (low_open and value == low)):
         raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
     if high is not None and value > high:

@@ -45,6 +45,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor, kernels)
+from polylite.estimator_checks import expected_failed_checks
 from polylite.polynomial import _sgd
 from _reference import reference_loss
 
@@ -1385,48 +1386,24 @@ def test_float32_stays_float32(estimator, solver):
 # 9. scikit-learn's estimator checks
 # --------------------------------------------------------------------------------------
 
-# The checks fit on unscaled X ~ N(100, 1): plain SGD needs eta0 < 2 / ||x||^2 ~ 1e-4 not to
-# diverge there (by design it then raises FloatingPointError), so the sgd estimators get
-# eta0 = 1e-5, constant, and 300 epochs (to still reach the R^2 > 0.5 and accuracy of
-# check_regressors_train / check_classifiers_train); AdaGrad's steps are bounded and
-# L-BFGS has no step size.
-# sklearn's checks feed unscaled data (values ~100): a tiny step and small initial
-# factors keep plain SGD from diverging there.
-_SGD_CHECK_ETA0 = {"sgd": {"eta0": 1e-5, "learning_rate": "constant", "max_iter": 300,
-                           "tol": 0.0, "init_scale": 0.01},
-                   # With max_iter=20 L-BFGS has not converged, and the weighted and the
-                   # repeated-rows fits sum in different orders; from small factors the
-                   # two trajectories stay within the checks' rtol of 1e-7.
-                   "lbfgs": {"init_scale": 0.01}}
-CHECKED = [FactorizationMachineRegressor(solver=s, n_components=3,
-                                         **{"max_iter": 20, **_SGD_CHECK_ETA0.get(s, {})})
-           for s in ("sgd", "adagrad", "lbfgs")]
-CHECKED += [FactorizationMachineClassifier(solver=s, n_components=3,
-                                           **{"max_iter": 20, **_SGD_CHECK_ETA0.get(s, {})})
-            for s in ("sgd", "adagrad", "lbfgs")]
+# The stochastic solvers at their defaults: the checks fit on unscaled X ~ N(100, 1) and
+# unscaled targets, where SGD's default step size (chosen from the data) must not diverge.
+CHECKED = [cls(solver=s) for cls in (FactorizationMachineRegressor,
+                                     FactorizationMachineClassifier,
+                                     PolynomialNetworkRegressor, PolynomialNetworkClassifier)
+           for s in ("sgd", "adagrad")]
+# With max_iter=20 L-BFGS has not converged, and the weighted and the repeated-rows fits
+# sum in different orders; from small factors the two trajectories stay within the
+# checks' rtol of 1e-7.
+CHECKED += [cls(solver="lbfgs", n_components=3, max_iter=20, init_scale=0.01)
+            for cls in (FactorizationMachineRegressor, FactorizationMachineClassifier)]
 CHECKED += [PolynomialNetworkRegressor(), PolynomialNetworkClassifier()]
-
-_WEIGHTS_BY_DESIGN = (
-    "by design, not a bug: a stochastic step scales a row's gradient by its weight, so a "
-    "weight-2 row is one step with twice the gradient, not two steps of a repeated row "
-    "(scikit-learn's own SGD estimators fail this check for the same reason)")
-
-#: (solver, is classifier, check name) -> reason; checks known to fail, with the reason.
-EXPECTED_FAILED_CHECKS = {
-    **{(s, clf, f"check_sample_weight_equivalence_on_{kind}_data"): _WEIGHTS_BY_DESIGN
-       for s in ("sgd", "adagrad") for clf in (False, True)
-       for kind in ("dense", "sparse")},
-}
-
-
-def _expected_failed_checks(estimator):
-    key = (estimator.solver, is_classifier(estimator))
-    return {check: reason for (solver, clf, check), reason in EXPECTED_FAILED_CHECKS.items()
-            if (solver, clf) == key and not isinstance(estimator, PN_CLASSES)}
 
 
 @ignore_convergence
-@parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failed_checks,
+# The checks the estimators declare they fail (the sample-weight equivalence of the
+# stochastic solvers), as a user's own check_estimator run reads them.
+@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks,
                          xfail_strict=True)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -9,6 +9,7 @@ described by the arrays of :class:`_OutputParams`.  Solvers update these arrays 
 one epoch per call, so that Python can report progress and test convergence.
 """
 import contextlib
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -40,6 +41,18 @@ class _OutputParams:
     lam: np.ndarray        # (n_components,)
 
 
+def _physical_memory():
+    """Bytes of physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(n_bytes):
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
 class EpochReport(NamedTuple):
     """What the epoch loop tells a progress display (``_epoch_callback``) after each epoch
     (after each iteration of L-BFGS)."""
@@ -55,6 +68,12 @@ class EpochReport(NamedTuple):
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
     return est.solver in _solvers.STOCHASTIC
+
+
+_WEIGHTS_SCALE_STEPS = (
+    "by design, not a bug: a stochastic step scales a row's gradient by its weight, so a "
+    "weight-2 row is one step with twice the gradient, not two steps of a repeated row "
+    "(scikit-learn's own SGD estimators fail this check for the same reason)")
 
 
 class _PolynomialModel(BaseEstimator):
@@ -108,6 +127,22 @@ class _PolynomialModel(BaseEstimator):
 
     _solvers = ("cd", "sgd", "adagrad", "lbfgs")
 
+    def _check_against_data(self, X, n_outputs):
+        """Refuse parameters that are absurd for the data ``X`` (validated): here, a model
+        larger than this machine's memory (a ValueError, not the operating system
+        stopping the process)."""
+        _, degrees, n_dummy = self._structure()
+        n_features, k, itemsize = X.shape[1], self.n_components, X.dtype.itemsize
+        n_values = n_outputs * (1 + n_features + (len(degrees) * n_features + n_dummy + 1) * k)
+        memory = _physical_memory()
+        if memory is not None and n_values * itemsize > memory:
+            shape = (n_outputs, len(degrees), n_features, k)
+            raise ValueError(
+                f"n_components={k} asks for {_gib(n_values * itemsize)} of parameters "
+                f"(mostly factors of shape (outputs, blocks, features, components) = "
+                f"{shape}, {itemsize} bytes each), more than this machine's memory "
+                f"({_gib(memory)}); use fewer components")
+
     @property
     def _n_jobs(self):
         """Threads asked for (``n_jobs``; None for a family without the parameter)."""
@@ -124,6 +159,14 @@ class _PolynomialModel(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+    def _expected_failed_checks(self):
+        """scikit-learn's checks this estimator fails by design, with the reasons
+        (:func:`polylite.estimator_checks.expected_failed_checks`)."""
+        if self.solver not in _solvers.STOCHASTIC:
+            return {}
+        return {f"check_sample_weight_equivalence_on_{kind}_data": _WEIGHTS_SCALE_STEPS
+                for kind in ("dense", "sparse")}
 
     def _validate_X_predict(self):
         check_is_fitted(self)
@@ -260,6 +303,7 @@ class _PolynomialModel(BaseEstimator):
         out (stratified by ``strata`` when given).
         """
         self._check_params()
+        self._check_against_data(X, targets.shape[1])
         for name in ("_stochastic_states", "_partial_rng"):  # fit starts them afresh
             if hasattr(self, name):
                 delattr(self, name)
@@ -361,11 +405,14 @@ class _PolynomialModel(BaseEstimator):
         stalled = 0
         for epoch in range(1, self.max_iter + 1):
             max_change = solver.epoch()
-            new_objective = self._objective(y, solver.predictions(), sw, params, loss_code)
-            if not np.isfinite(new_objective):
+            y_pred = solver.predictions()
+            new_objective = self._objective(y, y_pred, sw, params, loss_code)
+            # Predictions too: the classification losses of an infinite margin on the
+            # right side are 0, and the squared hinge's of NaN is 0 too (fmax).
+            if not (np.isfinite(new_objective) and np.all(np.isfinite(y_pred))):
                 raise FloatingPointError(
-                    f"the objective became non-finite during {self.solver}; scale the "
-                    f"features, increase beta" +
+                    f"the objective or the predictions became non-finite during "
+                    f"{self.solver}; scale the features, increase beta" +
                     (" or use a smaller learning rate eta0" if self.solver != "cd" else ""))
             decrease = (objective - new_objective) / max(abs(objective), 1e-300)
             objective = new_objective
@@ -415,16 +462,35 @@ class _PolynomialModel(BaseEstimator):
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
                                             degrees, callback)
+        stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
-            if stopper.stopped:
-                stopper.restore()
-                return n_iter
-            stopper.update()
+            if not stopped_early:
+                stopper.update()
             stopper.restore()
+        # The objective L-BFGS saw was finite, but that of a classifier can be with
+        # infinite (or, squared hinge, NaN) predictions.
+        if not np.all(np.isfinite(self._predict_output(X, params, kernel, degrees))):
+            raise FloatingPointError("L-BFGS ended with non-finite predictions; scale the "
+                                     "features or increase beta")
+        if stopped_early:
+            return n_iter
+        # L-BFGS-B's own test (the objective stalls) also passes where it cannot progress
+        # at all, as on features of scale 1e10 and more: a model worse than all zeros is
+        # not converged either.
+        zero_objective = _cd.weighted_loss(y, np.zeros_like(y), sw, loss_code)
         if result.status == 1:
-            warnings.warn(f"{type(self).__name__}: L-BFGS did not converge in "
-                          f"max_iter={self.max_iter} iterations; increase max_iter",
-                          ConvergenceWarning)
+            problem = f"did not converge in max_iter={self.max_iter} iterations; " \
+                      f"increase max_iter"
+        elif result.status != 0:
+            problem = f"stopped without converging ({result.message})"
+        elif result.fun > zero_objective:
+            problem = (f"stopped at an objective of {result.fun:.6g}, above the "
+                       f"{zero_objective:.6g} of the all-zero model, without converging")
+        else:
+            return n_iter
+        if result.status != 1:
+            problem += "; scale the features or increase beta"
+        warnings.warn(f"{type(self).__name__}: L-BFGS {problem}", ConvergenceWarning)
         return n_iter
 
     def _partial_fit_outputs(self, X, targets, sample_weight, loss):
@@ -442,6 +508,7 @@ class _PolynomialModel(BaseEstimator):
                                   ensure_non_negative=True)
         n_outputs = targets.shape[1]
         if not self.__sklearn_is_fitted__():
+            self._check_against_data(X, n_outputs)
             self._partial_rng = check_random_state(self.random_state)
             stack = self._allocate(n_outputs, X.shape[1], X.dtype)
             for o in range(n_outputs):

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.optimize
 from threadpoolctl import threadpool_limits
 
-from .. import kernels
+from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _sgd
 
@@ -20,6 +20,51 @@ STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
 _ADAGRAD = 2
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
+_LOSS_NAMES = {code: name for name, code in _losses.LOSSES.items()}
+
+
+def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
+    """The step size of plain SGD when ``eta0=None``: 0.01, or 2 / L where that is
+    smaller, L bounding the curvature of the rows' weighted losses at the initial model
+    (2 / L: the stability limit of a gradient step).
+
+    As scikit-learn's SAG takes its step from the squared row norms (the Lipschitz
+    constants of a linear model's row gradients), L is the largest over the rows ``x``
+    (of squared norm r, plus one per dummy feature) of ``s (mu |dy|^2 + |loss'(y, c)| H)``:
+    ``s`` the sample weight, ``mu`` the loss's smoothness, ``dy`` the gradient of the
+    prediction at factors of typical size ``init_scale``, ``H`` a bound on its Hessian
+    and ``c`` the constant the intercept fits first (the mean target, squared loss).
+    The largest row, not the mean: a step is taken on each row alone, and with the
+    rows' mean a polynomial network diverged from one random start in four on
+    scikit-learn's small unscaled check data.  Rows of small norm (one-hot recommender
+    data, standardised FM features) keep 0.01; rows of norm 100 (unscaled features) get
+    steps that do not diverge.
+    """
+    from sklearn.utils.extmath import row_norms
+    r = row_norms(X, squared=True).astype(np.float64)
+    r_bar = r + n_dummy
+    s2, k = float(est.init_scale) ** 2, int(est.n_components)
+    grad = float(est.fit_intercept) + float(est.fit_linear) * r
+    hess = np.zeros_like(r)
+    name = _LOSS_NAMES[loss_code]
+    center = (float(np.average(y, weights=sw))
+              if name == "squared" and est.fit_intercept and sw.sum() > 0 else 0.0)
+    with np.errstate(over="ignore"):
+        for t in degrees:
+            if kernel == "polynomial":  # lam (gamma + <p, x>)^t with lam = +-1
+                grad = grad + k * (t * t * r_bar * (s2 * r_bar) ** (t - 1)
+                                   + (s2 * r_bar) ** t)
+                hess = np.maximum(hess, t * (t - 1) * r_bar * (s2 * r_bar) ** (t - 2))
+            else:  # an ANOVA block of degree t (all-subsets: counted as degree 2)
+                t = max(t, 2)
+                grad = grad + k * r_bar * (s2 * r_bar) ** (t - 1)
+                hess = np.maximum(hess, r_bar * (s2 * r_bar) ** (t - 2))
+        slope = np.abs(_losses.loss_gradient(name, y, np.full_like(y, center)))
+        curvature = float(_losses.smoothness(name) * np.max(sw * grad) +
+                          np.max(slope, initial=0.0) * np.max(sw * hess))
+    if not curvature > 2.0 / DEFAULT_ETA0["sgd"]:
+        return DEFAULT_ETA0["sgd"]
+    return max(2.0 / curvature, np.finfo(np.float64).tiny)
 
 
 def _degrees_array(degrees):
@@ -105,6 +150,7 @@ class StochasticState:
     def __init__(self, params, adagrad):
         self.step = 0
         self.adagrad = adagrad
+        self.default_eta0 = None  # SGD's data-driven eta0, chosen at the first pass
         dtype = params.P.dtype
 
         def zeros(a):
@@ -127,7 +173,15 @@ class StochasticGradient:
         self.rng, self.state = rng, state
         self.adagrad = est.solver == "adagrad"
         self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
-        self.eta0 = float(est.eta0 if est.eta0 is not None else DEFAULT_ETA0[est.solver])
+        if est.eta0 is not None:
+            self.eta0 = float(est.eta0)
+        elif self.adagrad:  # AdaGrad's steps are normalised coordinate by coordinate
+            self.eta0 = DEFAULT_ETA0["adagrad"]
+        else:
+            if state.default_eta0 is None:
+                state.default_eta0 = default_sgd_eta0(est, X, y, sw, loss_code, kernel,
+                                                      degrees, est._structure()[2])
+            self.eta0 = state.default_eta0
         self._y_pred = None
 
     def epoch(self):
@@ -150,13 +204,17 @@ class StochasticGradient:
             float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
             st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size),
             n_threads=stochastic_threads(est._n_jobs, int(est.batch_size)))
-        if not finite or not all(np.all(np.isfinite(getattr(p, name)))
-                                 for name in ("intercept", "w", "P", "gamma", "lam")):
+        self._y_pred = None
+        # The pass checks each row's prediction before its step, not after the last one:
+        # finite but huge parameters can still overflow the predictions.  fit reuses
+        # these predictions for the objective; partial_fit pays one prediction pass.
+        if not (finite and all(np.all(np.isfinite(getattr(p, name)))
+                               for name in ("intercept", "w", "P", "gamma", "lam"))
+                and np.all(np.isfinite(self.predictions()))):
             raise FloatingPointError(
                 f"{est.solver} diverged: the model's parameters or predictions became "
                 f"non-finite (eta0={self.eta0:g}); use a smaller learning rate eta0, "
                 f"a larger beta, or scale the features")
-        self._y_pred = None
         if before is None:
             return float("nan")
         return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))
@@ -215,7 +273,13 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
                 a = np.asarray(arrays[name], np.float64)
                 value += 0.5 * reg * float(np.sum(a * a))
                 grads[name] += reg * a
-        return value, pack(grads)
+        gradient = pack(grads)
+        # L-BFGS-B neither stops on nor reports NaN: it would return the point as it is.
+        if not (np.isfinite(value) and np.all(np.isfinite(gradient))):
+            raise FloatingPointError(
+                f"L-BFGS met a non-finite objective or gradient (objective {value:g}); "
+                f"scale the features or increase beta")
+        return value, gradient
 
     iterations = [0]
 

@@ -10,6 +10,9 @@ __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
 
 LOWER_DEGREES = ("separate", "shared", "none")
 FM_KERNELS = ("anova", "all-subsets")
+# Degrees above the number of features add only zero interactions; up to this degree they
+# are tolerated (small data such as scikit-learn's estimator checks), beyond it refused.
+MAX_DEGREE_BEYOND_FEATURES = 5
 
 
 class _BaseFactorizationMachine(_PolynomialModel):
@@ -20,6 +23,18 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
         check_choice(self.kernel, "kernel", FM_KERNELS)
         check_n_jobs(self.n_jobs)
+
+    def _check_against_data(self, X, n_outputs):
+        super()._check_against_data(X, n_outputs)
+        d = X.shape[1]
+        if self.kernel == "anova" and self.degree > max(d, MAX_DEGREE_BEYOND_FEATURES):
+            # A_t sums over sets of t distinct features: zero for every x when t > d,
+            # at a cost that grows like degree^2.
+            raise ValueError(
+                f"degree={self.degree} exceeds n_features={d}: an ANOVA interaction of "
+                f"degree t multiplies t distinct features, so those of degree above {d} "
+                f"are zero for every input; use a degree of at most "
+                f"{max(d, MAX_DEGREE_BEYOND_FEATURES)}")
 
     def _structure(self):
         return fm_structure(self.degree, self.lower_degrees, self.kernel)
@@ -41,9 +56,12 @@ _FM_PARAMS_DOC = """
     Parameters
     ----------
     degree : int, default=2
-        Degree m >= 2 of the feature interactions (tested up to 5).
+        Degree m >= 2 of the feature interactions (tested up to 5).  Interactions of
+        degree above the number of features are zero for every input (ANOVA kernel), so
+        ``fit`` refuses degrees above ``max(n_features, 5)``.
     n_components : int, default=8
-        Rank k of each factor matrix.
+        Rank k of each factor matrix.  ``fit`` refuses a model whose parameters would
+        not fit in the machine's physical memory.
     lower_degrees : {"separate", "shared", "none"}, default="separate"
         How the interactions of degrees 2..m-1 are modelled (ANOVA kernel only):
 
@@ -85,7 +103,11 @@ _FM_PARAMS_DOC = """
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.  "adagrad"
         divides ``eta0`` by the root of each coordinate's summed squared gradients.
     eta0 : float or None, default=None
-        Initial step size of "sgd"/"adagrad" (None: 0.01 for "sgd", 0.1 for "adagrad").
+        Initial step size of "sgd"/"adagrad".  None: 0.1 for "adagrad"; for "sgd",
+        0.01, or less on data of large norms or targets: 2 / L with L the rows' mean
+        curvature bound at the initial model (see
+        ``polylite.polynomial._solvers.default_sgd_eta0``), so that unscaled data do not
+        diverge.
     power_t : float, default=0.25
         Exponent of the "invscaling" schedule.
     batch_size : int, default=1

@@ -53,7 +53,8 @@ _PN_PARAMS_DOC = """
     degree : int, default=2
         Degree m >= 2 of the polynomial kernel (squares of features included).
     n_components : int, default=8
-        Number k of hidden units (rank).
+        Number k of hidden units (rank).  ``fit`` refuses a model whose parameters would
+        not fit in the machine's physical memory.
     lower_degrees : {"augment", "none"}, default="augment"
         "augment": each unit is ``(gamma_s + <p_s, x>)^m`` with a learned offset
         ``gamma_s`` (a constant feature), which covers all degrees 0..m.  "none":
@@ -91,7 +92,11 @@ _PN_PARAMS_DOC = """
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.  "adagrad"
         divides ``eta0`` by the root of each coordinate's summed squared gradients.
     eta0 : float or None, default=None
-        Initial step size of "sgd"/"adagrad" (None: 0.01 for "sgd", 0.1 for "adagrad").
+        Initial step size of "sgd"/"adagrad".  None: 0.1 for "adagrad"; for "sgd",
+        0.01, or less on data of large norms or targets: 2 / L with L the rows' mean
+        curvature bound at the initial model (see
+        ``polylite.polynomial._solvers.default_sgd_eta0``), so that unscaled data do not
+        diverge.
     power_t : float, default=0.25
         Exponent of the "invscaling" schedule.
     batch_size : int, default=1
