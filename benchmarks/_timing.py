@@ -20,3 +20,22 @@ def timings(fn, repeat=1):
         fn()
         times.append(time.perf_counter() - start)
     return times
+
+
+def proc_status_kib(field):
+    """A field of /proc/self/status in KiB (VmRSS, VmHWM, RssAnon, RssFile...)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak_rss():
+    """Reset VmHWM to the current RSS; True when the kernel allowed it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False

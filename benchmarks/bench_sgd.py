@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from _timing import recommender_arguments, timings
+from _timing import proc_status_kib, recommender_arguments, reset_peak_rss, timings
 
 # Target ratio of a plain SGD epoch to X @ P (float64), the issue's comparison with a C++
 # library's SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
@@ -59,24 +59,6 @@ TARGET_NOTE = ("target: sgd, degree 2 <= 4x X @ P "
 
 
 # ---------------------------------------------------------------- child: one configuration
-
-def _proc_status_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _reset_peak_rss():
-    """Reset VmHWM to the current RSS; True when the kernel allowed it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
 
 def _malloc_trim():
     """Return freed heap memory to the kernel, so that VmRSS is the live set (glibc)."""
@@ -97,7 +79,7 @@ def run_config(cfg):
 
     epoch_times, xp_times, xp_in_fit = [], [], [0.0]
     peak_kib = [0]
-    can_reset = _reset_peak_rss()
+    can_reset = reset_peak_rss()
     _epoch = _sgd.sgd_epoch
 
     def timed_epoch(*args, **kwargs):
@@ -108,11 +90,11 @@ def run_config(cfg):
             # X @ P right after each epoch, so that the ratio sees the same machine load;
             # its time is taken out of the fit's wall time and its n x k output out of
             # the peak (peak so far noted, X @ P, peak counter reset).
-            peak_kib[0] = max(peak_kib[0], _proc_status_kib("VmHWM"))
+            peak_kib[0] = max(peak_kib[0], proc_status_kib("VmHWM"))
             start = time.perf_counter()
             xp_times.extend(timings(lambda: X @ P, 2))
             xp_in_fit[0] += time.perf_counter() - start
-            _reset_peak_rss()
+            reset_peak_rss()
         return out
 
     _sgd.sgd_epoch = timed_epoch  # polylite._solvers calls it as _sgd.sgd_epoch
@@ -131,9 +113,9 @@ def run_config(cfg):
     warnings.simplefilter("ignore")
     gc.collect()
     _malloc_trim()
-    rss_before = _proc_status_kib("VmRSS")
+    rss_before = proc_status_kib("VmRSS")
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    reset = _reset_peak_rss()
+    reset = reset_peak_rss()
     status = "ok"
     start = time.perf_counter()
     try:
@@ -142,7 +124,7 @@ def run_config(cfg):
         status = "diverged: " + str(exc).split(";")[0]
     fit_time = time.perf_counter() - start - xp_in_fit[0]
     if reset:
-        peak = (max(peak_kib[0], _proc_status_kib("VmHWM")) - rss_before) * 1024
+        peak = (max(peak_kib[0], proc_status_kib("VmHWM")) - rss_before) * 1024
         memory_method = "VmHWM - VmRSS (clear_refs reset)"
     else:
         peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before) * 1024

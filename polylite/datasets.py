@@ -2,14 +2,15 @@
 
 No data set is shipped with polylite; MovieLens is read from a path the user gives.
 """
+import mmap
 import os
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-__all__ = ["make_recommender", "load_movielens_100k", "iter_svmlight_chunks",
-           "iter_csr_chunks"]
+__all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens_100k",
+           "iter_svmlight_chunks", "iter_csr_chunks"]
 
 
 def _power_law_levels(n_samples, n_levels, exponent, rng):
@@ -53,9 +54,64 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
         Columns: users, then items, then numeric features.
     y : ndarray of shape (n_samples,)
     """
-    from .kernels import predict
     rng = check_random_state(random_state)
     gen = np.random.default_rng(rng.randint(2**31))
+    X = _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+                          popularity_exponent)
+    model = _planted_model(X.shape[1], degree, rank, gen)
+    return X, _planted_targets(X, model, noise, gen)
+
+
+def iter_recommender_chunks(n_samples, chunk_rows=1_000_000, n_users=5_000, n_items=3_000,
+                            n_numeric=3, *, degree=2, rank=4, noise=0.1,
+                            popularity_exponent=1.0, dtype=np.float64,
+                            index_dtype=np.int32, random_state=None):
+    """:func:`make_recommender`'s data made a chunk of rows at a time, for data sets larger
+    than memory (for example written to disk as they come, see the streaming benchmark).
+
+    Every chunk's targets come from one planted model.  The rows differ from those of
+    :func:`make_recommender` with the same seed, but the chunks do not depend on
+    ``chunk_rows`` beyond how the rows are cut.  Parameters as :func:`make_recommender`,
+    plus ``chunk_rows`` (rows per chunk; the last chunk may be shorter).
+
+    Yields
+    ------
+    X : csr_matrix of shape (n_chunk_rows, n_users + n_items + n_numeric)
+    y : ndarray of shape (n_chunk_rows,)
+    """
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
+    seed = check_random_state(random_state).randint(2**31)
+    n_features = n_users + n_items + n_numeric
+    model = _planted_model(n_features, degree, rank, np.random.default_rng([seed, 0]))
+    # Rows are drawn in blocks of a fixed size, whatever chunk_rows is.
+    block = 100_000
+    pending_X, pending_y, have = [], [], 0
+    for b, start in enumerate(range(0, n_samples, block)):
+        gen = np.random.default_rng([seed, 1, b])
+        X = _recommender_rows(min(block, n_samples - start), n_users, n_items, n_numeric,
+                              dtype, index_dtype, gen, popularity_exponent)
+        pending_X.append(X)
+        pending_y.append(_planted_targets(X, model, noise, gen))
+        have += X.shape[0]
+        while have >= chunk_rows or (have and start + block >= n_samples):
+            X = _vstack_csr(pending_X, index_dtype)
+            y = np.concatenate(pending_y)
+            take = min(chunk_rows, have)
+            yield X[:take], y[:take]
+            pending_X, pending_y, have = [X[take:]], [y[take:]], have - take
+
+
+def _vstack_csr(parts, index_dtype):
+    X = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+    X.indices = X.indices.astype(index_dtype, copy=False)
+    X.indptr = X.indptr.astype(index_dtype, copy=False)
+    return X
+
+
+def _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+                      popularity_exponent=1.0):
+    """The rows of :func:`make_recommender`: one user, one item, numeric columns."""
     users = _power_law_levels(n_samples, n_users, popularity_exponent, gen)
     items = _power_law_levels(n_samples, n_items, popularity_exponent, gen)
     n_features = n_users + n_items + n_numeric
@@ -72,12 +128,22 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
     # scipy narrows the index arrays of small matrices: keep the type asked for.
     X.indices = X.indices.astype(index_dtype, copy=False)
     X.indptr = X.indptr.astype(index_dtype, copy=False)
+    return X
+
+
+def _planted_model(n_features, degree, rank, gen):
+    """Linear weights and factors (one block per degree 2..degree) of the planted FM."""
     w = gen.normal(0, 0.3, n_features)
     P = gen.normal(0, 0.5 / rank ** 0.25, (degree - 1, n_features, rank))
-    y = predict(X, P, degrees=list(range(2, degree + 1)), w=w, intercept=3.0,
+    return w, P
+
+
+def _planted_targets(X, model, noise, gen):
+    from .kernels import predict
+    w, P = model
+    y = predict(X, P, degrees=list(range(2, P.shape[0] + 2)), w=w, intercept=3.0,
                 check_input=False).astype(np.float64)
-    y += noise * gen.standard_normal(n_samples)
-    return X, y
+    return y + noise * gen.standard_normal(X.shape[0])
 
 
 def _read_ratings(path):
@@ -173,16 +239,58 @@ def _one_based_hint(path):
 def iter_csr_chunks(X, y, chunk_rows=100_000):
     """Yield (X[start:stop], y[start:stop]) row blocks of a (memory-mapped) CSR matrix.
 
-    With ``X`` built on ``np.memmap`` arrays, only the current block is read into memory.
+    With ``X`` (and ``y``) built on ``np.memmap`` arrays, only the current block is read
+    into memory, and the file pages of the blocks already yielded leave the process's
+    resident set (``madvise(MADV_DONTNEED)``; they stay in the operating system's file
+    cache), so that the resident memory stays about one block whatever the file's size.
+    Copy-on-write maps (``mode="c"``) keep their pages.
 
     Parameters
     ----------
     X : sparse matrix of shape (n_samples, n_features), CSR
     y : array-like of shape (n_samples,)
     chunk_rows : int, default=100_000
+
+    Yields
+    ------
+    X_chunk : csr_matrix of shape (n_chunk_rows, n_features)
+    y_chunk : ndarray of shape (n_chunk_rows,)
     """
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     X = sp.csr_matrix(X) if not sp.issparse(X) or X.format != "csr" else X
+    pages = [_FilePages(a) for a in (X.data, X.indices, X.indptr, y)]
     for start in range(0, X.shape[0], chunk_rows):
-        yield X[start:start + chunk_rows], np.asarray(y[start:start + chunk_rows])
+        stop = min(start + chunk_rows, X.shape[0])
+        yield X[start:stop], np.asarray(y[start:stop])
+        for part, end in zip(pages, (X.indptr[stop], X.indptr[stop], stop, stop)):
+            part.release_before(int(end))
+
+
+class _FilePages:
+    """The file mapping under an array that views a shared ``np.memmap`` (modes "r",
+    "r+", "w+"), able to drop the pages of its first elements from the resident set."""
+
+    def __init__(self, a):
+        self.mapping = None
+        top = a
+        while isinstance(top, np.ndarray) and not isinstance(top.base, mmap.mmap):
+            top = top.base
+        if not (isinstance(top, np.memmap) and isinstance(a, np.ndarray)
+                and a.ndim == 1 and top.mode != "c" and a.flags.c_contiguous):
+            return
+        # np.memmap maps from the allocation boundary below its offset.
+        mapping_start = top.ctypes.data - top.offset % mmap.ALLOCATIONGRANULARITY
+        self.mapping, self.itemsize = top.base, a.itemsize
+        self.begin = a.ctypes.data - mapping_start  # byte offset of a[0] in the mapping
+        self.released = self.begin - self.begin % mmap.PAGESIZE
+
+    def release_before(self, n):
+        """Drop the whole pages holding only elements before a[n] (and earlier bytes)."""
+        if self.mapping is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return  # nothing mapped, or a platform without madvise
+        end = self.begin + n * self.itemsize
+        end -= end % mmap.PAGESIZE
+        if end > self.released:
+            self.mapping.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
+            self.released = end

@@ -321,6 +321,10 @@ def _grid_check(draws, log_density, grid):
     assert stats.chisquare(observed).pvalue > 1e-4, observed
 
 
+def test_hyperpriors_have_libfm_defaults():
+    assert (_sampler.ALPHA_0, _sampler.BETA_0, _sampler.GAMMA_0, _sampler.MU_0) == (1, 1, 1, 0)
+
+
 def test_prior_precision_and_mean_follow_their_conditionals():
     """lam | mu, theta and then mu | lam, theta, against the densities written from the
     model (Gamma(ALPHA_0/2, GAMMA_0/2) prior on lam, N(MU_0, 1/(BETA_0 lam)) on mu, theta

@@ -1,12 +1,15 @@
 """Data helpers: the synthetic recommender, MovieLens reader, chunked streaming."""
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
 from polylite import FactorizationMachineRegressor
-from polylite.datasets import (iter_csr_chunks, iter_svmlight_chunks,
-                               load_movielens_100k, make_recommender)
+from polylite.datasets import (iter_csr_chunks, iter_recommender_chunks,
+                               iter_svmlight_chunks, load_movielens_100k,
+                               make_recommender)
 
 
 def test_make_recommender_shape_and_structure():
@@ -88,3 +91,71 @@ def test_chunk_sizes_are_checked(tmp_path):
     path.write_text("1 1:1\n")
     with pytest.raises(ValueError, match="chunk_bytes"):
         next(iter_svmlight_chunks(path, 2, chunk_bytes=0))
+
+
+def test_iter_recommender_chunks_do_not_depend_on_the_chunk_size():
+    whole = list(iter_recommender_chunks(250_000, 250_000, 40, 30, random_state=1))
+    parts = list(iter_recommender_chunks(250_000, 70_000, 40, 30, random_state=1))
+    assert len(whole) == 1
+    assert [X.shape[0] for X, _ in parts] == [70_000, 70_000, 70_000, 40_000]
+    X = sp.vstack([X for X, _ in parts], format="csr")
+    assert (X != whole[0][0]).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), whole[0][1])
+    assert parts[1][0].indptr.dtype == np.int32 and parts[1][0].indptr[0] == 0
+    # One planted model for every chunk: without noise, a (user, item) pair has one target
+    # whichever chunk it is in.
+    chunks = list(iter_recommender_chunks(20_000, 10_000, 5, 4, n_numeric=0, noise=0,
+                                          random_state=2))
+    targets = []
+    for X, y in chunks:
+        pair = X.indices.reshape(-1, 2) @ np.array([10, 1])  # user, item
+        keys, first = np.unique(pair, return_index=True)
+        assert keys.shape == (20,)
+        np.testing.assert_allclose(y, y[first][np.searchsorted(keys, pair)])
+        targets.append(y[first])
+    np.testing.assert_allclose(targets[0], targets[1])
+    with pytest.raises(ValueError, match="chunk_rows"):
+        next(iter_recommender_chunks(10, 0))
+
+
+def _memmap_csr(folder, X, y, mode):
+    arrays = {}
+    for name, a in (("data", X.data), ("indices", X.indices), ("indptr", X.indptr),
+                    ("y", y)):
+        path = folder / f"{name}.bin"
+        a.tofile(path)
+        arrays[name] = np.memmap(path, a.dtype, mode=mode)
+    X_map = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                          shape=X.shape, copy=False)
+    return X_map, arrays["y"]
+
+
+def _rss_file_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc only")
+def test_iter_csr_chunks_releases_the_pages_of_memory_mapped_blocks(tmp_path):
+    X, y = make_recommender(400_000, 50, 30, random_state=0)  # 24 MB of X on disk
+    X_map, y_map = _memmap_csr(tmp_path, X, y, "r")
+    before = _rss_file_kib()
+    for (chunk, target), start in zip(iter_csr_chunks(X_map, y_map, 50_000),
+                                      range(0, X.shape[0], 50_000)):
+        assert (chunk != X[start:start + 50_000]).nnz == 0
+        np.testing.assert_array_equal(target, y[start:start + 50_000])
+    # Without the release, every page read (about 30 MB) would stay resident.
+    assert _rss_file_kib() - before < 10_000
+
+
+def test_iter_csr_chunks_keeps_copy_on_write_changes(tmp_path):
+    X, y = make_recommender(100_000, 50, 30, random_state=0)
+    X_map, y_map = _memmap_csr(tmp_path, X, y, "c")
+    X_map.data[:] = 2.0  # changes only in this process's private copy
+    y_map[:] = -1.0
+    for _ in range(2):  # the second pass reads the pages again
+        for chunk, target in iter_csr_chunks(X_map, y_map, 30_000):
+            assert np.all(chunk.data == 2.0) and np.all(target == -1.0)

@@ -120,12 +120,13 @@ class GibbsChain:
     ``inputs`` is :func:`polylite.polynomial._solvers.cd_inputs` of X with uniform
     weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
     :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
-    on the same X may share.
+    on the same X may share; ``n_jobs`` the threads of :meth:`predict`.
     """
 
     def __init__(self, X, y, inputs, params, structure, groups, *, fit_intercept,
-                 fit_linear, probit, rng, workspace):
+                 fit_linear, probit, rng, workspace, n_jobs=None):
         self.X, self.inputs, self.params, self.groups = X, inputs, params, groups
+        self.n_jobs = n_jobs
         self.kernel, self.degrees, _ = structure
         self.fit_intercept, self.fit_linear, self.probit = fit_intercept, fit_linear, probit
         self.rng, self.workspace = rng, workspace
@@ -143,7 +144,7 @@ class GibbsChain:
         p = self.params
         return kernels.predict(X, p.P, degrees=self.degrees, kernel=self.kernel,
                                intercept=p.intercept[0], w=p.w, gamma=p.gamma,
-                               check_input=False)
+                               check_input=False, n_jobs=self.n_jobs)
 
     def draw_hyperparameters(self):
         """Every hyperparameter given the current parameters and residuals."""

@@ -155,7 +155,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
             chains.append(GibbsChain(X, targets[:, o], inputs, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
-                                     probit=self._is_classifier, rng=rng, workspace=workspace))
+                                     probit=self._is_classifier, rng=rng,
+                                     workspace=workspace, n_jobs=self.n_jobs))
         eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
         alphas = np.zeros((n_outputs, self.n_iter))
         scores = np.full(self.n_iter, np.nan)
@@ -233,7 +234,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 out[o, s] = kernels.predict(
                     X, samples["P"][o, s], degrees=degrees, kernel=kernel,
                     intercept=samples["intercept"][o, s], w=samples["w"][o, s],
-                    gamma=samples["gamma"][o, s], check_input=False)
+                    gamma=samples["gamma"][o, s], check_input=False,
+                    n_jobs=self.n_jobs)
         return out
 
     # ---- save / load (polylite._io) --------------------------------------------------------
@@ -343,10 +345,12 @@ _PARAMS_DOC = """
         predictor on them.
     n_jobs : int or None, default=None
         Threads that share each sweep's passes over the rows, as the coordinate descent
-        of :class:`~polylite.FactorizationMachineRegressor` (None: 1; -1: every CPU).
-        Every coordinate's normal draw is the same whatever thread takes it, but the sums
-        of a draw are added in another order, so chains with different ``n_jobs`` agree
-        only to rounding at first, then drift apart (each is a valid chain).
+        of :class:`~polylite.FactorizationMachineRegressor`, and the rows of predictions
+        (None: 1; -1: every CPU).  A fitted model's predictions do not depend on it; the
+        chain does, slightly: every coordinate's normal draw is the same whatever thread
+        takes it, but the sums of a draw are added in another order, so chains with
+        different ``n_jobs`` agree only to rounding at first, then drift apart (each is a
+        valid chain).
 """
 
 _MODEL_DOC = """
@@ -623,7 +627,7 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict(self, X):
-        """Predicted class labels: the most probable class.
+        """Predicted class labels: the most probable class under :meth:`predict_proba`.
 
         Parameters
         ----------

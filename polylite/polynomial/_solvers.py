@@ -227,12 +227,26 @@ class StochasticGradient:
         return self._y_pred
 
 
-def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
+def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads):
+    """The data term of the objective, ``sum_i sw_i loss(y_i, y_hat_i)`` over the rows of
+    ``X``, returned, and its gradient added into ``grads`` (float64 arrays shaped like the
+    parameters, keyed intercept, w, P, gamma, lam): one Cython pass over the rows
+    (``polylite._sgd.objective_gradient``, on ``est.n_jobs`` threads)."""
+    return _sgd.objective_gradient(
+        X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
+        _degrees_array(degrees), params.gamma, params.lam, kernels.KERNELS[kernel],
+        loss_code, bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
+        grads["gamma"], grads["lam"], row_threads(est._n_jobs, X.shape[0]))
+
+
+def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_term=None):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
-    Value and gradient come from one Cython pass over the rows
-    (``polylite._sgd.objective_gradient``, on ``n_jobs`` threads).  ``callback(objective)`` is called after each
-    iteration with the parameters in place; returning True stops the optimiser.
+    Value and gradient of the data term come from :func:`data_gradient` on ``X``, or from
+    ``data_term(params, grads)`` when given (same contract; :mod:`polylite.dask` sums it
+    over a cluster's row blocks, and passes None for X, y and sw).
+    ``callback(objective)`` is called after each iteration with the parameters in place;
+    returning True stops the optimiser.
     """
     names = ["P", "gamma"]
     if est.fit_intercept:
@@ -244,11 +258,11 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
     arrays = {name: getattr(params, name) for name in names}
     sizes = [arrays[name].size for name in names]
     bounds = np.cumsum([0] + sizes)
-    kernel_code = kernels.KERNELS[kernel]
-    degrees_arr = _degrees_array(degrees)
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
-    n_threads = row_threads(est._n_jobs, X.shape[0])
+    if data_term is None:
+        def data_term(params, grads):
+            return data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads)
 
     def unpack(x):
         for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
@@ -262,11 +276,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback):
         unpack(x)
         grads = {name: np.zeros(getattr(params, name).shape, np.float64)
                  for name in ("intercept", "w", "P", "gamma", "lam")}
-        value = _sgd.objective_gradient(
-            X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
-            degrees_arr, params.gamma, params.lam, kernel_code, loss_code,
-            bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
-            grads["gamma"], grads["lam"], n_threads)
+        value = data_term(params, grads)
         for name in names:
             reg = penalty[name]
             if reg:

@@ -1,0 +1,110 @@
+"""Threads (``n_jobs``): speed-up of prediction and of every solver's pass over the rows.
+
+Data (as bench_cd.py): 10^6 rows, one-hot user (50,000 levels) and item (30,000 levels)
+fields with power-law popularity and 3 numeric columns (5 nonzeros per row); k = 10;
+degrees 2 and 3 (separate factor matrices per degree).  For each degree, each task and
+each thread count:
+
+- predict: ``FactorizationMachineRegressor.predict`` on the training rows (the model after
+  one epoch of AdaGrad); median of 5 calls.
+- sgd, adagrad: one fit of ``--epochs`` epochs, ``batch_size`` ``--batch-size`` (256: the
+  threads share each mini-batch; ``batch_size=1`` runs on one thread by design), eta0
+  0.001 / 0.05; the median time of the Cython pass (``polylite.polynomial._sgd.sgd_epoch``,
+  timed by wrapping it).
+- lbfgs: one fit of ``--epochs`` iterations; the median time of the value-and-gradient pass
+  (``_sgd.objective_gradient``, wrapped).
+- cd: one fit of ``--epochs`` epochs; the median time of ``_cd.cd_epoch`` (wrapped).
+
+"x (X@P)" divides the time by the median of ``X @ P`` (scipy, d x k dense P, one thread)
+timed three times before and three times after each measurement (the load of a shared
+machine drifts); "speed-up" divides the 1-thread time of the same task and degree by the
+time at this thread count.
+
+    python benchmarks/bench_threads.py [--rows 1000000] [--degrees 2 3] [--n-jobs 1 2]
+                                       [--tasks predict sgd adagrad lbfgs cd] [--epochs 3]
+"""
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from polylite import FactorizationMachineRegressor
+from polylite.datasets import make_recommender
+from polylite.polynomial import _cd, _sgd
+
+from _timing import recommender_arguments, timings
+
+TASKS = ("predict", "sgd", "adagrad", "lbfgs", "cd")
+pass_times = []
+
+
+def _timed(module, name):
+    """Replace ``module.name`` by a wrapper that appends each call's time to pass_times
+    (the solver drivers look the function up in the module at each call)."""
+    original = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        out = original(*args, **kwargs)
+        pass_times.append(time.perf_counter() - start)
+        return out
+
+    setattr(module, name, timed)
+
+
+_timed(_sgd, "sgd_epoch")
+_timed(_sgd, "objective_gradient")
+_timed(_cd, "cd_epoch")
+
+
+def measure(task, X, y, degree, k, n_jobs, epochs, batch_size):
+    """Seconds of one pass of ``task`` (median over the passes measured)."""
+    common = dict(degree=degree, n_components=k, tol=0, random_state=0, n_jobs=n_jobs)
+    if task == "predict":
+        fm = FactorizationMachineRegressor(solver="adagrad", max_iter=1, eta0=0.05,
+                                           batch_size=batch_size, **common).fit(X, y)
+        return float(np.median(timings(lambda: fm.predict(X), 5)))
+    solver_options = {"sgd": dict(eta0=0.001, batch_size=batch_size),
+                      "adagrad": dict(eta0=0.05, batch_size=batch_size),
+                      "lbfgs": {}, "cd": {}}[task]
+    fm = FactorizationMachineRegressor(solver=task, max_iter=epochs, **solver_options,
+                                       **common)
+    pass_times.clear()
+    fm.fit(X, y)
+    return float(np.median(pass_times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    recommender_arguments(parser, degrees=[2, 3])
+    parser.add_argument("--n-jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=256)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # 3 epochs do not converge, by design
+
+    X, y = make_recommender(args.rows, args.users, args.items, 3, random_state=0)
+    k = args.components
+    P = np.random.default_rng(0).normal(size=(X.shape[1], k))
+    print(f"X: {X.shape[0]} x {X.shape[1]}, {X.nnz} nonzeros, float64; k = {k}; "
+          f"mini-batches of {args.batch_size} rows")
+    print(f"{'task':>8} {'degree':>6} {'n_jobs':>6} {'s/pass':>8} {'X@P ms':>7} "
+          f"{'x (X@P)':>8} {'speed-up':>8}")
+    for task in args.tasks:
+        for degree in args.degrees:
+            single = None
+            for n_jobs in args.n_jobs:
+                xp_times = timings(lambda: X @ P, 3)
+                seconds = measure(task, X, y, degree, k, n_jobs, args.epochs,
+                                  args.batch_size)
+                xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
+                single = seconds if single is None else single
+                print(f"{task:>8} {degree:>6} {n_jobs:>6} {seconds:>8.3f} {xp * 1e3:>7.1f} "
+                      f"{seconds / xp:>8.1f} {single / seconds:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Losses of the multi-output models (NIPS 2017, appendix A), vectorised over the rows.
+
+Each loss takes the targets of the rows and the outputs ``O`` (n_samples, n_outputs) and
+returns the weighted mean ``sum_i s_i loss(y_i, o_i)`` (the weights ``s`` sum to 1) with
+the matrix ``W = s_i * d loss(y_i, o_i) / d o_ic``: the diagonals D_c of the paper's
+Gamma_c, already weighted.  ``smoothness`` bounds the largest eigenvalue of the Hessian of
+one row's loss in o (the step sizes of the refits are derived from it).
+
+Multi-class losses (targets: class codes 0..m-1):
+
+* "logistic": ``log sum_c exp(o_c) - o_y``; gradient softmax(o) - e_y;
+* "smooth_hinge": the multi-class hinge max_c (1[c != y] + o_c) - o_y smoothed by a
+  squared norm: ``max_{p in simplex} <p, 1 - e_y + o - o_y> - ||p||^2 / 2 + 1/2`` (zero when
+  o_y exceeds every other output by 1 or more); gradient p* - e_y with p* the projection
+  of 1 - e_y + o onto the simplex;
+* "squared_hinge": ``sum_{c != y} max(0, 1 + o_c - o_y)^2`` (Blondel, Seki, Uehara 2013).
+
+Per-output losses (targets: a real matrix Y), summed over the outputs:
+
+* "squared": ``sum_c (o_c - y_c)^2 / 2``;
+* "logistic": ``sum_c log(1 + exp(-y_c o_c))`` with y_c in {-1, 1} (binary logistic per
+  output: multi-label, or the ordinal McRank reduction).
+"""
+import numpy as np
+from scipy.special import softmax
+
+from . import _passes
+from ._projections import project_simplex
+
+CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
+REGRESSOR_LOSSES = ("squared", "logistic")
+
+
+class _Loss:
+    name = ""
+
+    def __call__(self, targets, O, s, gradient=True):
+        """(weighted mean loss, W or None)."""
+        raise NotImplementedError
+
+    def smoothness(self, n_outputs):
+        raise NotImplementedError
+
+
+def _rows(codes):
+    return np.arange(codes.shape[0]), codes
+
+
+class MulticlassLogistic(_Loss):
+    name = "logistic"
+
+    def __call__(self, codes, O, s, gradient=True):
+        rows = _rows(codes)
+        top = O.max(axis=1, keepdims=True)
+        W = np.exp(O - top)
+        total = W.sum(axis=1)
+        value = float(s @ (np.log(total) + top[:, 0] - O[rows]))
+        if not gradient:
+            return value, None
+        W *= (s / total)[:, np.newaxis]
+        W[rows] -= s
+        return value, W
+
+    def smoothness(self, n_outputs):
+        # The Hessian diag(p) - p p^T has eigenvalues at most 1/2.
+        return 0.5
+
+
+class SmoothHinge(_Loss):
+    name = "smooth_hinge"
+
+    def __call__(self, codes, O, s, gradient=True):
+        rows = _rows(codes)
+        margins = O + 1.0 - O[rows][:, np.newaxis]
+        margins[rows] = 0.0
+        p = project_simplex(margins)
+        value = float(s @ (np.einsum("ij,ij->i", p, margins)
+                           - 0.5 * np.einsum("ij,ij->i", p, p) + 0.5))
+        if not gradient:
+            return value, None
+        p[rows] -= 1.0
+        p *= s[:, np.newaxis]
+        return value, p
+
+    def smoothness(self, n_outputs):
+        return 1.0   # the projection onto the simplex is 1-Lipschitz
+
+
+class MulticlassSquaredHinge(_Loss):
+    name = "squared_hinge"
+
+    def __call__(self, codes, O, s, gradient=True):
+        rows = _rows(codes)
+        slack = np.maximum(O + 1.0 - O[rows][:, np.newaxis], 0.0)
+        slack[rows] = 0.0
+        value = float(s @ np.einsum("ij,ij->i", slack, slack))
+        if not gradient:
+            return value, None
+        W = 2.0 * slack
+        W[rows] = -W.sum(axis=1)
+        W *= s[:, np.newaxis]
+        return value, W
+
+    def smoothness(self, n_outputs):
+        # 2 x the Laplacian of a star with up to m - 1 leaves: eigenvalues up to 2 m.
+        return 2.0 * n_outputs
+
+
+class _PerOutput(_Loss):
+    """A loss of the kernel layer (``polylite/_losses.pxd``) applied to every output,
+    summed over the outputs, in one threaded pass (``_passes.elementwise_loss``)."""
+    kind = None
+
+    def __init__(self, n_threads=1):
+        self.n_threads = n_threads
+
+    def __call__(self, Y, O, s, gradient=True):
+        O = np.ascontiguousarray(O, dtype=np.float64)
+        W = np.empty_like(O) if gradient else np.empty((0, 0))
+        value = _passes.elementwise_loss(self.kind, Y, O, s, W, gradient, self.n_threads)
+        return value, (W if gradient else None)
+
+
+class Squared(_PerOutput):
+    name = "squared"
+    kind = _passes.SQUARED
+
+    def smoothness(self, n_outputs):
+        return 1.0
+
+
+class BinaryLogistic(_PerOutput):
+    name = "logistic"
+    kind = _passes.LOGISTIC
+
+    def smoothness(self, n_outputs):
+        return 0.25
+
+
+def classifier_loss(name):
+    return {"logistic": MulticlassLogistic, "smooth_hinge": SmoothHinge,
+            "squared_hinge": MulticlassSquaredHinge}[name]()
+
+
+def regressor_loss(name, n_threads=1):
+    return {"squared": Squared, "logistic": BinaryLogistic}[name](n_threads)
+
+
+def class_probabilities(O):
+    """softmax of the outputs of the multi-class logistic model."""
+    return softmax(O, axis=1)

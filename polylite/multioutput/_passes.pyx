@@ -1,0 +1,204 @@
+"""Matrix-free passes over the rows of a CSR matrix for the multi-output models.
+
+The models see each row as x~ = [x, 1] when ``constant`` is set (ALGORITHMS.md section 5:
+the linear term comes from augmenting x with a constant feature): a parameter matrix
+Q of shape (n_features + constant, m) holds one column per basis vector (or per output),
+and its last row, the weights of the constant feature, is passed to the kernel layer's
+``linear_forms`` as its offset ``gamma``.  The constant column of X is never stored.
+
+Two passes, each one read of X for all m columns at once (one nonzero touches the
+contiguous row Q[j, :]), split over ``n_threads`` threads by ranges of rows of about equal
+numbers of nonzeros:
+
+* :func:`features`: Z[i, s] = sigma(q_s, x~_i), with sigma(q, x) = (q.x)^2 ("pn") or the
+  ANOVA kernel A_2(q, x) = ((q.x)^2 - sum_j q_j^2 x_j^2) / 2 ("fm");
+* :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
+  ``loss_value``/``loss_derivative``) and its gradient, one pass over the outputs;
+* :func:`gram_product`: G[:, s] = X~^T (W[:, s] * (X~ Q[:, s])), and when asked the
+  diagonal terms Dg[:, s] = (X~ o X~)^T W[:, s]: what Gamma_s q_s is made of,
+  Gamma_s = X~^T diag(W[:, s]) X~ ("pn") or (X~^T diag(W[:, s]) X~ - diag(Dg[:, s])) / 2
+  ("fm"), without forming Gamma_s.  Each thread sums into its own table (double), the
+  tables are added at the end.
+"""
+import numpy as np
+from cython.parallel cimport prange
+
+from .._kernels cimport index_t, floating, linear_forms
+from .._losses cimport loss_derivative, loss_value
+from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
+
+# The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
+SQUARED = _SQUARED
+LOGISTIC = _LOGISTIC
+
+
+cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
+                         const index_t* indices, const index_t* indptr,
+                         const floating* Q, Py_ssize_t m, const floating* gamma,
+                         bint anova, floating* Z, double* squares) noexcept nogil:
+    cdef Py_ssize_t i, z, s, start, nnz
+    cdef const floating* row
+    cdef floating* out
+    cdef double x, q
+    for i in range(lo, hi):
+        start = indptr[i]
+        nnz = indptr[i + 1] - start
+        out = Z + i * m
+        linear_forms(Q, m, gamma, indices + start, data + start, nnz, out)
+        if not anova:
+            for s in range(m):
+                out[s] = out[s] * out[s]
+            continue
+        # A_2 = ((q.x)^2 - sum_j (q_j x_j)^2) / 2, the squares summed in double.
+        for s in range(m):
+            q = gamma[s] if gamma != NULL else 0
+            squares[s] = q * q
+        for z in range(nnz):
+            row = Q + indices[start + z] * m
+            x = data[start + z]
+            for s in range(m):
+                q = row[s] * x
+                squares[s] += q * q
+        for s in range(m):
+            out[s] = <floating>(0.5 * (<double>out[s] * out[s] - squares[s]))
+
+
+cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
+                     const index_t* indices, const index_t* indptr,
+                     const floating* Q, Py_ssize_t m, const floating* gamma,
+                     Py_ssize_t n_features, const floating* W, double* acc,
+                     double* diag, floating* u, double* r) noexcept nogil:
+    cdef Py_ssize_t i, z, s, start, nnz
+    cdef const floating* w
+    cdef double* a
+    cdef double x, xx
+    for i in range(lo, hi):
+        start = indptr[i]
+        nnz = indptr[i + 1] - start
+        w = W + i * m
+        linear_forms(Q, m, gamma, indices + start, data + start, nnz, u)
+        for s in range(m):
+            r[s] = <double>w[s] * u[s]
+        for z in range(nnz):
+            x = data[start + z]
+            a = acc + indices[start + z] * m
+            for s in range(m):
+                a[s] += x * r[s]
+            if diag != NULL:
+                xx = x * x
+                a = diag + indices[start + z] * m
+                for s in range(m):
+                    a[s] += xx * w[s]
+        if gamma != NULL:  # the constant feature, value 1
+            a = acc + n_features * m
+            for s in range(m):
+                a[s] += r[s]
+            if diag != NULL:
+                a = diag + n_features * m
+                for s in range(m):
+                    a[s] += w[s]
+
+
+def row_bounds(const index_t[::1] indptr, Py_ssize_t n_threads):
+    """Row ranges [bounds[t], bounds[t+1]) of about equal numbers of nonzeros (and rows)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    # Each row also costs a fixed amount (its dot products and their squares): count it
+    # as one nonzero.
+    work = np.asarray(indptr, dtype=np.int64) + np.arange(n + 1)
+    targets = work[n] * np.arange(n_threads + 1) // max(n_threads, 1)
+    bounds = np.searchsorted(work, targets).astype(np.intp)
+    bounds[0], bounds[n_threads] = 0, n
+    return bounds
+
+
+def features(const floating[::1] data, const index_t[::1] indices,
+             const index_t[::1] indptr, Py_ssize_t n_features,
+             const floating[:, ::1] Q, bint constant, bint anova,
+             floating[:, ::1] Z, const Py_ssize_t[::1] bounds):
+    """Z[i, s] = sigma(Q[:, s], x~_i) for every row, in place (see the module docstring)."""
+    cdef Py_ssize_t m = Q.shape[1]
+    cdef Py_ssize_t n_threads = bounds.shape[0] - 1
+    cdef Py_ssize_t t
+    if Q.shape[0] != n_features + constant or Z.shape[1] != m or \
+            Z.shape[0] != indptr.shape[0] - 1:
+        raise ValueError("features: inconsistent shapes")
+    if m == 0 or Z.shape[0] == 0:
+        return
+    cdef double[:, ::1] sq = np.zeros((n_threads, m))
+    cdef const floating* gamma = &Q[n_features, 0] if constant else NULL
+    cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
+    cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
+    if n_threads == 1:
+        with nogil:
+            _features_rows(0, Z.shape[0], data_ptr, indices_ptr, &indptr[0], &Q[0, 0], m,
+                           gamma, anova, &Z[0, 0], &sq[0, 0])
+        return
+    for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
+                    chunksize=1):
+        _features_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
+                       &Q[0, 0], m, gamma, anova, &Z[0, 0], &sq[t, 0])
+
+
+def gram_product(const floating[::1] data, const index_t[::1] indices,
+                 const index_t[::1] indptr, Py_ssize_t n_features,
+                 const floating[:, ::1] Q, bint constant, const floating[:, ::1] W,
+                 bint with_diagonal, const Py_ssize_t[::1] bounds):
+    """(G, Dg): X~^T (W * (X~ Q)) and (X~ o X~)^T W (None unless ``with_diagonal``).
+
+    Both of shape (n_features + constant, m), float64 (see the module docstring).
+    """
+    cdef Py_ssize_t m = Q.shape[1]
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t dim = n_features + constant
+    cdef Py_ssize_t n_threads = bounds.shape[0] - 1
+    cdef Py_ssize_t t
+    if Q.shape[0] != dim or W.shape[0] != n or W.shape[1] != m:
+        raise ValueError("gram_product: inconsistent shapes")
+    tables = np.zeros((n_threads, dim, m))
+    diagonals = np.zeros((n_threads, dim, m)) if with_diagonal else np.zeros((1, 1, 1))
+    if m == 0 or n == 0:
+        return tables[0], (diagonals[0] if with_diagonal else None)
+    cdef double[:, :, ::1] acc = tables
+    cdef double[:, :, ::1] dg = diagonals
+    scratch_u = np.empty((n_threads, m), dtype=np.asarray(Q).dtype)
+    cdef floating[:, ::1] u = scratch_u
+    cdef double[:, ::1] r = np.empty((n_threads, m))
+    cdef const floating* gamma = &Q[n_features, 0] if constant else NULL
+    cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
+    cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
+    if n_threads == 1:
+        with nogil:
+            _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &Q[0, 0], m, gamma,
+                       n_features, &W[0, 0], &acc[0, 0, 0],
+                       &dg[0, 0, 0] if with_diagonal else NULL, &u[0, 0], &r[0, 0])
+    else:
+        for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
+                        chunksize=1):
+            _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
+                       &Q[0, 0], m, gamma, n_features, &W[0, 0], &acc[t, 0, 0],
+                       &dg[t, 0, 0] if with_diagonal else NULL, &u[t, 0], &r[t, 0])
+    G = tables[0] if n_threads == 1 else tables.sum(axis=0)
+    if not with_diagonal:
+        return G, None
+    return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))
+
+
+def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
+                     const double[::1] s, double[:, ::1] W, bint gradient,
+                     int n_threads=1):
+    """sum_i s_i sum_c loss(Y[i, c], O[i, c]) for a per-output loss of the kernel layer
+    (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
+    W[i, c] = s_i d loss / d O[i, c], in place."""
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i, c
+    cdef double total = 0.0, row
+    if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
+            gradient and (W.shape[0] != n or W.shape[1] != m)):
+        raise ValueError("elementwise_loss: inconsistent shapes")
+    for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        row = 0.0
+        for c in range(m):
+            row = row + loss_value(loss, Y[i, c], O[i, c])
+            if gradient:
+                W[i, c] = s[i] * loss_derivative(loss, Y[i, c], O[i, c])
+        total += s[i] * row
+    return total
