@@ -26,10 +26,14 @@ def _documented():
         stripped = line.strip()
         current = re.fullmatch(r"\.\. currentmodule:: (\S+)", stripped)
         if current:
-            module = importlib.import_module(current[1])
+            try:
+                module = importlib.import_module(current[1])
+            except ImportError:  # an optional dependency (dask) is missing
+                module = None
         elif stripped == ".. autosummary::":
             in_list = True
-        elif in_list and line.startswith("   ") and stripped and not stripped.startswith(":"):
+        elif (in_list and module is not None and line.startswith("   ") and stripped
+              and not stripped.startswith(":")):
             objects.append((f"{module.__name__}.{stripped}", getattr(module, stripped)))
         elif in_list and stripped and not line.startswith(" "):
             in_list = False
@@ -57,7 +61,11 @@ def _public_objects():
 
 def test_api_reference_lists_every_public_class_and_function():
     documented = {id(obj) for _, obj in _documented()}
-    missing = sorted({name for name, obj in _public_objects() if id(obj) not in documented})
+    names = {}  # each missing object once, by its shortest public name
+    for name, obj in _public_objects():
+        if id(obj) not in documented:
+            names[id(obj)] = min(names.get(id(obj), name), name, key=len)
+    missing = sorted(names.values())
     assert not missing, (f"public names missing from the autosummary lists of "
                          f"docs/api.rst: {missing}")
 
