@@ -44,6 +44,21 @@ References printed next to our numbers (accuracy %, their own protocols):
 
 ``--quick``: one seed, one configuration per polynomial model, smaller baseline grids, and
 ``letter`` subsampled to 4,000 rows (a smoke test, a minute or two).
+
+``--speed``: instead of the grids, the fit time of the estimators as a new user runs them
+(default parameters, ``n_jobs``), on the train part of seed 0's split: FM and PN classifiers
+of degrees 2 and 3, rank ``--components`` (default 10 for satimage, 30 for letter, 10
+otherwise), each solver of ``--solvers`` (default cd and lbfgs), next to
+``LogisticRegression()`` and ``SVC(kernel="poly", degree=2, coef0=1)`` fitted in the same
+run.  Every fit is repeated ``--repeats`` times (median seconds); "epochs" is the largest
+number of epochs (L-BFGS: iterations) of the one-vs-rest outputs, "unconv." how many of
+them stopped at ``max_iter``, "x SVC" the fit time over SVC's; "CPU s" the CPU time of
+the fit's threads, which a loaded machine inflates less than the wall time (BLAS runs on
+one thread, so that its idle threads do not bill LogisticRegression).  The
+machine's load drifts: compare ratios, not seconds, across runs::
+
+    python benchmarks/bench_classification.py --speed --datasets satimage letter \
+        [--n-jobs 2] [--repeats 3] [--degrees 2 3] [--solvers cd lbfgs]
 """
 import argparse
 import csv
@@ -61,6 +76,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
+from threadpoolctl import threadpool_limits
 
 from polylite import FactorizationMachineClassifier, PolynomialNetworkClassifier
 
@@ -225,6 +241,66 @@ def run_dataset(name, args):
     return results
 
 
+# --------------------------------------------------------------------------------------
+# fit speed of the default estimators (--speed)
+# --------------------------------------------------------------------------------------
+
+SPEED_COMPONENTS = {"satimage": 10, "letter": 30}
+
+
+def _timed_fit(make, train, repeats):
+    """(median wall seconds of ``repeats`` fits, their median CPU seconds (all threads),
+    the last fitted estimator)."""
+    seconds, cpu = [], []
+    for _ in range(repeats):
+        est = make()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        est.fit(*train)
+        seconds.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return float(np.median(seconds)), float(np.median(cpu)), est
+
+
+def speed_dataset(name, args):
+    X, y = load_dataset(name)
+    train, _, test = split(X, y, 0)
+    k = args.components or SPEED_COMPONENTS.get(name, 10)
+    rows = []
+    svc_seconds, svc_cpu, svc = _timed_fit(
+        lambda: SVC(kernel="poly", degree=2, coef0=1.0), train, args.repeats)
+    rows.append(("SVC(poly, degree=2)", "libsvm", svc_seconds, svc_cpu, "", "",
+                 svc.score(*test)))
+    lr_seconds, lr_cpu, lr = _timed_fit(lambda: LogisticRegression(max_iter=2000), train,
+                                        args.repeats)
+    rows.append(("LogisticRegression", "lbfgs", lr_seconds, lr_cpu, "", "",
+                 lr.score(*test)))
+    for key, cls in (("fm", FactorizationMachineClassifier),
+                     ("pn", PolynomialNetworkClassifier)):
+        for degree in args.degrees:
+            for solver in args.solvers:
+                # (n_jobs only where the estimator has it: older builds, for comparison)
+                threads = ({"n_jobs": args.n_jobs} if "n_jobs" in cls().get_params()
+                           else {})
+                seconds, cpu, est = _timed_fit(
+                    lambda: cls(degree=degree, n_components=k, solver=solver,
+                                random_state=0, **threads), train, args.repeats)
+                n_iter = np.atleast_1d(est.n_iter_)
+                rows.append((f"{key.upper()} degree {degree}, k={k}", solver, seconds,
+                             cpu, int(n_iter.max()), int(np.sum(n_iter >= est.max_iter)),
+                             est.score(*test)))
+    print(f"\n== {name}: fit on {train[0].shape[0]} rows x {train[0].shape[1]} features, "
+          f"{np.unique(y).shape[0]} classes; n_jobs={args.n_jobs}; median of "
+          f"{args.repeats} fit(s) ==")
+    header = (f"{'model':<24} {'solver':<8} {'fit s':>8} {'x SVC':>7} {'CPU s':>8} "
+              f"{'x SVC':>7} {'epochs':>7} {'unconv.':>8} {'test acc %':>10}")
+    print(header)
+    print("-" * len(header))
+    for model, solver, seconds, cpu, epochs, unconverged, acc in rows:
+        print(f"{model:<24} {solver:<8} {seconds:8.2f} {seconds / svc_seconds:7.1f} "
+              f"{cpu:8.2f} {cpu / svc_cpu:7.1f} {epochs!s:>7} {unconverged!s:>8} "
+              f"{100 * acc:10.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -235,7 +311,26 @@ def main():
                         help="epoch limit of the FM/PN fits (default 50, 20 with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: one seed, tiny grids, letter subsampled")
+    parser.add_argument("--speed", action="store_true",
+                        help="fit times of the default estimators instead of the grids")
+    parser.add_argument("--n-jobs", type=int, default=2, help="--speed: n_jobs of the fits")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="--speed: fits per model (median time)")
+    parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3],
+                        help="--speed: degrees of the FM and PN")
+    parser.add_argument("--solvers", nargs="+", default=["cd", "lbfgs"],
+                        help="--speed: solvers of the FM and PN")
+    parser.add_argument("--components", type=int, default=None,
+                        help="--speed: rank k (default 10; 30 on letter)")
     args = parser.parse_args()
+    if args.speed:
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        # BLAS on one thread: its idle threads spin and bill CPU time to
+        # LogisticRegression on a shared machine (polylite's solvers call no BLAS).
+        with threadpool_limits(limits=1, user_api="blas"):
+            for name in args.datasets:
+                speed_dataset(name, args)
+        return
     if args.seeds is None:
         args.seeds = 1 if args.quick else 3
     if args.max_iter is None:

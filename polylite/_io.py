@@ -20,7 +20,7 @@ import numpy as np
 FORMAT_NAME = "polylite-model"
 FORMAT_VERSION = 1
 
-__all__ = ["load", "load_with_header", "ModelFileError", "FORMAT_VERSION",
+__all__ = ["load", "load_with_header", "save", "ModelFileError", "FORMAT_VERSION",
            "register_model", "check_array_names", "check_float_arrays"]
 
 
@@ -64,8 +64,16 @@ def _json_param(name, value):
     if name == "random_state":
         # A RandomState instance has no portable form; the fitted model does not need it.
         return None
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _json_param(f"{name}[{key!r}]", v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):  # restored as a list
+        return [_json_param(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, type) and issubclass(value, np.generic) or \
+            isinstance(value, np.dtype):  # a dtype parameter: restored as its name
+        return np.dtype(value).name
     raise TypeError(f"cannot save parameter {name}={value!r}: only numbers, strings, "
-                    f"booleans and None are supported")
+                    f"booleans, None, NumPy dtypes, and lists and dicts (with str keys) "
+                    f"of those are supported")
 
 
 def _fitted_arrays(est):
@@ -106,24 +114,36 @@ def save_model(est, path, metadata=None):
 
     ``metadata``, a JSON-able dict, is stored in the header under "metadata" (the command
     line records there how its training file was read); :func:`load` ignores it."""
+    header, arrays = _model_header(est)
+    if metadata is not None:
+        header["metadata"] = metadata
+    _write_archive(path, header, arrays)
+
+
+def _model_header(est):
+    """The header entries (class, params, attributes) and the arrays of one fitted
+    estimator."""
     from sklearn.utils.validation import check_is_fitted
-    from . import __version__
     check_is_fitted(est)
     if _model_classes().get(type(est).__name__) is not type(est):
         raise TypeError(f"{type(est).__name__} cannot be saved by polylite")
     arrays, meta = _fitted_arrays(est)
     header = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "polylite_version": __version__,
         "class": type(est).__name__,
         "params": {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()},
         "attributes": meta,
-        "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str}
-                   for k, a in arrays.items()},
     }
-    if metadata is not None:
-        header["metadata"] = metadata
+    return header, arrays
+
+
+def _write_archive(path, header, arrays):
+    """Write ``arrays`` and the JSON ``header`` (completed with the format, the versions
+    and the table of the arrays) to ``path``, atomically."""
+    from . import __version__
+    header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+              "polylite_version": __version__, **header,
+              "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str}
+                         for k, a in arrays.items()}}
     blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -136,6 +156,69 @@ def save_model(est, path, metadata=None):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# A pipeline is saved as the list of its steps, each described as a single estimator
+# is, with its arrays stored under "<step index>/<array name>".
+PIPELINE_CLASS = "Pipeline"
+
+
+def save(estimator, path):
+    """Save a fitted polylite estimator, or a pipeline of them, pickle-free.
+
+    A :class:`~sklearn.pipeline.Pipeline` whose steps are all polylite estimators or
+    transformers (for instance a :class:`~polylite.preprocessing.FieldEncoder` followed
+    by a factorization machine) is saved as one file, step by step; :func:`load` returns
+    an equal pipeline.
+
+    Parameters
+    ----------
+    estimator : polylite estimator or sklearn.pipeline.Pipeline
+        Fitted.
+    path : str or path-like
+        Destination file (NumPy ``.npz`` archive with a JSON header).
+
+    Raises
+    ------
+    TypeError
+        If the estimator, or a step of the pipeline, is not a polylite class.
+    """
+    from sklearn.pipeline import Pipeline
+    if not isinstance(estimator, Pipeline):
+        save_model(estimator, path)
+        return
+    if estimator.memory is not None:
+        raise TypeError("cannot save a pipeline with a memory (cache) setting")
+    steps, arrays = [], {}
+    for i, (name, step) in enumerate(estimator.steps):
+        if step is None or step == "passthrough":
+            raise TypeError(f"cannot save pipeline step {name!r}: it is {step!r}")
+        header, step_arrays = _model_header(step)
+        steps.append(dict(header, name=name))
+        arrays.update({f"{i}/{key}": a for key, a in step_arrays.items()})
+    _write_archive(path, {"class": PIPELINE_CLASS, "steps": steps,
+                          "verbose": bool(estimator.verbose)}, arrays)
+
+
+def _load_pipeline(header, arrays):
+    """A pipeline from the header of :func:`save`."""
+    from sklearn.pipeline import Pipeline
+    steps = header.get("steps")
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, dict)
+                                                           for s in steps):
+        raise ModelFileError("pipeline file has no valid list of steps")
+    prefixes = {key.split("/", 1)[0] for key in arrays}
+    if not prefixes <= {str(i) for i in range(len(steps))}:
+        raise ModelFileError("pipeline file has arrays of no step")
+    built = []
+    for i, step in enumerate(steps):
+        name = step.get("name")
+        if not isinstance(name, str) or name in dict(built):
+            raise ModelFileError(f"pipeline step {i} has no valid, unique name")
+        step_arrays = {key.split("/", 1)[1]: a for key, a in arrays.items()
+                       if key.split("/", 1)[0] == str(i)}
+        built.append((name, _instantiate(step, step_arrays)))
+    return Pipeline(built, verbose=bool(header.get("verbose", False)))
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -314,7 +397,7 @@ def _read_archive(path):
 
 
 def load(path):
-    """Load a model saved by ``estimator.save(path)``.
+    """Load a model saved by ``estimator.save(path)`` or :func:`save`.
 
     Parameters
     ----------
@@ -322,7 +405,7 @@ def load(path):
 
     Returns
     -------
-    estimator : polylite estimator
+    estimator : polylite estimator or sklearn.pipeline.Pipeline
         Fitted, predicting exactly as the saved one did.
 
     Raises
@@ -341,6 +424,14 @@ def load_with_header(path):
     ``polylite_version``, ``class``, ``params``, ``arrays`` (their shapes and dtypes),
     and ``metadata`` when the writer gave some)."""
     header, arrays = _read_archive(path)
+    if header.get("class") == PIPELINE_CLASS:
+        return _load_pipeline(header, arrays), header
+    return _instantiate(header, arrays), header
+
+
+def _instantiate(header, arrays):
+    """The estimator a header (or a pipeline step's) and its arrays describe, everything
+    checked."""
     classes = _model_classes()
     name = header.get("class")
     if name not in classes:
@@ -369,7 +460,7 @@ def load_with_header(path):
         raise
     except (ValueError, TypeError, KeyError) as exc:
         raise ModelFileError(f"model file is inconsistent: {exc}") from None
-    return est, header
+    return est
 
 
 def _is_int(value):

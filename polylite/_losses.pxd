@@ -2,7 +2,7 @@
 # constant mu (a bound on the second derivative) that coordinate descent divides by.
 # Computed in double whatever the parameter dtype: the cost is negligible and it keeps
 # float32 models from overflowing in exp().
-from libc.math cimport exp, log1p, fmax
+from libc.math cimport exp, fabs, log1p, fmax
 
 cdef enum:
     SQUARED = 0
@@ -47,3 +47,31 @@ cdef inline double loss_smoothness(int loss) noexcept nogil:
     elif loss == LOGISTIC:
         return 0.25
     return 2.0
+
+
+cdef inline double loss_derivatives(int loss, double y, double p,
+                                    double* curvature) noexcept nogil:
+    """d loss / d p, and in ``curvature`` the curvature a coordinate step's bound uses:
+    the second derivative for the squared and logistic losses, and for the squared hinge,
+    whose second derivative jumps at the hinge, its bound mu.  One exp for both."""
+    cdef double z, e, r
+    if loss == LOGISTIC:
+        # With e = exp(-|z|), r = 1 / (1 + e): sigma(-z) = e r (z > 0) or r, and
+        # sigma(z) sigma(-z) = e r^2; l' = -y sigma(-z), l'' = y^2 sigma(z) sigma(-z).
+        z = y * p
+        e = exp(-fabs(z))
+        r = 1.0 / (1.0 + e)
+        curvature[0] = y * y * e * r * r
+        return -y * (e * r if z > 0 else r)
+    curvature[0] = loss_smoothness(loss)
+    return loss_derivative(loss, y, p)
+
+
+cdef inline double loss_third_bound(int loss, double y_bound) noexcept nogil:
+    """Bound on |d^3 loss / d p^3| for labels of magnitude at most ``y_bound``, the
+    constant of the cubic term of the bound l(p + r) <= l + l' r + l'' r^2 / 2 + c |r|^3 / 6:
+    sqrt(3) / 18 |y|^3 for the logistic loss (the largest |s (1 - s) (1 - 2 s)|), 0 for the
+    squared loss (exact to second order) and for the squared hinge (its steps use mu)."""
+    if loss == LOGISTIC:
+        return 0.09622504486493763 * y_bound * y_bound * y_bound
+    return 0.0

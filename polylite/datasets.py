@@ -1,4 +1,5 @@
-"""Data for examples, tests and benchmarks: a synthetic recommender and MovieLens readers.
+"""Data for examples, tests and benchmarks: a synthetic recommender, MovieLens readers and
+chunked streaming of large files.
 
 No data set is shipped with polylite; MovieLens is read from a path the user gives.
 """
@@ -9,7 +10,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-__all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens_100k",
+from ._movielens import MovieLens, MovieLensFormatError, load_movielens
+
+__all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens",
+           "load_movielens_100k", "MovieLens", "MovieLensFormatError",
            "iter_svmlight_chunks", "iter_csr_chunks"]
 
 
@@ -22,44 +26,75 @@ def _power_law_levels(n_samples, n_levels, exponent, rng):
 
 
 def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=3, *,
-                     degree=2, rank=4, noise=0.1, popularity_exponent=1.0,
-                     dtype=np.float64, index_dtype=np.int32, random_state=None):
-    """Synthetic recommender data: one-hot user and item fields plus numeric columns.
+                     field_sizes=(), degree=2, rank=4, noise=0.1, popularity_exponent=1.0,
+                     return_table=False, return_model=False, dtype=np.float64,
+                     index_dtype=np.int32, random_state=None):
+    """Synthetic recommender data from a planted factorization machine of any degree.
 
-    Each row has one user (one-hot, power-law popularity), one item (likewise) and
+    Each row has one user and one item (one-hot, with power-law popularity), one level
+    of each extra categorical field (``field_sizes``; likewise power-law) and
     ``n_numeric`` standard-normal columns.  Targets come from a planted factorization
-    machine of the given degree and rank (a bias per user and item, a weight per numeric
-    column, and interactions between all fields), plus Gaussian noise.
+    machine of the given degree and rank (an intercept of 3, a weight per column, and
+    the ANOVA interactions of degrees 2..degree between all columns, one factor matrix
+    per degree), plus Gaussian noise.
 
     Parameters
     ----------
     n_samples : int, default=100_000
     n_users, n_items : int, default=5_000, 3_000
     n_numeric : int, default=3
+    field_sizes : sequence of int, default=()
+        Number of levels of each extra categorical field (context such as the time of
+        day or the device).
     degree : int, default=2
-        Degree of the planted interactions (ANOVA kernel, separate factors per degree).
+        Degree of the planted interactions.
     rank : int, default=4
         Rank of the planted factor matrices.
     noise : float, default=0.1
         Standard deviation of the added noise.
     popularity_exponent : float, default=1.0
-        Exponent of the power law of user and item popularity.
+        The level of popularity rank r (users, items, field levels) is drawn with
+        probability proportional to r^-exponent.
+    return_table : bool, default=False
+        Return the rows as a table for :class:`polylite.preprocessing.FieldEncoder`
+        instead of a matrix.
+    return_model : bool, default=False
+        Also return the planted parameters.
     dtype : {np.float64, np.float32}, default=np.float64
     index_dtype : {np.int32, np.int64}, default=np.int32
     random_state : int, RandomState instance or None, default=None
 
     Returns
     -------
-    X : csr_matrix of shape (n_samples, n_users + n_items + n_numeric)
-        Columns: users, then items, then numeric features.
+    X : csr_matrix of shape (n_samples, n_users + n_items + sum(field_sizes) + n_numeric)
+        Columns: users, items, each extra field, then the numeric columns.  Only when
+        ``return_table`` is False.
+    table : dict of ndarray
+        Only when ``return_table``: ``"user_id"`` and ``"item_id"`` (int64 of shape
+        (n_samples,)), ``"field_<j>"`` (the level of extra field j) and ``"numeric"``
+        (shape (n_samples, n_numeric)).  Encoded with ``FieldEncoder(context_features=
+        {"field_0": "categorical", ..., "numeric": "numeric"})`` it gives the columns of X
+        that the rows use.
     y : ndarray of shape (n_samples,)
+    model : dict
+        Only when ``return_model``: ``intercept`` (float), ``w`` (shape (n_columns,)),
+        ``P`` (shape (degree - 1, n_columns, rank); block t - 2 for degree t), so that
+        ``polylite.kernels.predict(X, P, degrees=range(2, degree + 1), w=w,
+        intercept=intercept)`` is y without the noise.
     """
     rng = check_random_state(random_state)
     gen = np.random.default_rng(rng.randint(2**31))
-    X = _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+    sizes = [n_users, n_items, *[int(f) for f in field_sizes]]
+    X = _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
                           popularity_exponent)
     model = _planted_model(X.shape[1], degree, rank, gen)
-    return X, _planted_targets(X, model, noise, gen)
+    out = [X, _planted_targets(X, model, noise, gen)]
+    if return_table:
+        out[0] = _recommender_table(X, sizes)
+    if return_model:
+        w, P = model
+        out.append({"intercept": _PLANTED_INTERCEPT, "w": w, "P": P})
+    return tuple(out)
 
 
 def iter_recommender_chunks(n_samples, chunk_rows=1_000_000, n_users=5_000, n_items=3_000,
@@ -98,8 +133,8 @@ index_dtype, random_state
     pending_X, pending_y, have = [], [], 0
     for b, start in enumerate(range(0, n_samples, block)):
         gen = np.random.default_rng([seed, 1, b])
-        X = _recommender_rows(min(block, n_samples - start), n_users, n_items, n_numeric,
-                              dtype, index_dtype, gen, popularity_exponent)
+        X = _recommender_rows(min(block, n_samples - start), [n_users, n_items],
+                              n_numeric, dtype, index_dtype, gen, popularity_exponent)
         pending_X.append(X)
         pending_y.append(_planted_targets(X, model, noise, gen))
         have += X.shape[0]
@@ -118,19 +153,23 @@ def _vstack_csr(parts, index_dtype):
     return X
 
 
-def _recommender_rows(n_samples, n_users, n_items, n_numeric, dtype, index_dtype, gen,
+def _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
                       popularity_exponent=1.0):
-    """The rows of :func:`make_recommender`: one user, one item, numeric columns."""
-    users = _power_law_levels(n_samples, n_users, popularity_exponent, gen)
-    items = _power_law_levels(n_samples, n_items, popularity_exponent, gen)
-    n_features = n_users + n_items + n_numeric
-    row_nnz = 2 + n_numeric
+    """The rows of :func:`make_recommender`: one level of each categorical field (users,
+    items, extra fields; ``sizes`` levels each), then the numeric columns."""
+    if any(size < 1 for size in sizes):
+        raise ValueError(f"every field needs at least one level, got {sizes}")
+    levels = [_power_law_levels(n_samples, size, popularity_exponent, gen)
+              for size in sizes]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    n_features = offsets[-1] + n_numeric
+    row_nnz = len(sizes) + n_numeric
     indices = np.empty((n_samples, row_nnz), dtype=index_dtype)
-    indices[:, 0] = users
-    indices[:, 1] = n_users + items
-    indices[:, 2:] = n_users + n_items + np.arange(n_numeric)
+    for f, level in enumerate(levels):
+        indices[:, f] = offsets[f] + level
+    indices[:, len(sizes):] = offsets[-1] + np.arange(n_numeric)
     data = np.ones((n_samples, row_nnz), dtype=dtype)
-    data[:, 2:] = gen.standard_normal((n_samples, n_numeric))
+    data[:, len(sizes):] = gen.standard_normal((n_samples, n_numeric))
     indptr = np.arange(0, n_samples * row_nnz + 1, row_nnz, dtype=index_dtype)
     X = sp.csr_matrix((data.ravel(), indices.ravel(), indptr),
                       shape=(n_samples, n_features))
@@ -147,21 +186,36 @@ def _planted_model(n_features, degree, rank, gen):
     return w, P
 
 
+# The planted model's intercept (near the middle of a 1..5 rating scale).
+_PLANTED_INTERCEPT = 3.0
+
+
 def _planted_targets(X, model, noise, gen):
     from .kernels import predict
     w, P = model
-    y = predict(X, P, degrees=list(range(2, P.shape[0] + 2)), w=w, intercept=3.0,
-                check_input=False).astype(np.float64)
+    y = predict(X, P, degrees=list(range(2, P.shape[0] + 2)), w=w,
+                intercept=_PLANTED_INTERCEPT, check_input=False).astype(np.float64)
     return y + noise * gen.standard_normal(X.shape[0])
 
 
-def _read_ratings(path):
-    raw = np.loadtxt(path, dtype=np.int64, usecols=(0, 1, 2), ndmin=2)
-    return raw[:, 0] - 1, raw[:, 1] - 1, raw[:, 2].astype(np.float64)
+def _recommender_table(X, sizes):
+    """:func:`make_recommender`'s rows as a table for ``FieldEncoder``: the level of each
+    categorical field (read back from X's columns) and the numeric columns."""
+    n_fields = len(sizes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    indices = X.indices.reshape(X.shape[0], -1)
+    data = X.data.reshape(X.shape[0], -1)
+    levels = [(indices[:, f] - offsets[f]).astype(np.int64) for f in range(n_fields)]
+    return {"user_id": levels[0], "item_id": levels[1],
+            **{f"field_{j}": level for j, level in enumerate(levels[2:])},
+            "numeric": data[:, n_fields:].astype(np.float64)}
 
 
 def load_movielens_100k(path, split="u1", dtype=np.float64):
     """Read a MovieLens 100K train/test split as one-hot user and item columns.
+
+    A shortcut for the common case of :func:`load_movielens` and
+    :class:`~polylite.preprocessing.FieldEncoder`.
 
     Parameters
     ----------
@@ -176,17 +230,14 @@ def load_movielens_100k(path, split="u1", dtype=np.float64):
     X_train, y_train, X_test, y_test : csr_matrix, ndarray, csr_matrix, ndarray
         Columns 0..942 are users, 943..2624 items (the full id ranges of the data set).
     """
-    path = os.fspath(path)
-    n_users, n_items = 943, 1682
+    from .preprocessing import FieldEncoder
+    data = load_movielens(path, splits=[split])
+    encoder = FieldEncoder(dtype=dtype).fit(data.ratings, users=data.users,
+                                            items=data.items)
     out = []
-    for part in ("base", "test"):
-        users, items, ratings = _read_ratings(os.path.join(path, f"{split}.{part}"))
-        n = users.shape[0]
-        rows = np.repeat(np.arange(n), 2)
-        cols = np.column_stack([users, n_users + items]).ravel()
-        X = sp.csr_matrix((np.ones(2 * n, dtype=dtype), (rows, cols)),
-                          shape=(n, n_users + n_items))
-        out += [X, ratings]
+    for rows in data.splits[split]:
+        part = {key: values[rows] for key, values in data.ratings.items()}
+        out += [encoder.transform(part), part["rating"]]
     return tuple(out)
 
 

@@ -406,7 +406,9 @@ def test_polynomial_network_classifier_solves_nonlinear_data(name, seed):
     clf = PolynomialNetworkClassifier(degree=2, n_components=4, beta=1e-4, max_iter=200,
                                       random_state=0)
     _fit_quietly(clf, X_tr, y_tr)
-    assert clf.score(X_te, y_te) >= 0.98
+    # Converged fits misclassify up to 3 of the 120 test points on xor seed 2 (points
+    # next to the empty band); logistic regression misses over 20% (test above).
+    assert clf.score(X_te, y_te) >= 0.97
 
 
 def _duplicate(X):

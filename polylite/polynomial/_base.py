@@ -65,6 +65,10 @@ class EpochReport(NamedTuple):
     seconds: float          # since the fit of this output started
 
 
+# Data with more than this fraction of nonzero entries counts as dense (solver advice).
+DENSE_FRACTION = 0.5
+
+
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
     return est.solver in _solvers.STOCHASTIC
@@ -326,18 +330,31 @@ class _PolynomialModel(BaseEstimator):
         else:
             for o in range(n_outputs):
                 self._continue_from(self._output(stack, o))
-        # Coordinate descent's view of the data: the same for every output.
-        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0],
-                                        getattr(self, "n_jobs", None))
+        # The outputs (the classes of a one-vs-rest fit) are independent problems on the
+        # same rows: they share what coordinate descent derives from X alone, and run on
+        # threads of their own, the rest of n_jobs sharing each output's passes.
+        workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
+        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
                      if self.solver == "cd" else None)
-        n_iter = []
-        for o in range(n_outputs):
+        # Each output draws from a random stream of its own (the stochastic solvers'
+        # shuffles), so that a fit is the same whichever thread runs which output.
+        rngs = [rng] if n_outputs == 1 else [
+            np.random.RandomState(seed)
+            for seed in rng.randint(np.iinfo(np.int32).max, size=n_outputs)]
+
+        def fit_output(o):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
-            n_iter.append(self._fit_one_output(
-                X, cd_inputs, y, sw, self._output(stack, o), loss, rng, val,
-                output=(o, n_outputs)))
+            return self._fit_one_output(X, cd_inputs, y, sw, self._output(stack, o), loss,
+                                        rngs[o], val, output=(o, n_outputs),
+                                        n_jobs=row_jobs)
+
+        results = _solvers.map_outputs(fit_output, n_outputs, workers)
+        for _, unconverged in results:  # in the order of the outputs, whatever the threads
+            if unconverged is not None:
+                warnings.warn(unconverged, ConvergenceWarning)
+        n_iter = [epochs for epochs, _ in results]
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
         self._publish(stack)
         return self
@@ -371,10 +388,13 @@ class _PolynomialModel(BaseEstimator):
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
     def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
-                        output=(0, 1)):
-        """Run the solver's epochs on one output; returns the number of epochs run.
+                        output=(0, 1), n_jobs=None):
+        """Run the solver's epochs on one output; returns the number of epochs run and
+        the text of a ConvergenceWarning to give, or None (the caller warns, so that
+        outputs fitted on threads warn in their order).
 
-        ``output`` is (index of this output, number of outputs)."""
+        ``output`` is (index of this output, number of outputs); ``n_jobs`` the threads
+        that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
         prefix = "" if output[1] == 1 else f"[output {output[0]}] "
@@ -391,14 +411,15 @@ class _PolynomialModel(BaseEstimator):
 
         if self.solver == "lbfgs":
             return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
-                                              degrees, stopper, prefix, start, report)
+                                              degrees, stopper, prefix, start, report,
+                                              n_jobs)
         if self.solver == "cd":
             solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
                                                 kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                _solvers.StochasticState(params, self.solver == "adagrad"))
+                _solvers.StochasticState(params, self.solver == "adagrad"), n_jobs)
         objective = best = self._objective(y, solver.predictions(), sw, params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
@@ -425,10 +446,10 @@ class _PolynomialModel(BaseEstimator):
             report(epoch, objective)
             if stop:
                 stopper.restore()
-                return epoch
+                return epoch, None
             if self.solver == "cd":
                 if decrease < self.tol or max_change < self.tol:
-                    return epoch
+                    return epoch, None
             else:
                 # Stochastic: stop after n_iter_no_change epochs without an improvement
                 # of the objective by tol (relative), as scikit-learn's SGD estimators do.
@@ -438,17 +459,21 @@ class _PolynomialModel(BaseEstimator):
                     stalled = 0
                 best = min(best, objective)
                 if stalled >= self.n_iter_no_change:
-                    return epoch
+                    return epoch, None
         if stopper is not None:
             stopper.restore()
-        warnings.warn(
+        # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
+        # it needs many more of them (benchmarks/bench_classification.py --speed).
+        dense = X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
+        return self.max_iter, (
             f"{type(self).__name__}: {self.solver} did not converge in "
             f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
-            f"tol={self.tol}); increase max_iter or tol", ConvergenceWarning)
-        return self.max_iter
+            f"tol={self.tol}); increase max_iter or tol" +
+            ("; on dense data, solver='lbfgs' usually converges in less time"
+             if self.solver == "cd" and dense else ""))
 
     def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
-                              prefix, start, report):
+                              prefix, start, report, n_jobs):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
             if self.verbose:
@@ -461,7 +486,7 @@ class _PolynomialModel(BaseEstimator):
 
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
-                                            degrees, callback)
+                                            degrees, callback, n_jobs=n_jobs)
         stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
             if not stopped_early:
@@ -473,7 +498,7 @@ class _PolynomialModel(BaseEstimator):
             raise FloatingPointError("L-BFGS ended with non-finite predictions; scale the "
                                      "features or increase beta")
         if stopped_early:
-            return n_iter
+            return n_iter, None
         # L-BFGS-B's own test (the objective stalls) also passes where it cannot progress
         # at all, as on features of scale 1e10 and more: a model worse than all zeros is
         # not converged either.
@@ -487,11 +512,10 @@ class _PolynomialModel(BaseEstimator):
             problem = (f"stopped at an objective of {result.fun:.6g}, above the "
                        f"{zero_objective:.6g} of the all-zero model, without converging")
         else:
-            return n_iter
+            return n_iter, None
         if result.status != 1:
             problem += "; scale the features or increase beta"
-        warnings.warn(f"{type(self).__name__}: L-BFGS {problem}", ConvergenceWarning)
-        return n_iter
+        return n_iter, f"{type(self).__name__}: L-BFGS {problem}"
 
     def _partial_fit_outputs(self, X, targets, sample_weight, loss):
         """One pass of the stochastic solver over a chunk, continuing the current model.

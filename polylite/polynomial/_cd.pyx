@@ -22,7 +22,12 @@ upper bound of the objective along that coordinate,
 with g_i the derivative of the prediction of row i in the coordinate, s_i the normalised
 sample weights (sum s_i = 1) and mu the smoothness of the loss.  The model is affine in every
 single coordinate, so for the squared loss (mu = 1) the step is the exact minimiser and the
-objective never increases for any loss.
+objective never increases for any loss.  For the logistic loss the bound's mu = 1/4 is far
+above the curvature l''_i of well-fitted rows, so its steps are several times too short;
+the coordinate also has the cubic bound l(p + r) <= l + l' r + l'' r^2 / 2 + c |r|^3 / 6
+(c: the largest |l'''|), from the sums of s_i l''_i g_i^2 and s_i |g_i|^3, and takes the
+step of whichever bound promises more (_bound_step): still monotone, and much faster on
+classification (the steps are taken where each row's loss is actually curved).
 
 Per-row state.  Only the current prediction and the cache of the component being updated
 are kept, O(n * m) memory, never a dense X: power sums D_1..D_{m-1} for the ANOVA kernel
@@ -41,13 +46,14 @@ every row, its update pass also starts that cache (the dummies' share), so the s
 needs no pass of its own either.
 
 Polynomial networks (kernel POLYNOMIAL, term lam_s (gamma_s + <p_s, x>)^m) are not affine
-in p_js, so the plain step does not apply.  Each p_js and gamma_s takes a Newton step on
-the objective along the coordinate, with the curvature
-sum_i s_i (mu a_i^2 + |l'_i b_i|) + reg (a_i, b_i: first and second derivatives of row i's
-prediction), which is positive, then the step is halved until the exact change of the
-objective along the coordinate (cheap: only the column's rows change) satisfies Armijo's
-condition.  So the objective never increases here either.  lam_s enters linearly and takes
-the exact bound step.  The per-row cache is the linear form u_i = gamma_s + <p_s, x_i>.
+in p_js, so the plain step does not apply.  Row i's prediction is a polynomial of degree m
+in the coordinate's step, so the loss's quadratic (or, logistic, cubic) bound makes the
+objective along the coordinate bounded by a polynomial Q whose coefficients one pass over
+the column's rows sums (_poly_sums); the step minimises Q (safeguarded Newton on Q', from
+the Newton step with a positive curvature; _poly_step), with no further pass over the
+rows.  So the objective never increases here either.  lam_s enters linearly and takes the
+bound step of a linear coordinate.  The per-row cache is the linear form
+u_i = gamma_s + <p_s, x_i>.
 
 Gibbs sampling (``prior``, for polylite.bayes).  With the squared loss the residuals are
 Gaussian and each coordinate's conditional posterior under a Gaussian prior N(mean, 1/lam) is
@@ -68,7 +74,8 @@ from cython.parallel cimport prange
 from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_from_power_sums,
                         anova_coordinate_derivative)
-from .._losses cimport SQUARED, loss_derivative, loss_smoothness, loss_value
+from .._losses cimport (SQUARED, LOGISTIC, loss_derivative, loss_derivatives,
+                        loss_smoothness, loss_third_bound, loss_value)
 
 
 # A derivative whose magnitude is below this multiple of eps times the size of the terms
@@ -88,8 +95,11 @@ cdef enum:
     COL_GRAD = 1       # sum_i s_i l'_i g_i
     COL_CURV = 2       # sum_i s_i g_i^2
     COL_NOISE = 3      # sum_i s_i magnitude_i^2 (rounding noise of the derivative)
-    COL_STEP = 4       # the step stored
-    COL_NEXT = 5       # the coordinate of the next component (its cache is built in pass 2)
+    COL_HESS = 4       # sum_i s_i l''_i g_i^2 (logistic loss: the bound's curvature)
+    COL_CUBE = 5       # sum_i s_i |g_i|^3 (logistic loss: the bound's cubic term)
+    COL_STEP = 6       # the step stored
+    COL_NEXT = 7       # the coordinate of the next component (its cache is built in pass 2)
+    N_TERMS = 5        # the sums COL_GRAD..COL_CUBE, in this order
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
 SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
@@ -107,6 +117,8 @@ cdef struct Layout:
     Py_ssize_t cache      # offset of the first of the two cache slots
     Py_ssize_t width      # doubles per cache slot
     int loss
+    double mu             # the loss's smoothness (loss_smoothness)
+    double third          # the bound on its third derivative (loss_third_bound), or 0
 
 
 cdef struct Groups:
@@ -165,6 +177,17 @@ cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t we
     return s * loss_derivative(loss, y, row[PRED])
 
 
+cdef inline double _row_dlosses(const double* row, Py_ssize_t label, Py_ssize_t weight,
+                                int loss, double* curvature) noexcept nogil:
+    """_row_dloss, and s_i times the loss's curvature in ``curvature``
+    (loss_derivatives)."""
+    cdef double y = row[label] if label >= 0 else 0.0
+    cdef double s = row[weight] if weight >= 0 else 1.0
+    cdef double dl = loss_derivatives(loss, y, row[PRED], curvature)
+    curvature[0] *= s
+    return s * dl
+
+
 cdef inline double _dloss(const double* row, const Layout* L) noexcept nogil:
     return _row_dloss(row, L.label, L.weight, L.loss)
 
@@ -214,9 +237,54 @@ cdef inline double _step(double grad, double curvature, double reg,
     return -(grad + reg * value) / denominator
 
 
-cdef inline double _unseen_or_step(double support, double grad, double curvature,
-                                   double reg, double value) noexcept nogil:
-    """The step of a feature's coordinate; ``support`` is the weight of its rows.
+cdef inline bint _uninformed(double curvature, double noise) noexcept nogil:
+    """The curvature sum is rounding noise (``noise``: sum of s_i magnitude_i^2): the
+    coordinate's derivatives carry no information, so its sums count as 0."""
+    return curvature <= NOISE * NOISE * noise
+
+
+cdef inline double _cubic_step(double grad, double hess, double cube, double reg,
+                               double value) noexcept nogil:
+    """Minimiser of G d + H d^2 / 2 + cube |d|^3 / 6 with G = grad + reg * value and
+    H = hess + reg: the step -2 G / (H + sqrt(H^2 + 2 cube |G|)), free of cancellation."""
+    cdef double G = grad + reg * value, H = hess + reg
+    cdef double denominator = H + sqrt(H * H + 2 * cube * fabs(G))
+    if G == 0 or denominator <= 0:
+        return 0
+    return -2 * G / denominator
+
+
+cdef inline double _bound_step(const double* sums, double mu, double third, double reg,
+                               double value) noexcept nogil:
+    """The step of a coordinate from its sums ``sums[0:N_TERMS]`` (the order of
+    COL_GRAD..COL_CUBE): the minimiser of an upper bound of the objective along it, so
+    that the objective never increases.
+
+    The bound is the loss's quadratic one, l(p + r) <= l + l' r + mu r^2 / 2 (exact for
+    the squared loss).  For the logistic loss (``third`` > 0) it is also the cubic
+    l(p + r) <= l + l' r + l'' r^2 / 2 + third |r|^3 / 6, with the loss's own curvature
+    l'', far below mu on well-fitted rows, where the quadratic bound's steps are several
+    times too short; the step whose bound promises the larger decrease is taken.
+    """
+    cdef double grad = sums[0], curvature = sums[1], delta, cubic, G, H
+    if _uninformed(curvature, sums[2]):
+        return _step(0, 0, reg, value)
+    delta = _step(grad, mu * curvature, reg, value)
+    if third <= 0:
+        return delta
+    cubic = _cubic_step(grad, sums[3], third * sums[4], reg, value)
+    G = grad + reg * value
+    H = sums[3] + reg
+    if (G * cubic + 0.5 * H * cubic * cubic + third * sums[4] * fabs(cubic) ** 3 / 6
+            < G * delta + 0.5 * (mu * curvature + reg) * delta * delta):
+        return cubic
+    return delta
+
+
+cdef inline double _unseen_or_step(double support, const double* sums, double mu,
+                                   double third, double reg, double value) noexcept nogil:
+    """The step of a feature's coordinate (_bound_step); ``support`` is the weight of its
+    rows.
 
     A feature the data never shows (no rows, or rows of weight 0 only) moves to 0, the
     minimiser of the penalty and, without one, the choice that keeps an unseen feature
@@ -224,13 +292,7 @@ cdef inline double _unseen_or_step(double support, double grad, double curvature
     """
     if support <= 0:
         return -value
-    return _step(grad, curvature, reg, value)
-
-
-cdef inline bint _uninformed(double curvature, double noise) noexcept nogil:
-    """The curvature sum is rounding noise (``noise``: sum of s_i magnitude_i^2): the
-    coordinate's derivatives carry no information, so its sums count as 0."""
-    return curvature <= NOISE * NOISE * noise
+    return _bound_step(sums, mu, third, reg, value)
 
 
 cdef inline double _take_step(floating* param, double delta) noexcept nogil:
@@ -303,12 +365,15 @@ cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
 
 
 cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
-                                    double grad, double curvature, double reg,
-                                    double value) noexcept nogil:
-    """Column j's step: coordinate descent's (``prior`` NULL) or the sampler's draw."""
+                                    const double* sums, double mu, double third,
+                                    double reg, double value) noexcept nogil:
+    """Column j's step from its sums ``sums[0:N_TERMS]``: coordinate descent's (``prior``
+    NULL, _unseen_or_step) or the sampler's draw (squared loss: the quadratic bound)."""
     if prior == NULL:
-        return _unseen_or_step(support, grad, curvature, reg, value)
-    return _draw_step(prior, j, support, grad, curvature, value)
+        return _unseen_or_step(support, sums, mu, third, reg, value)
+    if _uninformed(sums[1], sums[2]):
+        return _draw_step(prior, j, support, 0.0, 0.0, value)
+    return _draw_step(prior, j, support, sums[0], mu * sums[1], value)
 
 
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
@@ -612,7 +677,7 @@ cdef struct Threads:
     Py_ssize_t min_entries  # a pass over fewer entries per thread runs on one thread
     double* private      # the records of threads 1..count-1, ``stride`` doubles apart
     Py_ssize_t stride
-    double* partial      # 2 * count doubles: each thread's share of a sum or maximum
+    double* partial      # N_TERMS * count doubles: each thread's sums or maximum
     double* work         # each thread's work space for _anova_derivative, ``work_stride``
     Py_ssize_t work_stride  # doubles apart
 
@@ -640,19 +705,38 @@ cdef struct Sweep:
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
                               int kind, double* terms) noexcept nogil:
     """Pass 1 for one entry x = x_ij of row i: its shares of column j's sums,
-    terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2)."""
-    cdef double der, magnitude, weight
+    terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2, s_i l''_i g_i^2, s_i |g_i|^3),
+    the last two for the logistic loss only (see _bound_step)."""
+    cdef double der, magnitude, weight, curvature
     weight = row[sw.L.weight] if sw.L.weight >= 0 else 1.0
     der = _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A, &magnitude)
-    terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.loss) * der
+    if sw.L.loss == LOGISTIC:
+        terms[0] = _row_dlosses(row, sw.L.label, sw.L.weight, sw.L.loss, &curvature) * der
+        terms[3] = curvature * der * der
+        terms[4] = weight * fabs(der) * der * der
+    else:
+        terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.loss) * der
+        terms[3] = terms[4] = 0
     terms[1] = weight * der * der
     terms[2] = weight * magnitude * magnitude
 
 
-cdef inline void _add_terms(double* col, const double* terms) noexcept nogil:
-    col[COL_GRAD] += terms[0]
-    col[COL_CURV] += terms[1]
-    col[COL_NOISE] += terms[2]
+cdef inline void _zero_terms(double* terms) noexcept nogil:
+    cdef int t
+    for t in range(N_TERMS):
+        terms[t] = 0
+
+
+cdef inline int _n_terms(const Layout* L) noexcept nogil:
+    """How many of the N_TERMS sums a step uses: the last two for the logistic loss
+    only."""
+    return N_TERMS if L.loss == LOGISTIC else 3
+
+
+cdef inline void _add_terms(double* col, const double* terms, int count) noexcept nogil:
+    cdef int t
+    for t in range(count):
+        col[COL_GRAD + t] += terms[t]
 
 
 cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
@@ -665,16 +749,16 @@ cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
 
 
 cdef inline void _gather(double* col, double* sums, const double* terms,
-                         bint single) noexcept nogil:
-    """Pass 1: add an entry's terms to its column's record, or for a group of one column
-    to the sums kept in registers until the end of the pass (consecutive additions to one
-    memory location would wait for each other)."""
+                         bint single, int count) noexcept nogil:
+    """Pass 1: add an entry's first ``count`` terms to its column's record, or for a
+    group of one column to the sums kept in registers until the end of the pass
+    (consecutive additions to one memory location would wait for each other)."""
     cdef int t
     if single:
-        for t in range(3):
+        for t in range(count):
             sums[t] += terms[t]
     else:
-        _add_terms(col, terms)
+        _add_terms(col, terms, count)
 
 
 cdef inline void _apply_entry(double delta, double p, double p_next, double x,
@@ -724,31 +808,44 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
 #                registers until the end (consecutive additions to one memory location
 #                would wait for each other).
 
-cdef inline void _assume(Sweep* sw, bint simple) noexcept nogil:
-    """Make the local copy of a sweep say what ``simple`` promises, as constants."""
-    if simple:
+cdef enum:
+    # What the loop of a pass may take as constants (its ``mode``, a literal):
+    ANY_LOSS = 0    # nothing
+    SIMPLE = 1      # the squared loss and uniform weights (no label, no weight)
+    LOGISTIC_LOSS = 2  # the logistic loss (its label in the record; weights either way)
+
+
+cdef inline void _assume(Sweep* sw, int mode) noexcept nogil:
+    """Make the local copy of a sweep say what ``mode`` promises, as constants."""
+    if mode == SIMPLE:
         sw.L.label = -1
         sw.L.weight = -1
         sw.L.loss = SQUARED
+    elif mode == LOGISTIC_LOSS:
+        sw.L.label = 1
+        sw.L.loss = LOGISTIC
 
 
-cdef inline bint _is_simple(const Layout* L) noexcept nogil:
-    return L.label < 0 and L.weight < 0 and L.loss == SQUARED
+cdef inline int _mode(const Layout* L) noexcept nogil:
+    if L.label < 0 and L.weight < 0 and L.loss == SQUARED:
+        return SIMPLE
+    return LOGISTIC_LOSS if L.loss == LOGISTIC else ANY_LOSS
 
 
 cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
                                 const floating* values, Py_ssize_t count,
                                 const Sweep* sweep, double* state, int kind,
-                                bint simple, bint single) noexcept nogil:
+                                int mode, bint single) noexcept nogil:
     """Pass 1 over a group's entries."""
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
-    cdef double terms[3]
-    cdef double sums[3]
+    cdef double terms[N_TERMS]
+    cdef double sums[N_TERMS]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
-    _assume(&sw, simple)
-    sums[0] = sums[1] = sums[2] = 0
+    _assume(&sw, mode)
+    cdef int n_terms = _n_terms(&sw.L)
+    _zero_terms(sums)
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
@@ -756,9 +853,9 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
             p = col[COL_P]
         _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, &sw,
                      kind, terms)
-        _gather(col, sums, terms, single)
+        _gather(col, sums, terms, single, n_terms)
     if single:
-        _add_terms(col, sums)
+        _add_terms(col, sums, n_terms)
 
 
 cdef inline void _update_rows(const index_t* rows, const index_t* columns,
@@ -785,7 +882,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
                              const Sweep* done_sweep, bint reset,
                              const index_t* columns, const floating* values,
                              const Sweep* sweep, Py_ssize_t n, double* state, int kind,
-                             bint simple, bint done_single, bint single, bint done_unit,
+                             int mode, bint done_single, bint single, bint done_unit,
                              bint unit) noexcept nogil:
     """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
     of the next (of ``sweep``: the same, or the next component's), both with an entry in
@@ -793,15 +890,16 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     cdef Py_ssize_t z
     cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
-    cdef double terms[3]
-    cdef double sums[3]
+    cdef double terms[N_TERMS]
+    cdef double sums[N_TERMS]
     cdef double* row
     cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
     cdef double delta = done[COL_STEP], p_done = done[COL_P], p_next = done[COL_NEXT]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
-    _assume(&sw, simple)
-    sums[0] = sums[1] = sums[2] = 0
+    _assume(&sw, mode)
+    cdef int n_terms = _n_terms(&sw.L)
+    _zero_terms(sums)
     for z in range(n):
         row = state + z * sw.L.stride
         if not done_single:
@@ -815,9 +913,9 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
             col = _record(sw.scratch, columns, z, n)
             p = col[COL_P]
         _entry_terms(1.0 if unit else values[z], row, p, &sw, kind, terms)
-        _gather(col, sums, terms, single)
+        _gather(col, sums, terms, single, n_terms)
     if single:
-        _add_terms(col, sums)
+        _add_terms(col, sums, n_terms)
 
 
 cdef struct Pending:
@@ -834,15 +932,23 @@ cdef inline void _gradients_range(const index_t* rows, const index_t* columns,
                                   const Sweep* sw, double* state,
                                   kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
-    if _is_simple(&sw.L):
+    cdef int mode = _mode(&sw.L)
+    if mode == SIMPLE:
         if single:
-            _gradient_rows(rows, columns, values, count, sw, state, kind, True, True)
+            _gradient_rows(rows, columns, values, count, sw, state, kind, SIMPLE, True)
         else:
-            _gradient_rows(rows, columns, values, count, sw, state, kind, True, False)
+            _gradient_rows(rows, columns, values, count, sw, state, kind, SIMPLE, False)
+    elif mode == LOGISTIC_LOSS:
+        if single:
+            _gradient_rows(rows, columns, values, count, sw, state, kind, LOGISTIC_LOSS,
+                           True)
+        else:
+            _gradient_rows(rows, columns, values, count, sw, state, kind, LOGISTIC_LOSS,
+                           False)
     elif single:
-        _gradient_rows(rows, columns, values, count, sw, state, kind, False, True)
+        _gradient_rows(rows, columns, values, count, sw, state, kind, ANY_LOSS, True)
     else:
-        _gradient_rows(rows, columns, values, count, sw, state, kind, False, False)
+        _gradient_rows(rows, columns, values, count, sw, state, kind, ANY_LOSS, False)
 
 
 cdef inline void _updates_range(const index_t* rows, const index_t* columns,
@@ -869,19 +975,19 @@ cdef inline void _fused_units(const Pending* done, const index_t* done_columns,
     cdef bint unit = not single and values == NULL
     if not split:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, done_single, single, done_unit, unit)
+                    state, kind, SIMPLE, done_single, single, done_unit, unit)
     elif done_unit and unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, done_single, single, True, True)
+                    state, kind, SIMPLE, done_single, single, True, True)
     elif done_unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, done_single, single, True, False)
+                    state, kind, SIMPLE, done_single, single, True, False)
     elif unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, done_single, single, False, True)
+                    state, kind, SIMPLE, done_single, single, False, True)
     else:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, True, done_single, single, False, False)
+                    state, kind, SIMPLE, done_single, single, False, False)
 
 
 cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
@@ -893,9 +999,17 @@ cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
     # the linear weights and degrees 2 and 3, the recommender case, where the arithmetic
     # shrinks; the other loops test for them.
     cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3
-    if not _is_simple(&sw.L):  # one loop, with the tests
+    cdef int mode = _mode(&sw.L)
+    if mode == LOGISTIC_LOSS and done.single and single:  # dense columns, classification
         _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
-                    sw, n, state, kind, False, done.single, single, done_values == NULL,
+                    sw, n, state, kind, LOGISTIC_LOSS, True, True, False, False)
+    elif mode == LOGISTIC_LOSS:  # one loop, with the tests
+        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
+                    sw, n, state, kind, LOGISTIC_LOSS, done.single, single,
+                    done_values == NULL, values == NULL)
+    elif mode == ANY_LOSS:
+        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
+                    sw, n, state, kind, ANY_LOSS, done.single, single, done_values == NULL,
                     values == NULL)
     elif done.single and single:
         _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
@@ -1072,23 +1186,19 @@ cdef inline int _column_threads(const Threads* th, Py_ssize_t count) noexcept no
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, double* scratch, const double* support,
                        const Prior* prior, floating* param,
-                       Py_ssize_t param_stride, double mu, double reg,
+                       Py_ssize_t param_stride, double mu, double third, double reg,
                        double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
-    cdef double g, h, p, delta, largest = 0
+    cdef double p, delta, largest = 0
     if _chunk(t, threads, count, &lo, &hi):
         for c in range(lo, hi):
             j = group_columns[c]
             col = scratch + j * COL_STRIDE
-            g = col[COL_GRAD]
-            h = col[COL_CURV]
-            if _uninformed(h, col[COL_NOISE]):
-                g = 0
-                h = 0
             p = col[COL_P]
             delta = _take_step(param + j * param_stride,
-                               _coordinate_step(prior, j, support[j], g, mu * h, reg, p))
+                               _coordinate_step(prior, j, support[j], col + COL_GRAD, mu,
+                                                third, reg, p))
             largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
     max_change[t] = largest
@@ -1103,18 +1213,18 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     cdef double* largest = sw.threads.partial
     if threads == 1:
         _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
-                     param_stride, mu, reg, largest)
+                     param_stride, mu, sw.L.third, reg, largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
-                         sw.prior, param, param_stride, mu, reg, largest)
+                         sw.prior, param, param_stride, mu, sw.L.third, reg, largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
 
 cdef inline void _start_sums(double* col, double p) noexcept nogil:
     col[COL_P] = p
-    col[COL_GRAD] = col[COL_CURV] = col[COL_NOISE] = 0
+    _zero_terms(col + COL_GRAD)
 
 
 cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
@@ -1159,7 +1269,8 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         j = group_columns[c]
         for other in range(pass_threads - 1):
             _add_terms(sw.scratch + j * COL_STRIDE,
-                       th.private + other * th.stride + j * COL_STRIDE + COL_GRAD)
+                       th.private + other * th.stride + j * COL_STRIDE + COL_GRAD,
+                       _n_terms(&sw.L))
 
 
 cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
@@ -1208,6 +1319,8 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
     cdef bint single, full
     cdef int pass_threads
     cdef double max_change = 0
+    cdef double unseen[N_TERMS]  # the sums of a column no row shows
+    _zero_terms(unseen)
     for g in range(G.n_groups):
         e0 = G.group_ptr[g]
         e1 = G.group_ptr[g + 1]
@@ -1223,7 +1336,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
                 j = group_columns[c]
                 max_change = max(max_change, fabs(_take_step(
                     param + j * param_stride,
-                    _coordinate_step(sw.prior, j, 0.0, 0.0, 0.0, reg,
+                    _coordinate_step(sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
                                      param[j * param_stride]))))
             continue
         # The threads of this group's gradient pass, and their scratch records.
@@ -1278,8 +1391,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     """
     cdef Py_ssize_t i, r, t
     cdef double p, delta, max_change = 0
-    cdef double terms[3]
-    cdef double sums[3]
+    cdef double terms[N_TERMS]
+    cdef double sums[N_TERMS]
     cdef int kind = _kind(kernel, degree)
     cdef Prior features, dummies
     if block_prior != NULL:
@@ -1312,16 +1425,13 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
         p = gamma[r * k + s]
-        sums[0] = sums[1] = sums[2] = 0
+        _zero_terms(sums)
         for i in range(n):
             _entry_terms(1.0, state + i * L.stride, p, &sweep, kind, terms)
-            for t in range(3):
+            for t in range(N_TERMS):
                 sums[t] += terms[t]
-        if _uninformed(sums[1], sums[2]):
-            sums[0] = sums[1] = 0
         delta = _take_step(gamma + r * k + s, _coordinate_step(
-            &dummies if dummy_prior != NULL else NULL, r, 1.0, sums[0], mu * sums[1], beta,
-            p))
+            &dummies if dummy_prior != NULL else NULL, r, 1.0, sums, mu, L.third, beta, p))
         if delta != 0:
             for i in range(n):
                 _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
@@ -1486,6 +1596,9 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
 
 cdef enum:
     MAX_HALVINGS = 30
+    # The coordinate steps of the polynomial kernel keep their bound's coefficients in
+    # fixed arrays: degrees up to this one (cd_epoch checks).
+    MAX_POLY_DEGREE = 12
 
 cdef inline double _power(double base, int m) noexcept nogil:
     cdef double r = 1
@@ -1495,43 +1608,161 @@ cdef inline double _power(double base, int m) noexcept nogil:
     return r
 
 
-cdef double _poly_coordinate(floating* param, double reg, int degree, double lam_s,
-                             const index_t* rows, const floating* values,
-                             Py_ssize_t count, double* state, const Layout* L,
-                             Py_ssize_t cur, double mu) noexcept nogil:
-    """Safeguarded Newton step on one coordinate of a PN component; returns the step.
+cdef double _poly_sums(double reg, double p, int degree, double lam_s,
+                       const index_t* rows, const floating* values, Py_ssize_t count,
+                       const double* state, const Layout* L, Py_ssize_t cur,
+                       double* bound, double* newton) noexcept nogil:
+    """The gradient pass of a PN coordinate; returns its support (the weight of its rows).
 
-    The coordinate ``param``'s column is ``rows``/``values`` (``count`` entries; ``rows``
-    NULL: rows 0..count-1, ``values`` NULL: value 1, as for gamma_s).  Stores the new value,
-    then updates
-    the predictions and the cached linear forms in slot ``cur`` with the step actually
-    stored (rounded to the parameter's precision).
+    Row i's prediction moves by r_i(d) = lam_s ((u_i + d x)^m - u_i^m) = sum_t c_t d^t,
+    c_t = lam_s C(m, t) u_i^(m - t) x^t, when the coordinate moves by d, and its loss by at
+    most l' r_i + kappa r_i^2 / 2 + third |r_i|^3 / 6 (kappa: the loss's curvature, or its
+    bound mu for the squared hinge, see loss_derivatives; third: loss_third_bound), with
+    |r_i|^3 <= (sum_t |c_t| |d|^t)^3.  So the objective changes by at most
+
+        Q(d) = sum_{r=1..2m} bound[r] d^r + sum_{r=3..3m} bound[2m + r] |d|^r,
+
+    the penalty's change included (exact for the squared loss).  ``bound`` takes 5m + 1
+    doubles; ``newton`` the curvature sum_i (kappa c_1^2 + |2 l' c_2|) + reg of a Newton
+    step with a positive curvature (Q''(0) with its possibly negative part by magnitude).
     """
     cdef Py_ssize_t z, i
-    cdef double p = param[0]
-    cdef double x, u, um2, a, b, dl, g = 0, h = 0, delta
-    cdef double support = 0
-    cdef double* row
+    cdef int t, r, m = degree
+    cdef double x, u, dl, kappa, weight, binomial, power, support = 0, positive = 0
+    cdef double c[MAX_POLY_DEGREE + 1]       # c_t, t = 1..m
+    cdef double square[2 * MAX_POLY_DEGREE + 1]  # (sum_t |c_t| d^t)^2, powers 2..2m
+    cdef double* cubic = bound + 2 * m
+    cdef const double* row
+    for r in range(5 * m + 1):
+        bound[r] = 0
     for z in range(count):
         i = _row_of(rows, z)
         x = values[z] if values != NULL else 1.0
         row = state + i * L.stride
         u = row[cur]
-        um2 = _power(u, degree - 2)
-        a = lam_s * degree * um2 * u * x
-        b = lam_s * degree * (degree - 1) * um2 * x * x
-        dl = _dloss(row, L)
-        g += dl * a
-        h += _weight(row, L) * mu * a * a + fabs(dl * b)
-        support += _weight(row, L)
-    g += reg * p
-    h += reg
-    if support <= 0:
-        delta = -p  # unseen feature: see _unseen_or_step
-    elif h <= 0 or g == 0:
+        dl = _row_dlosses(row, L.label, L.weight, L.loss, &kappa)
+        weight = _weight(row, L)
+        support += weight
+        binomial = lam_s
+        power = 1
+        for t in range(1, m + 1):
+            binomial = binomial * (m - t + 1) / t
+            power *= x
+            c[t] = binomial * power
+        power = 1
+        for t in range(m, 0, -1):
+            c[t] *= power
+            power *= u
+        positive += kappa * c[1] * c[1] + fabs(2 * dl * c[2])
+        for t in range(1, m + 1):
+            bound[t] += dl * c[t]
+            for r in range(1, m + 1):
+                bound[t + r] += 0.5 * kappa * c[t] * c[r]
+        if L.third > 0:
+            for r in range(2, 2 * m + 1):
+                square[r] = 0
+            for t in range(1, m + 1):
+                for r in range(1, m + 1):
+                    square[t + r] += fabs(c[t] * c[r])
+            for t in range(1, m + 1):
+                for r in range(2, 2 * m + 1):
+                    cubic[t + r] += L.third / 6 * weight * fabs(c[t]) * square[r]
+    bound[1] += reg * p
+    bound[2] += 0.5 * reg
+    newton[0] = positive + reg
+    return support
+
+
+cdef inline double _poly_value(const double* phi, int top, double tau, double* slope,
+                               double* curvature) noexcept nogil:
+    """sum_{r=1..top} phi[r] tau^r, with its first and second derivatives (Horner)."""
+    cdef int r
+    cdef double value = phi[top], first = 0, second = 0
+    for r in range(top - 1, -1, -1):
+        second = second * tau + 2 * first
+        first = first * tau + value
+        value = value * tau + (phi[r] if r > 0 else 0.0)
+    slope[0] = first
+    curvature[0] = second
+    return value
+
+
+cdef double _poly_step(const double* bound, double newton, int degree) noexcept nogil:
+    """The step minimising the bound Q of _poly_sums along the descent direction.
+
+    Along d = direction * tau, tau >= 0, Q is a polynomial phi in tau.  Safeguarded Newton
+    on phi' between 0 (phi' < 0) and a point where phi' > 0, started from the Newton step
+    with the positive curvature ``newton``.  Q majorises the objective, so a step with
+    phi < 0 decreases it; if the minimiser found has none, the start is halved until phi
+    shows a sufficient decrease (Armijo, on the bound: no pass over the rows), or no step.
+    """
+    cdef int r, it, m = degree, top = 3 * degree
+    cdef double g = bound[1], direction, lo, hi, tau, slope, curvature, start
+    cdef double phi[3 * MAX_POLY_DEGREE + 1]
+    if g == 0 or newton <= 0:
         return 0
+    direction = -1.0 if g > 0 else 1.0
+    for r in range(top + 1):
+        phi[r] = 0
+    for r in range(1, 2 * m + 1):
+        phi[r] = bound[r] * (direction if r % 2 == 1 else 1.0)
+    for r in range(3, top + 1):
+        phi[r] += bound[2 * m + r]
+    start = fabs(g) / newton
+    lo = 0
+    hi = start
+    _poly_value(phi, top, hi, &slope, &curvature)
+    it = 0
+    while slope < 0 and it < 64:  # phi grows like tau^(2m) or faster: a bracket exists
+        lo = hi
+        hi *= 2
+        _poly_value(phi, top, hi, &slope, &curvature)
+        it += 1
+    tau = 0.5 * (lo + hi)
+    if slope >= 0:
+        for it in range(100):
+            _poly_value(phi, top, tau, &slope, &curvature)
+            if slope < 0:
+                lo = tau
+            else:
+                hi = tau
+            if curvature > 0 and lo < tau - slope / curvature < hi:
+                tau = tau - slope / curvature
+            else:
+                tau = 0.5 * (lo + hi)
+            if hi - lo <= 1e-14 * hi:
+                break
+        if _poly_value(phi, top, tau, &slope, &curvature) < 0:
+            return direction * tau
+    tau = start
+    for it in range(MAX_HALVINGS):
+        if _poly_value(phi, top, tau, &slope, &curvature) <= -1e-4 * fabs(g) * tau:
+            return direction * tau
+        tau *= 0.5
+    return 0
+
+
+cdef double _poly_coordinate(floating* param, double reg, int degree, double lam_s,
+                             const index_t* rows, const floating* values,
+                             Py_ssize_t count, double* state, const Layout* L,
+                             Py_ssize_t cur) noexcept nogil:
+    """One coordinate of a PN component: the gradient pass (_poly_sums), the step that
+    minimises the bound (_poly_step), the update pass; returns the step.
+
+    The coordinate ``param``'s column is ``rows``/``values`` (``count`` entries; ``rows``
+    NULL: rows 0..count-1, ``values`` NULL: value 1, as for gamma_s).  Stores the new
+    value, then updates the predictions and the cached linear forms in slot ``cur`` with
+    the step actually stored (rounded to the parameter's precision).
+    """
+    cdef Py_ssize_t z, i
+    cdef double p = param[0], x, u, delta, newton
+    cdef double bound[5 * MAX_POLY_DEGREE + 1]
+    cdef double* row
+    if _poly_sums(reg, p, degree, lam_s, rows, values, count, state, L, cur, bound,
+                  &newton) <= 0:
+        delta = -p  # unseen feature: see _unseen_or_step
     else:
-        delta = _armijo(p, reg, degree, lam_s, rows, values, count, state, L, cur, g, h)
+        delta = _poly_step(bound, newton, degree)
     delta = _take_step(param, delta)
     if delta == 0:
         return 0
@@ -1545,34 +1776,6 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
     return delta
 
 
-cdef double _armijo(double p, double reg, int degree, double lam_s,
-                    const index_t* rows, const floating* values, Py_ssize_t count,
-                    const double* state, const Layout* L, Py_ssize_t cur, double g,
-                    double h) noexcept nogil:
-    """Halve the Newton step -g/h until the exact objective decreases enough (Armijo)."""
-    cdef Py_ssize_t z, i
-    cdef double x, u, delta = -g / h, change, y_i, s_i, old, new
-    cdef const double* row
-    cdef int halving
-    for halving in range(MAX_HALVINGS):
-        # Exact change of the objective along the coordinate for this step.
-        change = 0.5 * reg * ((p + delta) * (p + delta) - p * p)
-        for z in range(count):
-            i = _row_of(rows, z)
-            x = values[z] if values != NULL else 1.0
-            row = state + i * L.stride
-            u = row[cur]
-            y_i = row[L.label] if L.label >= 0 else 0.0
-            s_i = _weight(row, L)
-            old = row[PRED]
-            new = old + lam_s * (_power(u + delta * x, degree) - _power(u, degree))
-            change += s_i * (loss_value(L.loss, y_i, new) - loss_value(L.loss, y_i, old))
-        if change <= 1e-4 * delta * g:
-            return delta
-        delta *= 0.5
-    return 0
-
-
 cdef double _cd_poly_component(
         const Groups* G, const index_t* group_columns, const index_t* rows,
         const floating* values, Py_ssize_t n, Py_ssize_t k, Py_ssize_t s, int degree,
@@ -1581,27 +1784,29 @@ cdef double _cd_poly_component(
         Py_ssize_t cur, Py_ssize_t nxt, double* base) noexcept nogil:
     """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i).
 
-    The groups must be single columns (the Newton step and its line search are per
-    coordinate).
+    The groups must be single columns (the steps are per coordinate).
     """
     cdef Py_ssize_t i, j, z, g, start, end
     cdef const index_t* group_rows
     cdef const floating* group_values  # groups of one column store their values
-    cdef double gr, h, feature, delta, max_change = 0, p_next
+    cdef double feature, delta, max_change = 0, p_next, curvature
+    cdef double sums[N_TERMS]
     cdef double* row
     if has_next:
         _slot_base(base, POLYNOMIAL, 1, gamma, n_dummy, k, s + 1)
         _reset_slot(state, L, n, nxt, base)
     if fit_lam:
-        # The prediction is linear in lam_s: exact bound step.
-        gr = 0
-        h = 0
+        # The prediction is linear in lam_s: the bound step of a linear coordinate, with
+        # the sums of _entry_terms for the derivative u_i^m.
+        _zero_terms(sums)
         for i in range(n):
             row = state + i * L.stride
             feature = _power(row[cur], degree)
-            gr += _dloss(row, L) * feature
-            h += _weight(row, L) * feature * feature
-        delta = _take_step(lam + s, _step(gr, mu * h, beta, lam[s]))
+            sums[0] += _row_dlosses(row, L.label, L.weight, L.loss, &curvature) * feature
+            sums[1] += _weight(row, L) * feature * feature
+            sums[3] += curvature * feature * feature
+            sums[4] += _weight(row, L) * fabs(feature) * feature * feature
+        delta = _take_step(lam + s, _bound_step(sums, mu, L.third, beta, lam[s]))
         if delta != 0:
             for i in range(n):
                 row = state + i * L.stride
@@ -1609,7 +1814,7 @@ cdef double _cd_poly_component(
             max_change = max(max_change, fabs(delta))
     if n_dummy > 0:
         delta = _poly_coordinate(&gamma[s], beta, degree, lam[s], <const index_t*> NULL,
-                                 <const floating*> NULL, n, state, L, cur, mu)
+                                 <const floating*> NULL, n, state, L, cur)
         max_change = max(max_change, fabs(delta))
     for g in range(G.n_groups):
         j = group_columns[G.columns_ptr[g]]
@@ -1618,7 +1823,7 @@ cdef double _cd_poly_component(
         group_rows = _group_rows(G, rows, g)
         group_values = _group_values(G, values, g)
         delta = _poly_coordinate(&P[j * k + s], beta, degree, lam[s], group_rows,
-                                 group_values, end - start, state, L, cur, mu)
+                                 group_values, end - start, state, L, cur)
         max_change = max(max_change, fabs(delta))
         if has_next:
             p_next = P[j * k + s + 1]
@@ -1678,15 +1883,24 @@ cdef void _restride(double* state, Layout* L, Py_ssize_t n,
 
 cdef void _intercept_chunk(Py_ssize_t t, int threads, const double* state,
                            const Layout* L, Py_ssize_t n, double* sums) noexcept nogil:
-    """Thread t's share of the intercept's gradient and curvature, in sums[2t:2t+2]."""
+    """Thread t's share of the intercept's sums (those of _entry_terms for the derivative
+    1), in sums[N_TERMS * t:N_TERMS * (t + 1)]."""
     cdef Py_ssize_t i, lo, hi
-    cdef double g = 0, h = 0
+    cdef double curvature, weight
+    cdef double* own = sums + N_TERMS * t
+    cdef const double* row
+    _zero_terms(own)
     if _chunk(t, threads, n, &lo, &hi):
         for i in range(lo, hi):
-            g += _dloss(state + i * L.stride, L)
-            h += _weight(state + i * L.stride, L)
-    sums[2 * t] = g
-    sums[2 * t + 1] = h
+            row = state + i * L.stride
+            weight = _weight(row, L)
+            if L.loss == LOGISTIC:
+                own[0] += _row_dlosses(row, L.label, L.weight, L.loss, &curvature)
+                own[3] += curvature
+                own[4] += weight
+            else:
+                own[0] += _dloss(row, L)
+            own[1] += weight
 
 
 cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
@@ -1845,6 +2059,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
         raise ValueError("the polynomial kernel needs groups of one column")
+    if kernel == POLYNOMIAL and not 2 <= degrees[0] <= MAX_POLY_DEGREE:
+        raise ValueError(f"coordinate descent takes polynomial kernels of degree 2 to "
+                         f"{MAX_POLY_DEGREE}, got {degrees[0]}")
     # The sampler's priors (see the docstring), and the arrays they point into.
     cdef bint sampling = prior is not None
     cdef Prior intercept_prior, linear_prior, block_prior, dummy_prior
@@ -1881,7 +2098,8 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef Py_ssize_t i, b, s, cur, nxt
     cdef int max_degree = 2
     cdef double mu = loss_smoothness(loss)
-    cdef double g, h, delta, max_change = 0, change, weight = 1
+    cdef double delta, max_change = 0, change, weight = 1
+    cdef double intercept_sums[N_TERMS]
     # Uniform weights need a positive weight (a weight of 0 everywhere is stored).
     cdef bint uniform = n == 0 or sample_weight[0] > 0
     cdef Layout L
@@ -1893,6 +2111,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
             uniform = False
             break
     L.loss = loss
+    L.mu = mu
+    # The cubic bound of the logistic loss holds for labels of magnitude at most max|y|.
+    L.third = loss_third_bound(loss, np.max(np.abs(y), initial=0.0))
     L.label = -1 if loss == SQUARED else 1
     L.weight = -1 if uniform else 1 + (L.label >= 0)
     if uniform and n > 0:
@@ -1929,7 +2150,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     cdef double[::1] private_scratch = _buffer(workspace, "private",
                                                (n_threads - 1) * threads.stride + COL_STRIDE)
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
-    cdef double[::1] partial = _buffer(workspace, "partial", 2 * n_threads)
+    cdef double[::1] partial = _buffer(workspace, "partial", N_TERMS * n_threads)
     cdef double[::1] factor_column = _buffer(workspace, "factors", d + 1)  # see _fill_slot
     threads.partial = &partial[0]
     cdef Py_ssize_t t
@@ -1962,14 +2183,15 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
                 for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                 chunksize=1):
                     _intercept_chunk(t, n_threads, state, &L, n, threads.partial)
-                g = 0
-                h = 0
+                _zero_terms(intercept_sums)
                 for t in range(n_threads):
-                    g = g + threads.partial[2 * t]
-                    h = h + threads.partial[2 * t + 1]
+                    for i in range(N_TERMS):
+                        intercept_sums[i] += threads.partial[N_TERMS * t + i]
+                # (sums[1] is the rows' weight, the intercept's support)
                 delta = _take_step(&intercept[0], _draw_step(
-                    &intercept_prior, 0, h, g, mu * h, intercept[0]) if sampling
-                    else _step(g, mu * h, 0.0, intercept[0]))
+                    &intercept_prior, 0, intercept_sums[1], intercept_sums[0],
+                    mu * intercept_sums[1], intercept[0]) if sampling
+                    else _bound_step(intercept_sums, mu, L.third, 0.0, intercept[0]))
                 if delta != 0:
                     for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                     chunksize=1):

@@ -5,6 +5,7 @@ knows the current predictions on the training rows, so the estimator's loop can 
 objective, report progress, test convergence and stop early, whatever the solver.
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import joblib
@@ -90,6 +91,28 @@ def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
     return int(max(1, threads))
 
 
+def output_threads(n_jobs, n_outputs):
+    """(threads that fit outputs at once, jobs that share each output's rows) for
+    ``n_jobs`` (as in scikit-learn) and ``n_outputs`` independent outputs: the outputs
+    first, as they need no synchronisation; the jobs left over share the rows of each
+    output's passes (see :func:`cd_threads`, :func:`polylite._validation.row_threads`)."""
+    if n_jobs is None:
+        return 1, None
+    if n_jobs < 0:
+        n_jobs = max(1, joblib.cpu_count() + 1 + n_jobs)
+    workers = max(1, min(n_jobs, n_outputs))
+    return workers, max(1, n_jobs // workers)
+
+
+def map_outputs(fit_output, n_outputs, workers):
+    """[fit_output(o) for o in range(n_outputs)], on ``workers`` threads (the solvers
+    release the GIL in their passes); an exception of any output is raised."""
+    if workers <= 1 or n_outputs <= 1:
+        return [fit_output(o) for o in range(n_outputs)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fit_output, range(n_outputs)))
+
+
 class CDInputs(NamedTuple):
     """What coordinate descent derives from the data once per fit, for every output."""
     groups: tuple     # column_groups
@@ -165,7 +188,8 @@ class StochasticGradient:
     """SGD or AdaGrad passes (``polylite._sgd``); ``sw`` must have mean 1 (or be the raw
     weights of a ``partial_fit`` chunk)."""
 
-    def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state):
+    def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state,
+                 n_jobs=None):
         self.est, self.X, self.y, self.sw, self.params = est, X, y, sw, params
         self.loss_code, self.kernel, self.degrees = loss_code, kernel, degrees
         self.kernel_code = kernels.KERNELS[kernel]
@@ -183,6 +207,8 @@ class StochasticGradient:
                                                       degrees, est._structure()[2])
             self.eta0 = state.default_eta0
         self._y_pred = None
+        # Threads of a mini-batch: ``n_jobs``, or the estimator's (see output_threads).
+        self.n_jobs = est._n_jobs if n_jobs is None else n_jobs
 
     def epoch(self):
         est, p, X, st = self.est, self.params, self.X, self.state
@@ -203,7 +229,7 @@ class StochasticGradient:
             bool(est.fit_linear), bool(est._fit_lam), self.schedule, self.eta0,
             float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
             st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size),
-            n_threads=stochastic_threads(est._n_jobs, int(est.batch_size)))
+            n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
         self._y_pred = None
         # The pass checks each row's prediction before its step, not after the last one:
         # finite but huge parameters can still overflow the predictions.  fit reuses
@@ -227,26 +253,29 @@ class StochasticGradient:
         return self._y_pred
 
 
-def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads):
+def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jobs=None):
     """The data term of the objective, ``sum_i sw_i loss(y_i, y_hat_i)`` over the rows of
     ``X``, returned, and its gradient added into ``grads`` (float64 arrays shaped like the
     parameters, keyed intercept, w, P, gamma, lam): one Cython pass over the rows
-    (``polylite._sgd.objective_gradient``, on ``est.n_jobs`` threads)."""
+    (``polylite._sgd.objective_gradient``, on ``n_jobs`` threads, by default the
+    estimator's)."""
+    n_threads = row_threads(est._n_jobs if n_jobs is None else n_jobs, X.shape[0])
     return _sgd.objective_gradient(
         X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
         _degrees_array(degrees), params.gamma, params.lam, kernels.KERNELS[kernel],
         loss_code, bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
-        grads["gamma"], grads["lam"], row_threads(est._n_jobs, X.shape[0]))
+        grads["gamma"], grads["lam"], n_threads)
 
 
-def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_term=None):
+def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_term=None,
+              n_jobs=None):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
-    Value and gradient of the data term come from :func:`data_gradient` on ``X``, or from
-    ``data_term(params, grads)`` when given (same contract; :mod:`polylite.dask` sums it
-    over a cluster's row blocks, and passes None for X, y and sw).
-    ``callback(objective)`` is called after each iteration with the parameters in place;
-    returning True stops the optimiser.
+    Value and gradient of the data term come from :func:`data_gradient` on ``X`` (on
+    ``n_jobs`` threads), or from ``data_term(params, grads)`` when given (same contract;
+    :mod:`polylite.dask` sums it over a cluster's row blocks, and passes None for X, y
+    and sw).  ``callback(objective)`` is called after each iteration with the parameters
+    in place; returning True stops the optimiser.
     """
     names = ["P", "gamma"]
     if est.fit_intercept:
@@ -262,7 +291,8 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
                "intercept": 0.0}
     if data_term is None:
         def data_term(params, grads):
-            return data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads)
+            return data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads,
+                                 n_jobs)
 
     def unpack(x):
         for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):

@@ -131,7 +131,10 @@ _FM_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads (None: 1; -1: every CPU the process may use).  They share the rows of
+        Threads (None: 1; -1: every CPU the process may use).  The classes of a
+        multi-class classifier are fitted at once, one class per thread, whatever the
+        solver (each class has its own random stream).  The threads left over (all of
+        them for one output) share the rows of
         prediction (``predict``, ``decision_function``, and the objective's predictions
         while fitting), of every pass of "cd" and of "lbfgs"'s value and gradient, and of
         each mini-batch of "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are

@@ -120,11 +120,14 @@ _PN_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads (None: 1; -1: every CPU the process may use).  They share the rows of
+        Threads (None: 1; -1: every CPU the process may use).  The classes of a
+        multi-class classifier are fitted at once, one class per thread, whatever the
+        solver.  The threads left over (all of them for one output) share the rows of
         prediction (``predict``, ``decision_function``, and the objective's predictions
         while fitting), of "lbfgs"'s value and gradient, and of each mini-batch of
         "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are sequential:
-        ``batch_size=1`` runs on one thread); "cd" runs on one thread.  Fewer threads
+        ``batch_size=1`` runs on one thread); "cd"'s passes over the rows of one output
+        run on one thread.  Fewer threads
         run on data too small to share: under 20,000 rows per thread (64 rows of a
         mini-batch); each extra thread of "lbfgs" and of mini-batches keeps a gradient
         buffer as large as the parameters.
