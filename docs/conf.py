@@ -60,6 +60,9 @@ numpydoc_validation_exclude = {
     # scikit-learn's own methods, inherited unchanged
     r"\.get_params$", r"\.set_params$", r"\.score$", r"\.get_metadata_routing$",
     r"\.set_\w+_request$", r"\.fit_predict$", r"\.__init__$",
+    # NamedTuples: their fields are documented as attributes, count/index are tuple's
+    r"polylite\.preprocessing\.Field(\.count|\.index)?$",
+    r"polylite\.datasets\.MovieLens(\.count|\.index)?$",
 }
 
 # ---- doctests -----------------------------------------------------------------------
@@ -107,7 +110,8 @@ html_show_sourcelink = False
 # ---- scikit-learn's inherited docstrings ----------------------------------------------
 # ``score`` (inherited from scikit-learn) links to labels of scikit-learn's own user guide;
 # without network access for intersphinx they are shown as plain text.
-_SKLEARN_LABELS = {"accuracy_score", "r2_score"}
+_SKLEARN_LABELS = {"accuracy_score", "r2_score", "df_output_transform",
+                   "sphx_glr_auto_examples_miscellaneous_plot_set_output.py"}
 
 
 def _sklearn_label_as_text(app, env, node, contnode):

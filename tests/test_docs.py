@@ -34,7 +34,9 @@ def _documented():
             in_list = True
         elif (in_list and module is not None and line.startswith("   ") and stripped
               and not stripped.startswith(":")):
-            objects.append((f"{module.__name__}.{stripped}", getattr(module, stripped)))
+            *submodules, name = stripped.split(".")  # "recommend.recommend"
+            owner = importlib.import_module(".".join([module.__name__, *submodules]))
+            objects.append((f"{owner.__name__}.{name}", getattr(owner, name)))
         elif in_list and stripped and not line.startswith(" "):
             in_list = False
     return objects
