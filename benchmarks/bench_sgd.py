@@ -82,9 +82,9 @@ def run_config(cfg):
     can_reset = reset_peak_rss()
     _epoch = _sgd.sgd_epoch
 
-    def timed_epoch(*args):
+    def timed_epoch(*args, **kwargs):
         start = time.perf_counter()
-        out = _epoch(*args)
+        out = _epoch(*args, **kwargs)
         epoch_times.append(time.perf_counter() - start)
         if can_reset:
             # X @ P right after each epoch, so that the ratio sees the same machine load;

@@ -13,6 +13,7 @@ Adding a model family to the docs takes three files' worth of changes:
    that runs in seconds on two cores and draws a plot.
 """
 import os
+import re
 import sys
 
 # Document the installed polylite.  ``python -m sphinx`` puts the current directory first
@@ -59,10 +60,20 @@ numpydoc_validation_exclude = {
     # scikit-learn's own methods, inherited unchanged
     r"\.get_params$", r"\.set_params$", r"\.score$", r"\.get_metadata_routing$",
     r"\.set_\w+_request$", r"\.fit_predict$", r"\.__init__$",
+    # NamedTuples: their fields are documented as attributes, count/index are tuple's
+    r"polylite\.preprocessing\.Field(\.count|\.index)?$",
+    r"polylite\.datasets\.MovieLens(\.count|\.index)?$",
 }
 
 # ---- doctests -----------------------------------------------------------------------
-doctest_global_setup = "import numpy as np"
+# The docstrings' small examples stop at max_iter before tol; their ConvergenceWarnings
+# would only clutter the build's log.
+doctest_global_setup = """
+import warnings
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+warnings.simplefilter("ignore", ConvergenceWarning)
+"""
 
 # ---- gallery ------------------------------------------------------------------------
 sphinx_gallery_conf = {
@@ -99,7 +110,8 @@ html_show_sourcelink = False
 # ---- scikit-learn's inherited docstrings ----------------------------------------------
 # ``score`` (inherited from scikit-learn) links to labels of scikit-learn's own user guide;
 # without network access for intersphinx they are shown as plain text.
-_SKLEARN_LABELS = {"accuracy_score", "r2_score"}
+_SKLEARN_LABELS = {"accuracy_score", "r2_score", "df_output_transform",
+                   "sphx_glr_auto_examples_miscellaneous_plot_set_output.py"}
 
 
 def _sklearn_label_as_text(app, env, node, contnode):
@@ -108,5 +120,15 @@ def _sklearn_label_as_text(app, env, node, contnode):
     return None
 
 
+# scikit-learn's metadata-routing methods (set_fit_request, set_predict_request, ...,
+# generated for every keyword argument of fit, predict, ...) are left out of the pages.
+_METADATA_ROUTING = re.compile(r"set_\w+_request|get_metadata_routing")
+
+
+def _skip_metadata_routing(app, what, name, obj, skip, options):
+    return True if _METADATA_ROUTING.fullmatch(name) else None
+
+
 def setup(app):
     app.connect("missing-reference", _sklearn_label_as_text)
+    app.connect("autodoc-skip-member", _skip_metadata_routing)

@@ -211,7 +211,7 @@ def iter_file(path, *, zero_based=None, n_features=None, dtype=np.float64,
                     f"at 0)")
             X = from_one_based(X)
         if n_features is not None:
-            X = _fit_columns(X, n_features, stats)
+            X = with_columns(X, n_features, stats)
         yield X, y
 
 
@@ -221,7 +221,7 @@ def from_one_based(X):
                          shape=(X.shape[0], max(X.shape[1] - 1, 0)))
 
 
-def _fit_columns(X, n_features, stats):
+def with_columns(X, n_features, stats):
     """``X`` with exactly ``n_features`` columns, dropping nonzeros beyond them."""
     if X.shape[1] > n_features:
         keep = X.indices < n_features
@@ -246,7 +246,7 @@ def read_file(path, *, dtype=np.float64, chunk_bytes=DEFAULT_CHUNK_BYTES, stats=
         raise DataFileError(f"{os.fspath(path)}: no data (every line is empty or a "
                             f"comment)")
     n_features = max(X.shape[1] for X, _ in parts)
-    X = sp.vstack([_fit_columns(X, n_features, None) for X, _ in parts], format="csr")
+    X = sp.vstack([with_columns(X, n_features, None) for X, _ in parts], format="csr")
     return X, np.concatenate([y for _, y in parts])
 
 

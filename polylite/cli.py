@@ -43,17 +43,31 @@ class _Failure(Exception):
 # ---- the estimators the command line fits ------------------------------------------------
 #
 # A family reaches the command line by an entry here, and options for any parameters of
-# its own in _PARAMETERS.
+# its own in _parameters().
+
+class _Family(NamedTuple):
+    classes: dict        # task -> estimator class
+    unit: str            # what one step of the fit's progress is
+    validation: tuple    # the names of fit's validation data arguments
+    callback: str        # the attribute that takes a progress display
+
 
 def _estimators():
+    from .bayes import (BayesianFactorizationMachineClassifier,
+                        BayesianFactorizationMachineRegressor)
     from .polynomial import (FactorizationMachineClassifier,
                              FactorizationMachineRegressor, PolynomialNetworkClassifier,
                              PolynomialNetworkRegressor)
+    epochs = dict(unit="epoch", validation=("X_val", "y_val"), callback="_epoch_callback")
     return {
-        "fm": {"regression": FactorizationMachineRegressor,
-               "classification": FactorizationMachineClassifier},
-        "pn": {"regression": PolynomialNetworkRegressor,
-               "classification": PolynomialNetworkClassifier},
+        "fm": _Family({"regression": FactorizationMachineRegressor,
+                       "classification": FactorizationMachineClassifier}, **epochs),
+        "pn": _Family({"regression": PolynomialNetworkRegressor,
+                       "classification": PolynomialNetworkClassifier}, **epochs),
+        "bayes-fm": _Family({"regression": BayesianFactorizationMachineRegressor,
+                             "classification": BayesianFactorizationMachineClassifier},
+                            unit="sweep", validation=("X_eval", "y_eval"),
+                            callback="_sweep_callback"),
     }
 
 
@@ -100,7 +114,11 @@ def _parameters():
         ("n_iter_no_change", int, None, "epochs without improvement before stopping"),
         ("random_state", int, None, "seed of the initialisation and shuffling (also "
                                     "--seed)"),
-        ("n_jobs", int, None, "threads of the cd solver of an fm (-1: every CPU)"),
+        ("n_jobs", int, None, "threads sharing the rows of prediction, cd, lbfgs and "
+                              "mini-batches (-1: every CPU)"),
+        ("n_iter", int, None, "sweeps of the Gibbs sampler (bayes-fm)"),
+        ("n_burn_in", int, None, "sweeps discarded before averaging (bayes-fm)"),
+        ("n_kept", int, None, "samples kept in the model for prediction (bayes-fm)"),
     ]
 
 
@@ -111,8 +129,8 @@ def _option(name):
 def _default_text(name):
     """The defaults of parameter ``name`` in the estimators that have it, for --help."""
     defaults = {}
-    for family, classes in _estimators().items():
-        for cls in classes.values():
+    for family, entry in _estimators().items():
+        for cls in entry.classes.values():
             params = cls().get_params()
             if name in params:
                 defaults.setdefault(repr(params[name]), []).append(family)
@@ -188,11 +206,14 @@ def _build_parser():
     fit.add_argument("--task", choices=("regression", "classification"),
                      default="regression", help="default regression")
     fit.add_argument("--estimator", choices=tuple(_estimators()), default="fm",
-                     help="fm: factorization machine, pn: polynomial network (default fm)")
+                     help="fm: factorization machine, pn: polynomial network, bayes-fm: "
+                          "Bayesian factorization machine by Gibbs sampling (libFM's "
+                          "-method mcmc) (default fm)")
     fit.add_argument("--validation", metavar="FILE",
                      help="validation data: its loss is reported every epoch, training "
                           "stops after --n-iter-no-change epochs without improving it, "
-                          "and the best model is kept")
+                          "and the best model is kept (bayes-fm: the error of the "
+                          "averaged prediction is reported every sweep)")
     fit.add_argument("--stream", action="store_true",
                      help="read TRAIN one block at a time (files larger than memory) and "
                           "train by partial_fit (solver sgd or adagrad; adagrad if "
@@ -310,8 +331,8 @@ class _Progress:
         if self.mode == "lines" or (self.mode == "bar" and unit == "pass"):
             self.close()
             prefix = f"[output {output + 1}/{n_outputs}] " if n_outputs > 1 else ""
-            text = "  ".join(f"{name} {value:.6g}" for name, value in shown.items())
-            print(f"{prefix}{unit} {epoch}/{max_iter}  {text}  {seconds:.1f}s",
+            text = "".join(f"  {name} {value:.6g}" for name, value in shown.items())
+            print(f"{prefix}{unit} {epoch}/{max_iter}{text}  {seconds:.1f}s",
                   file=self.stream, flush=True)
         elif self.mode == "bar":
             bar = self._bar((output, n_outputs), max_iter,
@@ -341,8 +362,16 @@ class _Progress:
             self.bar.close()
             self.bar = self.bar_key = None
 
-    def callback(self):
-        """An ``_epoch_callback`` for the estimators' epoch loop."""
+    def callback(self, unit, estimator):
+        """The progress hook of ``estimator``'s fit: ``_epoch_callback`` of the epoch
+        loop (unit "epoch") or ``_sweep_callback`` of a Gibbs sampler ("sweep")."""
+        if unit == "sweep":
+            name = f"validation {estimator._score_name.lower()}"
+
+            def report_sweep(sweep, n_sweeps, score, seconds):
+                self.epoch(0, 1, sweep, n_sweeps, {name: score}, seconds, unit="sweep")
+            return report_sweep
+
         def report(r):
             self.epoch(r.output, r.n_outputs, r.epoch, r.max_iter,
                        {"objective": r.objective, "validation loss": r.validation_loss},
@@ -399,27 +428,31 @@ def _read_for_fit(args, dtype):
             raise _Failure(f"--n-features {args.n_features} is smaller than the "
                            f"{n_features} features the data uses")
         n_features = args.n_features
-    out = [(_svmlight._fit_columns(X, n_features, None), y) for X, y in out]
+    out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
     return out, zero_based, n_features
 
 
 # ---- fit ---------------------------------------------------------------------------------
 
 def _chosen_parameters(args, parser, cls):
-    """The estimator parameters given as options, each checked by the estimator itself."""
+    """The estimator parameters given as options, checked by the estimator itself."""
     chosen = {name: getattr(args, name) for name, *_ in _parameters() if hasattr(args, name)}
     accepted = cls().get_params()
-    for name, value in chosen.items():
+    for name in chosen:
         if name not in accepted:
             parser.error(f"argument {_option(name)}: not a parameter of {cls.__name__} "
                          f"(--estimator {args.estimator} --task {args.task})")
-        try:
-            cls(**{name: value})._check_params()
-        except ValueError as exc:
-            message = str(exc)
-            if message.startswith(name + " "):
-                message = message[len(name) + 1:]
-            parser.error(f"argument {_option(name)}: {message}")
+    try:  # together, as some parameters bound others (n_burn_in < n_iter)
+        cls(**chosen)._check_params()
+    except ValueError as exc:
+        message = str(exc)
+        named = ([name for name in chosen if message.startswith(name + " ")] or
+                 [name for name in chosen if name in message])
+        if not named:  # a default that another option's value contradicts
+            parser.error(f"estimator parameters: {message}")
+        if message.startswith(named[0] + " "):
+            message = message[len(named[0]) + 1:]
+        parser.error(f"argument {_option(named[0])}: {message}")
     return chosen
 
 
@@ -434,9 +467,13 @@ def _check_writable(path, what):
 
 def _fit(args, parser):
     from .polynomial import _solvers
-    cls = _estimators()[args.estimator][args.task]
+    family = _estimators()[args.estimator]
+    cls = family.classes[args.task]
     params = _chosen_parameters(args, parser, cls)
     if args.stream:
+        if not hasattr(cls, "partial_fit"):
+            parser.error(f"argument --stream: trains by partial_fit, which "
+                         f"{cls.__name__} (--estimator {args.estimator}) does not have")
         params.setdefault("solver", "adagrad")
         if params["solver"] not in _solvers.STOCHASTIC:
             parser.error(f"argument --solver: --stream trains by partial_fit, which needs "
@@ -452,8 +489,10 @@ def _fit(args, parser):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            fitted = (_fit_stream if args.stream else _fit_in_memory)(
-                args, estimator, dtype, progress)
+            if args.stream:
+                fitted = _fit_stream(args, estimator, dtype, progress)
+            else:
+                fitted = _fit_in_memory(args, family, estimator, dtype, progress)
     finally:
         progress.close()
     seconds = time.perf_counter() - start
@@ -498,31 +537,30 @@ def _describe(estimator):
     return f"{type(estimator).__name__}({params})"
 
 
-def _epochs_text(estimator):
+def _epochs_text(estimator, unit):
     n_iter = np.atleast_1d(estimator.n_iter_)
     if n_iter.size == 1:
-        return f"{int(n_iter[0])} epochs"
-    return f"{int(n_iter.sum())} epochs over {n_iter.size} one-vs-rest outputs"
+        return f"{int(n_iter[0])} {unit}s"
+    return f"{int(n_iter.sum())} {unit}s over {n_iter.size} one-vs-rest outputs"
 
 
-def _fit_in_memory(args, estimator, dtype, progress):
+def _fit_in_memory(args, family, estimator, dtype, progress):
     data, zero_based, n_features = _read_for_fit(args, dtype)
     (X, y) = data[0]
     _hint_task(args, y)
-    fit_args = {}
-    if args.validation:
-        fit_args = {"X_val": data[1][0], "y_val": data[1][1]}
-    estimator._epoch_callback = progress.callback()
+    fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
+    setattr(estimator, family.callback, progress.callback(family.unit, estimator))
     try:
         estimator.fit(X, y, **fit_args)
     except (ValueError, FloatingPointError) as exc:
         raise _Failure(str(exc)) from None
     finally:
-        estimator._epoch_callback = None
+        setattr(estimator, family.callback, None)
     scores = [f"training {_score_text(estimator, X, y)}"]
     if args.validation:
         scores.append(f"validation {_score_text(estimator, *data[1])}")
-    return _Fitted(X.shape[0], zero_based, n_features, _epochs_text(estimator), scores)
+    return _Fitted(X.shape[0], zero_based, n_features,
+                   _epochs_text(estimator, family.unit), scores)
 
 
 def _hint_task(args, y):
@@ -565,7 +603,7 @@ def _fit_stream(args, estimator, dtype, progress):
                 raise DataFileError(f"{args.validation}: holds feature index 0, but the "
                                     f"data is read as one-based")
             X_val = _svmlight.from_one_based(X_val)
-        validation = (_svmlight._fit_columns(X_val, n_features, None),
+        validation = (_svmlight.with_columns(X_val, n_features, None),
                       _labels_for(args.task, y_val))
     if stats is not None:
         _hint_task(args, stats.labels)
@@ -654,13 +692,14 @@ def _load(path):
         raise _Failure(str(exc)) from None
 
 
-def _data_layout(args, header, estimator):
-    """(zero_based, detected) for reading DATA with a loaded model."""
+def _data_zero_based(args, header, estimator):
+    """Whether DATA's indices start at 0: as given, as the model's training file's, or
+    (a model saved from Python) detected."""
     if args.zero_based is not None:
-        return args.zero_based, False
+        return args.zero_based
     recorded = (header.get("metadata") or {}).get("data") or {}
     if isinstance(recorded.get("zero_based"), bool):
-        return recorded["zero_based"], False
+        return recorded["zero_based"]
     # A model saved from Python: its columns are zero-based; the file may be either.
     stats = _svmlight.scan_file(args.data, chunk_bytes=args.chunk_bytes)
     zero_based = (_svmlight.detect_zero_based(stats) or
@@ -668,16 +707,22 @@ def _data_layout(args, header, estimator):
     _note(args, f"polylite {args.command}: reading {args.data} with "
                 f"{'zero' if zero_based else 'one'}-based indices (the model does not "
                 f"record its training file's; pass --zero-based or --one-based to choose)")
-    return zero_based, True
+    return zero_based
 
 
 def _iter_data(args, header, estimator, stats):
-    zero_based, _ = _data_layout(args, header, estimator)
-    for X, y in _svmlight.iter_file(args.data, zero_based=zero_based,
+    for X, y in _svmlight.iter_file(args.data,
+                                    zero_based=_data_zero_based(args, header, estimator),
                                     n_features=estimator.n_features_in_,
-                                    dtype=estimator.P_.dtype,
+                                    dtype=_model_dtype(estimator),
                                     chunk_bytes=args.chunk_bytes, stats=stats):
         yield X, y
+
+
+def _model_dtype(estimator):
+    """The float type of a fitted model's factors (its data are read in it)."""
+    factors = estimator.P_ if hasattr(estimator, "P_") else estimator.P_samples_
+    return factors.dtype
 
 
 def _warn_dropped(args, stats, estimator):
@@ -688,7 +733,7 @@ def _warn_dropped(args, stats, estimator):
                     f"(unseen in training); they were ignored")
 
 
-def _predictions(estimator, X, proba=False):
+def _predictions(estimator, X):
     """(labels or values, scores for AUC, probabilities or None) of one block."""
     if not estimator._is_classifier:
         values = estimator.predict(X)
@@ -698,7 +743,7 @@ def _predictions(estimator, X, proba=False):
         labels = estimator.classes_[(scores > 0).astype(np.intp)]
     else:
         labels = estimator.classes_[np.argmax(scores, axis=1)]
-    has_proba = estimator.loss == "logistic"
+    has_proba = hasattr(estimator, "predict_proba")
     return labels, scores, estimator.predict_proba(X) if has_proba else None
 
 
@@ -708,7 +753,7 @@ def _check_proba(args, estimator, parser):
     if not estimator._is_classifier:
         parser.error(f"argument --proba: {args.model} holds a {type(estimator).__name__}, "
                      f"which predicts values, not probabilities")
-    if estimator.loss != "logistic":
+    if not hasattr(estimator, "predict_proba"):
         parser.error(f"argument --proba: {args.model} was fitted with "
                      f"loss={estimator.loss!r}, which gives no probabilities (fit with "
                      f"--loss logistic)")
@@ -931,6 +976,11 @@ def main(argv=None):
     except (_Failure, DataFileError) as exc:
         print(f"polylite {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # stdout closed early (| head): stop quietly, as cat does
+        # Point stdout at /dev/null, or the interpreter's final flush fails again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as exc:  # writing output: a full disk, a vanished directory...
         print(f"polylite {args.command}: error: {exc}", file=sys.stderr)
         return 1

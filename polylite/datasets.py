@@ -106,8 +106,17 @@ def iter_recommender_chunks(n_samples, chunk_rows=1_000_000, n_users=5_000, n_it
 
     Every chunk's targets come from one planted model.  The rows differ from those of
     :func:`make_recommender` with the same seed, but the chunks do not depend on
-    ``chunk_rows`` beyond how the rows are cut.  Parameters as :func:`make_recommender`,
-    plus ``chunk_rows`` (rows per chunk; the last chunk may be shorter).
+    ``chunk_rows`` beyond how the rows are cut.
+
+    Parameters
+    ----------
+    n_samples : int
+        Rows in all.
+    chunk_rows : int, default=1_000_000
+        Rows per chunk; the last chunk may be shorter.
+    n_users, n_items, n_numeric, degree, rank, noise, popularity_exponent, dtype, \
+index_dtype, random_state
+        As in :func:`make_recommender`.
 
     Yields
     ------

@@ -252,7 +252,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         Number of output columns.
     n_features_in_ : int
         Number of columns of X the encoder reads (ids and context features).
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Their names.
 
     Examples
@@ -475,7 +475,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_out : csr_matrix of shape (n_samples, n_features_out_)
+        X_out : csr_matrix of shape (n_samples, n_features_out)
         """
         check_is_fitted(self)
         context = self._features("context_features")
@@ -496,7 +496,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_users : csr_matrix of shape (n_users, n_features_out_)
+        X_users : csr_matrix of shape (n_users, n_features_out)
         """
         return self._placed("user", self._side_block("user", users))
 
@@ -510,7 +510,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_items : csr_matrix of shape (n_items, n_features_out_)
+        X_items : csr_matrix of shape (n_items, n_features_out)
         """
         return self._placed("item", self._side_block("item", items))
 
@@ -524,7 +524,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_context : csr_matrix of shape (n_samples, n_features_out_)
+        X_context : csr_matrix of shape (n_samples, n_features_out)
         """
         check_is_fitted(self)
         columns = _columns(X, list(self._features("context_features")), "X")
@@ -603,7 +603,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        names : ndarray of str objects, shape (n_features_out_,)
+        names : ndarray of str objects, shape (n_features_out,)
         """
         check_is_fitted(self)
         names = []

@@ -118,6 +118,52 @@ def test_validation_early_stopping_matches_python(recommender, tmp_path, capsys)
     np.testing.assert_allclose(saved.P_, fm.P_)
 
 
+def test_bayes_fm_matches_python(recommender, binary, tmp_path, capsys):
+    # libFM's -method mcmc: a Gibbs chain, the validation error of the averaged
+    # prediction every sweep (X_eval), the kept samples in the model file.
+    X, y, train, test = recommender
+    model = tmp_path / "b.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--n-components", 3, "--n-iter", 12, "--n-burn-in", 4,
+                          "--n-kept", 5, "--seed", 0, "--validation", test,
+                          "--progress", "lines")
+    assert status == 0, err
+    assert "sweep 12/12  validation rmse" in err and "12 sweeps in" in err
+    saved = polylite.load(model)
+    d = saved.n_features_in_
+    X = sp.csr_matrix(X)[:, :d]
+    bfm = polylite.BayesianFactorizationMachineRegressor(
+        n_components=3, n_iter=12, n_burn_in=4, n_kept=5, random_state=0)
+    bfm.fit(X[:1000], y[:1000], X_eval=X[1000:], y_eval=y[1000:])
+    np.testing.assert_allclose(saved.P_samples_, bfm.P_samples_)
+    status, out, _ = _run(capsys, "predict", model, test)
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), bfm.predict(X[1000:]),
+                               rtol=1e-14)
+
+    X, y, train, test = binary
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--task", "classification", "--n-iter", 10, "--n-burn-in", 4,
+                          "--seed", 0, "-q")
+    assert status == 0, err
+    saved = polylite.load(model)
+    status, out, _ = _run(capsys, "predict", model, test, "--proba")
+    np.testing.assert_allclose(np.array(out.split(), dtype=float),
+                               saved.predict_proba(X[300:])[:, 1], rtol=1e-14)
+    status, out, _ = _run(capsys, "evaluate", model, test, "--json")
+    assert {"accuracy", "log_loss", "auc"} <= set(json.loads(out))
+    # Options of the other families are refused by name.
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--beta", 1)
+    assert status == 2 and "argument --beta: not a parameter of Bayesian" in err
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--stream")
+    assert status == 2 and "argument --stream: trains by partial_fit" in err
+    # Parameters are checked together: the burn-in must be shorter than the chain.
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--n-iter", 10)
+    assert status == 2 and "argument --n-iter: n_burn_in must be smaller" in err
+
+
 def test_classifier_proba_and_labels(binary, tmp_path, capsys):
     X, y, train, test = binary
     model = tmp_path / "c.npz"
@@ -373,6 +419,26 @@ def test_failed_fit_keeps_the_previous_model(tmp_path, capsys):
                           "--eta0", 10, "--learning-rate", "constant")
     assert status == 1 and "error" in err
     assert model.read_bytes() == b"previous" and _temporaries(tmp_path) == []
+
+
+def test_closed_stdout_stops_quietly(recommender, tmp_path, monkeypatch, capsys):
+    _, _, train, test = recommender
+    model = tmp_path / "m.npz"
+    assert _run(capsys, "fit", train, "-m", model, "--max-iter", 2, "-q")[0] == 0
+
+    class ClosedPipe:  # stdout of `polylite ... | head` once head has exited
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        flush = write
+
+        def fileno(self):
+            return os.open(tmp_path / "discarded", os.O_WRONLY | os.O_CREAT)
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    for command in (["predict", model, test], ["info", model]):
+        assert main([str(a) for a in command]) == 141
+    assert "error" not in capsys.readouterr().err
 
 
 def test_help_and_version(capsys):

@@ -38,6 +38,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
     (one for regression and two classes, one per class for more), swept in turn."""
 
     _is_classifier = False  # the probit model (also read by polylite._io)
+    # A progress display (the command line's) called after every sweep with (sweep,
+    # n_iter, the X_eval score of the averaged predictor or NaN, seconds so far).
+    _sweep_callback = None
 
     # ---- parameters ---------------------------------------------------------------------
 
@@ -180,6 +183,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
             if self.verbose:
                 self._report(sweep, alphas[:, sweep - 1], scores[sweep - 1],
                              time.perf_counter() - start)
+            if self._sweep_callback is not None:
+                self._sweep_callback(sweep, self.n_iter, scores[sweep - 1],
+                                     time.perf_counter() - start)
         self.n_iter_ = int(self.n_iter)
         self.feature_groups_ = index
         samples["intercept"] = samples["intercept"][:, :, 0]

@@ -267,10 +267,10 @@ _COMMON_PARAMS_DOC = """
         only.
     penalty : {"l1/l2", "l1", "l1/linf"}, default="l1/l2"
         The norm Omega of the output layer V (one row per basis vector) that ``tau``
-        bounds: "l1" the sum of |V_rc| (each output chooses its own basis vectors; the
+        bounds: "l1" the sum of ``|V_rc|`` (each output chooses its own basis vectors; the
         paper shows this amounts to separate nuclear norms per output), "l1/l2" the sum
         of the rows' Euclidean norms (group lasso: basis vectors useful to every output
-        together), "l1/linf" the sum of the rows' largest |V_rc|.
+        together), "l1/linf" the sum of the rows' largest ``|V_rc|``.
     tau : float, default=10.0
         Radius of the constraint ``Omega(V) <= tau``: the only regularisation.  It is a
         bound on the output weights, not a penalty weight, so it does *not* scale with
@@ -337,8 +337,8 @@ _COMMON_ATTRIBUTES_DOC = """
         The output layer: row r weighs basis vector r in every output.
     intercept_ : ndarray of shape (n_outputs,)
         The intercepts (zeros without ``fit_intercept``).
-    history_ : dict of ndarray of shape (n_iter_,)
-        One entry per iteration t = 1..n_iter_ of the path, after its refit:
+    history_ : dict of ndarray of shape (n_iter,)
+        One entry per iteration t = 1..``n_iter_`` of the path, after its refit:
         ``objective`` (the training loss, a weighted mean over the rows), ``penalty``
         (Omega(V), at most tau), ``n_basis`` (basis vectors kept), ``gap`` (duality gap
         estimated at the start of the iteration), ``selection`` (||q(h)||_p of the new
@@ -352,6 +352,6 @@ _COMMON_ATTRIBUTES_DOC = """
         The iteration whose model is kept: the best on the validation data when given,
         else the last (``n_iter_``).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Only when X has feature names.
 """
