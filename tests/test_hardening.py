@@ -85,8 +85,8 @@ def test_lbfgs_non_finite_predictions_of_a_finite_objective_raise(monkeypatch):
                                          max_iter=3, random_state=0)
     real = _solvers.fit_lbfgs
 
-    def ends_with_overflowing_factors(est_, X_, y_, sw, params, *args):
-        out = real(est_, X_, y_, sw, params, *args)
+    def ends_with_overflowing_factors(est_, X_, y_, sw, params, *args, **kwargs):
+        out = real(est_, X_, y_, sw, params, *args, **kwargs)
         params.P[...] = 1e200  # finite parameters, predictions of 1e400
         return out
 
