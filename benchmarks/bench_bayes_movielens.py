@@ -3,7 +3,7 @@
 Nothing is tuned: every hyperparameter is sampled (libFM's hyperpriors), the estimator's
 defaults are used apart from ``n_iter`` (the sweeps) and ``n_components`` (k), and u1.test
 is only scored.  The columns are grouped by field (``feature_groups``), as libFM's meta file
-does, so each field has its own prior precisions and means.  Two encodings:
+does, so each field has its own prior precisions and means.  Three encodings:
 
 - "one-hot": 1 in the user's column and in the item's (2 nonzeros per row);
 - "implicit": the same, plus the items the user rated as a third field, each
@@ -13,7 +13,9 @@ does, so each field has its own prior precisions and means.  Two encodings:
   without their ratings (``train+test``: the transductive setting of the Netflix Prize,
   where the pairs to predict are known in advance).  About 170 nonzeros per row, so a sweep
   costs about 85 times the one-hot one, and degree 3 has interactions to model.  A local
-  encoding (the recommender issue's field encoder may replace it).
+  encoding (the recommender issue's field encoder may replace it);
+- "implicit-both": "implicit" plus the users who rated the item as a fourth field, each
+  1 / (number of such users), as myFM's MovieLens examples use both sides.
 
 Two predictions are scored, each clipped to the rating range [1, 5]:
 
@@ -24,7 +26,7 @@ Two predictions are scored, each clipped to the rating range [1, 5]:
 - "kept": ``predict`` with the default ``n_kept`` (50 evenly spaced samples), clipped.
 
     python benchmarks/bench_bayes_movielens.py [--data ../shared/data/movielens/ml-100k]
-        [--components 8 10] [--sweeps 200] [--degrees 2] [--encodings one-hot implicit]
+        [--components 8 10] [--sweeps 200] [--degrees 2] [--encodings one-hot implicit implicit-both]
         [--seeds 0] [--implicit-from train] [--verbose]
 """
 import argparse
@@ -42,20 +44,33 @@ from polylite.datasets import load_movielens_100k
 N_USERS, N_ITEMS = 943, 1682
 
 
-def implicit_encoding(X_train, X_test, with_test_pairs=False):
-    """Append to the one-hot rows the field "items the user rated in X_train" (and in
-    X_test when ``with_test_pairs``), each weighted so that a user's field sums to 1;
-    returns the two matrices and the column fields (0 user, 1 item, 2 implicit)."""
-    pairs = sp.vstack([X_train, X_test]) if with_test_pairs else X_train
-    rated = (pairs[:, :N_USERS].T @ pairs[:, N_USERS:]).tocsr()
+def normalised_rated(rows, columns):
+    """0/1 matrix "row id rated column id" from the one-hot blocks of the rating pairs,
+    each row scaled to sum to 1 (SVD++'s |N(u)|^-1 weighting; empty rows stay 0)."""
+    rated = (rows.T @ columns).tocsr()
     rated.data[:] = 1.0
     counts = np.maximum(np.asarray(rated.sum(axis=1)).ravel(), 1.0)
-    rated = sp.diags(1.0 / counts) @ rated
+    return (sp.diags(1.0 / counts) @ rated).tocsr()
+
+
+def implicit_encoding(X_train, X_test, with_test_pairs=False, item_side=False):
+    """Append to the one-hot rows the field "items the user rated in X_train" (and in
+    X_test when ``with_test_pairs``), and when ``item_side`` the field "users who rated
+    the item", each weighted so that the field sums to 1; returns the two matrices and the
+    column fields (0 user, 1 item, 2 items rated by the user, 3 users who rated the item)."""
+    pairs = sp.vstack([X_train, X_test]) if with_test_pairs else X_train
+    users, items = pairs[:, :N_USERS], pairs[:, N_USERS:]
+    by_user = normalised_rated(users, items)
+    by_item = normalised_rated(items, users) if item_side else None
 
     def encode(X):
-        return sp.hstack([X, X[:, :N_USERS] @ rated], format="csr")
+        blocks = [X, X[:, :N_USERS] @ by_user]
+        if item_side:
+            blocks.append(X[:, N_USERS:] @ by_item)
+        return sp.hstack(blocks, format="csr")
 
-    fields = np.repeat([0, 1, 2], [N_USERS, N_ITEMS, N_ITEMS])
+    sizes = [N_USERS, N_ITEMS, N_ITEMS] + ([N_USERS] if item_side else [])
+    fields = np.repeat(np.arange(len(sizes)), sizes)
     return encode(X_train), encode(X_test), fields
 
 
@@ -72,7 +87,7 @@ def main():
     parser.add_argument("--sweeps", type=int, default=200)
     parser.add_argument("--degrees", type=int, nargs="+", default=[2])
     parser.add_argument("--encodings", nargs="+", default=["one-hot", "implicit"],
-                        choices=["one-hot", "implicit"])
+                        choices=["one-hot", "implicit", "implicit-both"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--implicit-from", default="train", choices=["train", "train+test"])
     parser.add_argument("--n-jobs", type=int, default=None)
@@ -82,13 +97,14 @@ def main():
     args = parser.parse_args()
     X_train, y_train, X_test, y_test = load_movielens_100k(args.data, "u1")
     data = {"one-hot": (X_train, X_test, np.repeat([0, 1], [N_USERS, N_ITEMS]))}
-    if "implicit" in args.encodings:
-        data["implicit"] = implicit_encoding(X_train, X_test,
-                                             args.implicit_from == "train+test")
+    for encoding in {"implicit", "implicit-both"} & set(args.encodings):
+        data[encoding] = implicit_encoding(X_train, X_test,
+                                           args.implicit_from == "train+test",
+                                           item_side=encoding == "implicit-both")
     print(f"MovieLens 100K u1: {X_train.shape[0]} training and {X_test.shape[0]} test "
           f"ratings; {args.sweeps} sweeps, default burn-in; RMSE clipped to [1, 5]; "
           f"implicit field from {args.implicit_from}")
-    print(f"{'encoding':>9} {'degree':>6} {'k':>3} {'seed':>4} {'all sweeps':>10} "
+    print(f"{'encoding':>13} {'degree':>6} {'k':>3} {'seed':>4} {'all sweeps':>10} "
           f"{'kept':>7} {'s/sweep':>8}")
     for encoding, degree, k, seed in itertools.product(args.encodings, args.degrees,
                                                        args.components, args.seeds):
@@ -106,7 +122,7 @@ def main():
         default = BayesianFactorizationMachineRegressor()
         kept = kept_sweeps(args.sweeps, est.n_burn_in, default.n_kept) - est.n_burn_in - 1
         kept = rmse(outputs[kept].mean(axis=0), y_test)
-        print(f"{encoding:>9} {degree:>6} {k:>3} {seed:>4} {every:>10.4f} {kept:>7.4f} "
+        print(f"{encoding:>13} {degree:>6} {k:>3} {seed:>4} {every:>10.4f} {kept:>7.4f} "
               f"{seconds:>8.3f}", flush=True)
 
 
