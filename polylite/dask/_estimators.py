@@ -238,6 +238,7 @@ class _DaskMixin:
                                      prefix, history))
         self.n_features_in_ = n_features
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
+        self.solver_ = self.solver
         self._publish(stack)
         return self
 

@@ -93,7 +93,14 @@ _FM_PARAMS_DOC = """
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
         parameter change, falls below ``tol``.
-    solver : {"cd", "sgd", "adagrad", "lbfgs"}, default="cd"
+    solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
+        "auto": "lbfgs" on dense data (more than half of the entries of X nonzero, such
+        as standardised numeric features: coordinate descent needs many epochs when every
+        feature shares every row) and "cd" on sparse data (one-hot fields of recommender
+        data, text: there coordinate descent converges in few epochs); the choice is made
+        from the training data at every ``fit`` and recorded in ``solver_``, and the
+        other parameters keep their meaning for the solver chosen.  ``partial_fit``
+        exists for "sgd" and "adagrad" only (not for "auto").
         "cd": cyclic coordinate descent with cached power sums (the objective never
         increases; best for degree <= 3-4).  "sgd" and "adagrad": stochastic passes over
         the rows (gradients by the ANOVA dynamic programme; for large data, any degree,
@@ -175,6 +182,8 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
         Parameters of the dummy features (``degree - 1`` rows for "shared", else none).
     n_iter_ : int
         Number of epochs run.
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
         Number of features seen in ``fit``.
 
@@ -191,7 +200,7 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
-                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="cd",
+                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="auto",
                  learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
@@ -217,13 +226,15 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
     P_ : ndarray of shape (n_outputs, n_blocks, n_features, n_components)
     gamma_ : ndarray of shape (n_outputs, n_dummy, n_components)
     n_iter_ : ndarray of shape (n_outputs,)
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
     """
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
-                 solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
