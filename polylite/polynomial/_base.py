@@ -71,6 +71,18 @@ class EpochReport(NamedTuple):
 DENSE_FRACTION = 0.5
 
 
+# The estimators' documentation of solver="auto" (FMs and PNs alike).
+AUTO_SOLVER_DOC = """\
+        "auto": "lbfgs" on dense data (more than half of the entries of X nonzero, such
+        as standardised numeric features: coordinate descent needs many epochs when every
+        feature shares every row) and "cd" on sparse data (one-hot fields of recommender
+        data, text: there coordinate descent converges in few epochs); the choice is made
+        from the training data at every ``fit`` and recorded in ``solver_``, and the
+        other parameters keep their meaning for the solver chosen.  ``partial_fit``
+        exists for "sgd" and "adagrad" only (not for "auto").
+"""
+
+
 def is_dense(X):
     """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``)."""
     return X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
@@ -676,9 +688,10 @@ class _PolynomialModel(BaseEstimator):
         ``solver="auto"`` existed have none, and their ``solver`` parameter is the one
         that ran."""
         solver = attributes.get("solver", self.solver)
-        if solver not in self._solvers or solver == "auto":
+        ran = [name for name in self._solvers if name != "auto"]
+        if solver not in ran:
             raise ModelFileError(f"model file has no valid solver (got {solver!r}); "
-                                 f"expected one of {[s for s in self._solvers if s != 'auto']}")
+                                 f"expected one of {ran}")
         return solver
 
 

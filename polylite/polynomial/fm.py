@@ -3,7 +3,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
@@ -92,15 +92,10 @@ _FM_PARAMS_DOC = """
         Maximum number of epochs (one epoch updates every parameter once).
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol``.
+        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
+        in an iteration relative to ``max(|objective|, 1)``).
     solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
-        "auto": "lbfgs" on dense data (more than half of the entries of X nonzero, such
-        as standardised numeric features: coordinate descent needs many epochs when every
-        feature shares every row) and "cd" on sparse data (one-hot fields of recommender
-        data, text: there coordinate descent converges in few epochs); the choice is made
-        from the training data at every ``fit`` and recorded in ``solver_``, and the
-        other parameters keep their meaning for the solver chosen.  ``partial_fit``
-        exists for "sgd" and "adagrad" only (not for "auto").
+""" + AUTO_SOLVER_DOC + """\
         "cd": cyclic coordinate descent with cached power sums (the objective never
         increases; best for degree <= 3-4).  "sgd" and "adagrad": stochastic passes over
         the rows (gradients by the ANOVA dynamic programme; for large data, any degree,

@@ -4,7 +4,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
@@ -80,15 +80,10 @@ _PN_PARAMS_DOC = """
         Maximum number of epochs.
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol``.
+        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
+        in an iteration relative to ``max(|objective|, 1)``).
     solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
-        "auto": "lbfgs" on dense data (more than half of the entries of X nonzero, such
-        as standardised numeric features: coordinate descent needs many epochs when every
-        feature shares every row) and "cd" on sparse data (one-hot fields of recommender
-        data, text: there coordinate descent converges in few epochs); the choice is made
-        from the training data at every ``fit`` and recorded in ``solver_``, and the
-        other parameters keep their meaning for the solver chosen.  ``partial_fit``
-        exists for "sgd" and "adagrad" only (not for "auto").
+""" + AUTO_SOLVER_DOC + """\
         "sgd", "adagrad" and "lbfgs" use the gradient of the polynomial kernel (see the
         factorization machines).  "cd": cyclic coordinate descent.  ``(gamma_s + <p_s, x>)^m`` is not affine in one
         coordinate, so each coordinate takes a Newton step with a positive curvature
