@@ -66,8 +66,11 @@ class EpochReport(NamedTuple):
 
 
 # Data with more than this fraction of nonzero entries counts as dense: solver="auto"
-# fits it by L-BFGS, sparser data by coordinate descent (measured crossover:
-# benchmarks/bench_solver_choice.py).
+# fits it by L-BFGS, sparser data by coordinate descent.  Measured (docs/user_guide/
+# solvers.rst): cd is far faster on one-hot recommender rows (bench_solvers.py), lbfgs on
+# dense numeric rows (bench_classification.py --speed); on sparse numeric rows lbfgs was
+# faster too (bench_solver_choice.py), so this threshold keeps cd for all sparse data,
+# where its exact steps never make the objective worse.
 DENSE_FRACTION = 0.5
 
 
