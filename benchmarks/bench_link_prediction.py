@@ -88,8 +88,17 @@ def label(name):
     return NAMES[name.rstrip("0123456789")].format(name[-1])
 
 
-def node_features(data):
-    """The user and movie tables with the derived columns, and their encoder."""
+# The side features of users and movies, each its own field: age bands, gender, occupation,
+# first zip digit; genre flags (one numeric block) and release-year bins.
+USER_FEATURES = {"age_band": "categorical", "gender": "categorical",
+                 "occupation": "categorical", "zip_first": "categorical"}
+ITEM_FEATURES = {"genres": "numeric", "year_bin": "categorical"}
+
+
+def side_tables(data):
+    """The user and movie tables of ``data`` with the derived columns of USER_FEATURES and
+    ITEM_FEATURES (age band, first zip digit, release-year bin; -1 when the year is
+    unknown)."""
     users = dict(data.users)
     users["age_band"] = np.searchsorted([18, 25, 35, 45, 50, 56], users["age"],
                                         side="right")
@@ -99,11 +108,14 @@ def node_features(data):
     bins = np.searchsorted([1930, 1940, 1950, 1960, 1970, 1980, 1990, 1995],
                            np.nan_to_num(year), side="right")
     items["year_bin"] = np.where(np.isnan(year), -1, bins)
-    encoder = FieldEncoder(
-        ids="none",
-        user_features={"age_band": "categorical", "gender": "categorical",
-                       "occupation": "categorical", "zip_first": "categorical"},
-        item_features={"genres": "numeric", "year_bin": "categorical"})
+    return users, items
+
+
+def node_features(data):
+    """The encoder of the user and movie side features (no ids)."""
+    users, items = side_tables(data)
+    encoder = FieldEncoder(ids="none", user_features=USER_FEATURES,
+                           item_features=ITEM_FEATURES)
     no_pairs = {"user_id": users["user_id"][:0], "item_id": items["item_id"][:0]}
     return encoder.fit(no_pairs, users=users, items=items)
 
