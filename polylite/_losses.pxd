@@ -40,6 +40,20 @@ cdef inline double loss_derivative(int loss, double y, double p) noexcept nogil:
         return -2.0 * y * fmax(0.0, 1.0 - y * p)
 
 
+cdef inline double loss_value_derivative(int loss, double y, double p,
+                                         double* derivative) noexcept nogil:
+    """loss_value, and d loss / d p in ``derivative``: for the logistic loss with one exp
+    (e = exp(-|z|) gives both log(1 + exp(-z)) and sigma(-z))."""
+    cdef double z, e
+    if loss == LOGISTIC:
+        z = y * p
+        e = exp(-fabs(z))
+        derivative[0] = -y * (e if z > 0 else 1.0) / (1.0 + e)
+        return log1p(e) if z > 0 else -z + log1p(e)
+    derivative[0] = loss_derivative(loss, y, p)
+    return loss_value(loss, y, p)
+
+
 cdef inline double loss_smoothness(int loss) noexcept nogil:
     """Largest second derivative of the loss in p (labels in {-1, 1} for classification)."""
     if loss == SQUARED:

@@ -86,8 +86,21 @@ def test_features_and_gamma_against_dense(rng, kernel, constant, n_threads):
                                                                      kernel)),
                                rtol=1e-10)
     # A diagonal given back is used as it is.
-    G2, _ = op.gamma(Q, W, diagonal)
+    G2, _ = op.gamma(Q, W, diagonal=diagonal)
     np.testing.assert_array_equal(G, G2)
+    # Columns of Q sharing columns of W (one pass for both ends of every output).
+    columns = np.array([0, 2, 2, 1, 0])
+    Q5 = rng.standard_normal((op.dim, 5))
+    G5, diagonal5 = op.gamma(Q5, W, columns=columns)
+    for s, c in enumerate(columns):
+        expected = _dense_gamma(X, W[:, c], constant, kernel) @ Q5[:, s]
+        np.testing.assert_allclose(G5[:, s], expected, rtol=1e-12, atol=1e-12)
+    if kernel == "fm":
+        np.testing.assert_allclose(diagonal5, diagonal, rtol=1e-12)
+        X2 = np.column_stack([X.toarray(), np.ones(40)])[:, :op.dim]
+        np.testing.assert_allclose(diagonal, (X2 ** 2).T @ W, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="out of range"):
+        op.gamma(Q5, W, columns=[0, 1, 2, 3, 0])
 
 
 def test_passes_in_float32(rng):
@@ -102,6 +115,22 @@ def test_passes_in_float32(rng):
     G32, _ = op32.gamma(H[:2].T, W)
     assert G32.dtype == np.float64
     np.testing.assert_allclose(G32, op64.gamma(H[:2].T, W)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
+    Z = np.asarray(rng.standard_normal((50, 4)), dtype=dtype, order=order)
+    V, b = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    O = _passes.linear_outputs(Z, V, b, n_threads)
+    assert O.dtype == np.float64 and O.flags.c_contiguous
+    np.testing.assert_allclose(O, Z.astype(np.float64) @ V + b, rtol=1e-12, atol=1e-12)
+    # No features: the intercept alone.
+    np.testing.assert_array_equal(_passes.linear_outputs(Z[:, :0], V[:0], b, n_threads),
+                                  np.tile(b, (50, 1)))
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        _passes.linear_outputs(Z, V[:3], b)
 
 
 def test_row_bounds_split_the_nonzeros():
@@ -358,11 +387,12 @@ def test_output_refit_is_optimal(rng, penalty, name):
     Z, features, problem, c = _refit_setup(rng, classifier_loss(name), codes,
                                            penalty=penalty)
     np.testing.assert_allclose(features.gram, Z.T @ Z / 80, rtol=1e-12)
-    V, b, O, value, n_iter, _ = refit_output(problem, features, np.zeros((5, c)),
-                                             np.zeros(c), tol=1e-12, max_iter=3000)
+    V, b, O, value, W, n_iter, _ = refit_output(problem, features, np.zeros((5, c)),
+                                                np.zeros(c), tol=1e-12, max_iter=3000)
     assert penalty_value(V, penalty) <= problem.tau * (1 + 1e-9)
     np.testing.assert_allclose(O, Z @ V + b, atol=1e-12)
-    _, W = problem(O)
+    # The gradients returned are those at the answer (the next selection uses them).
+    np.testing.assert_allclose(W, problem(O)[1], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(W.sum(axis=0), 0.0, atol=1e-5)
     step = 0.1
     moved = project(V - step * (Z.T @ W), problem.tau, penalty)

@@ -38,7 +38,7 @@ class ConditionalGradient:
         n_outputs = V.shape[1]
         self.problem = Problem(loss, targets, s, n_outputs, est.penalty, float(est.tau),
                                est.fit_intercept)
-        self.features = Features(op.X.shape[0], op.dtype, s)
+        self.features = Features(op.X.shape[0], op.dtype, s, op.n_threads)
         self.H = H
         if H.shape[0]:
             self.features.reset(op.features(H))
@@ -54,18 +54,19 @@ class ConditionalGradient:
         O_val = (self.Z_val @ self.V.astype(self.Z_val.dtype)).astype(np.float64) + self.b
         return self.validation[1](O_val)
 
-    def _refit_output(self, V, b):
-        """refit_output, with the curvature of the quadratic models carried over."""
-        V, b, O, value, n_iter, self.curvature = refit_output(
+    def _refit_output(self, V, b, start=None):
+        """refit_output, with the curvature of the quadratic models carried over and
+        the loss gradients at its answer kept (``self.W``) for the next selection."""
+        V, b, O, value, self.W, n_iter, self.curvature = refit_output(
             self.problem, self.features, V, b, tol=self.est.refit_tol,
-            max_iter=self.est.max_refit_iter, curvature=self.curvature)
+            max_iter=self.est.max_refit_iter, curvature=self.curvature, start=start)
         return V, b, O, value, n_iter
 
     def iteration(self):
         """Run one iteration; returns its record, or None if the model is optimal to
         ``tol`` already (the gap is below ``tol`` times the objective)."""
         est, start = self.est, time.perf_counter()
-        _, W = self.problem(self.O)
+        W = self.W
         h, z, info = select_basis(
             self.op, W, est.penalty, self.rng, power_tol=est.power_tol,
             max_power_iter=est.max_power_iter, refine_tol=est.refine_tol,
@@ -80,11 +81,14 @@ class ConditionalGradient:
         V = np.vstack([self.V, np.zeros((1, self.V.shape[1]))])
         if self.validation is not None:
             self.Z_val = np.column_stack([self.Z_val, self.validation[0].features(h)])
-        V, self.b, self.O, self.value, refit_iterations = self._refit_output(V, self.b)
+        # The new row of V is zero: the outputs, loss and gradients have not changed.
+        V, self.b, self.O, self.value, refit_iterations = self._refit_output(
+            V, self.b, start=(self.O, self.value, self.W))
         if est.refit == "full":
             self.H, V, self.b, self.O, self.value, refit_iterations = refit_full(
                 self.problem, self.features, self.op, self.H, V, self.b,
                 tol=est.refit_tol, max_iter=est.max_refit_iter)
+            _, self.W = self.problem(self.O)
             if self.validation is not None:
                 self.Z_val = self.validation[0].features(self.H)
         # Rows of V that the refit drove to zero leave with their basis vectors.

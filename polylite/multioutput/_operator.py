@@ -4,9 +4,10 @@
 d x d matrix or a dense copy of X:
 
 * ``features(H)``: Z[i, r] = sigma(h_r, x~_i) for basis vectors H (n_basis, dim);
-* ``gamma(Q, W, diagonal)``: Gamma_s Q[:, s] for every column s at once, where
-  Gamma_s = X~^T diag(W[:, s]) X~ ("pn") or (X~^T diag(W[:, s]) X~ - diag((X~ o X~)^T
-  W[:, s])) / 2 ("fm"), so that q^T Gamma_s q = sum_i W[i, s] sigma(q, x~_i).
+* ``gamma(Q, W, columns=, diagonal=)``: Gamma_c Q[:, s] for every column s at once
+  (c = columns[s], by default s), where Gamma_c = X~^T diag(W[:, c]) X~ ("pn") or
+  (X~^T diag(W[:, c]) X~ - diag((X~ o X~)^T W[:, c])) / 2 ("fm"), so that
+  q^T Gamma_c q = sum_i W[i, c] sigma(q, x~_i).
 
 x~ is x followed by a constant 1 when ``constant`` (dim = n_features + 1).
 """
@@ -46,24 +47,28 @@ class RowOperator:
                          self._columns(H.T), self.constant, self.anova, Z, self.bounds)
         return Z
 
-    def gamma(self, Q, W, diagonal=None):
-        """(Gamma_s Q[:, s] for every column s, shape (dim, m), float64; the FM diagonal).
+    def gamma(self, Q, W, *, columns=None, diagonal=None):
+        """(Gamma Q[:, s] for every column s, shape (dim, m), float64; the FM diagonal).
 
-        ``W`` (n_samples, m) weights the rows of column s.  For "fm" the diagonal terms
-        (X~ o X~)^T W are computed in the same pass unless given (``diagonal``, as
-        returned by an earlier call with the same W); for "pn" the second value is None.
+        ``W`` (n_samples, k) weights the rows: column s of Q is multiplied by the Gamma
+        of column ``columns[s]`` of W (by default s; several columns of Q may share one
+        of W, the pass reads it once).  For "fm" the diagonal terms (X~ o X~)^T W, shape
+        (dim, k), are computed in the same pass unless given (``diagonal``, as returned
+        by an earlier call with the same W); for "pn" the second value is None.
         """
         W = np.ascontiguousarray(W, dtype=self.dtype)
         Q = self._columns(Q)
+        columns = (np.arange(Q.shape[1]) if columns is None
+                   else np.ascontiguousarray(columns, dtype=np.intp))
         with_diagonal = self.anova and diagonal is None
         G, computed = _passes.gram_product(self.X.data, self.X.indices, self.X.indptr,
-                                           self.n_features, Q, self.constant, W,
+                                           self.n_features, Q, self.constant, W, columns,
                                            with_diagonal, self.bounds)
         if not self.anova:
             return G, None
         if diagonal is None:
             diagonal = computed
-        return 0.5 * (G - diagonal * Q), diagonal
+        return 0.5 * (G - diagonal[:, columns] * Q), diagonal
 
 
 def chunked_outputs(X, H, V, intercept, *, constant, kernel, n_jobs=None):

@@ -12,19 +12,21 @@ numbers of nonzeros:
 
 * :func:`features`: Z[i, s] = sigma(q_s, x~_i), with sigma(q, x) = (q.x)^2 ("pn") or the
   ANOVA kernel A_2(q, x) = ((q.x)^2 - sum_j q_j^2 x_j^2) / 2 ("fm");
+* :func:`linear_outputs`: the outputs Z V + b of the features Z;
 * :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
-  ``loss_value``/``loss_derivative``) and its gradient, one pass over the outputs;
-* :func:`gram_product`: G[:, s] = X~^T (W[:, s] * (X~ Q[:, s])), and when asked the
-  diagonal terms Dg[:, s] = (X~ o X~)^T W[:, s]: what Gamma_s q_s is made of,
-  Gamma_s = X~^T diag(W[:, s]) X~ ("pn") or (X~^T diag(W[:, s]) X~ - diag(Dg[:, s])) / 2
-  ("fm"), without forming Gamma_s.  Each thread sums into its own table (double), the
-  tables are added at the end.
+  ``loss_value_derivative``) and its gradient, one pass over the outputs;
+* :func:`gram_product`: G[:, s] = X~^T (W[:, w_s] * (X~ Q[:, s])) with w_s = columns[s]
+  (several columns of Q may share one of W), and when asked the diagonal terms
+  Dg[:, c] = (X~ o X~)^T W[:, c]: what Gamma_c q is made of, Gamma_c = X~^T diag(W[:, c])
+  X~ ("pn") or (X~^T diag(W[:, c]) X~ - diag(Dg[:, c])) / 2 ("fm"), without forming
+  Gamma_c.  Each thread sums into its own table (double), the tables are added at the
+  end.
 """
 import numpy as np
 from cython.parallel cimport prange
 
 from .._kernels cimport index_t, floating, linear_forms
-from .._losses cimport loss_derivative, loss_value
+from .._losses cimport loss_value_derivative
 from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
 
 # The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
@@ -66,8 +68,9 @@ cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
 cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                      const index_t* indices, const index_t* indptr,
                      const floating* Q, Py_ssize_t m, const floating* gamma,
-                     Py_ssize_t n_features, const floating* W, double* acc,
-                     double* diag, floating* u, double* r) noexcept nogil:
+                     Py_ssize_t n_features, const floating* W, Py_ssize_t k,
+                     const Py_ssize_t* columns, double* acc, double* diag, floating* u,
+                     double* r) noexcept nogil:
     cdef Py_ssize_t i, z, s, start, nnz
     cdef const floating* w
     cdef double* a
@@ -75,10 +78,10 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
     for i in range(lo, hi):
         start = indptr[i]
         nnz = indptr[i + 1] - start
-        w = W + i * m
+        w = W + i * k
         linear_forms(Q, m, gamma, indices + start, data + start, nnz, u)
         for s in range(m):
-            r[s] = <double>w[s] * u[s]
+            r[s] = <double>w[columns[s]] * u[s]
         for z in range(nnz):
             x = data[start + z]
             a = acc + indices[start + z] * m
@@ -86,16 +89,16 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                 a[s] += x * r[s]
             if diag != NULL:
                 xx = x * x
-                a = diag + indices[start + z] * m
-                for s in range(m):
+                a = diag + indices[start + z] * k
+                for s in range(k):
                     a[s] += xx * w[s]
         if gamma != NULL:  # the constant feature, value 1
             a = acc + n_features * m
             for s in range(m):
                 a[s] += r[s]
             if diag != NULL:
-                a = diag + n_features * m
-                for s in range(m):
+                a = diag + n_features * k
+                for s in range(k):
                     a[s] += w[s]
 
 
@@ -142,20 +145,27 @@ def features(const floating[::1] data, const index_t[::1] indices,
 def gram_product(const floating[::1] data, const index_t[::1] indices,
                  const index_t[::1] indptr, Py_ssize_t n_features,
                  const floating[:, ::1] Q, bint constant, const floating[:, ::1] W,
-                 bint with_diagonal, const Py_ssize_t[::1] bounds):
-    """(G, Dg): X~^T (W * (X~ Q)) and (X~ o X~)^T W (None unless ``with_diagonal``).
+                 const Py_ssize_t[::1] columns, bint with_diagonal,
+                 const Py_ssize_t[::1] bounds):
+    """(G, Dg): G[:, s] = X~^T (W[:, columns[s]] * (X~ Q[:, s])) and Dg = (X~ o X~)^T W
+    (None unless ``with_diagonal``).
 
-    Both of shape (n_features + constant, m), float64 (see the module docstring).
+    G has the shape of Q, (n_features + constant, m); Dg one column per column of W;
+    both float64 (see the module docstring).  Several columns of Q may share a column of
+    W (the rows are read once for all of them).
     """
     cdef Py_ssize_t m = Q.shape[1]
+    cdef Py_ssize_t k = W.shape[1]
     cdef Py_ssize_t n = indptr.shape[0] - 1
     cdef Py_ssize_t dim = n_features + constant
     cdef Py_ssize_t n_threads = bounds.shape[0] - 1
     cdef Py_ssize_t t
-    if Q.shape[0] != dim or W.shape[0] != n or W.shape[1] != m:
+    if Q.shape[0] != dim or W.shape[0] != n or columns.shape[0] != m:
         raise ValueError("gram_product: inconsistent shapes")
+    if m and (np.min(columns) < 0 or np.max(columns) >= k):
+        raise ValueError("gram_product: a column of W out of range")
     tables = np.zeros((n_threads, dim, m))
-    diagonals = np.zeros((n_threads, dim, m)) if with_diagonal else np.zeros((1, 1, 1))
+    diagonals = np.zeros((n_threads, dim, k)) if with_diagonal else np.zeros((1, 1, 1))
     if m == 0 or n == 0:
         return tables[0], (diagonals[0] if with_diagonal else None)
     cdef double[:, :, ::1] acc = tables
@@ -169,18 +179,40 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
     if n_threads == 1:
         with nogil:
             _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &Q[0, 0], m, gamma,
-                       n_features, &W[0, 0], &acc[0, 0, 0],
+                       n_features, &W[0, 0], k, &columns[0], &acc[0, 0, 0],
                        &dg[0, 0, 0] if with_diagonal else NULL, &u[0, 0], &r[0, 0])
     else:
         for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
                         chunksize=1):
             _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
-                       &Q[0, 0], m, gamma, n_features, &W[0, 0], &acc[t, 0, 0],
-                       &dg[t, 0, 0] if with_diagonal else NULL, &u[t, 0], &r[t, 0])
+                       &Q[0, 0], m, gamma, n_features, &W[0, 0], k, &columns[0],
+                       &acc[t, 0, 0], &dg[t, 0, 0] if with_diagonal else NULL,
+                       &u[t, 0], &r[t, 0])
     G = tables[0] if n_threads == 1 else tables.sum(axis=0)
     if not with_diagonal:
         return G, None
     return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))
+
+
+def linear_outputs(const floating[:, :] Z, const double[:, ::1] V, const double[::1] b,
+                   int n_threads=1):
+    """O = Z V + b, float64 of shape (n_samples, n_outputs), C-ordered, summed in double
+    row by row (Z in any layout: the features are kept column by column).  A product
+    this thin (few columns of Z, few outputs) is far slower through BLAS."""
+    cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1], i, r, c
+    cdef double z
+    if V.shape[0] != t or b.shape[0] != m:
+        raise ValueError("linear_outputs: inconsistent shapes")
+    O = np.empty((n, m))
+    cdef double[:, ::1] out = O
+    for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
+        for c in range(m):
+            out[i, c] = b[c]
+        for r in range(t):
+            z = Z[i, r]
+            for c in range(m):
+                out[i, c] += z * V[r, c]
+    return O
 
 
 def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
@@ -190,15 +222,15 @@ def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
     (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
     W[i, c] = s_i d loss / d O[i, c], in place."""
     cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i, c
-    cdef double total = 0.0, row
+    cdef double total = 0.0, row, derivative
     if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
             gradient and (W.shape[0] != n or W.shape[1] != m)):
         raise ValueError("elementwise_loss: inconsistent shapes")
     for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
         row = 0.0
         for c in range(m):
-            row = row + loss_value(loss, Y[i, c], O[i, c])
+            row = row + loss_value_derivative(loss, Y[i, c], O[i, c], &derivative)
             if gradient:
-                W[i, c] = s[i] * loss_derivative(loss, Y[i, c], O[i, c])
+                W[i, c] = s[i] * derivative
         total += s[i] * row
     return total

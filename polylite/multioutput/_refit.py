@@ -35,7 +35,14 @@ sigma's gradients are 2 Gamma h), one pass over X for all rows at once.
 """
 import numpy as np
 
+from . import _passes
 from ._projections import penalty_value, project
+
+
+def linear_outputs(Z, V, b, n_threads=1):
+    """Z V + b, float64 (n_samples, n_outputs), on ``n_threads`` threads."""
+    return _passes.linear_outputs(Z, np.ascontiguousarray(V, dtype=np.float64),
+                                  np.ascontiguousarray(b, dtype=np.float64), n_threads)
 
 # The minimisation of the quadratic model of a refit: iteration limit and tolerance
 # (the norm of its gradient mapping, relative to the first).
@@ -49,8 +56,8 @@ MAX_CURVATURE_FACTOR = 4.0
 class Features:
     """Z (n_samples, n_basis) of the training rows with its moments (module docstring)."""
 
-    def __init__(self, n_samples, dtype, s):
-        self.s = s
+    def __init__(self, n_samples, dtype, s, n_threads=1):
+        self.s, self.n_threads = s, n_threads
         self._Z = np.empty((n_samples, 8), dtype=dtype, order="F")
         self.n_basis = 0
         self.gram = np.zeros((0, 0))
@@ -96,9 +103,7 @@ class Features:
 
     def outputs(self, V, b):
         """O = Z V + b, float64 (n_samples, n_outputs)."""
-        if self.n_basis == 0:
-            return np.broadcast_to(b, (self._Z.shape[0], b.shape[0])).astype(np.float64)
-        return (self.Z @ V.astype(self._Z.dtype)).astype(np.float64, copy=False) + b
+        return linear_outputs(self.Z, V, b, self.n_threads)
 
     def transpose_times(self, W):
         """Z^T W, float64 (n_basis, n_outputs)."""
@@ -149,7 +154,7 @@ def _model_minimiser(g, kappa, cov, V, tau, penalty, largest):
     return X
 
 
-def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None):
+def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, start=None):
     """Minimise the loss over (V, b), V in the Omega-ball, for fixed features.
 
     Variable-metric projected steps (module docstring), accelerated: each step is taken
@@ -157,14 +162,20 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None):
     restarted whenever the objective would rise (O'Donoghue and Candes 2015).  The
     outputs at the extrapolated point are extrapolated too (they are linear in (V, b)),
     so a step costs one product with Z and one evaluation of the loss.  Returns (V, b,
-    O, value, iterations, curvature); the objective never increases.
+    O, value, W, iterations, curvature), W the loss gradients at O (what the next
+    selection starts from); the objective never increases.  ``start``, if given, is
+    (O, value, W) at (V, b) already (a zero row appended to V leaves them unchanged):
+    they are not computed again.
     """
     mean = features.mean if problem.fit_intercept else np.zeros(features.n_basis)
     cov = features.gram - np.outer(mean, mean)
     largest = _largest_eigenvalue(cov)
     kappa = problem.mu if curvature is None else curvature
-    O = features.outputs(V, b)
-    value, W = problem(O)
+    if start is None:
+        O = features.outputs(V, b)
+        value, W = problem(O)
+    else:
+        O, value, W = start
     # The extrapolated point (Y, c) with its outputs, objective and gradients.
     Y, c, O_y, value_y, W_y = V, b, O, value, W
     momentum = 1.0
@@ -194,17 +205,23 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None):
             Y, c, O_y, value_y, W_y, momentum = V, b, O, value, W, 1.0
             continue
         decrease = value - value_new
+        V_old, b_old, O_old = V, b, O
+        V, b, O, value, W = X, b_new, O_new, value_new, W_new
+        kappa *= 0.5
+        if decrease <= tol * abs(value) or n_iter >= max_iter:
+            break   # before the extrapolated point, which would not be used
         next_momentum = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * momentum ** 2))
         beta = (momentum - 1.0) / next_momentum
-        Y, c = X + beta * (X - V), b_new + beta * (b_new - b)
-        O_y = O_new + beta * (O_new - O)
-        V, b, O, value, W = X, b_new, O_new, value_new, W_new
-        value_y, W_y = problem(O_y) if beta else (value, W)
+        Y, c = V + beta * (V - V_old), b + beta * (b - b_old)
+        if beta:
+            O_y = np.subtract(O, O_old)   # O + beta (O - O_old), one temporary
+            O_y *= beta
+            O_y += O
+            value_y, W_y = problem(O_y)
+        else:
+            O_y, value_y, W_y = O, value, W
         momentum = next_momentum
-        kappa *= 0.5
-        if decrease <= tol * abs(value):
-            break
-    return V, b, O, value, n_iter, kappa
+    return V, b, O, value, W, n_iter, kappa
 
 
 def _unit_ball_rows(H):
@@ -234,7 +251,7 @@ def refit_full(problem, features, op, H, V, b, *, tol, max_iter):
             H_new = _unit_ball_rows(H - step * grad)
             move = H_new - H
             Z_new = op.features(H_new)
-            O_new = (Z_new @ V.astype(Z_new.dtype)).astype(np.float64) + b
+            O_new = linear_outputs(Z_new, V, b, op.n_threads)
             value_new, _ = problem(O_new, gradient=False)
             if value_new <= value + np.sum(grad * move) + np.sum(move ** 2) / (2 * step) \
                     or step < 1e-12:
@@ -244,11 +261,10 @@ def refit_full(problem, features, op, H, V, b, *, tol, max_iter):
             break
         H = H_new
         features.reset(Z_new)
-        V, b, O, refitted, _, _ = refit_output(problem, features, V, b, tol=tol,
-                                               max_iter=max_iter)
+        V, b, O, refitted, W, _, _ = refit_output(problem, features, V, b, tol=tol,
+                                                  max_iter=max_iter)
         decrease = value - refitted
         value = refitted
         if decrease <= tol * max(abs(value), 1e-12):
             break
-        _, W = problem(O)
     return H, V, b, O, value, rounds

@@ -69,11 +69,12 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         Iterations run (passes over X after the first).
     """
     c = W.shape[1]
-    W = np.hstack([W, W])
+    W = np.ascontiguousarray(W, dtype=op.dtype)   # converted once for all the passes
+    output = np.tile(np.arange(c), 2)             # the output (column of W) of a column
     sign = np.where(np.arange(2 * c) < c, 1.0, -1.0)   # +1 climbs, -1 descends
     Q = rng.standard_normal((op.dim, 2 * c)) if start is None else start.copy()
     Q /= np.linalg.norm(Q, axis=0)
-    GQ, diagonal = op.gamma(Q, W)
+    GQ, diagonal = op.gamma(Q, W, columns=output)
     rho = _dots(Q, GQ)
     D, GD = np.zeros_like(Q), np.zeros_like(Q)
     stalled = np.zeros(2 * c, dtype=bool)
@@ -92,7 +93,7 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         cols = slice(None) if running.all() else np.flatnonzero(running)
         q, gq, rq, d, gd = Q[:, cols], GQ[:, cols], rho[cols], D[:, cols], GD[:, cols]
         p = R[:, cols] / residual[cols]
-        gp, _ = op.gamma(p, W[:, cols], None if diagonal is None else diagonal[:, cols])
+        gp, _ = op.gamma(p, W, columns=output[cols], diagonal=diagonal)
         # The previous step made orthogonal to q and p (Gamma d follows linearly) and of
         # unit norm; a step that has (nearly) vanished is left out.
         cq, cp = _dots(q, d), _dots(p, d)
