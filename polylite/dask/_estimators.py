@@ -6,6 +6,7 @@ return sums: each worker adds those of the blocks it holds, and the client adds 
 workers' sums, so a worker sends one sum per step whatever its number of blocks.
 """
 import contextlib
+import functools
 import time
 import warnings
 from typing import NamedTuple
@@ -147,11 +148,11 @@ def _sum_by_worker(client, blocks, block_value):
     """The sum over the persisted ``blocks`` of ``block_value(i)`` (a delayed value of
     block i): each block's value is computed, and added to those of the other blocks
     the same worker holds (a tree, in block order), on that worker; the client adds the
-    workers' sums (in the order of their first blocks).  So each worker sends one value, of the
-    size of the model, whatever its number of blocks, and no block moves (even where
-    the model is larger than a block).  The order of the additions, and so the rounding,
-    follows the blocks' placement.  A block lost since is recomputed where the scheduler
-    chooses, as usual."""
+    workers' sums (in the order of their first blocks).  So each worker sends one value,
+    of the size of the model, whatever its number of blocks, and no block moves (even
+    where the model is larger than a block).  The order of the additions, and so the
+    rounding, follows the blocks' placement.  A block lost since is recomputed where
+    the scheduler chooses, as usual."""
     if client is None:
         return _compute(None, _tree_sum(block_value(i) for i in range(len(blocks))))[0]
     where = client.who_has(blocks)
@@ -165,11 +166,7 @@ def _sum_by_worker(client, blocks, block_value):
                   dask.annotate(workers=[worker], allow_other_workers=True))
         with placed:
             sums.append(_tree_sum(block_value(i) for i in group))
-    sums = _compute(client, *sums)
-    total = sums[0]
-    for value in sums[1:]:
-        total = _add(total, value)
-    return total
+    return functools.reduce(_add, _compute(client, *sums))
 
 
 def _default_client():
