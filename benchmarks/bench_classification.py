@@ -58,7 +58,7 @@ one thread, so that its idle threads do not bill LogisticRegression).  The
 machine's load drifts: compare ratios, not seconds, across runs::
 
     python benchmarks/bench_classification.py --speed --datasets satimage letter \
-        [--n-jobs 2] [--repeats 3] [--degrees 2 3] [--solvers cd lbfgs]
+        [--n-jobs 2] [--repeats 3] [--degrees 2 3] [--solvers cd lbfgs auto]
 """
 import argparse
 import csv
@@ -285,18 +285,20 @@ def speed_dataset(name, args):
                     lambda: cls(degree=degree, n_components=k, solver=solver,
                                 random_state=0, **threads), train, args.repeats)
                 n_iter = np.atleast_1d(est.n_iter_)
-                rows.append((f"{key.upper()} degree {degree}, k={k}", solver, seconds,
+                ran = getattr(est, "solver_", solver)  # the one "auto" chose
+                rows.append((f"{key.upper()} degree {degree}, k={k}",
+                             solver if ran == solver else f"{solver}:{ran}", seconds,
                              cpu, int(n_iter.max()), int(np.sum(n_iter >= est.max_iter)),
                              est.score(*test)))
     print(f"\n== {name}: fit on {train[0].shape[0]} rows x {train[0].shape[1]} features, "
           f"{np.unique(y).shape[0]} classes; n_jobs={args.n_jobs}; median of "
           f"{args.repeats} fit(s) ==")
-    header = (f"{'model':<24} {'solver':<8} {'fit s':>8} {'x SVC':>7} {'CPU s':>8} "
+    header = (f"{'model':<24} {'solver':<10} {'fit s':>8} {'x SVC':>7} {'CPU s':>8} "
               f"{'x SVC':>7} {'epochs':>7} {'unconv.':>8} {'test acc %':>10}")
     print(header)
     print("-" * len(header))
     for model, solver, seconds, cpu, epochs, unconverged, acc in rows:
-        print(f"{model:<24} {solver:<8} {seconds:8.2f} {seconds / svc_seconds:7.1f} "
+        print(f"{model:<24} {solver:<10} {seconds:8.2f} {seconds / svc_seconds:7.1f} "
               f"{cpu:8.2f} {cpu / svc_cpu:7.1f} {epochs!s:>7} {unconverged!s:>8} "
               f"{100 * acc:10.2f}")
 
@@ -319,7 +321,9 @@ def main():
     parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3],
                         help="--speed: degrees of the FM and PN")
     parser.add_argument("--solvers", nargs="+", default=["cd", "lbfgs"],
-                        help="--speed: solvers of the FM and PN")
+                        choices=["auto", "cd", "lbfgs", "adagrad", "sgd"],
+                        help="--speed: solvers of the FM and PN (auto: shown as "
+                             "auto:<the solver it chose>)")
     parser.add_argument("--components", type=int, default=None,
                         help="--speed: rank k (default 10; 30 on letter)")
     args = parser.parse_args()

@@ -100,7 +100,8 @@ def _parameters():
         ("init_scale", float, None, "standard deviation of the initial factors"),
         ("max_iter", int, None, "maximum number of epochs (passes over the data)"),
         ("tol", float, None, "stopping tolerance"),
-        ("solver", str, _PolynomialModel._solvers, "optimiser"),
+        ("solver", str, _PolynomialModel._solvers, "optimiser (auto: lbfgs on dense data, "
+                                                   "cd on sparse data)"),
         ("learning_rate", str, tuple(_solvers.SCHEDULES), "step size schedule of sgd"),
         ("eta0", float, None, "initial step size of sgd/adagrad (None: the estimator "
                                "chooses)"),
@@ -533,8 +534,11 @@ class _Fitted(NamedTuple):
 
 def _describe(estimator):
     shown = {"degree", "n_components", "solver", "kernel", "lower_degrees", "loss"}
-    params = ", ".join(f"{k}={v!r}" for k, v in estimator.get_params().items() if k in shown)
-    return f"{type(estimator).__name__}({params})"
+    params = estimator.get_params()
+    text = {k: repr(v) for k, v in params.items() if k in shown}
+    if params.get("solver") == "auto" and hasattr(estimator, "solver_"):
+        text["solver"] = f"'auto' ({estimator.solver_})"  # the solver that ran
+    return f"{type(estimator).__name__}({', '.join(f'{k}={v}' for k, v in text.items())})"
 
 
 def _epochs_text(estimator, unit):

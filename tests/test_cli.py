@@ -65,6 +65,7 @@ def test_fit_predict_matches_python(recommender, tmp_path, capsys):
     assert out == ""
     assert "epoch 1/20  objective" in err
     assert "one-based indices (detected)" in err and "saved" in err and " s; " in err
+    assert "solver='auto' (cd)" in err  # the default, and what it chose on one-hot rows
     # The same estimator fitted from Python on the same rows (one-based files drop column
     # 0, which make_recommender always uses, so compare on the columns read).
     fm = FactorizationMachineRegressor(n_components=4, random_state=0, max_iter=20)
@@ -73,6 +74,7 @@ def test_fit_predict_matches_python(recommender, tmp_path, capsys):
     fm.fit(X_read, y[:1000])
     saved = polylite.load(model)
     np.testing.assert_allclose(saved.P_, fm.P_)
+    assert saved.solver_ == fm.solver_ == "cd"
 
     status, out, err = _run(capsys, "predict", model, test)
     assert status == 0, err

@@ -84,6 +84,13 @@ def test_lbfgs_equals_the_in_memory_fit(client, data):
     assert_close(pred.compute(), local.predict(X))
     history = fit.objective_history_[0]
     assert len(history) == fit.n_iter_ and history[-1] < history[0]
+    # "auto", the in-memory default that from_local keeps, is L-BFGS here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = pdask.FactorizationMachineRegressor(**dict(LBFGS, solver="auto")).fit(
+            Xd, yd, client=client)
+    assert auto.solver_ == "lbfgs"
+    np.testing.assert_array_equal(auto.P_, fit.P_)
 
 
 def test_multiclass_lbfgs_equals_the_in_memory_fit(client, data):

@@ -446,8 +446,9 @@ def test_warm_start_5_plus_5_equals_10(loss, lower, n_classes):
     X, rng = _data(n=50, seed=1)
     y = rng.randn(50) if loss == "squared" else rng.randint(n_classes, size=50)
     sw = rng.uniform(0.5, 2.0, size=50)
+    # (coordinate descent: L-BFGS's curvature memory starts afresh at every fit)
     params = dict(degree=3, n_components=3, lower_degrees=lower, alpha=0.01, beta=0.01,
-                  init_scale=0.3, tol=0.0, random_state=0)
+                  init_scale=0.3, tol=0.0, solver="cd", random_state=0)
     once = _estimator(loss, max_iter=10, **params).fit(X, y, sample_weight=sw)
     twice = _estimator(loss, max_iter=5, warm_start=True, **params)
     twice.fit(X, y, sample_weight=sw)
@@ -532,10 +533,13 @@ def test_verbose_prints_objective(capsys):
     X, rng = _data(n=30, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        FactorizationMachineClassifier(max_iter=2, verbose=1, random_state=0).fit(
-            X, rng.randint(3, size=30))
+        FactorizationMachineClassifier(max_iter=2, verbose=1, solver="cd",
+                                       random_state=0).fit(X, rng.randint(3, size=30))
+        FactorizationMachineClassifier(max_iter=2, verbose=1, solver="lbfgs",
+                                       random_state=0).fit(X, rng.randint(3, size=30))
     out = capsys.readouterr().out
     assert "[output 2] epoch    2  objective" in out
+    assert "[output 2] iteration    2  objective" in out
 
 
 # --------------------------------------------------------------------------------------
@@ -675,8 +679,9 @@ def test_unseen_feature_linear_weight_is_zero():
 def test_unseen_feature_factors_are_zero():
     X, rng = _data(n=50, d=5, density=0.9, seed=7, sparse=False)
     X[:, 2] = 0.0
+    # Coordinate descent's exact step for a feature in no row; L-BFGS only shrinks them.
     est = FactorizationMachineRegressor(alpha=0.1, beta=0.1, init_scale=0.5, max_iter=50,
-                                        random_state=0).fit(X, rng.randn(50))
+                                        solver="cd", random_state=0).fit(X, rng.randn(50))
     np.testing.assert_array_equal(est.P_[:, 2], 0.0)
 
 

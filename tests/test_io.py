@@ -65,7 +65,7 @@ def _assert_same_model(a, b, X):
     assert type(a) is type(b)
     assert a.get_params() == b.get_params()
     for name in ("intercept_", "w_", "P_", "gamma_", "n_iter_", "n_features_in_",
-                 "classes_"):
+                 "classes_", "solver_"):
         if hasattr(a, name):
             va, vb = getattr(a, name), getattr(b, name)
             assert type(va) is type(vb), name
@@ -319,6 +319,39 @@ def test_older_format_version_still_loads(saved):
     _write(path, header, arrays)
     X, _ = _data(0)
     _assert_same_model(est, load(path), X)
+
+
+@pytest.mark.parametrize("solver", ["auto", "cd"])
+def test_solver_chosen_by_auto_survives_save_and_load(tmp_path, solver):
+    est, X = _fit("multiclass", solver=solver)
+    assert est.solver_ == ("lbfgs" if solver == "auto" else "cd")  # X is 60% nonzero
+    est.save(tmp_path / "model.npz")
+    loaded = load(tmp_path / "model.npz")
+    assert loaded.solver == solver and loaded.solver_ == est.solver_
+    _assert_same_model(est, loaded, X)
+
+
+def test_file_without_solver_attribute_takes_the_solver_parameter(saved):
+    """Files written before solver="auto" existed record no solver_: the explicit solver
+    parameter they were fitted with is the one that ran."""
+    path, est = saved
+    header, arrays = _read(path)
+    del header["attributes"]["solver"]
+    header["params"]["solver"] = "adagrad"
+    _write(path, header, arrays)
+    assert load(path).solver_ == "adagrad"
+    header["params"]["solver"] = "auto"  # no such file was ever written: not guessed
+    _write(path, header, arrays)
+    _assert_rejected(path, "no valid solver.*'auto'")
+
+
+@pytest.mark.parametrize("value", ["auto", "newton", 3, None])
+def test_invalid_solver_attribute(saved, value):
+    path, _ = saved
+    header, arrays = _read(path)
+    header["attributes"]["solver"] = value
+    _write(path, header, arrays)
+    _assert_rejected(path, "no valid solver")
 
 
 @pytest.mark.parametrize("sync_header", [True, False], ids=["consistent", "inconsistent"])

@@ -90,7 +90,7 @@ def test_cd_warning_suggests_lbfgs_on_dense_data(dense):
     if not dense:
         X = sp.random(120, 40, density=0.05, format="csr", random_state=0)
     est = FactorizationMachineClassifier(n_components=2, max_iter=1, tol=0.0,
-                                         random_state=0)
+                                         solver="cd", random_state=0)
     with pytest.warns(ConvergenceWarning) as caught:
         est.fit(X, y)
-    assert ("solver='lbfgs'" in str(caught[0].message)) == dense
+    assert ("solver='lbfgs' (or 'auto')" in str(caught[0].message)) == dense

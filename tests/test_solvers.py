@@ -45,6 +45,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor, kernels)
+from polylite.datasets import make_recommender
 from polylite.estimator_checks import expected_failed_checks
 from polylite.polynomial import _sgd
 from _reference import reference_loss
@@ -1448,3 +1449,82 @@ def _fit_quiet(est, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return est.fit(X, y)
+
+
+# --------------------------------------------------------------------------------------
+# solver="auto"
+# --------------------------------------------------------------------------------------
+
+ESTIMATORS = [FactorizationMachineRegressor, FactorizationMachineClassifier,
+              PolynomialNetworkRegressor, PolynomialNetworkClassifier]
+
+
+def _one_hot_data(n=300, seed=0):
+    """Recommender rows: one-hot user and item columns, 2 nonzeros in 80 columns."""
+    X, y = make_recommender(n_samples=n, n_users=50, n_items=30, n_numeric=0,
+                            random_state=seed)
+    return X, y
+
+
+def _auto_targets(cls, y):
+    """Three classes from ``y`` for a classifier (one-vs-rest, several outputs)."""
+    if not issubclass(cls, (FactorizationMachineClassifier, PolynomialNetworkClassifier)):
+        return y
+    return (y > np.median(y)).astype(int) + (y > np.quantile(y, 0.8))
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("data, chosen", [("dense", "lbfgs"), ("one-hot", "cd")])
+def test_auto_chooses_by_density_and_fits_as_the_chosen_solver(cls, data, chosen):
+    if data == "dense":
+        X, rng = _dense_data(n=60, d=5)
+        y = rng.randn(60)
+    else:
+        X, y = _one_hot_data()
+    y = _auto_targets(cls, y)
+    params = dict(n_components=3, max_iter=5, random_state=0)
+    auto = _fit_quiet(cls(**params), X, y)
+    explicit = _fit_quiet(cls(solver=chosen, **params), X, y)
+    assert cls().solver == "auto" and auto.solver == "auto"
+    assert auto.solver_ == chosen and explicit.solver_ == chosen
+    for name in ("intercept_", "w_", "P_", "gamma_", "n_iter_"):
+        np.testing.assert_array_equal(getattr(auto, name), getattr(explicit, name),
+                                      err_msg=name)
+
+
+def test_auto_threshold_is_the_share_of_nonzero_entries():
+    from polylite.polynomial import _base
+    X = np.zeros((10, 4))
+    X[:, :2] = 1.0  # exactly half the entries: sparse enough for cd
+    assert not _base.is_dense(sp.csr_matrix(X))
+    X[0, 2] = 1.0
+    assert _base.is_dense(sp.csr_matrix(X))
+    y = np.arange(10.0)
+    reg = FactorizationMachineRegressor(n_components=2, max_iter=2, random_state=0)
+    assert _fit_quiet(reg, X, y).solver_ == "lbfgs"
+    X[0, 2] = 0.0
+    assert _fit_quiet(reg, X, y).solver_ == "cd"
+
+
+def test_auto_chooses_anew_at_every_fit_and_warm_starts_across_solvers():
+    X_dense, rng = _dense_data(n=60, d=5)
+    y = rng.randn(60)
+    X_sparse = sp.csr_matrix(X_dense * (rng.rand(60, 5) < 0.3))
+    reg = FactorizationMachineRegressor(n_components=3, max_iter=4, warm_start=True,
+                                        random_state=0)
+    _fit_quiet(reg, X_dense, y)
+    assert reg.solver_ == "lbfgs"
+    before = _final_objective(reg, X_sparse, y)
+    _fit_quiet(reg, X_sparse, y)
+    assert reg.solver_ == "cd"
+    # cd continued from the lbfgs model: its objective never increases from there
+    assert _final_objective(reg, X_sparse, y) <= before
+
+
+def test_auto_has_no_partial_fit_and_the_stochastic_solvers_record_theirs():
+    X, rng = _dense_data()
+    y = rng.randn(X.shape[0])
+    assert not hasattr(FactorizationMachineRegressor(), "partial_fit")
+    reg = FactorizationMachineRegressor(solver="adagrad", random_state=0)
+    assert reg.partial_fit(X, y).solver_ == "adagrad"
+

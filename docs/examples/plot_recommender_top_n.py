@@ -2,10 +2,12 @@
 Top-N recommendations from a factorization machine
 ==================================================
 
-Ratings are a recommender's classic data: each row one-hot encodes a user and an item,
-and the target is the user's rating of the item.  A degree-2 factorization machine on
-these rows is a biased matrix factorization, :math:`w_0 + w_u + w_i + \\langle p_u,
-p_i\\rangle`, so it can rank for every user the items they have not rated yet.
+Ratings are a recommender's classic data: each row is a user, an item and the user's
+rating of the item.  :class:`~polylite.preprocessing.FieldEncoder` turns such a table
+into sparse rows (a one-hot user and a one-hot item), on which a degree-2 factorization
+machine is a biased matrix factorization, :math:`w_0 + w_u + w_i + \\langle p_u,
+p_i\\rangle`.  :func:`polylite.recommend.recommend` then ranks, for every user, the
+items not rated yet, by matrix products over the item factors (no row per pair).
 
 The ratings here are synthetic (MovieLens cannot ship with the docs) but shaped like
 real ones: users and items with power-law popularity, each user rating a few dozen
@@ -16,16 +18,19 @@ they have not rated (precision at 10).
 
 import matplotlib.pyplot as plt
 import numpy as np
-import scipy.sparse as sp
 from sklearn.linear_model import Ridge
+from sklearn.pipeline import make_pipeline
 
-from polylite import FactorizationMachineRegressor
+from polylite import FactorizationMachineRegressor, FieldEncoder
+from polylite.metrics import ndcg_at_k, precision_at_k, rmse
+from polylite.recommend import recommend
 
 # %%
 # Synthetic ratings
 # -----------------
 # 500 users, 300 items; every user rates 20 to 80 items, the popular ones more often.
-# A rating is the true preference plus noise of standard deviation 0.3.
+# A rating is the true preference plus noise of standard deviation 0.3.  Tables are
+# mappings of column name to array (a pandas DataFrame works the same).
 rng = np.random.default_rng(0)
 n_users, n_items, rank, noise = 500, 300, 4, 0.3
 user_factors = rng.normal(0, 0.5, (n_users, rank))
@@ -40,101 +45,75 @@ popularity = rng.permutation(popularity / popularity.sum())
 users, items = [], []
 for user in range(n_users):
     n_rated = rng.integers(20, 81)
-    rated = rng.choice(n_items, n_rated, replace=False, p=popularity)
-    users.append(np.full(rated.size, user))
-    items.append(rated)
+    users.append(np.full(n_rated, user))
+    items.append(rng.choice(n_items, n_rated, replace=False, p=popularity))
 users, items = np.concatenate(users), np.concatenate(items)
-ratings = (preference[users, items]
-           + noise * rng.standard_normal(users.size))
-
-
-def one_hot(users, items):
-    """Rows with a one in the user's column and one in the item's."""
-    columns = np.column_stack([users, n_users + items]).ravel()
-    return sp.csr_matrix((np.ones(columns.size), columns,
-                          np.arange(0, columns.size + 1, 2)),
-                         shape=(users.size, n_users + n_items))
-
+ratings = preference[users, items] + noise * rng.standard_normal(users.size)
 
 train = rng.random(users.size) < 0.8
-X_train, y_train = one_hot(users[train], items[train]), ratings[train]
-X_test, y_test = one_hot(users[~train], items[~train]), ratings[~train]
-print(f"{users.size} ratings, {train.sum()} for training, "
-      f"{X_train.shape[1]} one-hot columns")
+train_table = {"user_id": users[train], "item_id": items[train]}
+test_table = {"user_id": users[~train], "item_id": items[~train]}
+y_train, y_test = ratings[train], ratings[~train]
+print(f"{users.size} ratings, {train.sum()} for training")
 
 # %%
-# Scoring every item for every user
-# ---------------------------------
-# Any fitted estimator can rank: build the rows of every (user, item) pair, predict,
-# hide the items the user rated in training, and keep the 10 best.
-all_pairs = one_hot(np.repeat(np.arange(n_users), n_items),
-                    np.tile(np.arange(n_items), n_users))
-seen = np.zeros((n_users, n_items), dtype=bool)
-seen[users[train], items[train]] = True
+# The true top 10 of every user, among the items they did not rate in training (and
+# that the training ratings contain at all: an item nobody rated cannot be scored).
+unseen = np.ones((n_users, n_items), dtype=bool)
+unseen[users[train], items[train]] = False
+unseen[:, np.setdiff1d(np.arange(n_items), items[train])] = False
+true_top = np.argsort(-np.where(unseen, preference, -np.inf), axis=1)[:, :10]
+every_user = np.arange(n_users)
 
 
-def top_n(scores, n=10):
-    """The n best unseen items of every user, best first."""
-    scores = np.where(seen, -np.inf, scores)
-    best = np.argpartition(-scores, n, axis=1)[:, :n]
-    order = np.argsort(-np.take_along_axis(scores, best, axis=1), axis=1)
-    return np.take_along_axis(best, order, axis=1)
-
-
-def precision_at_10(recommended):
-    """Share of the recommended items among the true unseen top 10."""
-    truth = top_n(preference)
-    hits = [np.intersect1d(r, t).size for r, t in zip(recommended, truth)]
-    return np.sum(hits) / recommended.size
+def evaluate(model):
+    """Test RMSE, nDCG@5 of the test ratings, precision@10 of the top-10 lists."""
+    predicted = model.predict(test_table)
+    recommended, _ = recommend(model, every_user, n=10, exclude=train_table)
+    return (rmse(y_test, predicted),
+            ndcg_at_k(y_test, predicted, test_table["user_id"], k=5),
+            precision_at_k(recommended, list(true_top)))
 
 
 # %%
 # A linear model against factorization machines of growing rank
 # -------------------------------------------------------------
-# The linear model (ridge regression on the same one-hot rows) learns a bias per user
-# and per item: it recommends the same well-rated items to everybody.  The FM adds
-# :math:`\langle p_u, p_i\rangle` and personalises the list; its rank ``n_components``
-# is the number of taste dimensions it can represent.  ``alpha`` and ``beta`` weigh a
-# mean over rows, and a user's factors appear in about 1/500 of them: per user, the
-# penalty acts about 500 times as strongly, so it is set small.
-ridge = Ridge(alpha=1.0).fit(X_train, y_train)
+# Each model is a pipeline: the encoder, then the regressor.  ``handle_unknown="ignore"``
+# scores a test pair whose user or item never appeared in training from the part that
+# is known.  The linear model (ridge regression on the same one-hot rows) learns a bias
+# per user and per item: it recommends the same well-rated items to everybody (and
+# ``recommend`` scores it pair by pair).  The FM adds :math:`\langle p_u, p_i\rangle`
+# and personalises the list; its rank ``n_components`` is the number of taste
+# dimensions it can represent.  ``alpha`` and ``beta`` weigh a mean over rows, and a
+# user's factors appear in about 1/500 of them: per user, the penalty acts about 500
+# times as strongly, so it is set small.
+def encoder():
+    return FieldEncoder(handle_unknown="ignore")
 
 
-def test_rmse(model):
-    return np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2))
-
-
-def recommend(model):
-    """The model's top 10 unseen items of every user."""
-    return top_n(model.predict(all_pairs).reshape(n_users, n_items))
-
-
-ridge_rmse = test_rmse(ridge)
-ridge_precision = precision_at_10(recommend(ridge))
-print(f"ridge: test RMSE {ridge_rmse:.3f}, "
-      f"precision@10 {ridge_precision:.2f}")
+ridge = make_pipeline(encoder(), Ridge(alpha=1.0)).fit(train_table, y_train)
+ridge_scores = evaluate(ridge)
+print("ridge:  test RMSE {:.3f}, nDCG@5 {:.3f}, precision@10 {:.2f}".format(
+    *ridge_scores))
 
 ranks = [1, 2, 4, 8]
-fm_rmse, fm_precision = [], []
+fm_scores = []
 for k in ranks:
-    fm = FactorizationMachineRegressor(
-        degree=2, n_components=k, alpha=1e-4, beta=1e-4, max_iter=100,
-        tol=1e-5, random_state=0)
-    fm.fit(X_train, y_train)
-    fm_rmse.append(test_rmse(fm))
-    recommended = recommend(fm)
-    fm_precision.append(precision_at_10(recommended))
-    print(f"FM k = {k}: test RMSE {fm_rmse[-1]:.3f}, "
-          f"precision@10 {fm_precision[-1]:.2f}")
+    fm = make_pipeline(encoder(), FactorizationMachineRegressor(
+        degree=2, n_components=k, alpha=1e-4, beta=1e-4, max_iter=100, tol=1e-5,
+        random_state=0))
+    fm.fit(train_table, y_train)
+    fm_scores.append(evaluate(fm))
+    print("FM k = {}: test RMSE {:.3f}, nDCG@5 {:.3f}, precision@10 {:.2f}".format(
+        k, *fm_scores[-1]))
+fm_rmse, _, fm_precision = np.array(fm_scores).T
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
 for ax, fm_values, ridge_value, floor, floor_name in [
-        (left, fm_rmse, ridge_rmse, noise, "noise level"),
-        (right, fm_precision, ridge_precision, 10 / n_items,
-         "random items")]:
+        (left, fm_rmse, ridge_scores[0], noise, "noise level"),
+        (right, fm_precision, ridge_scores[2], 10 / n_items, "random items")]:
     ax.plot(ranks, fm_values, "o-", label="FM, degree 2")
-    ax.axhline(ridge_value, color="C1", linestyle="--",
-               label="linear (ridge)")
+    ax.axhline(ridge_value, color="C1", linestyle="--", label="linear (ridge)")
     ax.axhline(floor, color="gray", linestyle=":", label=floor_name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(ranks, [str(k) for k in ranks])
@@ -151,10 +130,8 @@ plt.show()
 # One user's list
 # ---------------
 # The last FM's top 5 for user 0, with the predicted and the true preference (the
-# user has rated none of them).
-user = 0
-scores = fm.predict(one_hot(np.full(n_items, user), np.arange(n_items)))
+# user has rated none of them in training).
+top_items, top_scores = recommend(fm, [0], n=5, exclude=train_table)
 print("rank  item  predicted  true")
-for position, item in enumerate(recommended[user][:5], start=1):
-    print(f"{position:4d}  {item:4d}  {scores[item]:9.2f}  "
-          f"{preference[user, item]:4.2f}")
+for position, (item, score) in enumerate(zip(top_items[0], top_scores[0]), start=1):
+    print(f"{position:4d}  {item:4d}  {score:9.2f}  {preference[0, item]:4.2f}")

@@ -32,7 +32,7 @@ from ..polynomial._base import _OutputParams
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier", "load"]
 
 PARAM_NAMES = ("intercept", "w", "P", "gamma", "lam")
-DASK_SOLVERS = ("lbfgs", "adagrad")
+DASK_SOLVERS = ("auto", "lbfgs", "adagrad")
 
 
 class _Job(NamedTuple):
@@ -233,8 +233,10 @@ class _DaskMixin:
     def _fit_dask(self, X, y, client):
         self._check_params()
         if self.solver not in DASK_SOLVERS:
-            raise ValueError(f"polylite.dask fits with solver 'lbfgs' or 'adagrad', got "
-                             f"solver={self.solver!r}")
+            raise ValueError(f"polylite.dask fits with solver 'lbfgs' or 'adagrad' "
+                             f"('auto' is 'lbfgs'), got solver={self.solver!r}")
+        # No coordinate descent here: "auto" (the in-memory default) means L-BFGS.
+        solver = "lbfgs" if self.solver == "auto" else self.solver
         if self.early_stopping:
             raise ValueError("early_stopping=True is not supported by polylite.dask")
         blocks, n_rows, n_features, dtype, labels = self._persist_blocks(X, y, client)
@@ -262,7 +264,7 @@ class _DaskMixin:
             for o in range(n_outputs):
                 self._continue_from(self._output(stack, o))
         kernel, degrees, _ = self._structure()
-        local = self._local_class(**self.get_params())
+        local = self._local_class(**dict(self.get_params(), solver=solver))
         loss_code = _losses.loss_code(self.loss if self._is_classifier else "squared")
         n_iter, self.objective_history_ = [], []
         for o in range(n_outputs):
@@ -271,11 +273,12 @@ class _DaskMixin:
             job = _Job(local, o, targets_classes, loss_code, kernel, tuple(degrees),
                        1.0 / n_rows)
             prefix = "" if n_outputs == 1 else f"[output {o}] "
-            fit_output = self._fit_lbfgs if self.solver == "lbfgs" else self._fit_adagrad
+            fit_output = self._fit_lbfgs if solver == "lbfgs" else self._fit_adagrad
             n_iter.append(fit_output(blocks, self._output(stack, o), job, rng, client,
                                      prefix, history))
         self.n_features_in_ = n_features
         self.n_iter_ = np.array(n_iter) if self._is_classifier else int(n_iter[0])
+        self.solver_ = solver
         self._publish(stack)
         return self
 
@@ -499,13 +502,14 @@ _FIT_NOTE = """
     its worker; ``early_stopping`` is not supported.
 """
 
-_SOLVER_DOC = """    solver : {"lbfgs", "adagrad"}, default="lbfgs"
+_SOLVER_DOC = """    solver : {"lbfgs", "adagrad", "auto"}, default="lbfgs"
         "lbfgs": SciPy's L-BFGS-B on the client, each iteration's value and gradient
         summed over the row blocks on the workers: the same fit as the in-memory
         estimator's "lbfgs" on the concatenated rows, up to the rounding of the sums.
         "adagrad": every epoch, each block runs a local AdaGrad epoch from the current
         model (its AdaGrad statistics stay on its worker from one epoch to the next), and
         the client averages the blocks' parameters weighted by their rows.
+        "auto" (the in-memory estimators' default, kept by :meth:`from_local`): "lbfgs".
 """
 
 

@@ -65,8 +65,30 @@ class EpochReport(NamedTuple):
     seconds: float          # since the fit of this output started
 
 
-# Data with more than this fraction of nonzero entries counts as dense (solver advice).
+# Data with more than this fraction of nonzero entries counts as dense: solver="auto"
+# fits it by L-BFGS, sparser data by coordinate descent.  Measured (docs/user_guide/
+# solvers.rst): cd is far faster on one-hot recommender rows (bench_solvers.py), lbfgs on
+# dense numeric rows (bench_classification.py --speed); on sparse numeric rows lbfgs was
+# faster too (bench_solver_choice.py), so this threshold keeps cd for all sparse data,
+# where its exact steps never make the objective worse.
 DENSE_FRACTION = 0.5
+
+
+# The estimators' documentation of solver="auto" (FMs and PNs alike).
+AUTO_SOLVER_DOC = """\
+        "auto": "lbfgs" on dense data (more than half of the entries of X nonzero, such
+        as standardised numeric features: coordinate descent needs many epochs when every
+        feature shares every row) and "cd" on sparse data (one-hot fields of recommender
+        data, text: there coordinate descent converges in few epochs); the choice is made
+        from the training data at every ``fit`` and recorded in ``solver_``, and the
+        other parameters keep their meaning for the solver chosen.  ``partial_fit``
+        exists for "sgd" and "adagrad" only (not for "auto").
+"""
+
+
+def is_dense(X):
+    """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``)."""
+    return X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
 
 
 def _partial_fit_available(est):
@@ -129,7 +151,16 @@ class _PolynomialModel(BaseEstimator):
         check_number(self.n_iter_no_change, "n_iter_no_change", low=1, integer=True)
         check_random_state_param(self.random_state)
 
-    _solvers = ("cd", "sgd", "adagrad", "lbfgs")
+    _solvers = ("auto", "cd", "sgd", "adagrad", "lbfgs")
+
+    def _choose_solver(self, X):
+        """The solver a fit on ``X`` (validated CSR) runs: ``solver``, or for "auto"
+        "lbfgs" on dense data (:func:`is_dense`: coordinate descent needs many epochs where
+        features share rows) and "cd" on sparse data (one-hot and other sparse features,
+        where its exact steps converge in few epochs)."""
+        if self.solver != "auto":
+            return self.solver
+        return "lbfgs" if is_dense(X) else "cd"
 
     def _check_against_data(self, X, n_outputs):
         """Refuse parameters that are absurd for the data ``X`` (validated): here, a model
@@ -316,6 +347,7 @@ class _PolynomialModel(BaseEstimator):
         rng = check_random_state(self.random_state)
         if validation is None and self.early_stopping:
             X, targets, sw, validation = self._hold_out(X, targets, sw, strata, rng)
+        self.solver_ = self._choose_solver(X)
         total = sw.sum()
         if not total > 0:
             raise ValueError("sample_weight must have a positive sum")
@@ -335,7 +367,7 @@ class _PolynomialModel(BaseEstimator):
         # threads of their own, the rest of n_jobs sharing each output's passes.
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
-                     if self.solver == "cd" else None)
+                     if self.solver_ == "cd" else None)
         # Each output draws from a random stream of its own (the stochastic solvers'
         # shuffles), so that a fit is the same whichever thread runs which output.
         rngs = [rng] if n_outputs == 1 else [
@@ -409,17 +441,18 @@ class _PolynomialModel(BaseEstimator):
                     stopper.last if stopper is not None else np.nan,
                     time.perf_counter() - start))
 
-        if self.solver == "lbfgs":
+        solver_name = self.solver_
+        if solver_name == "lbfgs":
             return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
                                               degrees, stopper, prefix, start, report,
                                               n_jobs)
-        if self.solver == "cd":
+        if solver_name == "cd":
             solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
                                                 kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                _solvers.StochasticState(params, self.solver == "adagrad"), n_jobs)
+                _solvers.StochasticState(params, solver_name == "adagrad"), n_jobs)
         objective = best = self._objective(y, solver.predictions(), sw, params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
@@ -433,8 +466,8 @@ class _PolynomialModel(BaseEstimator):
             if not (np.isfinite(new_objective) and np.all(np.isfinite(y_pred))):
                 raise FloatingPointError(
                     f"the objective or the predictions became non-finite during "
-                    f"{self.solver}; scale the features, increase beta" +
-                    (" or use a smaller learning rate eta0" if self.solver != "cd" else ""))
+                    f"{solver_name}; scale the features, increase beta" +
+                    (" or use a smaller learning rate eta0" if solver_name != "cd" else ""))
             decrease = (objective - new_objective) / max(abs(objective), 1e-300)
             objective = new_objective
             stop = stopper.update() if stopper is not None else False
@@ -447,7 +480,7 @@ class _PolynomialModel(BaseEstimator):
             if stop:
                 stopper.restore()
                 return epoch, None
-            if self.solver == "cd":
+            if solver_name == "cd":
                 if decrease < self.tol or max_change < self.tol:
                     return epoch, None
             else:
@@ -464,13 +497,12 @@ class _PolynomialModel(BaseEstimator):
             stopper.restore()
         # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
         # it needs many more of them (benchmarks/bench_classification.py --speed).
-        dense = X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
         return self.max_iter, (
-            f"{type(self).__name__}: {self.solver} did not converge in "
+            f"{type(self).__name__}: {solver_name} did not converge in "
             f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
             f"tol={self.tol}); increase max_iter or tol" +
-            ("; on dense data, solver='lbfgs' usually converges in less time"
-             if self.solver == "cd" and dense else ""))
+            ("; on dense data, solver='lbfgs' (or 'auto') usually converges in less time"
+             if solver_name == "cd" and is_dense(X) else ""))
 
     def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
                               prefix, start, report, n_jobs):
@@ -566,6 +598,7 @@ class _PolynomialModel(BaseEstimator):
                                      f"kept") from None
         self._stochastic_states = states
         self.n_iter_ = self.n_iter_ + 1
+        self.solver_ = self.solver
         self._publish(stack)
         return self
 
@@ -613,7 +646,7 @@ class _PolynomialModel(BaseEstimator):
         if self._has_lam:
             arrays["lam"] = stack["lam"]
         arrays["n_iter"] = np.atleast_1d(np.asarray(self.n_iter_, dtype=np.int64))
-        return arrays, {}
+        return arrays, {"solver": self.solver_}
 
     def _restore_model(self, arrays, attributes):
         """Check the arrays of :meth:`_model_arrays` against the parameters, install them."""
@@ -650,7 +683,19 @@ class _PolynomialModel(BaseEstimator):
         stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
                         np.ones((n_out, k), P.dtype))
         self.n_iter_ = n_iter.copy() if self._is_classifier else int(n_iter[0])
+        self.solver_ = self._restored_solver(attributes)
         self._publish(stack)
+
+    def _restored_solver(self, attributes):
+        """``solver_`` of a model file: its "solver" attribute; files written before
+        ``solver="auto"`` existed have none, and their ``solver`` parameter is the one
+        that ran."""
+        solver = attributes.get("solver", self.solver)
+        ran = [name for name in self._solvers if name != "auto"]
+        if solver not in ran:
+            raise ModelFileError(f"model file has no valid solver (got {solver!r}); "
+                                 f"expected one of {ran}")
+        return solver
 
 
 class _EarlyStopping:

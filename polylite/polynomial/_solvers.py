@@ -199,7 +199,7 @@ class StochasticGradient:
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees_arr = _degrees_array(degrees)
         self.rng, self.state = rng, state
-        self.adagrad = est.solver == "adagrad"
+        self.adagrad = state.adagrad
         self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
         if est.eta0 is not None:
             self.eta0 = float(est.eta0)
@@ -242,9 +242,9 @@ class StochasticGradient:
                                for name in ("intercept", "w", "P", "gamma", "lam"))
                 and np.all(np.isfinite(self.predictions()))):
             raise FloatingPointError(
-                f"{est.solver} diverged: the model's parameters or predictions became "
-                f"non-finite (eta0={self.eta0:g}); use a smaller learning rate eta0, "
-                f"a larger beta, or scale the features")
+                f"{'adagrad' if self.adagrad else 'sgd'} diverged: the model's parameters "
+                f"or predictions became non-finite (eta0={self.eta0:g}); use a smaller "
+                f"learning rate eta0, a larger beta, or scale the features")
         if before is None:
             return float("nan")
         return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))

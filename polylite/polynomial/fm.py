@@ -3,7 +3,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
@@ -92,8 +92,10 @@ _FM_PARAMS_DOC = """
         Maximum number of epochs (one epoch updates every parameter once).
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol``.
-    solver : {"cd", "sgd", "adagrad", "lbfgs"}, default="cd"
+        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
+        in an iteration relative to ``max(|objective|, 1)``).
+    solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
+""" + AUTO_SOLVER_DOC + """\
         "cd": cyclic coordinate descent with cached power sums (the objective never
         increases; best for degree <= 3-4).  "sgd" and "adagrad": stochastic passes over
         the rows (gradients by the ANOVA dynamic programme; for large data, any degree,
@@ -175,6 +177,8 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
         Parameters of the dummy features (``degree - 1`` rows for "shared", else none).
     n_iter_ : int
         Number of epochs run.
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
         Number of features seen in ``fit``.
 
@@ -191,7 +195,7 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
-                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="cd",
+                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="auto",
                  learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
@@ -217,13 +221,15 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
     P_ : ndarray of shape (n_outputs, n_blocks, n_features, n_components)
     gamma_ : ndarray of shape (n_outputs, n_dummy, n_components)
     n_iter_ : ndarray of shape (n_outputs,)
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
     """
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
-                 solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):

@@ -4,7 +4,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
@@ -80,8 +80,10 @@ _PN_PARAMS_DOC = """
         Maximum number of epochs.
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol``.
-    solver : {"cd", "sgd", "adagrad", "lbfgs"}, default="cd"
+        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
+        in an iteration relative to ``max(|objective|, 1)``).
+    solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
+""" + AUTO_SOLVER_DOC + """\
         "sgd", "adagrad" and "lbfgs" use the gradient of the polynomial kernel (see the
         factorization machines).  "cd": cyclic coordinate descent.  ``(gamma_s + <p_s, x>)^m`` is not affine in one
         coordinate, so each coordinate takes a Newton step with a positive curvature
@@ -162,6 +164,8 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
     lam_ : ndarray of shape (n_components,)
         Output weights of the units.
     n_iter_ : int
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
 
     Examples
@@ -178,7 +182,7 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
-                 solver="cd", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
@@ -201,13 +205,15 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
     gamma_ : ndarray of shape (n_outputs, n_components)
     lam_ : ndarray of shape (n_outputs, n_components)
     n_iter_ : ndarray of shape (n_outputs,)
+    solver_ : str
+        The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
     n_features_in_ : int
     """
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", loss="logistic", fit_linear=True,
                  fit_intercept=True, alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100,
-                 tol=1e-5, solver="cd",
+                 tol=1e-5, solver="auto",
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
