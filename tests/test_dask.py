@@ -90,7 +90,8 @@ def test_lbfgs_equals_the_in_memory_fit(client, data):
         auto = pdask.FactorizationMachineRegressor(**dict(LBFGS, solver="auto")).fit(
             Xd, yd, client=client)
     assert auto.solver_ == "lbfgs"
-    np.testing.assert_array_equal(auto.P_, fit.P_)
+    # each fit persists its blocks anew, and the sums follow their placement: rounding
+    assert_close(auto.P_, fit.P_, rtol=1e-9)
 
 
 def test_multiclass_lbfgs_equals_the_in_memory_fit(client, data):
