@@ -7,10 +7,13 @@ each thread count:
 
 - predict: ``FactorizationMachineRegressor.predict`` on the training rows (the model after
   one epoch of AdaGrad); median of 5 calls.
-- sgd, adagrad: one fit of ``--epochs`` epochs, ``batch_size`` ``--batch-size`` (256: the
-  threads share each mini-batch; ``batch_size=1`` runs on one thread by design), eta0
+- sgd, adagrad: one fit of ``--epochs`` epochs for each ``batch_size`` of
+  ``--batch-sizes`` (256 and 4096; ``batch_size=1`` runs on one thread by design), eta0
   0.001 / 0.05; the median time of the Cython pass (``polylite.polynomial._sgd.sgd_epoch``,
-  timed by wrapping it).
+  timed by wrapping it).  The threads meet twice per mini-batch, so a mini-batch is
+  shared only with at least ``polylite.polynomial._solvers.MIN_BATCH_ROWS_PER_THREAD``
+  (256) rows per thread (smaller ones run on one thread whatever ``n_jobs``: the
+  "threads" column); ``--min-batch-rows`` overrides the rule here, to measure below it.
 - lbfgs: one fit of ``--epochs`` iterations; the median time of the value-and-gradient pass
   (``_sgd.objective_gradient``, wrapped).
 - cd: one fit of ``--epochs`` epochs; the median time of ``_cd.cd_epoch`` (wrapped).
@@ -22,6 +25,7 @@ time at this thread count.
 
     python benchmarks/bench_threads.py [--rows 1000000] [--degrees 2 3] [--n-jobs 1 2]
                                        [--tasks predict sgd adagrad lbfgs cd] [--epochs 3]
+                                       [--batch-sizes 256 4096] [--min-batch-rows N]
 """
 import argparse
 import time
@@ -30,8 +34,9 @@ import warnings
 import numpy as np
 
 from polylite import FactorizationMachineRegressor
+from polylite._validation import row_threads
 from polylite.datasets import make_recommender
-from polylite.polynomial import _cd, _sgd
+from polylite.polynomial import _cd, _sgd, _solvers
 
 from _timing import recommender_arguments, timings
 
@@ -82,28 +87,40 @@ def main():
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 4096])
+    parser.add_argument("--min-batch-rows", type=int, default=None,
+                        help="rows of a mini-batch per thread below which it runs on one "
+                             "thread (default: polylite's rule)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # 3 epochs do not converge, by design
+    if args.min_batch_rows is not None:
+        _solvers.MIN_BATCH_ROWS_PER_THREAD = args.min_batch_rows
 
     X, y = make_recommender(args.rows, args.users, args.items, 3, random_state=0)
     k = args.components
     P = np.random.default_rng(0).normal(size=(X.shape[1], k))
     print(f"X: {X.shape[0]} x {X.shape[1]}, {X.nnz} nonzeros, float64; k = {k}; "
-          f"mini-batches of {args.batch_size} rows")
-    print(f"{'task':>8} {'degree':>6} {'n_jobs':>6} {'s/pass':>8} {'X@P ms':>7} "
-          f"{'x (X@P)':>8} {'speed-up':>8}")
+          f"mini-batches of at least {_solvers.MIN_BATCH_ROWS_PER_THREAD} rows per thread "
+          f"are shared")
+    print(f"{'task':>8} {'degree':>6} {'batch':>6} {'n_jobs':>6} {'threads':>7} "
+          f"{'s/pass':>8} {'X@P ms':>7} {'x (X@P)':>8} {'speed-up':>8}")
     for task in args.tasks:
+        stochastic = task in ("sgd", "adagrad")
         for degree in args.degrees:
-            single = None
-            for n_jobs in args.n_jobs:
-                xp_times = timings(lambda: X @ P, 3)
-                seconds = measure(task, X, y, degree, k, n_jobs, args.epochs,
-                                  args.batch_size)
-                xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
-                single = seconds if single is None else single
-                print(f"{task:>8} {degree:>6} {n_jobs:>6} {seconds:>8.3f} {xp * 1e3:>7.1f} "
-                      f"{seconds / xp:>8.1f} {single / seconds:>8.2f}", flush=True)
+            for batch_size in args.batch_sizes if stochastic else args.batch_sizes[:1]:
+                single = None
+                for n_jobs in args.n_jobs:
+                    threads = (_solvers.stochastic_threads(n_jobs, batch_size)
+                               if stochastic else row_threads(n_jobs, X.shape[0]))
+                    xp_times = timings(lambda: X @ P, 3)
+                    seconds = measure(task, X, y, degree, k, n_jobs, args.epochs,
+                                      batch_size)
+                    xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
+                    single = seconds if single is None else single
+                    batch = batch_size if stochastic else "-"
+                    print(f"{task:>8} {degree:>6} {batch:>6} {n_jobs:>6} {threads:>7} "
+                          f"{seconds:>8.3f} {xp * 1e3:>7.1f} {seconds / xp:>8.1f} "
+                          f"{single / seconds:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ cdef extern from "_prefetch.h":
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
     void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
 
+# Passes that keep one OpenMP parallel region over many steps (C, as Cython has no
+# barrier): the threads the region got, and a barrier of its threads.
+cdef extern from "_threads.h":
+    int polylite_team_size() noexcept nogil
+    void polylite_barrier() noexcept nogil
+
 # Threads (n_jobs) share a pass over rows as contiguous ranges: thread t of ``threads``
 # takes the entries lo..hi-1 of ``count``; false when it has none.
 cdef inline bint thread_range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,

@@ -234,6 +234,25 @@ def test_mini_batch_threads_agree_to_rounding(model, solver, schedule, batch_siz
     assert np.max(np.abs(ref[0]["P"] - params["P"])) > 1e-3
 
 
+@pytest.mark.parametrize("n_threads", [2, 7])
+def test_mini_batch_threads_fold_sgd_scales_mid_pass(n_threads):
+    """A strong penalty on w halves SGD's scale of w at each step, so it falls below 1e-9
+    after 30 of the pass's 40 mini-batches: the threads fold both scales into their
+    shares of the parameters between barriers, and the pass still agrees with one
+    thread's."""
+    model = ("anova", [2, 3], 1)
+    X, y, sw, params = _problem(model, n=120)
+    options = dict(schedule=0, eta0=0.05, alpha=10.0, beta=0.1, epochs=1)
+    ref = _epochs(X, y, sw, model, params, "sgd", 3, 1, **options)
+    got = _epochs(X, y, sw, model, params, "sgd", 3, n_threads, **options)
+    for name in params:
+        np.testing.assert_allclose(got[0][name], ref[0][name], rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
+    # the gradient steps keep w away from zero, and P moved (the test is not vacuous)
+    assert np.max(np.abs(ref[0]["w"])) > 1e-3
+    assert np.max(np.abs(ref[0]["P"] - params["P"])) > 1e-3
+
+
 def test_mini_batch_threads_stop_at_a_non_finite_prediction():
     model = ("anova", [2], 0)
     X, y, sw, params = _problem(model)

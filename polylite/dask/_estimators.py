@@ -2,8 +2,11 @@
 
 The client keeps the model; the workers keep the data.  Functions named ``_block_*`` run
 on the workers (module-level, so they travel by reference), one call per row block, and
-return sums that a tree of additions combines on the workers before the client gets one.
+return sums: each worker adds those of the blocks it holds, and the client adds the
+workers' sums, so a worker sends one sum per step whatever its number of blocks.
 """
+import contextlib
+import functools
 import time
 import warnings
 from typing import NamedTuple
@@ -141,6 +144,41 @@ def _tree_sum(parts):
     return parts[0]
 
 
+def _sum_by_worker(client, blocks, block_value):
+    """The sum over the persisted ``blocks`` of ``block_value(i)`` (a delayed value of
+    block i): each block's value is computed, and added to those of the other blocks
+    the same worker holds (a tree, in block order), on that worker; the client adds the
+    workers' sums (in the order of their first blocks).  So each worker sends one value,
+    of the size of the model, whatever its number of blocks, and no block moves (even
+    where the model is larger than a block).  The order of the additions, and so the
+    rounding, follows the blocks' placement.  A block lost since is recomputed where
+    the scheduler chooses, as usual."""
+    if client is None:
+        return _compute(None, _tree_sum(block_value(i) for i in range(len(blocks))))[0]
+    where = client.who_has(blocks)
+    groups = {}
+    for i, block in enumerate(blocks):
+        workers = sorted(where.get(block.key, ()))
+        groups.setdefault(workers[0] if workers else None, []).append(i)
+    sums = []
+    for worker, group in groups.items():
+        placed = (contextlib.nullcontext() if worker is None else
+                  dask.annotate(workers=[worker], allow_other_workers=True))
+        with placed:
+            sums.append(_tree_sum(block_value(i) for i in group))
+    return functools.reduce(_add, _compute(client, *sums))
+
+
+def _default_client():
+    """The ``distributed.Client`` Dask's default scheduler runs on, or None."""
+    try:
+        from distributed import default_client
+        client = default_client()
+    except (ImportError, ValueError):  # no distributed, or no client
+        return None
+    return client if dask.base.get_scheduler() == client.get else None
+
+
 def _compute(client, *objs):
     if client is not None:
         return tuple(client.compute(list(objs), sync=True))
@@ -190,7 +228,7 @@ class _DaskMixin:
                 f"{type(X).__name__} and {type(y).__name__}; for data in memory use "
                 f"polylite.{type(self).__name__}")
         with self._fitting():
-            return self._fit_dask(X, y, client)
+            return self._fit_dask(X, y, _default_client() if client is None else client)
 
     def _fit_dask(self, X, y, client):
         self._check_params()
@@ -284,8 +322,9 @@ class _DaskMixin:
 
         def data_term(params, grads):
             model = _model(params)
-            value, block_grads = _compute(client, _tree_sum(
-                dask.delayed(_block_value_gradient)(b, model, job) for b in blocks))[0]
+            value, block_grads = _sum_by_worker(
+                client, blocks,
+                lambda i: dask.delayed(_block_value_gradient)(blocks[i], model, job))
             for name in PARAM_NAMES:
                 grads[name] += block_grads[name]
             return value
@@ -308,8 +347,8 @@ class _DaskMixin:
 
     def _objective_dask(self, blocks, params, job, client):
         model = _model(params)
-        data = _compute(client, _tree_sum(dask.delayed(_block_loss)(b, model, job)
-                                          for b in blocks))[0]
+        data = _sum_by_worker(client, blocks,
+                              lambda i: dask.delayed(_block_loss)(blocks[i], model, job))
         empty = np.zeros(0)
         return data + self._objective(empty, empty, empty, params, job.loss_code)
 
@@ -327,7 +366,8 @@ class _DaskMixin:
                 dask.delayed(_block_adagrad_epoch)(b, model, st, seed, job)
                 for b, st, seed in zip(blocks, states, seeds)])
             states = [result[1] for result in results]
-            total = _compute(client, _tree_sum(result[0] for result in results))[0]
+            # each block's epoch ran where the block is
+            total = _sum_by_worker(client, blocks, lambda i: results[i][0])
             for name in PARAM_NAMES:
                 getattr(params, name)[...] = total[name] * job.row_weight
             if not all(np.all(np.isfinite(getattr(params, name))) for name in PARAM_NAMES):

@@ -19,11 +19,12 @@ entries) and applied once, as the mean.
 """
 from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange, threadid
 
 from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         POLYLITE_PREFETCH, anova_gradient, all_subsets_gradient,
-                        linear_forms, thread_range)
+                        linear_forms, polylite_barrier, polylite_team_size,
+                        thread_range)
 from .._losses cimport loss_derivative, loss_value
 
 cdef double ADAGRAD_EPS = 1e-8
@@ -107,20 +108,6 @@ cdef inline void _adagrad_step(floating* p, floating* acc, double g,
     p[0] = p[0] - eta0 * g / (sqrt(acc[0]) + ADAGRAD_EPS)
 
 
-cdef bint _all_allocated(void** ptrs, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        if ptrs[i] == NULL:
-            return False
-    return True
-
-
-cdef void _free_all(void** ptrs, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        free(ptrs[i])
-
-
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssize_t* order,
                                  const index_t* indptr, const floating* data,
                                  const index_t* ind, const double* y, const double* sw,
@@ -176,18 +163,24 @@ cdef struct Scales:
     double p
 
 
+cdef inline void _fold_share(int t, int threads, floating* w, Py_ssize_t d, floating* P,
+                             Py_ssize_t size_P, Scales* sc) noexcept nogil:
+    """Multiply thread t's share of the stored parameters by their scales (then 1)."""
+    cdef Py_ssize_t i, lo, hi
+    if sc.w != 1 and thread_range(t, threads, d, &lo, &hi):
+        for i in range(lo, hi):
+            w[i] = w[i] * sc.w
+    if sc.p != 1 and thread_range(t, threads, size_P, &lo, &hi):
+        for i in range(lo, hi):
+            P[i] = P[i] * sc.p
+    sc.w = 1
+    sc.p = 1
+
+
 cdef inline void _fold_scales(floating* w, Py_ssize_t d, floating* P, Py_ssize_t size_P,
                               Scales* sc) noexcept nogil:
     """Multiply the stored parameters by their scales (then 1)."""
-    cdef Py_ssize_t i
-    if sc.w != 1:
-        for i in range(d):
-            w[i] = w[i] * sc.w
-        sc.w = 1
-    if sc.p != 1:
-        for i in range(size_P):
-            P[i] = P[i] * sc.p
-        sc.p = 1
+    _fold_share(0, 1, w, d, P, size_P, sc)
 
 
 cdef inline void _forward_row(const floating* p, floating x, int m, floating* a1,
@@ -527,10 +520,15 @@ cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
                        const long long* last_touch, const Scales* sc,
                        RowSums* states) noexcept nogil:
     """Thread t's share of the mini-batch pos..batch_end-1: the gradients of its rows,
-    summed in its buffers.  Stops with ``finite`` False at a non-finite prediction."""
+    summed in its buffers, and the list of the features they touch (the previous
+    mini-batch's list is cleared first).  Stops with ``finite`` False at a non-finite
+    prediction."""
     cdef RowSums* st = states + t
     cdef Py_ssize_t lo, hi, r, i, start, nnz
     cdef double pred
+    for r in range(st.n_touched):
+        st.is_touched[st.touched[r]] = 0
+    st.n_touched = 0
     if not thread_range(t, threads, batch_end - pos, &lo, &hi):
         return
     for r in range(pos + lo, pos + hi):
@@ -550,57 +548,156 @@ cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
                  nnz, d, k, n_blocks, n_dummy, kernel, fit_linear, sc.p, True)
 
 
-cdef Py_ssize_t _touched_union(RowSums* st, int threads, Py_ssize_t* touched,
-                               char* is_touched) noexcept nogil:
-    """The features touched by any thread of a mini-batch into ``touched`` (thread by
-    thread, each in order of first touch); resets the threads' own lists."""
-    cdef Py_ssize_t n = 0, u, j
-    cdef int t
-    for t in range(threads):
-        for u in range(st[t].n_touched):
-            j = st[t].touched[u]
-            st[t].is_touched[j] = 0
-            if not is_touched[j]:
-                is_touched[j] = 1
-                touched[n] = j
-                n += 1
-        st[t].n_touched = 0
-    return n
+cdef inline bint _first_touch(const RowSums* st, int u, Py_ssize_t j) noexcept nogil:
+    """Whether feature j, in thread u's list, is in no earlier thread's list."""
+    cdef int v
+    for v in range(u):
+        if st[v].is_touched[j]:
+            return False
+    return True
 
 
-cdef void _apply_share(Py_ssize_t t, Py_ssize_t threads, const Py_ssize_t* touched,
-                       Py_ssize_t n_touched, char* is_touched, RowSums* st, int n_sums,
-                       floating* w, floating* P, floating* acc_w, floating* acc_P,
-                       long long* last_touch, Py_ssize_t d, Py_ssize_t k,
-                       Py_ssize_t n_blocks, double scale, double eta, double eta0,
-                       double alpha, double beta, double new_w, double new_p,
-                       long long step, bint adagrad, bint fit_linear) noexcept nogil:
-    """Thread t's share of the touched features: one step with the mini-batch's mean
-    gradient (the threads' sums added in their order) on w[j] and P[:, j, :]."""
-    cdef Py_ssize_t lo, hi, u, j, b, s, r
+cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P,
+                       floating* acc_w, floating* acc_P, long long* last_touch,
+                       Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks, double scale,
+                       double eta, double eta0, double alpha, double beta, double new_w,
+                       double new_p, long long step, bint adagrad,
+                       bint fit_linear) noexcept nogil:
+    """Thread t's share of the features the mini-batch touched (those j with
+    j % threads == t, found in the threads' lists): one step with the mini-batch's mean
+    gradient (the threads' sums added in their order) on w[j] and P[:, j, :].  Each
+    feature has one owner, so the threads write disjoint entries, and the step on a
+    feature does not depend on which thread takes it."""
+    cdef Py_ssize_t v, j, b, s, r
+    cdef int u
     cdef double g, elapsed = 0
-    if not thread_range(t, threads, n_touched, &lo, &hi):
-        return
-    for u in range(lo, hi):
-        j = touched[u]
-        is_touched[j] = 0
-        if adagrad:
-            elapsed = step - last_touch[j]  # steps since the last touch
-            last_touch[j] = step
-        if fit_linear:
-            g = _take_w(st, n_sums, j) * scale
+    for u in range(threads):
+        for v in range(st[u].n_touched):
+            j = st[u].touched[v]
+            if j % threads != t or not _first_touch(st, u, j):
+                continue
             if adagrad:
-                _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
-            else:
-                w[j] = w[j] - eta * g / new_w
-        for b in range(n_blocks):
-            for s in range(k):
-                r = (b * d + j) * k + s
-                g = _take_P(st, n_sums, r) * scale
+                elapsed = step - last_touch[j]  # steps since the last touch
+                last_touch[j] = step
+            if fit_linear:
+                g = _take_w(st, threads, j) * scale
                 if adagrad:
-                    _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
+                    _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
                 else:
-                    P[r] = P[r] - eta * g / new_p
+                    w[j] = w[j] - eta * g / new_w
+            for b in range(n_blocks):
+                for s in range(k):
+                    r = (b * d + j) * k + s
+                    g = _take_P(st, threads, r) * scale
+                    if adagrad:
+                        _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
+                    else:
+                        P[r] = P[r] - eta * g / new_p
+
+
+cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating* gamma,
+                        floating* lam, floating* acc_intercept, floating* acc_gamma,
+                        floating* acc_lam, Py_ssize_t k, Py_ssize_t n_dummy, int kernel,
+                        double scale, double eta, double eta0, double beta,
+                        bint adagrad, bint fit_intercept, bint fit_lam) noexcept nogil:
+    """The mini-batch's step on the parameters every row touches (intercept, the dummies'
+    factors, the polynomial kernel's lambda), from the threads' sums (then zeroed)."""
+    cdef Py_ssize_t r, s
+    cdef int u
+    cdef double g = 0
+    for u in range(threads):
+        g += st[u].intercept
+        st[u].intercept = 0
+    if fit_intercept:
+        g *= scale
+        if adagrad:
+            _adagrad_step(intercept, acc_intercept, g, eta0)
+        else:
+            intercept[0] = intercept[0] - eta * g
+    for r in range(n_dummy * k):
+        g = 0
+        for u in range(threads):
+            g += st[u].gamma[r]
+            st[u].gamma[r] = 0
+        g = g * scale + beta * gamma[r]
+        if adagrad:
+            _adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
+        else:
+            gamma[r] = gamma[r] - eta * g
+    if kernel != POLYNOMIAL:
+        return
+    for s in range(k):
+        g = 0
+        for u in range(threads):
+            g += st[u].lam[s]
+            st[u].lam[s] = 0
+        if fit_lam:
+            g = g * scale + beta * lam[s]
+            if adagrad:
+                _adagrad_step(&lam[s], &acc_lam[s], g, eta0)
+            else:
+                lam[s] = lam[s] - eta * g
+
+
+cdef void _batch_pass(int t, int threads, Py_ssize_t n_rows, Py_ssize_t batch_size,
+                      const Py_ssize_t* order, const floating* data, const index_t* ind,
+                      const index_t* indptr, const double* y, const double* sw,
+                      floating* intercept, floating* w, floating* P, const int* degrees,
+                      floating* gamma, floating* lam, Py_ssize_t d, Py_ssize_t k,
+                      Py_ssize_t n_blocks, Py_ssize_t n_dummy, int kernel, int loss,
+                      double alpha, double beta, bint fit_intercept, bint fit_linear,
+                      bint fit_lam, int schedule, double eta0, double power_t,
+                      floating* acc_intercept, floating* acc_w, floating* acc_P,
+                      floating* acc_gamma, floating* acc_lam, long long* last_touch,
+                      long long* step_out, RowSums* st) noexcept nogil:
+    """Thread t's part of a pass in mini-batches, run by every thread of one parallel
+    region (or by one thread alone): per mini-batch, each thread sums the gradients of its
+    share of the rows; after a barrier, it steps the features it owns (thread 0 also the
+    intercept, dummies and lambda); a second barrier ends the step.  Every thread follows
+    the same schedule (step count, learning rate, SGD's scales) in its own copies;
+    thread 0 writes the final step count to ``step_out``.  A non-finite prediction stops
+    every thread before the step (its ``finite`` flag is False)."""
+    cdef Py_ssize_t pos = 0, batch_end, size_P = n_blocks * d * k
+    cdef long long step = step_out[0]
+    cdef bint adagrad = schedule == ADAGRAD, finite = True
+    cdef double eta, scale, new_w, new_p
+    cdef int u
+    cdef Scales sc
+    sc.w = 1
+    sc.p = 1
+    while pos < n_rows:
+        batch_end = min(pos + batch_size, n_rows)
+        step += 1
+        eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
+        _batch_share(t, threads, pos, batch_end, n_rows, order, data, ind, indptr, y, sw,
+                     intercept[0], w, fit_linear, P, d, k, n_blocks, degrees, gamma,
+                     n_dummy, lam, kernel, loss, acc_w, acc_P, last_touch, &sc, st)
+        polylite_barrier()  # every share summed
+        for u in range(threads):
+            finite = finite and st[u].finite
+        if not finite:
+            break
+        scale = 1.0 / (batch_end - pos)
+        new_w = sc.w * (1 - eta * alpha) if not adagrad else 1
+        new_p = sc.p * (1 - eta * beta) if not adagrad else 1
+        if t == 0:
+            _apply_global(threads, st, intercept, gamma, lam, acc_intercept, acc_gamma,
+                          acc_lam, k, n_dummy, kernel, scale, eta, eta0, beta, adagrad,
+                          fit_intercept, fit_lam)
+        _apply_share(t, threads, st, w, P, acc_w, acc_P, last_touch, d, k, n_blocks,
+                     scale, eta, eta0, alpha, beta, new_w, new_p, step, adagrad,
+                     fit_linear)
+        sc.w = new_w
+        sc.p = new_p
+        if sc.w < 1e-9 or sc.p < 1e-9:
+            polylite_barrier()  # every step taken at the old scales
+            _fold_share(t, threads, w, d, P, size_P, &sc)
+        polylite_barrier()  # the step complete before the next mini-batch reads it
+        pos = batch_end
+    # Parameters that overflowed are caught by the caller, which checks every array.
+    _fold_share(t, threads, w, d, P, size_P, &sc)
+    if t == 0:
+        step_out[0] = step
 
 
 def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
@@ -636,8 +733,8 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     """
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
-    cdef Py_ssize_t i, z, b, s, r, j, start, nnz, pos, batch_end
-    cdef Py_ssize_t max_nnz = 0, n_touched, size_P = n_blocks * d * k
+    cdef Py_ssize_t i, z, b, start, nnz, pos
+    cdef Py_ssize_t max_nnz = 0, size_P = n_blocks * d * k
     # The loops below run without bounds checks: the shapes must agree.
     if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
             or intercept.shape[0] != 1 or y.shape[0] != indptr.shape[0] - 1
@@ -657,7 +754,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef int max_degree = 1, t
     cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
     cdef int threads = 1 if direct else n_threads
-    cdef double eta, pred, dl, g, scale, new_w, new_p
+    cdef double eta, pred, dl
     cdef Scales sc
     sc.w = 1
     sc.p = 1
@@ -670,19 +767,12 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
                                        n_dummy, max_nnz, block, n_blocks, k, d, size_P,
                                        True)
-    cdef void* owned[3]
-    # Mini-batches: the features any thread touched.
-    owned[0] = malloc((1 if direct else d + 1) * sizeof(Py_ssize_t))
-    owned[1] = calloc(1 if direct else d + 1, 1)
     # The pass for blocks of degree 2 or 3: A_1..A_3 per block.
-    owned[2] = malloc((3 * n_blocks * k + 1) * sizeof(floating))
-    if st == NULL or not _all_allocated(owned, 3):
+    cdef floating* work23 = <floating*> malloc((3 * n_blocks * k + 1) * sizeof(floating))
+    if st == NULL or work23 == NULL:
         _free_row_sums(st, threads, threads if direct else 0)
-        _free_all(owned, 3)
+        free(work23)
         raise MemoryError("not enough memory for the SGD buffers")
-    cdef Py_ssize_t* touched = <Py_ssize_t*> owned[0]
-    cdef char* is_touched = <char*> owned[1]
-    cdef floating* work23 = <floating*> owned[2]
     cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> st[0].gP
     cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else <floating*> st[0].glam
@@ -693,6 +783,9 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
     cdef floating* acc_w0 = &acc_w[0] if adagrad and d > 0 else NULL
     cdef floating* acc_P0 = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
     cdef long long* touch0 = &last_touch[0] if adagrad and d > 0 else NULL
+    cdef floating* acc_i0 = &acc_intercept[0] if adagrad else NULL
+    cdef floating* acc_g0 = &acc_gamma[0, 0] if adagrad and acc_gamma.size > 0 else NULL
+    cdef floating* acc_l0 = &acc_lam[0] if adagrad and k > 0 else NULL
     # Factorization machines of degree 2 or 3 (blocks of degree 2 or 3, no dummies, one
     # row per step) have their own pass; the results agree with the general loop up to
     # rounding.
@@ -713,7 +806,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                                        ord0, n_rows, &intercept[0], w0, P0, 1, &degree2,
                                        d, k, loss, alpha, beta, fit_intercept, fit_linear,
                                        schedule, eta0, power_t, &step,
-                                       &acc_intercept[0] if adagrad else NULL, acc_w0,
+                                       acc_i0, acc_w0,
                                        acc_P0, touch0, work23, &sc)
             elif low_degree:
                 finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
@@ -723,114 +816,61 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                                        &step, &acc_intercept[0] if adagrad else NULL,
                                        acc_w0, acc_P0, touch0, work23, &sc)
             if low_degree:
-                pos = n_rows  # the general loop below is skipped
-            while pos < n_rows and finite:
-                batch_end = min(pos + batch_size, n_rows)
-                step += 1
-                eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
-                if direct:
-                    _prefetch_ahead(pos, n_rows, ord0, &indptr[0], val0, ind0, &y[0],
-                                    &sample_weight[0], w0, P0, acc_w0, acc_P0, touch0,
-                                    n_blocks, d, k)
-                    i = order[pos]
-                    start = indptr[i]
-                    nnz = indptr[i + 1] - start
-                    pred = _prediction_and_gradient(val0 + start, ind0 + start, nnz,
-                                                    intercept[0], w0, fit_linear, P0, d, k,
-                                                    n_blocks, &degrees[0], gam, n_dummy,
-                                                    lamp, kernel, &sc, st)
-                    if not isfinite(pred):
-                        finite = False
-                        break
-                    # gP is the gradient in V: pscale times the gradient in P.
-                    dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
-                    _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w, acc_P,
-                               acc_gamma, acc_lam, last_touch, indices, data, start, nnz,
-                               d, k, n_blocks, n_dummy, kernel, <floating*> st[0].gP,
-                               <floating*> st[0].ggamma, <floating*> st[0].glam, dl, eta,
-                               eta0, alpha, beta, step, adagrad, fit_intercept,
-                               fit_linear, fit_lam, &sc)
-                    if sc.w < 1e-9 or sc.p < 1e-9:
-                        _fold_scales(w0, d, P0, size_P, &sc)
-                    pos = batch_end
-                    continue
-                # ---- a mini-batch: the threads sum the gradients of their rows ----
+                pos = n_rows  # the general loops below are skipped
+            elif not direct:
                 if threads == 1:
-                    _batch_share(0, 1, pos, batch_end, n_rows, ord0, val0, ind0,
-                                 &indptr[0], &y[0], &sample_weight[0], intercept[0], w0,
-                                 fit_linear, P0, d, k, n_blocks, &degrees[0], gam, n_dummy,
-                                 lamp, kernel, loss, acc_w0, acc_P0, touch0, &sc, st)
+                    _batch_pass(0, 1, n_rows, batch_size, ord0, val0, ind0, &indptr[0],
+                                &y[0], &sample_weight[0], &intercept[0], w0, P0,
+                                &degrees[0], gam, lamp, d, k, n_blocks, n_dummy, kernel,
+                                loss, alpha, beta, fit_intercept, fit_linear, fit_lam,
+                                schedule, eta0, power_t, acc_i0, acc_w0, acc_P0, acc_g0,
+                                acc_l0, touch0, &step, st)
                 else:
-                    for t in prange(threads, num_threads=threads, schedule="static",
-                                    chunksize=1):
-                        _batch_share(t, threads, pos, batch_end, n_rows, ord0, val0, ind0,
-                                     &indptr[0], &y[0], &sample_weight[0], intercept[0],
-                                     w0, fit_linear, P0, d, k, n_blocks, &degrees[0], gam,
-                                     n_dummy, lamp, kernel, loss, acc_w0, acc_P0, touch0,
-                                     &sc, st)
+                    # One parallel region for the whole pass (a region per mini-batch
+                    # costs more than small mini-batches save): see _batch_pass.
+                    with parallel(num_threads=threads):
+                        _batch_pass(threadid(), polylite_team_size(), n_rows, batch_size,
+                                    ord0, val0, ind0, &indptr[0], &y[0], &sample_weight[0],
+                                    &intercept[0], w0, P0, &degrees[0], gam, lamp, d, k,
+                                    n_blocks, n_dummy, kernel, loss, alpha, beta,
+                                    fit_intercept, fit_linear, fit_lam, schedule, eta0,
+                                    power_t, acc_i0, acc_w0, acc_P0, acc_g0, acc_l0,
+                                    touch0, &step, st)
                 for t in range(threads):
                     finite = finite and st[t].finite
-                if not finite:
+                pos = n_rows
+            while pos < n_rows and finite:  # one row per step
+                step += 1
+                eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
+                _prefetch_ahead(pos, n_rows, ord0, &indptr[0], val0, ind0, &y[0],
+                                &sample_weight[0], w0, P0, acc_w0, acc_P0, touch0,
+                                n_blocks, d, k)
+                i = order[pos]
+                start = indptr[i]
+                nnz = indptr[i + 1] - start
+                pred = _prediction_and_gradient(val0 + start, ind0 + start, nnz,
+                                                intercept[0], w0, fit_linear, P0, d, k,
+                                                n_blocks, &degrees[0], gam, n_dummy,
+                                                lamp, kernel, &sc, st)
+                if not isfinite(pred):
+                    finite = False
                     break
-                # ---- one step with the mini-batch's mean gradient ----
-                scale = 1.0 / (batch_end - pos)
-                new_w = sc.w * (1 - eta * alpha) if not adagrad else 1
-                new_p = sc.p * (1 - eta * beta) if not adagrad else 1
-                if fit_intercept:
-                    g = 0
-                    for t in range(threads):
-                        g += st[t].intercept
-                    g *= scale
-                    if adagrad:
-                        _adagrad_step(&intercept[0], &acc_intercept[0], g, eta0)
-                    else:
-                        intercept[0] = intercept[0] - eta * g
-                for t in range(threads):
-                    st[t].intercept = 0
-                n_touched = _touched_union(st, threads, touched, is_touched)
-                if threads == 1 or n_touched < threads:
-                    _apply_share(0, 1, touched, n_touched, is_touched, st, threads, w0, P0,
-                                 acc_w0, acc_P0, touch0, d, k, n_blocks, scale, eta, eta0,
-                                 alpha, beta, new_w, new_p, step, adagrad, fit_linear)
-                else:
-                    for t in prange(threads, num_threads=threads, schedule="static",
-                                    chunksize=1):
-                        _apply_share(t, threads, touched, n_touched, is_touched, st,
-                                     threads, w0, P0, acc_w0, acc_P0, touch0, d, k,
-                                     n_blocks, scale, eta, eta0, alpha, beta, new_w, new_p,
-                                     step, adagrad, fit_linear)
-                for r in range(n_dummy * k):
-                    g = 0
-                    for t in range(threads):
-                        g += st[t].gamma[r]
-                        st[t].gamma[r] = 0
-                    g = g * scale + beta * gam[r]
-                    if adagrad:
-                        _adagrad_step(&gam[r], &acc_gamma[r // k, r % k], g, eta0)
-                    else:
-                        gam[r] = gam[r] - eta * g
-                if kernel == POLYNOMIAL:
-                    for s in range(k):
-                        g = 0
-                        for t in range(threads):
-                            g += st[t].lam[s]
-                            st[t].lam[s] = 0
-                        if fit_lam:
-                            g = g * scale + beta * lamp[s]
-                            if adagrad:
-                                _adagrad_step(&lamp[s], &acc_lam[s], g, eta0)
-                            else:
-                                lamp[s] = lamp[s] - eta * g
-                sc.w = new_w
-                sc.p = new_p
+                # gP is the gradient in V: pscale times the gradient in P.
+                dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
+                _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w, acc_P,
+                           acc_gamma, acc_lam, last_touch, indices, data, start, nnz,
+                           d, k, n_blocks, n_dummy, kernel, <floating*> st[0].gP,
+                           <floating*> st[0].ggamma, <floating*> st[0].glam, dl, eta,
+                           eta0, alpha, beta, step, adagrad, fit_intercept,
+                           fit_linear, fit_lam, &sc)
                 if sc.w < 1e-9 or sc.p < 1e-9:
                     _fold_scales(w0, d, P0, size_P, &sc)
-                pos = batch_end
+                pos += 1
             # Parameters that overflowed are caught by the caller, which checks every array.
             _fold_scales(w0, d, P0, size_P, &sc)
     finally:
         _free_row_sums(st, threads, threads if direct else 0)
-        _free_all(owned, 3)
+        free(work23)
     return step, bool(finite)
 
 

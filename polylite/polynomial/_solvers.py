@@ -153,9 +153,13 @@ class CoordinateDescent:
         return self.y_pred
 
 
-# Rows of a mini-batch per thread below which the threads' start and join cost more than
-# they save (measured at degree 2, k = 10, 5 nonzeros per row: benchmarks/bench_threads.py).
-MIN_BATCH_ROWS_PER_THREAD = 64
+# Rows of a mini-batch per thread below which it runs on one thread.  The threads of a
+# pass in mini-batches meet at two barriers per mini-batch (gradients summed, step taken):
+# at 256 rows (degree 2, k = 10, 5 nonzeros per row: about 60 us of work on a quiet core)
+# a barrier costs a few percent; on a machine whose cores are busy with other work it
+# can cost a scheduler time slice, and threads lose at any batch size
+# (benchmarks/bench_threads.py --batch-sizes ... measures both).
+MIN_BATCH_ROWS_PER_THREAD = 256
 
 
 def stochastic_threads(n_jobs, batch_size):

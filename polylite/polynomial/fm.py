@@ -141,7 +141,7 @@ _FM_PARAMS_DOC = """
         while fitting), of every pass of "cd" and of "lbfgs"'s value and gradient, and of
         each mini-batch of "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are
         sequential: ``batch_size=1`` runs on one thread).  Fewer threads run on data too
-        small to share: under 20,000 rows per thread (64 rows of a mini-batch), or, for
+        small to share: under 20,000 rows per thread (256 rows of a mini-batch), or, for
         "cd", when the extra threads' scratch space (64 bytes per feature each) would
         outgrow X; each extra thread of "lbfgs" and of mini-batches keeps a gradient
         buffer as large as the parameters.

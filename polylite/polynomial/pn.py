@@ -130,7 +130,7 @@ _PN_PARAMS_DOC = """
         "sgd"/"adagrad" when ``batch_size > 1`` (steps on one row are sequential:
         ``batch_size=1`` runs on one thread); "cd"'s passes over the rows of one output
         run on one thread.  Fewer threads
-        run on data too small to share: under 20,000 rows per thread (64 rows of a
+        run on data too small to share: under 20,000 rows per thread (256 rows of a
         mini-batch); each extra thread of "lbfgs" and of mini-batches keeps a gradient
         buffer as large as the parameters.
         Reproducibility: predictions do not depend on ``n_jobs``.  A fit is the same
