@@ -155,9 +155,7 @@ class _PolynomialModel(BaseEstimator):
 
     def _choose_solver(self, X):
         """The solver a fit on ``X`` (validated CSR) runs: ``solver``, or for "auto"
-        "lbfgs" on dense data (:func:`is_dense`: coordinate descent needs many epochs where
-        features share rows) and "cd" on sparse data (one-hot and other sparse features,
-        where its exact steps converge in few epochs)."""
+        "lbfgs" on dense data (:func:`is_dense`) and "cd" otherwise (``AUTO_SOLVER_DOC``)."""
         if self.solver != "auto":
             return self.solver
         return "lbfgs" if is_dense(X) else "cd"

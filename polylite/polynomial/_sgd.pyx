@@ -818,24 +818,16 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
             if low_degree:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
-                if threads == 1:
-                    _batch_pass(0, 1, n_rows, batch_size, ord0, val0, ind0, &indptr[0],
-                                &y[0], &sample_weight[0], &intercept[0], w0, P0,
-                                &degrees[0], gam, lamp, d, k, n_blocks, n_dummy, kernel,
-                                loss, alpha, beta, fit_intercept, fit_linear, fit_lam,
-                                schedule, eta0, power_t, acc_i0, acc_w0, acc_P0, acc_g0,
-                                acc_l0, touch0, &step, st)
-                else:
-                    # One parallel region for the whole pass (a region per mini-batch
-                    # costs more than small mini-batches save): see _batch_pass.
-                    with parallel(num_threads=threads):
-                        _batch_pass(threadid(), polylite_team_size(), n_rows, batch_size,
-                                    ord0, val0, ind0, &indptr[0], &y[0], &sample_weight[0],
-                                    &intercept[0], w0, P0, &degrees[0], gam, lamp, d, k,
-                                    n_blocks, n_dummy, kernel, loss, alpha, beta,
-                                    fit_intercept, fit_linear, fit_lam, schedule, eta0,
-                                    power_t, acc_i0, acc_w0, acc_P0, acc_g0, acc_l0,
-                                    touch0, &step, st)
+                # One parallel region for the whole pass (a region per mini-batch
+                # costs more than small mini-batches save): see _batch_pass.
+                with parallel(num_threads=threads):
+                    _batch_pass(threadid(), polylite_team_size(), n_rows, batch_size,
+                                ord0, val0, ind0, &indptr[0], &y[0], &sample_weight[0],
+                                &intercept[0], w0, P0, &degrees[0], gam, lamp, d, k,
+                                n_blocks, n_dummy, kernel, loss, alpha, beta,
+                                fit_intercept, fit_linear, fit_lam, schedule, eta0,
+                                power_t, acc_i0, acc_w0, acc_P0, acc_g0, acc_l0,
+                                touch0, &step, st)
                 for t in range(threads):
                     finite = finite and st[t].finite
                 pos = n_rows
