@@ -18,12 +18,14 @@ with C the weighted covariance of the features, M - m m^T (in the variables
 (V, b + m V) the features are centred, which decouples the intercept: its step is
 -grad_b F / kappa).  With kappa = mu, the loss's smoothness constant, the model is an
 upper bound of F (the Hessian of F is at most mu C per output), so each step decreases F;
-kappa is halved after each step and doubled until the model bounds F at the new point
-(backtracking), which adapts it to the loss's actual curvature.  For the squared loss the
-model is exact (mu = 1): one step solves the refit.  The steps are accelerated (Nesterov
-momentum on (V, b), restarted when the objective would rise).  The model is minimised
-by FISTA with the exact projections and adaptive restarts (O'Donoghue and Candes 2015),
-in the t x c space of V: its iterations cost O(t^2 c), independent of the number of
+kappa follows the loss's actual curvature along the steps: halved when the curvature
+observed on the last step leaves room for it, doubled until the model bounds F at the
+new point (backtracking, rare).  For the squared loss the model is exact (mu = 1): one
+step solves the refit.  The steps are not accelerated: each starts where the last one
+ended, whose loss and gradients are known, so that a step costs one pass over the rows
+(momentum would need the gradients at an extrapolated point: a second pass).  The
+model is minimised by FISTA with the exact projections and adaptive restarts
+(O'Donoghue and Candes 2015), in the t x c space of V: its iterations cost O(t^2 c), independent of the number of
 rows; only the gradient and the new objective need a product with Z.  The refit stops
 when a step lowers F by at most ``tol`` (relative).
 
@@ -51,6 +53,8 @@ MODEL_TOL = 1e-4
 # The curvature kappa of the quadratic model is kept below this multiple of the loss's
 # smoothness constant, which already makes the model an upper bound of the loss.
 MAX_CURVATURE_FACTOR = 4.0
+# The model's curvature is kept this much above the loss's observed curvature.
+CURVATURE_MARGIN = 1.25
 
 
 class Features:
@@ -157,71 +161,68 @@ def _model_minimiser(g, kappa, cov, V, tau, penalty, largest):
 def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, start=None):
     """Minimise the loss over (V, b), V in the Omega-ball, for fixed features.
 
-    Variable-metric projected steps (module docstring), accelerated: each step is taken
-    from the extrapolated point (V, b) + beta (step before), beta by Nesterov's rule,
-    restarted whenever the objective would rise (O'Donoghue and Candes 2015).  The
-    outputs at the extrapolated point are extrapolated too (they are linear in (V, b)),
-    so a step costs one product with Z and one evaluation of the loss.  Returns (V, b,
-    O, value, W, iterations, curvature), W the loss gradients at O (what the next
-    selection starts from); the objective never increases.  ``start``, if given, is
-    (O, value, W) at (V, b) already (a zero row appended to V leaves them unchanged):
-    they are not computed again.
+    Variable-metric projected steps (module docstring), each from the current point, so
+    that a step costs one product with Z and one evaluation of the loss (value and
+    gradients, which the next step starts from).  kappa follows the loss's curvature
+    along the steps (:func:`_next_curvature`): a step is retried only when the model
+    did not bound the loss.  Returns (V, b, O, value, W, iterations, curvature), W the
+    loss gradients at O (what the next selection starts from); the objective never
+    increases.  ``start``, if given, is (O, value, W) at (V, b) already (a zero row
+    appended to V leaves them unchanged): they are not computed again.
     """
     mean = features.mean if problem.fit_intercept else np.zeros(features.n_basis)
     cov = features.gram - np.outer(mean, mean)
     largest = _largest_eigenvalue(cov)
     kappa = problem.mu if curvature is None else curvature
+    ceiling = MAX_CURVATURE_FACTOR * problem.mu
     if start is None:
         O = features.outputs(V, b)
         value, W = problem(O)
     else:
         O, value, W = start
-    # The extrapolated point (Y, c) with its outputs, objective and gradients.
-    Y, c, O_y, value_y, W_y = V, b, O, value, W
-    momentum = 1.0
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        g_b = W_y.sum(axis=0) if problem.fit_intercept else np.zeros_like(b)
-        g = features.transpose_times(W_y) - np.outer(mean, g_b)
+        g_b = W.sum(axis=0) if problem.fit_intercept else np.zeros_like(b)
+        g = features.transpose_times(W) - np.outer(mean, g_b)
         while True:
-            X = (_model_minimiser(g, kappa, cov, Y, problem.tau, problem.penalty,
-                                  largest) if V.shape[0] else Y)
-            D, d_b = X - Y, -g_b / kappa
-            # Centred variables: c + m Y moves by d_b, so c moves by d_b - m D.
-            b_new = c + d_b - mean @ D
+            X = (_model_minimiser(g, kappa, cov, V, problem.tau, problem.penalty,
+                                  largest) if V.shape[0] else V)
+            D, d_b = X - V, -g_b / kappa
+            # Centred variables: b + m V moves by d_b, so b moves by d_b - m D.
+            b_new = b + d_b - mean @ D
             O_new = features.outputs(X, b_new)
             value_new, W_new = problem(O_new)
-            predicted = float(np.sum(g * D) + g_b @ d_b) + 0.5 * kappa * float(
-                np.sum(D * (cov @ D)) + d_b @ d_b)
-            if value_new <= value_y + predicted + 1e-12 * abs(value_y) or \
-                    kappa >= MAX_CURVATURE_FACTOR * problem.mu:
+            linear = float(np.sum(g * D) + g_b @ d_b)
+            quadratic = float(np.sum(D * (cov @ D)) + d_b @ d_b)
+            bounded = value_new <= value + linear + 0.5 * kappa * quadratic + \
+                1e-12 * abs(value)
+            kappa = _next_curvature(kappa, value_new - value - linear, quadratic,
+                                    bounded, ceiling)
+            if bounded or kappa >= ceiling:
                 break
-            kappa *= 2.0
-        if value_new > value:
-            if momentum == 1.0:   # no descent left from the current point itself
-                break
-            # Restart: drop the momentum and step from (V, b) again.
-            Y, c, O_y, value_y, W_y, momentum = V, b, O, value, W, 1.0
-            continue
+        if value_new > value:   # no descent left
+            break
         decrease = value - value_new
-        V_old, b_old, O_old = V, b, O
         V, b, O, value, W = X, b_new, O_new, value_new, W_new
-        kappa *= 0.5
-        if decrease <= tol * abs(value) or n_iter >= max_iter:
-            break   # before the extrapolated point, which would not be used
-        next_momentum = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * momentum ** 2))
-        beta = (momentum - 1.0) / next_momentum
-        Y, c = V + beta * (V - V_old), b + beta * (b - b_old)
-        if beta:
-            O_y = np.subtract(O, O_old)   # O + beta (O - O_old), one temporary
-            O_y *= beta
-            O_y += O
-            value_y, W_y = problem(O_y)
-        else:
-            O_y, value_y, W_y = O, value, W
-        momentum = next_momentum
+        if decrease <= tol * abs(value):
+            break
     return V, b, O, value, W, n_iter, kappa
+
+
+def _next_curvature(kappa, excess, quadratic, bounded, ceiling):
+    """The curvature kappa of the next model, from the loss's observed curvature along
+    the last step, 2 (F(new) - F - <grad F, D>) / <D, C D>: after a bounded step, half
+    of kappa if that still exceeds CURVATURE_MARGIN x the observed curvature, else kappa;
+    after a step the model did not bound, kappa doubled until it exceeds that (at most
+    ``ceiling``).  Powers of two times the starting kappa: rounding cannot move them."""
+    target = CURVATURE_MARGIN * (2.0 * excess / quadratic if quadratic > 0 else 0.0)
+    if bounded:
+        return 0.5 * kappa if 0.5 * kappa >= target else kappa
+    kappa *= 2.0
+    while kappa < min(target, ceiling):
+        kappa *= 2.0
+    return kappa
 
 
 def _unit_ball_rows(H):
