@@ -19,8 +19,9 @@ numbers of nonzeros:
   (several columns of Q may share one of W), and when asked the diagonal terms
   Dg[:, c] = (X~ o X~)^T W[:, c]: what Gamma_c q is made of, Gamma_c = X~^T diag(W[:, c])
   X~ ("pn") or (X~^T diag(W[:, c]) X~ - diag(Dg[:, c])) / 2 ("fm"), without forming
-  Gamma_c.  Each thread sums into its own table (double), the tables are added at the
-  end.
+  Gamma_c.  Each thread sums into its own table (double) whose row j holds Q[j, :]
+  next to its sums, so that a row's sums are in the cache lines just read for its
+  dot products; the tables are added at the end.
 """
 import numpy as np
 from cython.parallel cimport prange
@@ -66,25 +67,40 @@ cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
 
 
 cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
-                     const index_t* indices, const index_t* indptr,
-                     const floating* Q, Py_ssize_t m, const floating* gamma,
-                     Py_ssize_t n_features, const floating* W, Py_ssize_t k,
-                     const Py_ssize_t* columns, double* acc, double* diag, floating* u,
-                     double* r) noexcept nogil:
-    cdef Py_ssize_t i, z, s, start, nnz
+                     const index_t* indices, const index_t* indptr, double* table,
+                     Py_ssize_t m, bint constant, Py_ssize_t n_features,
+                     const floating* W, Py_ssize_t k, const Py_ssize_t* columns,
+                     double* diag, double* r) noexcept nogil:
+    """Rows lo..hi of the Gamma products into ``table`` (dim, 2 m): row j holds
+    Q[j, :] (read) followed by its sums G[j, :] (written), so that the sums of a row's
+    features are next to the values just read for it (one fetch from memory, not two)."""
+    cdef Py_ssize_t i, z, s, start, nnz, width = 2 * m
     cdef const floating* w
+    cdef const double* q
     cdef double* a
     cdef double x, xx
     for i in range(lo, hi):
         start = indptr[i]
         nnz = indptr[i + 1] - start
         w = W + i * k
-        linear_forms(Q, m, gamma, indices + start, data + start, nnz, u)
+        # r = w * (X~ Q)_i
+        if constant:
+            q = table + n_features * width
+            for s in range(m):
+                r[s] = q[s]
+        else:
+            for s in range(m):
+                r[s] = 0
+        for z in range(nnz):
+            q = table + indices[start + z] * width
+            x = data[start + z]
+            for s in range(m):
+                r[s] += q[s] * x
         for s in range(m):
-            r[s] = <double>w[columns[s]] * u[s]
+            r[s] *= w[columns[s]]
         for z in range(nnz):
             x = data[start + z]
-            a = acc + indices[start + z] * m
+            a = table + indices[start + z] * width + m
             for s in range(m):
                 a[s] += x * r[s]
             if diag != NULL:
@@ -92,8 +108,8 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                 a = diag + indices[start + z] * k
                 for s in range(k):
                     a[s] += xx * w[s]
-        if gamma != NULL:  # the constant feature, value 1
-            a = acc + n_features * m
+        if constant:  # the constant feature, value 1
+            a = table + n_features * width + m
             for s in range(m):
                 a[s] += r[s]
             if diag != NULL:
@@ -164,31 +180,29 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
         raise ValueError("gram_product: inconsistent shapes")
     if m and (np.min(columns) < 0 or np.max(columns) >= k):
         raise ValueError("gram_product: a column of W out of range")
-    tables = np.zeros((n_threads, dim, m))
+    # One table per thread: Q in the first m columns, the thread's sums in the others.
+    tables = np.zeros((n_threads, dim, 2 * m))
+    tables[:, :, :m] = Q
     diagonals = np.zeros((n_threads, dim, k)) if with_diagonal else np.zeros((1, 1, 1))
     if m == 0 or n == 0:
-        return tables[0], (diagonals[0] if with_diagonal else None)
-    cdef double[:, :, ::1] acc = tables
+        return tables[0, :, m:], (diagonals[0] if with_diagonal else None)
+    cdef double[:, :, ::1] table = tables
     cdef double[:, :, ::1] dg = diagonals
-    scratch_u = np.empty((n_threads, m), dtype=np.asarray(Q).dtype)
-    cdef floating[:, ::1] u = scratch_u
     cdef double[:, ::1] r = np.empty((n_threads, m))
-    cdef const floating* gamma = &Q[n_features, 0] if constant else NULL
     cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
     cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
     if n_threads == 1:
         with nogil:
-            _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &Q[0, 0], m, gamma,
-                       n_features, &W[0, 0], k, &columns[0], &acc[0, 0, 0],
-                       &dg[0, 0, 0] if with_diagonal else NULL, &u[0, 0], &r[0, 0])
+            _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &table[0, 0, 0], m,
+                       constant, n_features, &W[0, 0], k, &columns[0],
+                       &dg[0, 0, 0] if with_diagonal else NULL, &r[0, 0])
     else:
         for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
                         chunksize=1):
             _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
-                       &Q[0, 0], m, gamma, n_features, &W[0, 0], k, &columns[0],
-                       &acc[t, 0, 0], &dg[t, 0, 0] if with_diagonal else NULL,
-                       &u[t, 0], &r[t, 0])
-    G = tables[0] if n_threads == 1 else tables.sum(axis=0)
+                       &table[t, 0, 0], m, constant, n_features, &W[0, 0], k,
+                       &columns[0], &dg[t, 0, 0] if with_diagonal else NULL, &r[t, 0])
+    G = tables[0, :, m:] if n_threads == 1 else tables[:, :, m:].sum(axis=0)
     if not with_diagonal:
         return G, None
     return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))

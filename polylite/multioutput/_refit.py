@@ -80,7 +80,7 @@ class Features:
             self._Z = grown
         self._Z[:, t] = z
         sz = self.s * self._Z[:, t]
-        cross = self.Z.T @ sz.astype(self._Z.dtype)
+        cross = self.Z.T @ sz.astype(self._Z.dtype, copy=False)
         gram = np.empty((t + 1, t + 1))
         gram[:t, :t] = self.gram
         gram[t, :t] = gram[:t, t] = cross

@@ -146,7 +146,7 @@ def _objective(q, p, width):
 
 def _features_and_q(op, W, h):
     z = op.features(h)[:, 0]
-    return z, W.T @ z.astype(np.float64)
+    return z, W.T @ z.astype(np.float64, copy=False)
 
 
 def refine(op, W, h, p, tol, max_iter):
@@ -215,7 +215,7 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
         z, q = _features_and_q(op, W, h)
     else:
         # Refine the extreme eigenvector that is best for ||q||_p already (one pass).
-        values = W.T @ op.features(Q.T).astype(np.float64)
+        values = W.T @ op.features(Q.T).astype(np.float64, copy=False)
         best = int(np.argmax([dual_norm(v, penalty) for v in values.T]))
         h, z, q, refine_iterations = refine(op, W, Q[:, best].copy(),
                                             2 if penalty == "l1/l2" else 1, refine_tol,
