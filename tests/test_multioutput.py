@@ -117,6 +117,39 @@ def test_passes_in_float32(rng):
     np.testing.assert_allclose(G32, op64.gamma(H[:2].T, W)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_power_method_algebra_against_numpy(rng):
+    dim, m = 9, 4
+    Q, GQ, D, GD, P, GP = (rng.standard_normal((dim, m)) for _ in range(6))
+    rho = rng.standard_normal(m)
+    GQ[:, 3] = rho[3] * Q[:, 3]   # a zero residual stays zero
+    units = np.empty_like(Q)
+    norms = _passes.unit_residuals(Q, GQ, rho, units)
+    R = GQ - rho * Q
+    np.testing.assert_allclose(norms, np.linalg.norm(R, axis=0), atol=1e-12)
+    np.testing.assert_allclose(units[:, :3], R[:, :3] / norms[:3], rtol=1e-12)
+    np.testing.assert_array_equal(units[:, 3], 0.0)
+    d, gd = D.copy(), GD.copy()
+    products = _passes.orthogonalise_step(Q, P, d, GQ, GP, gd)
+    cq, cp = np.einsum("js,js->s", Q, D), np.einsum("js,js->s", P, D)
+    d_ref, gd_ref = D - Q * cq - P * cp, GD - GQ * cq - GP * cp
+    np.testing.assert_allclose(d, d_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gd, gd_ref, rtol=1e-12, atol=1e-12)
+    pairs = [(d_ref, d_ref), (P, GP), (d_ref, gd_ref), (Q, gd_ref), (d_ref, GQ),
+             (P, gd_ref), (d_ref, GP), (D, D)]
+    np.testing.assert_allclose(products, [np.einsum("js,js->s", a, b) for a, b in pairs],
+                               rtol=1e-10, atol=1e-12)
+    y = rng.standard_normal((m, 3))
+    outputs = [np.empty_like(Q) for _ in range(4)]
+    quotients = _passes.combine_step(y, Q, P, D, GQ, GP, GD, *outputs)
+    step, gstep = y[:, 1] * P + y[:, 2] * D, y[:, 1] * GP + y[:, 2] * GD
+    q_new, gq_new = y[:, 0] * Q + step, y[:, 0] * GQ + gstep
+    norm = np.linalg.norm(q_new, axis=0)
+    for got, expected in zip(outputs, [q_new / norm, gq_new / norm, step, gstep]):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(quotients, np.einsum("js,js->s", q_new, gq_new) / norm ** 2,
+                               rtol=1e-12)
+
+
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -21,10 +21,14 @@ numbers of nonzeros:
   X~ ("pn") or (X~^T diag(W[:, c]) X~ - diag(Dg[:, c])) / 2 ("fm"), without forming
   Gamma_c.  Each thread sums into its own table (double) whose row j holds Q[j, :]
   next to its sums, so that a row's sums are in the cache lines just read for its
-  dot products; the tables are added at the end.
+  dot products; the tables are added at the end;
+* :func:`unit_residuals`, :func:`orthogonalise_step`, :func:`combine_step`: the vector
+  algebra of a power-method iteration on (dim, m) blocks, a few sweeps without
+  temporaries.
 """
 import numpy as np
 from cython.parallel cimport prange
+from libc.math cimport sqrt
 
 from .._kernels cimport index_t, floating, linear_forms
 from .._losses cimport loss_value_derivative
@@ -202,7 +206,8 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
             _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
                        &table[t, 0, 0], m, constant, n_features, &W[0, 0], k,
                        &columns[0], &dg[t, 0, 0] if with_diagonal else NULL, &r[t, 0])
-    G = tables[0, :, m:] if n_threads == 1 else tables[:, :, m:].sum(axis=0)
+    G = (np.ascontiguousarray(tables[0, :, m:]) if n_threads == 1
+         else tables[:, :, m:].sum(axis=0))
     if not with_diagonal:
         return G, None
     return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))
@@ -248,3 +253,100 @@ def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
                 W[i, c] = s[i] * derivative
         total += s[i] * row
     return total
+
+
+# The vector algebra of the power method's iterations (_selection.dominant_eigenvectors):
+# column-wise operations on (dim, m) blocks of float64 vectors, each a sweep over the
+# block's rows with no temporaries.
+
+def unit_residuals(const double[:, ::1] Q, const double[:, ::1] GQ, const double[::1] rho,
+                   double[:, ::1] P):
+    """P[:, s] = r_s / ||r_s|| for the residuals r_s = GQ[:, s] - rho[s] Q[:, s], in
+    place (a zero residual stays zero); returns the norms ||r_s||, shape (m,)."""
+    cdef Py_ssize_t dim = Q.shape[0], m = Q.shape[1], j, s
+    cdef double r
+    norms = np.zeros(m)
+    cdef double[::1] norm = norms
+    with nogil:
+        for j in range(dim):
+            for s in range(m):
+                r = GQ[j, s] - rho[s] * Q[j, s]
+                P[j, s] = r
+                norm[s] += r * r
+        for s in range(m):
+            norm[s] = sqrt(norm[s])
+        for j in range(dim):
+            for s in range(m):
+                if norm[s] > 0:
+                    P[j, s] /= norm[s]
+    return norms
+
+
+def orthogonalise_step(const double[:, ::1] q, const double[:, ::1] p,
+                       double[:, ::1] d, const double[:, ::1] gq,
+                       const double[:, ::1] gp, double[:, ::1] gd):
+    """d <- d - q (q.d) - p (p.d) and gd <- gd - gq (q.d) - gp (p.d) in place (Gamma d
+    follows d), column by column; returns the products the 3 x 3 eigenproblem needs,
+    shape (8, m): d.d, p.gp, d.gd, q.gd, d.gq, p.gd, d.gp (after the update) and d.d
+    before it."""
+    cdef Py_ssize_t dim = q.shape[0], m = q.shape[1], j, s
+    cdef double x, y
+    coefficients = np.zeros((2, m))
+    products = np.zeros((8, m))
+    cdef double[:, ::1] c = coefficients
+    cdef double[:, ::1] out = products
+    with nogil:
+        for j in range(dim):
+            for s in range(m):
+                c[0, s] += q[j, s] * d[j, s]
+                c[1, s] += p[j, s] * d[j, s]
+                out[7, s] += d[j, s] * d[j, s]
+        for j in range(dim):
+            for s in range(m):
+                x = d[j, s] - q[j, s] * c[0, s] - p[j, s] * c[1, s]
+                y = gd[j, s] - gq[j, s] * c[0, s] - gp[j, s] * c[1, s]
+                d[j, s] = x
+                gd[j, s] = y
+                out[0, s] += x * x
+                out[1, s] += p[j, s] * gp[j, s]
+                out[2, s] += x * y
+                out[3, s] += q[j, s] * y
+                out[4, s] += x * gq[j, s]
+                out[5, s] += p[j, s] * y
+                out[6, s] += x * gp[j, s]
+    return products
+
+
+def combine_step(const double[:, ::1] y, const double[:, ::1] q, const double[:, ::1] p,
+                 const double[:, ::1] d, const double[:, ::1] gq,
+                 const double[:, ::1] gp, const double[:, ::1] gd,
+                 double[:, ::1] q_new, double[:, ::1] gq_new, double[:, ::1] step,
+                 double[:, ::1] gstep):
+    """With coefficients y (m, 3): step = y1 p + y2 d, q_new = (y0 q + step) / its norm,
+    and the same combinations of gq, gp, gd (Gamma of each), in place; returns the
+    Rayleigh quotients q_new . gq_new, shape (m,)."""
+    cdef Py_ssize_t dim = q.shape[0], m = q.shape[1], j, s
+    cdef double a, b
+    norms = np.zeros(m)
+    quotients = np.zeros(m)
+    cdef double[::1] norm = norms
+    cdef double[::1] rho = quotients
+    with nogil:
+        for j in range(dim):
+            for s in range(m):
+                a = y[s, 1] * p[j, s] + y[s, 2] * d[j, s]
+                b = y[s, 1] * gp[j, s] + y[s, 2] * gd[j, s]
+                step[j, s] = a
+                gstep[j, s] = b
+                a = y[s, 0] * q[j, s] + a
+                q_new[j, s] = a
+                gq_new[j, s] = y[s, 0] * gq[j, s] + b
+                norm[s] += a * a
+        for s in range(m):
+            norm[s] = 1.0 / sqrt(norm[s])
+        for j in range(dim):
+            for s in range(m):
+                q_new[j, s] *= norm[s]
+                gq_new[j, s] *= norm[s]
+                rho[s] += q_new[j, s] * gq_new[j, s]
+    return quotients

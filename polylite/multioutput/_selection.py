@@ -31,6 +31,7 @@ The step looks for a unit vector h maximising ||q(h)||_p: p = inf for "l1", 2 fo
 """
 import numpy as np
 
+from . import _passes
 from ._projections import dual_norm
 
 HUBER_WIDTH = 1e-2
@@ -53,7 +54,8 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
     3 x 3 eigenproblem that costs no extra pass (Gamma d is carried along).  Either end
     alone could settle on the wrong one (an extreme eigenvector is a local maximum of
     |Rayleigh quotient|), the pair cannot.  The vectors are (dim, m) arrays: the
-    iteration does a fixed number of column-wise operations on them besides the pass.
+    iteration does, besides the pass, five sweeps over them (``_passes``: the residuals,
+    the previous step made orthogonal, the new vectors), no full-length temporaries.
 
     ``start`` (dim, 2 * n_outputs), if given, are the starting vectors: the answer for
     the previous W, whose Gamma_c differ little from these, saves most iterations.
@@ -79,9 +81,9 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
     D, GD = np.zeros_like(Q), np.zeros_like(Q)
     stalled = np.zeros(2 * c, dtype=bool)
     n_iter = 0
+    P = np.empty_like(Q)
     while True:
-        R = GQ - rho * Q
-        residual = np.sqrt(_dots(R, R))
+        residual = _passes.unit_residuals(Q, GQ, rho, P)   # P: the unit residuals
         # Converged to tol relative to the larger end of the same Gamma_c, or stalled
         # at the rounding floor (a step that no longer improves rho).
         scale = np.tile(np.maximum(np.abs(rho[:c]), np.abs(rho[c:])), 2)
@@ -89,43 +91,46 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         if not running.any() or n_iter >= max_iter:
             break
         n_iter += 1
-        # Work on the running columns only (views when all are running).
-        cols = slice(None) if running.all() else np.flatnonzero(running)
-        q, gq, rq, d, gd = Q[:, cols], GQ[:, cols], rho[cols], D[:, cols], GD[:, cols]
-        p = R[:, cols] / residual[cols]
+        # Work on the running columns only (views of q, gq, p when all are running; d
+        # and gd are updated in place, so copies).
+        every = running.all()
+        cols = slice(None) if every else np.flatnonzero(running)
+        q, gq, p = (Q, GQ, P) if every else (np.ascontiguousarray(A[:, cols])
+                                             for A in (Q, GQ, P))
+        d, gd = np.array(D[:, cols], order="C"), np.array(GD[:, cols], order="C")
+        rq = rho[cols]
         gp, _ = op.gamma(p, W, columns=output[cols], diagonal=diagonal)
-        # The previous step made orthogonal to q and p (Gamma d follows linearly) and of
-        # unit norm; a step that has (nearly) vanished is left out.
-        cq, cp = _dots(q, d), _dots(p, d)
-        d = d - q * cq - p * cp
-        gd = gd - gq * cq - gp * cp
-        norm_d = np.sqrt(_dots(d, d))
-        keep = norm_d > 1e-6 * np.sqrt(_dots(D[:, cols], D[:, cols]) + 1e-300)
+        # The previous step made orthogonal to q and p (Gamma d follows linearly); it
+        # enters with unit norm, or is left out when it has (nearly) vanished.
+        (dd, pgp, dgd, qgd, dgq, pgd, dgp,
+         dd_before) = _passes.orthogonalise_step(q, p, d, gq, gp, gd)
+        norm_d = np.sqrt(dd)
+        keep = norm_d > 1e-6 * np.sqrt(dd_before + 1e-300)
         inv = np.where(keep, 1.0 / np.where(keep, norm_d, 1.0), 0.0)
-        d, gd = d * inv, gd * inv
-        # Gamma on the span of (q, p, d), one symmetric 3 x 3 matrix per column.
+        # Gamma on the span of (q, p, d / ||d||), one symmetric 3 x 3 matrix per column.
         A = np.empty((q.shape[1], 3, 3))
         A[:, 0, 0] = rq
-        A[:, 1, 1] = _dots(p, gp)
-        A[:, 2, 2] = _dots(d, gd)
+        A[:, 1, 1] = pgp
+        A[:, 2, 2] = dgd * inv * inv
         A[:, 0, 1] = A[:, 1, 0] = residual[cols]      # p^T Gamma q = p^T r = ||r||
-        A[:, 0, 2] = A[:, 2, 0] = 0.5 * (_dots(q, gd) + _dots(d, gq))
-        A[:, 1, 2] = A[:, 2, 1] = 0.5 * (_dots(p, gd) + _dots(d, gp))
+        A[:, 0, 2] = A[:, 2, 0] = 0.5 * (qgd + dgq) * inv
+        A[:, 1, 2] = A[:, 2, 1] = 0.5 * (pgd + dgp) * inv
         # A left-out direction must not be chosen: its eigenvalue goes to the far end.
         direction = sign[cols]
         A[~keep, 2, 2] = rq[~keep] - direction[~keep] * (
             1.0 + 10 * (np.abs(rq[~keep]) + residual[cols][~keep]))
         _, vectors = np.linalg.eigh(A)
         y = vectors[np.arange(q.shape[1]), :, np.where(direction > 0, 2, 0)]
-        step, gstep = y[:, 1] * p + y[:, 2] * d, y[:, 1] * gp + y[:, 2] * gd
-        q_new, gq_new = y[:, 0] * q + step, y[:, 0] * gq + gstep
-        inv_norm = 1.0 / np.sqrt(_dots(q_new, q_new))
-        q_new *= inv_norm
-        gq_new *= inv_norm
-        rho_new = _dots(q_new, gq_new)
+        y[:, 2] *= inv   # the coefficient of d itself
+        q_new, gq_new, step, gstep = (np.empty_like(q) for _ in range(4))
+        rho_new = _passes.combine_step(np.ascontiguousarray(y), q, p, d, gq, gp, gd,
+                                       q_new, gq_new, step, gstep)
         better = direction * (rho_new - rq) > 1e-12 * scale[cols]
         where = np.flatnonzero(running)
         stalled[where[~better]] = True
+        if every and better.all():
+            Q, GQ, D, GD, rho = q_new, gq_new, step, gstep, rho_new
+            continue
         moved = where[better]
         Q[:, moved], GQ[:, moved] = q_new[:, better], gq_new[:, better]
         D[:, moved], GD[:, moved] = step[:, better], gstep[:, better]
