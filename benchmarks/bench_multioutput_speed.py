@@ -20,11 +20,13 @@ right before and three times right after each fit (a shared machine's load drift
     python benchmarks/bench_multioutput_speed.py [--rows 1000000] [--basis 6]
         [--penalty l1/linf] [--n-jobs 1 2] [--dtype float64]
 
-Measured with the defaults (``--n-jobs 1 2``; two rounds, alternating with the code of
-main at f455258, on a 2-core machine shared with other heavy jobs, where ``X @ P`` took
-0.11-0.27 s, several times its quiet time): 10.5-13.2 s per basis vector = 66-72x on one
-thread and 13.2-14.1 s = 55-65x on two (before: 16.7-28.2 s = 90-104x and 20.7-22.6 s =
-82-201x); 6 power, 2 refinement and 4 refit iterations per basis vector in both.
+Measured with the defaults (``--n-jobs 1 2``), one round each, the code of main at
+262910b then this one, on a 2-core machine shared with other engineers' heavy jobs (load
+average 6-8, ``X @ P`` took 0.33-0.67 s, 3-6 times its quiet time, so the ratios are
+only indicative): main 16.4 s per basis vector = 49x on one thread, 20.2 s = 31x on two;
+this code 16.8 s = 25x and 15.0 s = 34x; 6 power, 2 refinement and 4 refit iterations
+per basis vector (medians) in both.  On a nearly quiet machine main took 5.9 s = 56x on
+one thread and 57x on two.
 """
 import argparse
 

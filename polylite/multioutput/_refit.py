@@ -25,8 +25,9 @@ step solves the refit.  The steps are not accelerated: each starts where the las
 ended, whose loss and gradients are known, so that a step costs one pass over the rows
 (momentum would need the gradients at an extrapolated point: a second pass).  The
 model is minimised by FISTA with the exact projections and adaptive restarts
-(O'Donoghue and Candes 2015), in the t x c space of V: its iterations cost O(t^2 c), independent of the number of
-rows; only the gradient and the new objective need a product with Z.  The refit stops
+(O'Donoghue and Candes 2015), in the t x c space of V: its iterations cost O(t^2 c),
+independent of the number of rows; only the gradient and the new objective need a
+product with Z.  The refit stops
 when a step lowers F by at most ``tol`` (relative).
 
 :func:`refit_full` also moves the basis vectors: alternating rounds of one projected
@@ -197,9 +198,9 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, star
             quadratic = float(np.sum(D * (cov @ D)) + d_b @ d_b)
             bounded = value_new <= value + linear + 0.5 * kappa * quadratic + \
                 1e-12 * abs(value)
-            kappa = _next_curvature(kappa, value_new - value - linear, quadratic,
-                                    bounded, ceiling)
-            if bounded or kappa >= ceiling:
+            used, kappa = kappa, _next_curvature(kappa, value_new - value - linear,
+                                                 quadratic, bounded, ceiling)
+            if bounded or used >= ceiling:
                 break
         if value_new > value:   # no descent left
             break
@@ -215,7 +216,8 @@ def _next_curvature(kappa, excess, quadratic, bounded, ceiling):
     the last step, 2 (F(new) - F - <grad F, D>) / <D, C D>: after a bounded step, half
     of kappa if that still exceeds CURVATURE_MARGIN x the observed curvature, else kappa;
     after a step the model did not bound, kappa doubled until it exceeds that (at most
-    ``ceiling``).  Powers of two times the starting kappa: rounding cannot move them."""
+    ``ceiling``).  Powers of two times the starting kappa, which rounding errors move
+    only at a threshold (fits on equivalent data take the same steps)."""
     target = CURVATURE_MARGIN * (2.0 * excess / quadratic if quadratic > 0 else 0.0)
     if bounded:
         return 0.5 * kappa if 0.5 * kappa >= target else kappa
