@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._io import (ModelFileError, check_array_names, check_float_arrays,
@@ -364,8 +365,13 @@ class _PolynomialModel(BaseEstimator):
         # same rows: they share what coordinate descent derives from X alone, and run on
         # threads of their own, the rest of n_jobs sharing each output's passes.
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
-        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
-                     if self.solver_ == "cd" else None)
+        kernel, degrees, _ = self._structure()
+        if self.solver_ == "cd":
+            solver_inputs = _solvers.cd_inputs(X, sw, kernel, row_jobs)
+        elif self.solver_ == "lbfgs":
+            solver_inputs = _solvers.dense_rows(X, kernel, degrees)
+        else:
+            solver_inputs = None
         # Each output draws from a random stream of its own (the stochastic solvers'
         # shuffles), so that a fit is the same whichever thread runs which output.
         rngs = [rng] if n_outputs == 1 else [
@@ -376,11 +382,14 @@ class _PolynomialModel(BaseEstimator):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
-            return self._fit_one_output(X, cd_inputs, y, sw, self._output(stack, o), loss,
-                                        rngs[o], val, output=(o, n_outputs),
+            return self._fit_one_output(X, solver_inputs, y, sw, self._output(stack, o),
+                                        loss, rngs[o], val, output=(o, n_outputs),
                                         n_jobs=row_jobs)
 
-        results = _solvers.map_outputs(fit_output, n_outputs, workers)
+        # One BLAS thread for L-BFGS, set once for all the outputs' threads (fit_lbfgs).
+        with (threadpool_limits(limits=1, user_api="blas") if self.solver_ == "lbfgs"
+              else contextlib.nullcontext()):
+            results = _solvers.map_outputs(fit_output, n_outputs, workers)
         for _, unconverged in results:  # in the order of the outputs, whatever the threads
             if unconverged is not None:
                 warnings.warn(unconverged, ConvergenceWarning)
@@ -417,14 +426,16 @@ class _PolynomialModel(BaseEstimator):
         penalty += 0.5 * self.beta * sum(squares(a) for a in factors)
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
-    def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
+    def _fit_one_output(self, X, solver_inputs, y, sw, params, loss, rng, validation,
                         output=(0, 1), n_jobs=None):
         """Run the solver's epochs on one output; returns the number of epochs run and
         the text of a ConvergenceWarning to give, or None (the caller warns, so that
         outputs fitted on threads warn in their order).
 
-        ``output`` is (index of this output, number of outputs); ``n_jobs`` the threads
-        that share its rows (None: the estimator's)."""
+        ``solver_inputs`` is what the solver derives from X once for every output:
+        :func:`_solvers.cd_inputs` for "cd", :func:`_solvers.dense_rows` for "lbfgs",
+        else None.  ``output`` is (index of this output, number of outputs); ``n_jobs``
+        the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
         prefix = "" if output[1] == 1 else f"[output {output[0]}] "
@@ -441,12 +452,12 @@ class _PolynomialModel(BaseEstimator):
 
         solver_name = self.solver_
         if solver_name == "lbfgs":
-            return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
-                                              degrees, stopper, prefix, start, report,
-                                              n_jobs)
+            return self._fit_one_output_lbfgs(X, solver_inputs, y, sw, params, loss_code,
+                                              kernel, degrees, stopper, prefix, start,
+                                              report, n_jobs)
         if solver_name == "cd":
-            solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
-                                                kernel, degrees)
+            solver = _solvers.CoordinateDescent(self, X, solver_inputs, y, sw, params,
+                                                loss_code, kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
@@ -502,8 +513,8 @@ class _PolynomialModel(BaseEstimator):
             ("; on dense data, solver='lbfgs' (or 'auto') usually converges in less time"
              if solver_name == "cd" and is_dense(X) else ""))
 
-    def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
-                              prefix, start, report, n_jobs):
+    def _fit_one_output_lbfgs(self, X, X_dense, y, sw, params, loss_code, kernel, degrees,
+                              stopper, prefix, start, report, n_jobs):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
             if self.verbose:
@@ -516,7 +527,8 @@ class _PolynomialModel(BaseEstimator):
 
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
-                                            degrees, callback, n_jobs=n_jobs)
+                                            degrees, callback, n_jobs=n_jobs,
+                                            X_dense=X_dense)
         stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
             if not stopped_early:
