@@ -286,9 +286,11 @@ def speed_dataset(name, args):
                                 random_state=0, **threads), train, args.repeats)
                 n_iter = np.atleast_1d(est.n_iter_)
                 ran = getattr(est, "solver_", solver)  # the one "auto" chose
+                # (the limit of max_iter=None: its solver's; older builds: max_iter)
+                limit = getattr(est, "_max_iter", est.max_iter)
                 rows.append((f"{key.upper()} degree {degree}, k={k}",
                              solver if ran == solver else f"{solver}:{ran}", seconds,
-                             cpu, int(n_iter.max()), int(np.sum(n_iter >= est.max_iter)),
+                             cpu, int(n_iter.max()), int(np.sum(n_iter >= limit)),
                              est.score(*test)))
     print(f"\n== {name}: fit on {train[0].shape[0]} rows x {train[0].shape[1]} features, "
           f"{np.unique(y).shape[0]} classes; n_jobs={args.n_jobs}; median of "

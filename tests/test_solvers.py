@@ -1205,6 +1205,23 @@ def test_convergence_warning_at_max_iter(solver):
 
 
 @pytest.mark.parametrize("solver", ["cd", "sgd", "adagrad", "lbfgs"])
+def test_max_iter_none_is_the_limit_of_the_solver_that_runs(solver, monkeypatch):
+    """max_iter=None (the default): 1000 L-BFGS iterations, 100 epochs of the others
+    (here scaled down, tol=0: every fit runs to its limit and warns with it)."""
+    from polylite.polynomial import _base
+    assert FactorizationMachineRegressor().max_iter is None
+    assert _base.DEFAULT_MAX_ITER == {"cd": 100, "sgd": 100, "adagrad": 100,
+                                      "lbfgs": 1000}
+    limits = {"cd": 2, "sgd": 3, "adagrad": 4, "lbfgs": 5}
+    monkeypatch.setattr(_base, "DEFAULT_MAX_ITER", limits)
+    X, y, _, _ = _overfitting_problem()
+    est = FactorizationMachineRegressor(degree=3, solver=solver, tol=0.0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=f"max_iter={limits[solver]}"):
+        est.fit(X, y)
+    assert est.n_iter_ == limits[solver]
+
+
+@pytest.mark.parametrize("solver", ["cd", "sgd", "adagrad", "lbfgs"])
 def test_explicit_validation_set_keeps_best_model(solver, capsys):
     """fit(X, y, X_val=, y_val=): the returned model's validation loss is the minimum of
     the losses printed after each epoch/iteration (not the last one), and training stopped

@@ -359,7 +359,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
         result = scipy.optimize.minimize(
             value_and_gradient, pack(arrays), jac=True, method="L-BFGS-B",
             callback=on_iteration,
-            options={"maxiter": int(est.max_iter), "ftol": float(est.tol), "gtol": 1e-10})
+            options={"maxiter": est._max_iter, "ftol": float(est.tol), "gtol": 1e-10})
     if not np.all(np.isfinite(result.x)):
         raise FloatingPointError("L-BFGS produced non-finite parameters; scale the "
                                  "features or increase beta")
