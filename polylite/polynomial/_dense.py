@@ -3,7 +3,7 @@
 On dense rows the Cython pass of :func:`polylite._sgd.objective_gradient` (which walks
 each row's nonzeros, as it must on sparse rows) does the work of a few matrix products
 one scalar at a time: on letter (10,000 x 16, k = 30, degree 2) it took 25 ms per
-evaluation against about 2.5 ms here.  L-BFGS (:func:`polylite.polynomial._solvers.
+evaluation against 3 ms here (one thread, a shared machine).  L-BFGS (:func:`polylite.polynomial._solvers.
 fit_lbfgs`) evaluates it for every iteration, so on dense data it uses this module.
 
 The formulas, for a row ``x`` and a factor column ``p`` (one of the k components):
@@ -28,12 +28,12 @@ from .. import _losses
 MAX_ANOVA_DEGREE = 3
 
 # Rows per block of the products: ROW_BLOCK_ENTRIES / max(n_features, n_components), so
-# that the temporaries (arrays of 1 MiB) are reused from the allocator's free lists; on
-# letter (10,000 x 16, k = 30) smaller blocks cost Python overhead, and blocks of every
-# row no more than these.
+# that the temporaries stay near 1 MiB on tall data; on letter (10,000 x 16, k = 30)
+# blocks of a quarter of that size took twice the time (Python overhead per block).
 ROW_BLOCK_ENTRIES = 1 << 17
 
-_LOSS_NAMES = {code: name for name, code in _losses.LOSSES.items()}
+# Loss names by code (the Python functions of _losses take names).
+LOSS_NAMES = {code: name for name, code in _losses.LOSSES.items()}
 
 
 def dense_gradient_available(kernel, degrees):
@@ -104,7 +104,7 @@ def dense_data_gradient(X, y, sw, params, loss_code, kernel, degrees, fit_linear
     with np.errstate(over="ignore", invalid="ignore"):
         for lo in range(0, X.shape[0], step):
             rows = slice(lo, lo + step)
-            total += _row_block(X[rows], y[rows], sw[rows], model, _LOSS_NAMES[loss_code],
+            total += _row_block(X[rows], y[rows], sw[rows], model, LOSS_NAMES[loss_code],
                                 kernel, degrees, fit_linear, grads)
     return total
 

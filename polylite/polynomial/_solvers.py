@@ -21,7 +21,6 @@ STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
 _ADAGRAD = 2
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
-_LOSS_NAMES = {code: name for name, code in _losses.LOSSES.items()}
 
 
 def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
@@ -47,7 +46,7 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
     s2, k = float(est.init_scale) ** 2, int(est.n_components)
     grad = float(est.fit_intercept) + float(est.fit_linear) * r
     hess = np.zeros_like(r)
-    name = _LOSS_NAMES[loss_code]
+    name = _dense.LOSS_NAMES[loss_code]
     center = (float(np.average(y, weights=sw))
               if name == "squared" and est.fit_intercept and sw.sum() > 0 else 0.0)
     with np.errstate(over="ignore"):
@@ -272,13 +271,11 @@ def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jo
 
 
 def dense_rows(X, kernel, degrees):
-    """X as a dense float64 array for :func:`fit_lbfgs`'s BLAS path
-    (:mod:`polylite.polynomial._dense`), or None where the Cython pass over the CSR rows
-    is the one to use: sparse X (``polylite.polynomial._base.is_dense``: more than half
-    of the entries nonzero, so the copy takes at most 4/3 of the memory of X's CSR
-    arrays in float64, twice in float32) or models the dense path does not cover."""
-    from ._base import is_dense
-    if not (is_dense(X) and _dense.dense_gradient_available(kernel, degrees)):
+    """Dense CSR ``X`` (``polylite.polynomial._base.is_dense``: more than half of the
+    entries nonzero, so the copy takes at most 4/3 of the memory of X's CSR arrays in
+    float64, twice in float32) as a float64 array for :func:`fit_lbfgs`'s BLAS path
+    (:mod:`polylite.polynomial._dense`), or None for models that path does not cover."""
+    if not _dense.dense_gradient_available(kernel, degrees):
         return None
     return X.toarray().astype(np.float64, copy=False)
 
