@@ -92,10 +92,9 @@ MAX_ITER_TOL_DOC = """\
     max_iter : int or None, default=None
         Maximum number of epochs (one epoch updates every parameter once), or of L-BFGS
         iterations.  None: 100 epochs, or 1000 iterations when the solver that runs is
-        "lbfgs" (``DEFAULT_MAX_ITER``): an L-BFGS iteration costs about one gradient
-        pass and makes less progress than an epoch of "cd"; on the dense
-        classification sets satimage and letter (degree 2, default penalties) L-BFGS
-        converged within 550 iterations.
+        "lbfgs": an L-BFGS iteration costs about one gradient pass and makes less
+        progress than an epoch of "cd"; on the dense classification sets satimage and
+        letter (degrees 2 and 3, default penalties) L-BFGS converged within 550.
     tol : float, default=1e-5
         Stop when the relative decrease of the objective in an epoch, or the largest
         parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
