@@ -614,7 +614,7 @@ def _fit_stream(args, estimator, dtype, progress):
     fit_kwargs = {}
     if classify:
         fit_kwargs["classes"] = _labels_for(args.task, stats.labels)
-    max_iter, tol, patience = (estimator.max_iter, estimator.tol,
+    max_iter, tol, patience = (estimator._max_iter, estimator.tol,
                                estimator.n_iter_no_change)
     best, best_model, stalled, best_values = np.inf, None, 0, {}
     start = time.perf_counter()

@@ -664,8 +664,11 @@ def test_zero_sample_weight_equals_removing_samples(estimator):
         removed = clone(est).fit(X[keep], y[keep], sample_weight=sw[keep])
     predict = "predict" if estimator == "regressor" else "decision_function"
     X_test, _ = _data(n=30, d=5, seed=60)
+    # Not to 1e-10: on these dense rows L-BFGS sums the rows by BLAS products, whose
+    # blocks of rows change when rows are removed; 40 iterations amplify that rounding to
+    # about 1e-8 (a weighting error shows at 1e-2).
     np.testing.assert_allclose(getattr(weighted, predict)(X_test),
-                               getattr(removed, predict)(X_test), rtol=1e-10, atol=1e-12)
+                               getattr(removed, predict)(X_test), rtol=1e-6, atol=1e-8)
 
 
 def test_unseen_feature_linear_weight_is_zero():

@@ -34,6 +34,7 @@ another number of features that stale state is read out of bounds (memory corrup
 """
 import re
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -548,13 +549,34 @@ def _call_objective_gradient(kernel, degrees, fit_linear, loss, X, y, sw, prm,
     return value, grads
 
 
+def _call_dense_gradient(kernel, degrees, fit_linear, loss, X, y, sw, prm,
+                         dtype=np.float64):
+    """The same as _call_objective_gradient by the dense BLAS path (polylite.polynomial.
+    _dense), or pytest.skip where that path does not cover the model."""
+    from polylite import _losses
+    from polylite.polynomial import _dense
+    if not _dense.dense_gradient_available(kernel, degrees):
+        pytest.skip("the dense path does not cover this model")
+    grads = {name: np.zeros(a.shape) for name, a in prm.items()}
+    params = SimpleNamespace(**{name: np.ascontiguousarray(a, dtype=dtype)
+                                for name, a in prm.items()})
+    value = _dense.dense_data_gradient(
+        X.toarray().astype(dtype).astype(np.float64), np.asarray(y, np.float64),
+        np.asarray(sw, np.float64), params, _losses.loss_code(loss), kernel, degrees,
+        fit_linear, grads)
+    return value, grads
+
+
+GRADIENT_PATHS = {"cython": _call_objective_gradient, "dense": _call_dense_gradient}
+
+
+@pytest.mark.parametrize("path", sorted(GRADIENT_PATHS))
 @pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
 @pytest.mark.parametrize("case", GRADIENT_CASES, ids=GRADIENT_IDS)
-def test_objective_gradient_matches_finite_differences(case, loss):
+def test_objective_gradient_matches_finite_differences(case, loss, path):
     kernel, degrees, n_dummy, fit_linear = case
     X, y, sw, prm = _gradient_problem(kernel, degrees, n_dummy, fit_linear, loss)
-    value, grads = _call_objective_gradient(kernel, degrees, fit_linear, loss, X, y, sw,
-                                            prm)
+    value, grads = GRADIENT_PATHS[path](kernel, degrees, fit_linear, loss, X, y, sw, prm)
 
     def f(params):
         p = kernels.predict(X, params["P"], degrees=None if kernel == "all-subsets"
@@ -606,6 +628,37 @@ def test_objective_gradient_float32_close_to_float64(case):
     for name in ("intercept", "w", "P", "gamma"):
         np.testing.assert_allclose(g32[name], g_ref[name], rtol=1e-4, atol=1e-5)
     assert v64 == pytest.approx(v_ref, rel=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
+@pytest.mark.parametrize("case", GRADIENT_CASES, ids=GRADIENT_IDS)
+def test_dense_gradient_agrees_with_cython_pass(case, loss, dtype):
+    """The dense path computes what the Cython pass over CSR rows computes (value and
+    every gradient, sample weights, rows in several row blocks of the products), from
+    float64 or float32 parameters and data (the Cython pass then sums float32 rows)."""
+    from polylite.polynomial import _dense
+    kernel, degrees, n_dummy, fit_linear = case
+    X, y, sw, prm = _gradient_problem(kernel, degrees, n_dummy, fit_linear, loss, seed=3)
+    X = sp.vstack([X] * 3).tocsr()  # 45 rows: 3 blocks of 16 rows and one of 13 below
+    y, sw = np.tile(y, 3), np.tile(sw, 3) / 3
+    v_ref, g_ref = _call_objective_gradient(kernel, degrees, fit_linear, loss, X, y, sw,
+                                            prm, dtype=dtype)
+    old_block = _dense.ROW_BLOCK_ENTRIES
+    _dense.ROW_BLOCK_ENTRIES = 16 * max(X.shape[1], prm["P"].shape[2])
+    try:
+        value, grads = _call_dense_gradient(kernel, degrees, fit_linear, loss, X, y, sw,
+                                            prm, dtype=dtype)
+    finally:
+        _dense.ROW_BLOCK_ENTRIES = old_block
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    assert value == pytest.approx(v_ref, rel=rtol)
+    for name in PARAM_NAMES:
+        if name == "lam" and kernel != "polynomial":
+            continue  # not a parameter of the ANOVA kernels
+        np.testing.assert_allclose(grads[name], g_ref[name], rtol=rtol,
+                                   atol=rtol * max(1.0, np.max(np.abs(g_ref[name]), initial=0)),
+                                   err_msg=name)
 
 
 # --------------------------------------------------------------------------------------
@@ -1149,6 +1202,23 @@ def test_convergence_warning_at_max_iter(solver):
     with pytest.warns(ConvergenceWarning, match="max_iter=3"):
         est.fit(X, y)
     assert est.n_iter_ == 3
+
+
+@pytest.mark.parametrize("solver", ["cd", "sgd", "adagrad", "lbfgs"])
+def test_max_iter_none_is_the_limit_of_the_solver_that_runs(solver, monkeypatch):
+    """max_iter=None (the default): 1000 L-BFGS iterations, 100 epochs of the others
+    (here scaled down, tol=0: every fit runs to its limit and warns with it)."""
+    from polylite.polynomial import _base
+    assert FactorizationMachineRegressor().max_iter is None
+    assert _base.DEFAULT_MAX_ITER == {"cd": 100, "sgd": 100, "adagrad": 100,
+                                      "lbfgs": 1000}
+    limits = {"cd": 2, "sgd": 3, "adagrad": 4, "lbfgs": 5}
+    monkeypatch.setattr(_base, "DEFAULT_MAX_ITER", limits)
+    X, y, _, _ = _overfitting_problem()
+    est = FactorizationMachineRegressor(degree=3, solver=solver, tol=0.0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=f"max_iter={limits[solver]}"):
+        est.fit(X, y)
+    assert est.n_iter_ == limits[solver]
 
 
 @pytest.mark.parametrize("solver", ["cd", "sgd", "adagrad", "lbfgs"])

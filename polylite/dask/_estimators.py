@@ -341,7 +341,7 @@ class _DaskMixin:
                                             data_term=data_term)
         if result.status == 1:
             warnings.warn(f"{type(self).__name__}: L-BFGS did not converge in "
-                          f"max_iter={self.max_iter} iterations; increase max_iter",
+                          f"max_iter={self._max_iter} iterations; increase max_iter",
                           ConvergenceWarning)
         return n_iter
 
@@ -359,7 +359,7 @@ class _DaskMixin:
         objective = best = self._objective_dask(blocks, params, job, client)
         history.append(objective)
         stalled, states = 0, [None] * len(blocks)
-        for epoch in range(1, self.max_iter + 1):
+        for epoch in range(1, self._max_iter + 1):
             model = _model(params)
             seeds = rng.randint(2**31, size=len(blocks))
             results = _persist(client, [
@@ -386,9 +386,9 @@ class _DaskMixin:
             if stalled >= self.n_iter_no_change:
                 return epoch
         warnings.warn(f"{type(self).__name__}: adagrad did not converge in "
-                      f"max_iter={self.max_iter} epochs; increase max_iter or tol",
+                      f"max_iter={self._max_iter} epochs; increase max_iter or tol",
                       ConvergenceWarning)
-        return self.max_iter
+        return self._max_iter
 
     # ---- prediction, conversion, files -------------------------------------------------
 

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._io import (ModelFileError, check_array_names, check_float_arrays,
@@ -86,6 +87,26 @@ AUTO_SOLVER_DOC = """\
 """
 
 
+# The estimators' documentation of max_iter and tol (FMs and PNs alike).
+MAX_ITER_TOL_DOC = """\
+    max_iter : int or None, default=None
+        Maximum number of epochs (one epoch updates every parameter once), or of L-BFGS
+        iterations.  None: 100 epochs, or 1000 iterations when the solver that runs is
+        "lbfgs": an L-BFGS iteration costs about one gradient pass and makes less
+        progress than an epoch of "cd"; on the dense classification sets satimage and
+        letter (degrees 2 and 3, default penalties) L-BFGS converged within 550.
+    tol : float, default=1e-5
+        Stop when the relative decrease of the objective in an epoch, or the largest
+        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
+        in an iteration relative to ``max(|objective|, 1)``; the objective is a mean
+        over the rows, below 1 for the classification losses once the fit has started,
+        so there ``tol`` bounds the decrease of the mean loss itself).
+"""
+
+# max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
+DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
+
+
 def is_dense(X):
     """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``)."""
     return X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
@@ -126,12 +147,21 @@ class _PolynomialModel(BaseEstimator):
     def _continue_from(self, params):
         """Adjust a warm start's parameters to the current settings (in place)."""
 
+    @property
+    def _max_iter(self):
+        """``max_iter``, or for None the default of the solver that runs (``solver_``,
+        set by ``fit``; ``DEFAULT_MAX_ITER``)."""
+        if self.max_iter is not None:
+            return int(self.max_iter)
+        return DEFAULT_MAX_ITER[getattr(self, "solver_", None) or "cd"]
+
     def _check_params(self):
         check_number(self.n_components, "n_components", low=1, integer=True)
         check_number(self.alpha, "alpha", low=0)
         check_number(self.beta, "beta", low=0)
         check_number(self.init_scale, "init_scale", low=0)
-        check_number(self.max_iter, "max_iter", low=1, integer=True)
+        if self.max_iter is not None:
+            check_number(self.max_iter, "max_iter", low=1, integer=True)
         check_number(self.tol, "tol", low=0)
         check_number(self.verbose, "verbose", low=0, integer=True)
         for name in ("fit_intercept", "fit_linear", "warm_start", "shuffle",
@@ -364,8 +394,13 @@ class _PolynomialModel(BaseEstimator):
         # same rows: they share what coordinate descent derives from X alone, and run on
         # threads of their own, the rest of n_jobs sharing each output's passes.
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
-        cd_inputs = (_solvers.cd_inputs(X, sw, self._structure()[0], row_jobs)
-                     if self.solver_ == "cd" else None)
+        kernel, degrees, _ = self._structure()
+        if self.solver_ == "cd":
+            solver_inputs = _solvers.cd_inputs(X, sw, kernel, row_jobs)
+        elif self.solver_ == "lbfgs" and is_dense(X):
+            solver_inputs = _solvers.dense_rows(X, kernel, degrees)
+        else:
+            solver_inputs = None
         # Each output draws from a random stream of its own (the stochastic solvers'
         # shuffles), so that a fit is the same whichever thread runs which output.
         rngs = [rng] if n_outputs == 1 else [
@@ -376,11 +411,14 @@ class _PolynomialModel(BaseEstimator):
             y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
             val = None if validation is None else (
                 validation[0], np.ascontiguousarray(validation[1][:, o], np.float64))
-            return self._fit_one_output(X, cd_inputs, y, sw, self._output(stack, o), loss,
-                                        rngs[o], val, output=(o, n_outputs),
+            return self._fit_one_output(X, solver_inputs, y, sw, self._output(stack, o),
+                                        loss, rngs[o], val, output=(o, n_outputs),
                                         n_jobs=row_jobs)
 
-        results = _solvers.map_outputs(fit_output, n_outputs, workers)
+        # One BLAS thread for L-BFGS, set once for all the outputs' threads (fit_lbfgs).
+        with (threadpool_limits(limits=1, user_api="blas") if self.solver_ == "lbfgs"
+              else contextlib.nullcontext()):
+            results = _solvers.map_outputs(fit_output, n_outputs, workers)
         for _, unconverged in results:  # in the order of the outputs, whatever the threads
             if unconverged is not None:
                 warnings.warn(unconverged, ConvergenceWarning)
@@ -417,14 +455,16 @@ class _PolynomialModel(BaseEstimator):
         penalty += 0.5 * self.beta * sum(squares(a) for a in factors)
         return _cd.weighted_loss(y, y_pred, sw, loss_code) + penalty
 
-    def _fit_one_output(self, X, cd_inputs, y, sw, params, loss, rng, validation,
+    def _fit_one_output(self, X, solver_inputs, y, sw, params, loss, rng, validation,
                         output=(0, 1), n_jobs=None):
         """Run the solver's epochs on one output; returns the number of epochs run and
         the text of a ConvergenceWarning to give, or None (the caller warns, so that
         outputs fitted on threads warn in their order).
 
-        ``output`` is (index of this output, number of outputs); ``n_jobs`` the threads
-        that share its rows (None: the estimator's)."""
+        ``solver_inputs`` is what the solver derives from X once for every output:
+        :func:`_solvers.cd_inputs` for "cd", :func:`_solvers.dense_rows` for "lbfgs"
+        on dense X, else None.  ``output`` is (index of this output, number of outputs); ``n_jobs``
+        the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
         prefix = "" if output[1] == 1 else f"[output {output[0]}] "
@@ -435,18 +475,18 @@ class _PolynomialModel(BaseEstimator):
         def report(epoch, objective):
             if self._epoch_callback is not None:
                 self._epoch_callback(EpochReport(
-                    output[0], output[1], epoch, self.max_iter, objective,
+                    output[0], output[1], epoch, self._max_iter, objective,
                     stopper.last if stopper is not None else np.nan,
                     time.perf_counter() - start))
 
         solver_name = self.solver_
         if solver_name == "lbfgs":
-            return self._fit_one_output_lbfgs(X, y, sw, params, loss_code, kernel,
-                                              degrees, stopper, prefix, start, report,
-                                              n_jobs)
+            return self._fit_one_output_lbfgs(X, solver_inputs, y, sw, params, loss_code,
+                                              kernel, degrees, stopper, prefix, start,
+                                              report, n_jobs)
         if solver_name == "cd":
-            solver = _solvers.CoordinateDescent(self, X, cd_inputs, y, sw, params, loss_code,
-                                                kernel, degrees)
+            solver = _solvers.CoordinateDescent(self, X, solver_inputs, y, sw, params,
+                                                loss_code, kernel, degrees)
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
@@ -455,7 +495,7 @@ class _PolynomialModel(BaseEstimator):
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
         stalled = 0
-        for epoch in range(1, self.max_iter + 1):
+        for epoch in range(1, self._max_iter + 1):
             max_change = solver.epoch()
             y_pred = solver.predictions()
             new_objective = self._objective(y, y_pred, sw, params, loss_code)
@@ -495,15 +535,15 @@ class _PolynomialModel(BaseEstimator):
             stopper.restore()
         # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
         # it needs many more of them (benchmarks/bench_classification.py --speed).
-        return self.max_iter, (
+        return self._max_iter, (
             f"{type(self).__name__}: {solver_name} did not converge in "
-            f"max_iter={self.max_iter} epochs (last relative decrease {decrease:.2e}, "
+            f"max_iter={self._max_iter} epochs (last relative decrease {decrease:.2e}, "
             f"tol={self.tol}); increase max_iter or tol" +
             ("; on dense data, solver='lbfgs' (or 'auto') usually converges in less time"
              if solver_name == "cd" and is_dense(X) else ""))
 
-    def _fit_one_output_lbfgs(self, X, y, sw, params, loss_code, kernel, degrees, stopper,
-                              prefix, start, report, n_jobs):
+    def _fit_one_output_lbfgs(self, X, X_dense, y, sw, params, loss_code, kernel, degrees,
+                              stopper, prefix, start, report, n_jobs):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
             if self.verbose:
@@ -516,7 +556,8 @@ class _PolynomialModel(BaseEstimator):
 
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
-                                            degrees, callback, n_jobs=n_jobs)
+                                            degrees, callback, n_jobs=n_jobs,
+                                            X_dense=X_dense)
         stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
             if not stopped_early:
@@ -534,7 +575,7 @@ class _PolynomialModel(BaseEstimator):
         # not converged either.
         zero_objective = _cd.weighted_loss(y, np.zeros_like(y), sw, loss_code)
         if result.status == 1:
-            problem = f"did not converge in max_iter={self.max_iter} iterations; " \
+            problem = f"did not converge in max_iter={self._max_iter} iterations; " \
                       f"increase max_iter"
         elif result.status != 0:
             problem = f"stopped without converging ({result.message})"

@@ -15,13 +15,12 @@ from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
-from . import _cd, _sgd
+from . import _cd, _dense, _sgd
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
 _ADAGRAD = 2
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
-_LOSS_NAMES = {code: name for name, code in _losses.LOSSES.items()}
 
 
 def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
@@ -47,7 +46,7 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
     s2, k = float(est.init_scale) ** 2, int(est.n_components)
     grad = float(est.fit_intercept) + float(est.fit_linear) * r
     hess = np.zeros_like(r)
-    name = _LOSS_NAMES[loss_code]
+    name = _dense.LOSS_NAMES[loss_code]
     center = (float(np.average(y, weights=sw))
               if name == "squared" and est.fit_intercept and sw.sum() > 0 else 0.0)
     with np.errstate(over="ignore"):
@@ -271,12 +270,23 @@ def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jo
         grads["gamma"], grads["lam"], n_threads)
 
 
+def dense_rows(X, kernel, degrees):
+    """Dense CSR ``X`` (``polylite.polynomial._base.is_dense``: more than half of the
+    entries nonzero, so the copy takes at most 4/3 of the memory of X's CSR arrays in
+    float64, twice in float32) as a float64 array for :func:`fit_lbfgs`'s BLAS path
+    (:mod:`polylite.polynomial._dense`), or None for models that path does not cover."""
+    if not _dense.dense_gradient_available(kernel, degrees):
+        return None
+    return X.toarray().astype(np.float64, copy=False)
+
+
 def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_term=None,
-              n_jobs=None):
+              n_jobs=None, X_dense=None):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
     Value and gradient of the data term come from :func:`data_gradient` on ``X`` (on
-    ``n_jobs`` threads), or from ``data_term(params, grads)`` when given (same contract;
+    ``n_jobs`` threads), from BLAS products on ``X_dense`` when given (:func:`dense_rows`
+    of X), or from ``data_term(params, grads)`` when given (same contract;
     :mod:`polylite.dask` sums it over a cluster's row blocks, and passes None for X, y
     and sw).  ``callback(objective)`` is called after each iteration with the parameters
     in place; returning True stops the optimiser.
@@ -293,7 +303,11 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
     bounds = np.cumsum([0] + sizes)
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
-    if data_term is None:
+    if data_term is None and X_dense is not None:
+        def data_term(params, grads):
+            return _dense.dense_data_gradient(X_dense, y, sw, params, loss_code, kernel,
+                                              degrees, bool(est.fit_linear), grads)
+    elif data_term is None:
         def data_term(params, grads):
             return data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads,
                                  n_jobs)
@@ -334,12 +348,15 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
             raise StopIteration
 
     # One BLAS thread: L-BFGS-B's small dense steps run many times slower with OpenBLAS's
-    # thread pool (a known SciPy/OpenBLAS interaction), and the gradient pass is ours.
+    # thread pool (a known SciPy/OpenBLAS interaction), and so did the dense path's
+    # products on a machine with busy cores; outputs fitted on threads of their own are
+    # run under one such limit (see _fit_outputs), as each thread restoring the
+    # limit it found would lift it under the others.
     with threadpool_limits(limits=1, user_api="blas"):
         result = scipy.optimize.minimize(
             value_and_gradient, pack(arrays), jac=True, method="L-BFGS-B",
             callback=on_iteration,
-            options={"maxiter": int(est.max_iter), "ftol": float(est.tol), "gtol": 1e-10})
+            options={"maxiter": est._max_iter, "ftol": float(est.tol), "gtol": 1e-10})
     if not np.all(np.isfinite(result.x)):
         raise FloatingPointError("L-BFGS produced non-finite parameters; scale the "
                                  "features or increase beta")

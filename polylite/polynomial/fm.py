@@ -3,7 +3,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import AUTO_SOLVER_DOC, _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, MAX_ITER_TOL_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier"]
@@ -88,12 +88,7 @@ _FM_PARAMS_DOC = """
         Standard deviation of the normal initialisation of the factors (N(0, 0.01), as in
         the HOFM paper).  Much smaller values slow the first epochs of degree >= 3 down
         (the gradients of A_m shrink like init_scale^(m-1)).
-    max_iter : int, default=100
-        Maximum number of epochs (one epoch updates every parameter once).
-    tol : float, default=1e-5
-        Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
-        in an iteration relative to ``max(|objective|, 1)``).
+""" + MAX_ITER_TOL_DOC + """\
     solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
 """ + AUTO_SOLVER_DOC + """\
         "cd": cyclic coordinate descent with cached power sums (the objective never
@@ -195,7 +190,7 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
-                 beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="auto",
+                 beta=1e-4, init_scale=0.1, max_iter=None, tol=1e-5, solver="auto",
                  learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
@@ -228,7 +223,7 @@ class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
-                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
+                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=None, tol=1e-5,
                  solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,

@@ -4,7 +4,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
-from ._base import AUTO_SOLVER_DOC, _PolynomialModel
+from ._base import AUTO_SOLVER_DOC, MAX_ITER_TOL_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
@@ -76,12 +76,7 @@ _PN_PARAMS_DOC = """
         L2 regularisation of ``P_``, ``gamma_`` and learned ``lam_``, per sample (as ``alpha``).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of ``P_`` and ``gamma_``.
-    max_iter : int, default=100
-        Maximum number of epochs.
-    tol : float, default=1e-5
-        Stop when the relative decrease of the objective in an epoch, or the largest
-        parameter change, falls below ``tol`` ("lbfgs": SciPy's ``ftol``, the decrease
-        in an iteration relative to ``max(|objective|, 1)``).
+""" + MAX_ITER_TOL_DOC + """\
     solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
 """ + AUTO_SOLVER_DOC + """\
         "sgd", "adagrad" and "lbfgs" use the gradient of the polynomial kernel (see the
@@ -181,7 +176,7 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", fit_linear=True, fit_intercept=True,
-                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
+                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=None, tol=1e-5,
                  solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
@@ -212,7 +207,7 @@ class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynom
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="augment",
                  output_weights="learned", loss="logistic", fit_linear=True,
-                 fit_intercept=True, alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100,
+                 fit_intercept=True, alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=None,
                  tol=1e-5, solver="auto",
                  learning_rate="invscaling", eta0=None, power_t=0.25, batch_size=1,
                  shuffle=True, early_stopping=False, validation_fraction=0.1,
