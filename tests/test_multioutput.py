@@ -166,6 +166,50 @@ def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
         _passes.linear_outputs(Z, V[:3], b)
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("name", ["squared", "logistic"])
+def test_output_loss_against_numpy(rng, n_threads, dtype, order, name):
+    """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums."""
+    n, t, c = 50, 4, 3
+    Z = np.asarray(rng.standard_normal((n, t)), dtype=dtype, order=order)
+    V, b = rng.standard_normal((t, c)), rng.standard_normal(c)
+    Y = np.sign(rng.standard_normal((n, c))) if name == "logistic" else \
+        rng.standard_normal((n, c))
+    s = rng.random(n)
+    s /= s.sum()
+    loss = regressor_loss(name)
+    O, W = np.empty((n, c)), np.empty((n, c))
+    value, ZtW, sums = _passes.output_loss(loss.kind, Z, V, b, Y, s, O, W, n_threads)
+    expected_O = Z.astype(np.float64) @ V + b
+    expected_value, expected_W = loss(Y, expected_O, s)
+    np.testing.assert_allclose(O, expected_O, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12)
+    np.testing.assert_allclose(W, expected_W, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ZtW, Z.astype(np.float64).T @ expected_W, rtol=1e-10,
+                               atol=1e-14)
+    np.testing.assert_allclose(sums, expected_W.sum(axis=0), rtol=1e-10, atol=1e-14)
+    # No features: the intercept alone, Z^T W empty.
+    value, ZtW, _ = _passes.output_loss(loss.kind, Z[:, :0], V[:0], b, Y, s, O, W,
+                                        n_threads)
+    np.testing.assert_allclose(O, np.tile(b, (n, 1)), rtol=1e-12)
+    assert ZtW.shape == (0, c)
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        _passes.output_loss(loss.kind, Z, V[:3], b, Y, s, O, W)
+
+
+def test_curvature_ignores_steps_at_rounding_level():
+    """A step too short to measure the loss's curvature (its excess over the linear
+    model is rounding noise) must not halve kappa: the noise can suggest any curvature,
+    and a kappa below the true one costs a rejected step and a doubled kappa after it."""
+    from polylite.multioutput._refit import _next_curvature
+    assert _next_curvature(1.0, -2.5e-16, 5e-31, True, 4.0, 4e-14) == 1.0
+    # A measurable excess still lowers it, or raises it after an unbounded step.
+    assert _next_curvature(1.0, 0.1, 1.0, True, 4.0, 4e-14) == 0.5
+    assert _next_curvature(1.0, 1.0, 1.0, False, 4.0, 4e-14) == 4.0
+
+
 def test_row_bounds_split_the_nonzeros():
     indptr = np.array([0, 10, 10, 11, 30, 31, 32, 40], dtype=np.int32)
     bounds = _passes.row_bounds(indptr, 3)

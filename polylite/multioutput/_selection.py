@@ -154,12 +154,12 @@ def _features_and_q(op, W, h):
     return z, W.T @ z.astype(np.float64, copy=False)
 
 
-def refine(op, W, h, p, tol, max_iter):
-    """The paper's refinement of h for f_p (see the module docstring).
+def refine(op, W, h, z, q, p, tol, max_iter):
+    """The paper's refinement of h for f_p (see the module docstring), from h with its
+    features z and q(h).
 
     Returns (h, its features column z, q(h), iterations).
     """
-    z, q = _features_and_q(op, W, h)
     width = HUBER_WIDTH * float(np.abs(q).max(initial=0.0))
     if p == 1 and width == 0:
         return h, z, q, 0
@@ -219,10 +219,13 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
         h = Q[:, int(np.argmax(np.abs(rho)))].copy()
         z, q = _features_and_q(op, W, h)
     else:
-        # Refine the extreme eigenvector that is best for ||q||_p already (one pass).
-        values = W.T @ op.features(Q.T).astype(np.float64, copy=False)
+        # Refine the extreme eigenvector that is best for ||q||_p already (one pass,
+        # which also gives the features the refinement starts from).
+        Z = op.features(Q.T)
+        values = W.T @ Z.astype(np.float64, copy=False)
         best = int(np.argmax([dual_norm(v, penalty) for v in values.T]))
-        h, z, q, refine_iterations = refine(op, W, Q[:, best].copy(),
+        h, z, q, refine_iterations = refine(op, W, Q[:, best].copy(), Z[:, best].copy(),
+                                            values[:, best],
                                             2 if penalty == "l1/l2" else 1, refine_tol,
                                             max_refine_iter)
     return h, z, dict(value=dual_norm(q, penalty), power_iterations=power_iterations,
