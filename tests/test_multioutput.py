@@ -88,6 +88,13 @@ def test_features_and_gamma_against_dense(rng, kernel, constant, n_threads):
     # A diagonal given back is used as it is.
     G2, _ = op.gamma(Q, W, diagonal=diagonal)
     np.testing.assert_array_equal(G, G2)
+    # The diagonal is linear in W: that of W a is the diagonal times a (the refinement
+    # passes it instead of summing it again).
+    a = rng.standard_normal(3)
+    Ga, _ = op.gamma(Q[:, :1], (W @ a)[:, None],
+                     diagonal=None if diagonal is None else diagonal @ a[:, None])
+    np.testing.assert_allclose(Ga[:, 0], _dense_gamma(X, W @ a, constant, kernel) @ Q[:, 0],
+                               rtol=1e-12, atol=1e-12)
     # Columns of Q sharing columns of W (one pass for both ends of every output).
     columns = np.array([0, 2, 2, 1, 0])
     Q5 = rng.standard_normal((op.dim, 5))
@@ -418,7 +425,7 @@ def test_one_output_l1_selects_the_dominant_eigenvector(kernel, rng):
 def test_power_method_finds_every_output_eigenvector(rng):
     """All outputs iterated together, including a Gamma with eigenvalues +-lambda."""
     op, W, gammas = _selection_problem(rng, 3)
-    Q, rho, n_iter = dominant_eigenvectors(op, W, rng, 1e-9, 2000)
+    Q, rho, n_iter, _ = dominant_eigenvectors(op, W, rng, 1e-9, 2000)
     assert n_iter < 200
     for c, G in enumerate(gammas):
         values = np.linalg.eigvalsh(G)
