@@ -246,24 +246,35 @@ def linear_outputs(const floating[:, :] Z, const double[:, ::1] V, const double[
     return O
 
 
+cdef inline double _row_loss(int loss, const double* y, const double* o, double s,
+                             Py_ssize_t m, double* w) noexcept nogil:
+    """s sum_c loss(y[c], o[c]) for one row, and w[c] = s d loss / d o[c] unless w is
+    NULL."""
+    cdef Py_ssize_t c
+    cdef double row = 0.0, derivative
+    for c in range(m):
+        row += loss_value_derivative(loss, y[c], o[c], &derivative)
+        if w != NULL:
+            w[c] = s * derivative
+    return s * row
+
+
 def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
                      const double[::1] s, double[:, ::1] W, bint gradient,
                      int n_threads=1):
     """sum_i s_i sum_c loss(Y[i, c], O[i, c]) for a per-output loss of the kernel layer
     (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
     W[i, c] = s_i d loss / d O[i, c], in place."""
-    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i, c
-    cdef double total = 0.0, row, derivative
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i
+    cdef double total = 0.0
     if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
             gradient and (W.shape[0] != n or W.shape[1] != m)):
         raise ValueError("elementwise_loss: inconsistent shapes")
+    if n == 0 or m == 0:
+        return 0.0
     for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
-        row = 0.0
-        for c in range(m):
-            row = row + loss_value_derivative(loss, Y[i, c], O[i, c], &derivative)
-            if gradient:
-                W[i, c] = s[i] * derivative
-        total += s[i] * row
+        total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
+                           &W[i, 0] if gradient else NULL)
     return total
 
 
@@ -275,7 +286,7 @@ cdef void _output_loss_rows(Py_ssize_t lo, Py_ssize_t hi, int loss,
     """Rows lo..hi of :func:`output_loss`; ``sums`` (t c + c + 1, zeroed) receives
     their Z^T W, column sums of W and loss."""
     cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], i, r, c
-    cdef double z, row, derivative
+    cdef double z
     cdef double* column_sums = sums + t * m
     for i in range(lo, hi):
         for c in range(m):   # O = Z V + b as linear_outputs sums it
@@ -284,12 +295,9 @@ cdef void _output_loss_rows(Py_ssize_t lo, Py_ssize_t hi, int loss,
             z = Z[i, r]
             for c in range(m):
                 O[i, c] += z * V[r, c]
-        row = 0.0
+        sums[t * m + m] += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m, &W[i, 0])
         for c in range(m):
-            row = row + loss_value_derivative(loss, Y[i, c], O[i, c], &derivative)
-            W[i, c] = s[i] * derivative
             column_sums[c] += W[i, c]
-        sums[t * m + m] += s[i] * row
         for r in range(t):
             z = Z[i, r]
             for c in range(m):
@@ -309,6 +317,8 @@ def output_loss(int loss, const floating[:, :] Z, const double[:, ::1] V,
             s.shape[0] != n or O.shape[0] != n or O.shape[1] != m or \
             W.shape[0] != n or W.shape[1] != m:
         raise ValueError("output_loss: inconsistent shapes")
+    if n == 0 or m == 0:
+        return 0.0, np.zeros((t, m)), np.zeros(m)
     n_threads = max(1, min(n_threads, n))
     bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
     cdef const Py_ssize_t[::1] bound = bounds
