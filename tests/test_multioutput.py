@@ -88,6 +88,13 @@ def test_features_and_gamma_against_dense(rng, kernel, constant, n_threads):
     # A diagonal given back is used as it is.
     G2, _ = op.gamma(Q, W, diagonal=diagonal)
     np.testing.assert_array_equal(G, G2)
+    # The diagonal is linear in W: that of W a is the diagonal times a (the refinement
+    # passes it instead of summing it again).
+    a = rng.standard_normal(3)
+    Ga, _ = op.gamma(Q[:, :1], (W @ a)[:, None],
+                     diagonal=None if diagonal is None else diagonal @ a[:, None])
+    np.testing.assert_allclose(Ga[:, 0], _dense_gamma(X, W @ a, constant, kernel) @ Q[:, 0],
+                               rtol=1e-12, atol=1e-12)
     # Columns of Q sharing columns of W (one pass for both ends of every output).
     columns = np.array([0, 2, 2, 1, 0])
     Q5 = rng.standard_normal((op.dim, 5))
@@ -164,6 +171,50 @@ def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
                                   np.tile(b, (50, 1)))
     with pytest.raises(ValueError, match="inconsistent shapes"):
         _passes.linear_outputs(Z, V[:3], b)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("name", ["squared", "logistic"])
+def test_output_loss_against_numpy(rng, n_threads, dtype, order, name):
+    """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums."""
+    n, t, c = 50, 4, 3
+    Z = np.asarray(rng.standard_normal((n, t)), dtype=dtype, order=order)
+    V, b = rng.standard_normal((t, c)), rng.standard_normal(c)
+    Y = np.sign(rng.standard_normal((n, c))) if name == "logistic" else \
+        rng.standard_normal((n, c))
+    s = rng.random(n)
+    s /= s.sum()
+    loss = regressor_loss(name)
+    O, W = np.empty((n, c)), np.empty((n, c))
+    value, ZtW, sums = _passes.output_loss(loss.kind, Z, V, b, Y, s, O, W, n_threads)
+    expected_O = Z.astype(np.float64) @ V + b
+    expected_value, expected_W = loss(Y, expected_O, s)
+    np.testing.assert_allclose(O, expected_O, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12)
+    np.testing.assert_allclose(W, expected_W, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ZtW, Z.astype(np.float64).T @ expected_W, rtol=1e-10,
+                               atol=1e-14)
+    np.testing.assert_allclose(sums, expected_W.sum(axis=0), rtol=1e-10, atol=1e-14)
+    # No features: the intercept alone, Z^T W empty.
+    value, ZtW, _ = _passes.output_loss(loss.kind, Z[:, :0], V[:0], b, Y, s, O, W,
+                                        n_threads)
+    np.testing.assert_allclose(O, np.tile(b, (n, 1)), rtol=1e-12)
+    assert ZtW.shape == (0, c)
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        _passes.output_loss(loss.kind, Z, V[:3], b, Y, s, O, W)
+
+
+def test_curvature_ignores_steps_at_rounding_level():
+    """A step too short to measure the loss's curvature (its excess over the linear
+    model is rounding noise) must not halve kappa: the noise can suggest any curvature,
+    and a kappa below the true one costs a rejected step and a doubled kappa after it."""
+    from polylite.multioutput._refit import _next_curvature
+    assert _next_curvature(1.0, -2.5e-16, 5e-31, True, 4.0, 4e-14) == 1.0
+    # A measurable excess still lowers it, or raises it after an unbounded step.
+    assert _next_curvature(1.0, 0.1, 1.0, True, 4.0, 4e-14) == 0.5
+    assert _next_curvature(1.0, 1.0, 1.0, False, 4.0, 4e-14) == 4.0
 
 
 def test_row_bounds_split_the_nonzeros():
@@ -374,7 +425,7 @@ def test_one_output_l1_selects_the_dominant_eigenvector(kernel, rng):
 def test_power_method_finds_every_output_eigenvector(rng):
     """All outputs iterated together, including a Gamma with eigenvalues +-lambda."""
     op, W, gammas = _selection_problem(rng, 3)
-    Q, rho, n_iter = dominant_eigenvectors(op, W, rng, 1e-9, 2000)
+    Q, rho, n_iter, _ = dominant_eigenvectors(op, W, rng, 1e-9, 2000)
     assert n_iter < 200
     for c, G in enumerate(gammas):
         values = np.linalg.eigvalsh(G)

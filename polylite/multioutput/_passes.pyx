@@ -15,6 +15,8 @@ numbers of nonzeros:
 * :func:`linear_outputs`: the outputs Z V + b of the features Z;
 * :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
   ``loss_value_derivative``) and its gradient, one pass over the outputs;
+* :func:`output_loss`: both of these fused for the refits' steps, with the products
+  with Z their gradients need;
 * :func:`gram_product`: G[:, s] = X~^T (W[:, w_s] * (X~ Q[:, s])) with w_s = columns[s]
   (several columns of Q may share one of W), and when asked the diagonal terms
   Dg[:, c] = (X~ o X~)^T W[:, c]: what Gamma_c q is made of, Gamma_c = X~^T diag(W[:, c])
@@ -33,6 +35,9 @@ from libc.math cimport sqrt
 from .._kernels cimport index_t, floating, linear_forms
 from .._losses cimport loss_value_derivative
 from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
+
+# Scratch rows of different threads are kept this many doubles (a cache line) apart.
+PAD_DOUBLES = 8
 
 # The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
 SQUARED = _SQUARED
@@ -122,6 +127,13 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                     a[s] += w[s]
 
 
+def _thread_scratch(Py_ssize_t n_threads, Py_ssize_t m):
+    """Zeroed float64 scratch rows of m values, one per thread, a cache line apart: rows
+    that shared a line would bounce it between the cores at every row of X (false
+    sharing: a 2-thread pass with one column ran slower than on one thread)."""
+    return np.zeros((n_threads, m + PAD_DOUBLES))
+
+
 def row_bounds(const index_t[::1] indptr, Py_ssize_t n_threads):
     """Row ranges [bounds[t], bounds[t+1]) of about equal numbers of nonzeros (and rows)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1
@@ -147,7 +159,7 @@ def features(const floating[::1] data, const index_t[::1] indices,
         raise ValueError("features: inconsistent shapes")
     if m == 0 or Z.shape[0] == 0:
         return
-    cdef double[:, ::1] sq = np.zeros((n_threads, m))
+    cdef double[:, ::1] sq = _thread_scratch(n_threads, m)
     cdef const floating* gamma = &Q[n_features, 0] if constant else NULL
     cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
     cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
@@ -192,7 +204,7 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
         return tables[0, :, m:], (diagonals[0] if with_diagonal else None)
     cdef double[:, :, ::1] table = tables
     cdef double[:, :, ::1] dg = diagonals
-    cdef double[:, ::1] r = np.empty((n_threads, m))
+    cdef double[:, ::1] r = _thread_scratch(n_threads, m)
     cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
     cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
     if n_threads == 1:
@@ -234,25 +246,94 @@ def linear_outputs(const floating[:, :] Z, const double[:, ::1] V, const double[
     return O
 
 
+cdef inline double _row_loss(int loss, const double* y, const double* o, double s,
+                             Py_ssize_t m, double* w) noexcept nogil:
+    """s sum_c loss(y[c], o[c]) for one row, and w[c] = s d loss / d o[c] unless w is
+    NULL."""
+    cdef Py_ssize_t c
+    cdef double row = 0.0, derivative
+    for c in range(m):
+        row += loss_value_derivative(loss, y[c], o[c], &derivative)
+        if w != NULL:
+            w[c] = s * derivative
+    return s * row
+
+
 def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
                      const double[::1] s, double[:, ::1] W, bint gradient,
                      int n_threads=1):
     """sum_i s_i sum_c loss(Y[i, c], O[i, c]) for a per-output loss of the kernel layer
     (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
     W[i, c] = s_i d loss / d O[i, c], in place."""
-    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i, c
-    cdef double total = 0.0, row, derivative
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i
+    cdef double total = 0.0
     if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
             gradient and (W.shape[0] != n or W.shape[1] != m)):
         raise ValueError("elementwise_loss: inconsistent shapes")
+    if n == 0 or m == 0:
+        return 0.0
     for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
-        row = 0.0
-        for c in range(m):
-            row = row + loss_value_derivative(loss, Y[i, c], O[i, c], &derivative)
-            if gradient:
-                W[i, c] = s[i] * derivative
-        total += s[i] * row
+        total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
+                           &W[i, 0] if gradient else NULL)
     return total
+
+
+cdef void _output_loss_rows(Py_ssize_t lo, Py_ssize_t hi, int loss,
+                            const floating[:, :] Z, const double[:, ::1] V,
+                            const double[::1] b, const double[:, ::1] Y,
+                            const double[::1] s, double[:, ::1] O, double[:, ::1] W,
+                            double* sums) noexcept nogil:
+    """Rows lo..hi of :func:`output_loss`; ``sums`` (t c + c + 1, zeroed) receives
+    their Z^T W, column sums of W and loss."""
+    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], i, r, c
+    cdef double z
+    cdef double* column_sums = sums + t * m
+    for i in range(lo, hi):
+        for c in range(m):   # O = Z V + b as linear_outputs sums it
+            O[i, c] = b[c]
+        for r in range(t):
+            z = Z[i, r]
+            for c in range(m):
+                O[i, c] += z * V[r, c]
+        sums[t * m + m] += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m, &W[i, 0])
+        for c in range(m):
+            column_sums[c] += W[i, c]
+        for r in range(t):
+            z = Z[i, r]
+            for c in range(m):
+                sums[r * m + c] += z * W[i, c]
+
+
+def output_loss(int loss, const floating[:, :] Z, const double[:, ::1] V,
+                const double[::1] b, const double[:, ::1] Y, const double[::1] s,
+                double[:, ::1] O, double[:, ::1] W, int n_threads=1):
+    """One pass over the rows for a refit step: the outputs O = Z V + b (as
+    :func:`linear_outputs`), the loss sum_i s_i sum_c loss(Y[i, c], O[i, c]) and
+    W[i, c] = s_i d loss / d O[i, c] (as :func:`elementwise_loss`), O and W in place,
+    and what the next step's gradient needs: Z^T W (t, n_outputs) and the column sums
+    of W (n_outputs,), summed while W is in the cache.  Returns (loss, Z^T W, sums)."""
+    cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1], k
+    if V.shape[0] != t or b.shape[0] != m or Y.shape[0] != n or Y.shape[1] != m or \
+            s.shape[0] != n or O.shape[0] != n or O.shape[1] != m or \
+            W.shape[0] != n or W.shape[1] != m:
+        raise ValueError("output_loss: inconsistent shapes")
+    if n == 0 or m == 0:
+        return 0.0, np.zeros((t, m)), np.zeros(m)
+    n_threads = max(1, min(n_threads, n))
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
+    cdef const Py_ssize_t[::1] bound = bounds
+    cdef double[:, ::1] sums = _thread_scratch(n_threads, t * m + m + 1)
+    if n_threads == 1:
+        with nogil:
+            _output_loss_rows(0, n, loss, Z, V, b, Y, s, O, W, &sums[0, 0])
+    else:
+        for k in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
+                        chunksize=1):
+            _output_loss_rows(bound[k], bound[k + 1], loss, Z, V, b, Y, s, O, W,
+                              &sums[k, 0])
+    total = np.asarray(sums).sum(axis=0)
+    return (float(total[t * m + m]), total[:t * m].reshape(t, m),
+            total[t * m:t * m + m].copy())
 
 
 # The vector algebra of the power method's iterations (_selection.dominant_eigenvectors):

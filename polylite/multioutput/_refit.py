@@ -127,6 +127,27 @@ class Problem:
     def __call__(self, O, gradient=True):
         return self.loss(self.targets, O, self.s, gradient)
 
+    def evaluate(self, features, V, b, out=None):
+        """The model (V, b) on the features: (O, loss, W, Z^T W, column sums of W).
+
+        A per-output loss (one with a kernel-layer ``kind``) takes one pass over the
+        rows for all of them (``_passes.output_loss``), writing O and W into ``out``
+        (a pair of float64 (n_samples, n_outputs) arrays no longer needed) if given;
+        the other losses take three passes.
+        """
+        kind = getattr(self.loss, "kind", None)
+        if kind is None:
+            O = features.outputs(V, b)
+            value, W = self(O)
+            return O, value, W, features.transpose_times(W), W.sum(axis=0)
+        O, W = out if out is not None else (np.empty(self.targets.shape),
+                                            np.empty(self.targets.shape))
+        value, ZtW, column_sums = _passes.output_loss(
+            kind, features.Z, np.ascontiguousarray(V, dtype=np.float64),
+            np.ascontiguousarray(b, dtype=np.float64), self.targets, self.s, O, W,
+            features.n_threads)
+        return O, value, W, ZtW, column_sums
+
 
 def _largest_eigenvalue(A):
     return float(np.linalg.eigvalsh(A)[-1]) if A.shape[0] else 0.0
@@ -163,13 +184,15 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, star
     """Minimise the loss over (V, b), V in the Omega-ball, for fixed features.
 
     Variable-metric projected steps (module docstring), each from the current point, so
-    that a step costs one product with Z and one evaluation of the loss (value and
-    gradients, which the next step starts from).  kappa follows the loss's curvature
+    that a step costs one pass over the rows (:meth:`Problem.evaluate`: the outputs,
+    the loss, its gradients and their products with Z, which the next step starts
+    from).  kappa follows the loss's curvature
     along the steps (:func:`_next_curvature`): a step is retried only when the model
     did not bound the loss.  Returns (V, b, O, value, W, iterations, curvature), W the
     loss gradients at O (what the next selection starts from); the objective never
     increases.  ``start``, if given, is (O, value, W) at (V, b) already (a zero row
-    appended to V leaves them unchanged): they are not computed again.
+    appended to V leaves them unchanged): they are not computed again (its arrays O and W
+    are overwritten by later steps).
     """
     mean = features.mean if problem.fit_intercept else np.zeros(features.n_basis)
     cov = features.gram - np.outer(mean, mean)
@@ -177,47 +200,57 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, star
     kappa = problem.mu if curvature is None else curvature
     ceiling = MAX_CURVATURE_FACTOR * problem.mu
     if start is None:
-        O = features.outputs(V, b)
-        value, W = problem(O)
+        O, value, W, ZtW, W_sums = problem.evaluate(features, V, b)
     else:
         O, value, W = start
+        ZtW, W_sums = features.transpose_times(W), W.sum(axis=0)
+    # The arrays of O and W that no candidate or current point holds, reused by the next
+    # evaluation (fresh arrays of this size cost about a tenth of the pass).
+    spare = None
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        g_b = W.sum(axis=0) if problem.fit_intercept else np.zeros_like(b)
-        g = features.transpose_times(W) - np.outer(mean, g_b)
+        g_b = W_sums if problem.fit_intercept else np.zeros_like(b)
+        g = ZtW - np.outer(mean, g_b)
         while True:
             X = (_model_minimiser(g, kappa, cov, V, problem.tau, problem.penalty,
                                   largest) if V.shape[0] else V)
             D, d_b = X - V, -g_b / kappa
             # Centred variables: b + m V moves by d_b, so b moves by d_b - m D.
             b_new = b + d_b - mean @ D
-            O_new = features.outputs(X, b_new)
-            value_new, W_new = problem(O_new)
+            O_new, value_new, W_new, ZtW_new, W_sums_new = problem.evaluate(
+                features, X, b_new, out=spare)
+            spare = O_new, W_new   # if the step is retried
             linear = float(np.sum(g * D) + g_b @ d_b)
             quadratic = float(np.sum(D * (cov @ D)) + d_b @ d_b)
-            bounded = value_new <= value + linear + 0.5 * kappa * quadratic + \
-                1e-12 * abs(value)
+            rounding = 1e-12 * abs(value)
+            bounded = value_new <= value + linear + 0.5 * kappa * quadratic + rounding
             used, kappa = kappa, _next_curvature(kappa, value_new - value - linear,
-                                                 quadratic, bounded, ceiling)
+                                                 quadratic, bounded, ceiling, rounding)
             if bounded or used >= ceiling:
                 break
         if value_new > value:   # no descent left
             break
         decrease = value - value_new
+        spare = O, W
         V, b, O, value, W = X, b_new, O_new, value_new, W_new
+        ZtW, W_sums = ZtW_new, W_sums_new
         if decrease <= tol * abs(value):
             break
     return V, b, O, value, W, n_iter, kappa
 
 
-def _next_curvature(kappa, excess, quadratic, bounded, ceiling):
+def _next_curvature(kappa, excess, quadratic, bounded, ceiling, rounding):
     """The curvature kappa of the next model, from the loss's observed curvature along
     the last step, 2 (F(new) - F - <grad F, D>) / <D, C D>: after a bounded step, half
-    of kappa if that still exceeds CURVATURE_MARGIN x the observed curvature, else kappa;
+    of kappa if that still exceeds CURVATURE_MARGIN x the observed curvature, else kappa
+    (also when the step was too short to observe it: |excess| within ``rounding``, the
+    rounding error of the loss, whose quotient would be noise);
     after a step the model did not bound, kappa doubled until it exceeds that (at most
     ``ceiling``).  Powers of two times the starting kappa, which rounding errors move
     only at a threshold (fits on equivalent data take the same steps)."""
+    if bounded and abs(excess) <= rounding:
+        return kappa
     target = CURVATURE_MARGIN * (2.0 * excess / quadratic if quadratic > 0 else 0.0)
     if bounded:
         return 0.5 * kappa if 0.5 * kappa >= target else kappa

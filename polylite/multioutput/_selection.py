@@ -69,6 +69,8 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         Their Rayleigh quotients (eigenvalue estimates).
     n_iter : int
         Iterations run (passes over X after the first).
+    diagonal : ndarray of shape (dim, n_outputs) or None
+        The FM diagonal terms (X~ o X~)^T W (:meth:`RowOperator.gamma`), None for "pn".
     """
     c = W.shape[1]
     W = np.ascontiguousarray(W, dtype=op.dtype)   # converted once for all the passes
@@ -135,7 +137,7 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         Q[:, moved], GQ[:, moved] = q_new[:, better], gq_new[:, better]
         D[:, moved], GD[:, moved] = step[:, better], gstep[:, better]
         rho[moved] = rho_new[better]
-    return Q, rho, n_iter
+    return Q, rho, n_iter, diagonal
 
 
 def _objective(q, p, width):
@@ -154,12 +156,13 @@ def _features_and_q(op, W, h):
     return z, W.T @ z.astype(np.float64, copy=False)
 
 
-def refine(op, W, h, p, tol, max_iter):
-    """The paper's refinement of h for f_p (see the module docstring).
+def refine(op, W, diagonal, h, z, q, p, tol, max_iter):
+    """The paper's refinement of h for f_p (see the module docstring), from h with its
+    features z and q(h); ``diagonal`` as returned by :func:`dominant_eigenvectors`
+    (that of Gamma_w is linear in w = W f'(q): no pass computes it again).
 
     Returns (h, its features column z, q(h), iterations).
     """
-    z, q = _features_and_q(op, W, h)
     width = HUBER_WIDTH * float(np.abs(q).max(initial=0.0))
     if p == 1 and width == 0:
         return h, z, q, 0
@@ -168,7 +171,8 @@ def refine(op, W, h, p, tol, max_iter):
     while n_iter < max_iter and f > 0:
         n_iter += 1
         w = W @ df
-        G, _ = op.gamma(h[:, np.newaxis], w[:, np.newaxis])
+        G, _ = op.gamma(h[:, np.newaxis], w[:, np.newaxis],
+                        diagonal=None if diagonal is None else diagonal @ df[:, np.newaxis])
         grad = 2.0 * G[:, 0]
         norm = np.linalg.norm(grad)
         if norm == 0:
@@ -212,18 +216,20 @@ def select_basis(op, W, penalty, rng, *, power_tol, max_power_iter, refine_tol,
 
     ``start``: as in :func:`dominant_eigenvectors`.
     """
-    Q, rho, power_iterations = dominant_eigenvectors(op, W, rng, power_tol,
-                                                     max_power_iter, start)
+    Q, rho, power_iterations, diagonal = dominant_eigenvectors(op, W, rng, power_tol,
+                                                               max_power_iter, start)
     refine_iterations = 0
     if penalty == "l1":
         h = Q[:, int(np.argmax(np.abs(rho)))].copy()
         z, q = _features_and_q(op, W, h)
     else:
-        # Refine the extreme eigenvector that is best for ||q||_p already (one pass).
-        values = W.T @ op.features(Q.T).astype(np.float64, copy=False)
+        # Refine the extreme eigenvector that is best for ||q||_p already (one pass,
+        # which also gives the features the refinement starts from).
+        Z = op.features(Q.T)
+        values = W.T @ Z.astype(np.float64, copy=False)
         best = int(np.argmax([dual_norm(v, penalty) for v in values.T]))
-        h, z, q, refine_iterations = refine(op, W, Q[:, best].copy(),
-                                            2 if penalty == "l1/l2" else 1, refine_tol,
-                                            max_refine_iter)
+        h, z, q, refine_iterations = refine(
+            op, W, diagonal, Q[:, best].copy(), Z[:, best].copy(), values[:, best],
+            2 if penalty == "l1/l2" else 1, refine_tol, max_refine_iter)
     return h, z, dict(value=dual_norm(q, penalty), power_iterations=power_iterations,
                       refine_iterations=refine_iterations, eigenvectors=Q)
