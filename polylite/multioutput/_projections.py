@@ -12,12 +12,12 @@ Euclidean projections onto their balls {V : Omega(V) <= tau}.
   decreasing function of theta; its breakpoints, sorted once, locate theta exactly.
 
 All projections are O(N log N) for N entries, exact up to rounding, and leave a V already
-in the ball unchanged.  They are C kernels (``_ball_projections``): the refit projects
+in the ball unchanged.  They are C kernels (``_ball``): the refit projects
 small matrices hundreds of times per basis vector.
 """
 import numpy as np
 
-from . import _ball_projections
+from . import _ball
 
 PENALTIES = ("l1", "l1/l2", "l1/linf")
 
@@ -33,7 +33,7 @@ def _kind(penalty):
 def penalty_value(V, penalty):
     """Omega(V) for V of shape (n_rows, n_outputs)."""
     V = np.ascontiguousarray(V, dtype=np.float64)
-    return _ball_projections.penalty(V, _kind(penalty))
+    return _ball.penalty(V, _kind(penalty))
 
 
 def dual_norm(q, penalty):
@@ -50,12 +50,26 @@ def dual_norm(q, penalty):
 def project(V, tau, penalty):
     """The Euclidean projection of V (n_rows, n_outputs) onto {Omega <= tau}, a new array."""
     V = np.array(V, dtype=np.float64, order="C")
-    _ball_projections.project_inplace(V, tau, _kind(penalty))
+    _ball.project_inplace(V, tau, _kind(penalty))
     return V
+
+
+def minimise_quadratic(g, kappa, cov, V, tau, penalty, step, max_iter, tol):
+    """argmin over X in {Omega <= tau} of <g, X - V> + kappa/2 <X - V, cov (X - V)>.
+
+    FISTA from V with the given step (at most 1 / (kappa * the largest eigenvalue of
+    cov)), the exact projections and adaptive restarts (O'Donoghue and Candes 2015), in
+    C: at most ``max_iter`` iterations, until the norm of the gradient mapping falls to
+    ``tol`` times the first.  g, V of shape (t, c), cov (t, t) symmetric; a new array.
+    """
+    g, cov, V = (np.ascontiguousarray(A, dtype=np.float64) for A in (g, cov, V))
+    X = np.empty(V.shape)
+    _ball.minimise_quadratic(g, kappa, cov, V, tau, _kind(penalty), step, max_iter, tol, X)
+    return X
 
 
 def project_simplex(A, radius=1.0):
     """Each row of A projected onto the simplex {p >= 0, sum p = radius}, a new array."""
     A = np.array(A, dtype=np.float64, order="C")
-    _ball_projections.simplex_rows_inplace(A, radius)
+    _ball.simplex_rows_inplace(A, radius)
     return A

@@ -1,8 +1,10 @@
-"""The penalties of the output layer and the exact Euclidean projections onto their
-balls, in C (``_projections`` documents the penalties and the algorithms).
+"""The balls {Omega(V) <= tau} of the output layer in C: the penalties, the exact
+Euclidean projections (``_projections`` documents the penalties and the algorithms) and
+the minimisation of a quadratic over a ball by accelerated projected gradient (the inner
+problem of ``_refit.refit_output``).
 
-The refit projects small matrices (basis vectors x outputs) hundreds of times per basis
-vector, so each call works in place on a C-contiguous float64 array, with no Python
+The refit projects small matrices (basis vectors x outputs) tens of thousands of times
+per fit, so everything works in place on C-contiguous float64 arrays, with no Python
 object in the loops.  ``kind`` is the index of the penalty in ``_projections.PENALTIES``.
 """
 from libc.math cimport fabs, sqrt
@@ -226,6 +228,18 @@ cdef int _project_l1_linf(double* V, Py_ssize_t n, Py_ssize_t m, double tau) noe
     return 0
 
 
+cdef int _project(double* V, Py_ssize_t n, Py_ssize_t m, double tau,
+                  int kind) noexcept nogil:
+    # V onto {Omega <= tau} in place (unchanged inside); -1 when out of memory.
+    if n == 0 or m == 0 or _penalty(V, n, m, kind) <= tau:
+        return 0
+    if kind == L1:
+        return _project_l1(V, n * m, tau)
+    if kind == L1_L2:
+        return _project_l1_l2(V, n, m, tau)
+    return _project_l1_linf(V, n, m, tau)
+
+
 def penalty(const double[:, ::1] V, int kind):
     """Omega(V) of a C-contiguous float64 V (n_rows, n_outputs)."""
     cdef double value = 0.0
@@ -238,18 +252,81 @@ def penalty(const double[:, ::1] V, int kind):
 def project_inplace(double[:, ::1] V, double tau, int kind):
     """Replace V (C-contiguous float64, n_rows x n_outputs) by its projection onto
     {Omega <= tau}; a V already in the ball is left unchanged."""
-    cdef Py_ssize_t n = V.shape[0], m = V.shape[1]
     cdef int status = 0
-    if n == 0 or m == 0:
+    if V.shape[0] and V.shape[1]:
+        with nogil:
+            status = _project(&V[0, 0], V.shape[0], V.shape[1], tau, kind)
+    if status:
+        raise MemoryError
+
+
+def minimise_quadratic(const double[:, ::1] g, double kappa, const double[:, ::1] cov,
+                       const double[:, ::1] V, double tau, int kind, double step,
+                       Py_ssize_t max_iter, double tol, double[:, ::1] X):
+    """X = argmin over the ball of <g, X - V> + kappa/2 <X - V, cov (X - V)> by FISTA
+    from V with step ``step`` (at most 1 / (kappa * the largest eigenvalue of cov)),
+    the exact projections and adaptive restarts (O'Donoghue and Candes 2015): at most
+    ``max_iter`` iterations, until the gradient mapping is ``tol`` times the first.
+    Shapes: g, V, X (t, c); cov (t, t), symmetric."""
+    cdef Py_ssize_t t = V.shape[0], c = V.shape[1], size = t * c, i, j, k, n_iter
+    cdef const double* v = &V[0, 0] if size else NULL
+    cdef double* work
+    cdef double* Y
+    cdef double* X_new
+    cdef double* D
+    cdef double* row
+    cdef double mapping, first = -1.0, turn, diff, momentum = 1.0, next_momentum, beta
+    cdef double a
+    cdef int status = 0
+    if size == 0:
         return
+    work = <double*> malloc((3 * size + c) * sizeof(double))
+    if work == NULL:
+        raise MemoryError
+    Y, X_new, D, row = work, work + size, work + 2 * size, work + 3 * size
     with nogil:
-        if _penalty(&V[0, 0], n, m, kind) > tau:
-            if kind == L1:
-                status = _project_l1(&V[0, 0], n * m, tau)
-            elif kind == L1_L2:
-                status = _project_l1_l2(&V[0, 0], n, m, tau)
-            else:
-                status = _project_l1_linf(&V[0, 0], n, m, tau)
+        for i in range(t):
+            for j in range(c):
+                X[i, j] = V[i, j]
+                Y[i * c + j] = V[i, j]
+        for n_iter in range(max_iter):
+            # X_new = P(Y - step (g + kappa cov (Y - V)))
+            for i in range(size):
+                D[i] = Y[i] - v[i]
+            for i in range(t):
+                for j in range(c):
+                    row[j] = 0.0
+                for k in range(t):
+                    a = cov[i, k]
+                    for j in range(c):
+                        row[j] += a * D[k * c + j]
+                for j in range(c):
+                    X_new[i * c + j] = Y[i * c + j] - step * (g[i, j] + kappa * row[j])
+            status = _project(X_new, t, c, tau, kind)
+            if status:
+                break
+            mapping = 0.0
+            turn = 0.0
+            for i in range(t):
+                for j in range(c):
+                    diff = Y[i * c + j] - X_new[i * c + j]
+                    mapping += diff * diff
+                    turn += diff * (X_new[i * c + j] - X[i, j])
+            mapping = sqrt(mapping)
+            if first < 0:
+                first = mapping
+            if turn > 0:    # the step turned back: restart the momentum
+                momentum = 1.0
+            next_momentum = 0.5 * (1.0 + sqrt(1.0 + 4.0 * momentum * momentum))
+            beta = (momentum - 1.0) / next_momentum
+            for i in range(t):
+                for j in range(c):
+                    Y[i * c + j] = X_new[i * c + j] + beta * (X_new[i * c + j] - X[i, j])
+                    X[i, j] = X_new[i * c + j]
+            momentum = next_momentum
+            if mapping <= tol * first:
+                break
+    free(work)
     if status:
         raise MemoryError
 
