@@ -18,7 +18,8 @@ from polylite import MultiOutputPolynomialClassifier, MultiOutputPolynomialRegre
 from polylite.multioutput import _passes
 from polylite.multioutput._losses import classifier_loss, regressor_loss
 from polylite.multioutput._operator import RowOperator
-from polylite.multioutput._projections import PENALTIES, dual_norm, penalty_value, project
+from polylite.multioutput._projections import (PENALTIES, dual_norm, penalty_value, project,
+                                               project_simplex)
 from polylite.multioutput._refit import Features, Problem, refit_output
 from polylite.multioutput._selection import dominant_eigenvectors, select_basis
 
@@ -300,6 +301,62 @@ def test_projection_idempotent_and_inside(penalty, rng):
         assert np.all(P * V >= 0)   # no sign flips
     V = rng.standard_normal((3, 2))
     np.testing.assert_array_equal(project(V, 2 * penalty_value(V, penalty), penalty), V)
+
+
+def _threshold_of(V, P, penalty):
+    """The theta of the optimality conditions that P = project(V, tau, penalty) meets
+    (one per penalty, the same for every entry, row or output), checked on the way."""
+    A = np.abs(V)
+    if penalty == "l1":       # |P| = (|V| - theta)_+, one theta for all entries
+        gaps = (A - np.abs(P))[P != 0]
+        np.testing.assert_allclose(gaps, gaps[0], atol=1e-9)
+        assert np.all(A[P == 0] <= gaps[0] + 1e-9)
+        return gaps[0]
+    if penalty == "l1/l2":    # row norms (||V_r|| - theta)_+, directions kept
+        norms, shrunk = np.linalg.norm(V, axis=1), np.linalg.norm(P, axis=1)
+        gaps = (norms - shrunk)[shrunk > 0]
+        np.testing.assert_allclose(gaps, gaps[0], atol=1e-9)
+        scale = np.divide(shrunk, norms, out=np.zeros_like(norms), where=norms > 0)
+        np.testing.assert_allclose(P, V * scale[:, None], atol=1e-9)
+        assert np.all(norms[shrunk == 0] <= gaps[0] + 1e-9)
+        return gaps[0]
+    # l1/linf: row r clipped at its height mu_r; sum_c (|V_rc| - mu_r)_+ = theta for
+    # every row kept, rows of l1 norm at most theta zeroed.
+    mu = np.abs(P).max(axis=1)
+    np.testing.assert_allclose(np.abs(P), np.minimum(A, mu[:, None]), atol=1e-12)
+    cut = np.maximum(A - mu[:, None], 0).sum(axis=1)
+    np.testing.assert_allclose(cut[mu > 0], cut[mu > 0][0], atol=1e-9)
+    assert np.all(A[mu == 0].sum(axis=1) <= cut[mu > 0][0] + 1e-9)
+    return cut[mu > 0][0]
+
+
+@pytest.mark.parametrize("penalty", PENALTIES)
+def test_projection_optimality_conditions_on_larger_inputs(penalty, rng):
+    # SLSQP is too slow beyond a few entries: check the exact characterisation instead,
+    # on the sizes the refits project (up to 150 basis vectors x 26 outputs), with ties.
+    for shape in [(1, 1), (1, 26), (30, 1), (50, 7), (150, 26)]:
+        V = rng.standard_normal(shape) * rng.uniform(0.1, 10)
+        V[rng.random(shape) < 0.2] = 0.0
+        V[rng.random(shape) < 0.2] = 0.75
+        V[rng.random(shape) < 0.1] = -0.75
+        tau = rng.uniform(0.05, 0.9) * penalty_value(V, penalty)
+        P = project(V, tau, penalty)
+        np.testing.assert_allclose(penalty_value(P, penalty), tau, rtol=1e-9)
+        assert _threshold_of(V, P, penalty) > 0
+        assert np.all(P * V >= 0)
+
+
+def test_project_simplex_conditions(rng):
+    A = rng.standard_normal((40, 9)) * 3
+    A[:, 3] = A[:, 5]   # ties
+    for radius in (1.0, 0.3, 7.0):
+        P = project_simplex(A, radius)
+        assert np.all(P >= 0)
+        np.testing.assert_allclose(P.sum(axis=1), radius, rtol=1e-12)
+        # P = (A - theta)_+ with one theta per row.
+        theta = (A - P)[np.arange(40), P.argmax(axis=1)]
+        np.testing.assert_allclose(P, np.maximum(A - theta[:, None], 0), atol=1e-12)
+    np.testing.assert_array_equal(project_simplex(np.zeros((3, 0))), np.zeros((3, 0)))
 
 
 def test_penalty_values_and_dual_norms():

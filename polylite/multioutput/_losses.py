@@ -24,7 +24,7 @@ Per-output losses (targets: a real matrix Y), summed over the outputs:
 import numpy as np
 from scipy.special import softmax
 
-from . import _passes
+from . import _multiclass, _passes
 from ._projections import project_simplex
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
@@ -50,16 +50,11 @@ class MulticlassLogistic(_Loss):
     name = "logistic"
 
     def __call__(self, codes, O, s, gradient=True):
-        rows = _rows(codes)
-        top = O.max(axis=1, keepdims=True)
-        W = np.exp(O - top)
-        total = W.sum(axis=1)
-        value = float(s @ (np.log(total) + top[:, 0] - O[rows]))
-        if not gradient:
-            return value, None
-        W *= (s / total)[:, np.newaxis]
-        W[rows] -= s
-        return value, W
+        O = np.ascontiguousarray(O, dtype=np.float64)
+        W = np.empty_like(O) if gradient else np.empty((0, 0))
+        value = _multiclass.logistic(O, np.asarray(codes, dtype=np.intp),
+                                     np.asarray(s, dtype=np.float64), W, gradient)
+        return value, (W if gradient else None)
 
     def smoothness(self, n_outputs):
         # The Hessian diag(p) - p p^T has eigenvalues at most 1/2.

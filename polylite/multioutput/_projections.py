@@ -12,25 +12,28 @@ Euclidean projections onto their balls {V : Omega(V) <= tau}.
   decreasing function of theta; its breakpoints, sorted once, locate theta exactly.
 
 All projections are O(N log N) for N entries, exact up to rounding, and leave a V already
-in the ball unchanged.
+in the ball unchanged.  They are C kernels (``_ball``): the refit projects
+small matrices hundreds of times per basis vector.
 """
 import numpy as np
+
+from . import _ball
 
 PENALTIES = ("l1", "l1/l2", "l1/linf")
 
 
+def _kind(penalty):
+    try:
+        return PENALTIES.index(penalty)
+    except ValueError:
+        raise ValueError(f"unknown penalty {penalty!r}; expected one of "
+                         f"{list(PENALTIES)}") from None
+
+
 def penalty_value(V, penalty):
     """Omega(V) for V of shape (n_rows, n_outputs)."""
-    V = np.asarray(V, dtype=np.float64)
-    if V.size == 0:
-        return 0.0
-    if penalty == "l1":
-        return float(np.abs(V).sum())
-    if penalty == "l1/l2":
-        return float(np.linalg.norm(V, axis=1).sum())
-    if penalty == "l1/linf":
-        return float(np.abs(V).max(axis=1).sum())
-    raise ValueError(f"unknown penalty {penalty!r}; expected one of {list(PENALTIES)}")
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    return _ball.penalty(V, _kind(penalty))
 
 
 def dual_norm(q, penalty):
@@ -46,68 +49,27 @@ def dual_norm(q, penalty):
 
 def project(V, tau, penalty):
     """The Euclidean projection of V (n_rows, n_outputs) onto {Omega <= tau}, a new array."""
-    V = np.array(V, dtype=np.float64)
-    if V.size == 0 or penalty_value(V, penalty) <= tau:
-        return V
-    if penalty == "l1":
-        return np.sign(V) * _simplex_rows(np.abs(V).reshape(1, -1), tau).reshape(V.shape)
-    if penalty == "l1/l2":
-        norms = np.linalg.norm(V, axis=1)
-        shrunk = _simplex_rows(norms[np.newaxis], tau)[0]
-        scale = np.divide(shrunk, norms, out=np.zeros_like(norms), where=norms > 0)
-        return V * scale[:, np.newaxis]
-    if penalty == "l1/linf":
-        return _project_l1_linf(V, tau)
-    raise ValueError(f"unknown penalty {penalty!r}; expected one of {list(PENALTIES)}")
+    V = np.array(V, dtype=np.float64, order="C")
+    _ball.project_inplace(V, tau, _kind(penalty))
+    return V
+
+
+def minimise_quadratic(g, kappa, cov, V, tau, penalty, step, max_iter, tol):
+    """argmin over X in {Omega <= tau} of <g, X - V> + kappa/2 <X - V, cov (X - V)>.
+
+    FISTA from V with the given step (at most 1 / (kappa * the largest eigenvalue of
+    cov)), the exact projections and adaptive restarts (O'Donoghue and Candes 2015), in
+    C: at most ``max_iter`` iterations, until the norm of the gradient mapping falls to
+    ``tol`` times the first.  g, V of shape (t, c), cov (t, t) symmetric; a new array.
+    """
+    g, cov, V = (np.ascontiguousarray(A, dtype=np.float64) for A in (g, cov, V))
+    X = np.empty(V.shape)
+    _ball.minimise_quadratic(g, kappa, cov, V, tau, _kind(penalty), step, max_iter, tol, X)
+    return X
 
 
 def project_simplex(A, radius=1.0):
     """Each row of A projected onto the simplex {p >= 0, sum p = radius}, a new array."""
-    A = np.asarray(A, dtype=np.float64)
-    return _simplex_rows(A, radius) if A.shape[1] else A.copy()
-
-
-def _simplex_rows(A, radius):
-    # Sort-based: the threshold theta of a row is (cumsum of its top j entries - radius)/j
-    # for the largest j whose j-th entry still exceeds it.
-    n, m = A.shape
-    top = -np.sort(-A, axis=1)
-    cumulative = np.cumsum(top, axis=1) - radius
-    ranks = np.arange(1, m + 1)
-    support = (top - cumulative / ranks) > 0
-    j = m - np.argmax(support[:, ::-1], axis=1)   # the last j in the support (>= 1)
-    theta = cumulative[np.arange(n), j - 1] / j
-    return np.maximum(A - theta[:, np.newaxis], 0.0)
-
-
-def _project_l1_linf(V, tau):
-    A = np.abs(V)
-    n_rows, m = A.shape
-    top = -np.sort(-A, axis=1)
-    cumulative = np.cumsum(top, axis=1)              # sum of the j largest, j = 1..m
-    ranks = np.arange(1, m + 1, dtype=np.float64)
-    following = np.concatenate([top[:, 1:], np.zeros((n_rows, 1))], axis=1)
-    # Row r keeps its j largest entries above mu_r = (cumulative_j - theta) / j while
-    # theta < breaks[r, j-1]; at breaks[r, m-1] (its l1 norm) it leaves (mu_r = 0).
-    breaks = cumulative - ranks * following
-    # Total height M(theta) = sum_r mu_r = slope_sum - theta * inv_sum on each segment;
-    # every breakpoint changes both sums by the row's move from j to j + 1 entries.
-    after = np.concatenate([cumulative[:, 1:] / ranks[1:], np.zeros((n_rows, 1))], axis=1)
-    d_height = after - cumulative / ranks
-    inv_after = np.concatenate([1.0 / ranks[1:], [0.0]])
-    d_inv = np.broadcast_to(inv_after - 1.0 / ranks, (n_rows, m))
-    order = np.argsort(breaks, axis=None, kind="stable")
-    thetas = breaks.ravel()[order]
-    height_sums = A.max(axis=1).sum() + np.concatenate([[0.0],
-                                                       np.cumsum(d_height.ravel()[order])])
-    inv_sums = n_rows + np.concatenate([[0.0], np.cumsum(d_inv.ravel()[order])])
-    # M at each breakpoint, from the segment before it (M is continuous).
-    heights = height_sums[:-1] - inv_sums[:-1] * thetas
-    e = int(np.argmax(heights <= tau))              # the first breakpoint at or below tau
-    theta = max((height_sums[e] - tau) / inv_sums[e], 0.0)
-    kept = (breaks <= theta).sum(axis=1)            # entries beyond the first that joined
-    mu = np.zeros(n_rows)
-    alive = kept < m
-    j = kept[alive] + 1
-    mu[alive] = np.maximum((cumulative[alive, j - 1] - theta) / j, 0.0)
-    return np.sign(V) * np.minimum(A, mu[:, np.newaxis])
+    A = np.array(A, dtype=np.float64, order="C")
+    _ball.simplex_rows_inplace(A, radius)
+    return A

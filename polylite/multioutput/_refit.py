@@ -39,7 +39,7 @@ sigma's gradients are 2 Gamma h), one pass over X for all rows at once.
 import numpy as np
 
 from . import _passes
-from ._projections import penalty_value, project
+from ._projections import minimise_quadratic, penalty_value
 
 
 def linear_outputs(Z, V, b, n_threads=1):
@@ -163,21 +163,8 @@ def _model_minimiser(g, kappa, cov, V, tau, penalty, largest):
     X = V - np.linalg.lstsq(cov, g, rcond=None)[0] / kappa
     if penalty_value(X, penalty) <= tau:
         return X
-    step = 1.0 / (kappa * largest)
-    X = V.copy()
-    Y, momentum, first = X, 1.0, None
-    for _ in range(MODEL_MAX_ITER):
-        X_new = project(Y - step * (g + kappa * (cov @ (Y - V))), tau, penalty)
-        mapping = np.linalg.norm(Y - X_new)
-        first = mapping if first is None else first
-        if np.sum((Y - X_new) * (X_new - X)) > 0:   # the step turned back: restart
-            momentum = 1.0
-        next_momentum = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * momentum ** 2))
-        Y = X_new + (momentum - 1.0) / next_momentum * (X_new - X)
-        momentum, X = next_momentum, X_new
-        if mapping <= MODEL_TOL * first:
-            break
-    return X
+    return minimise_quadratic(g, kappa, cov, V, tau, penalty, 1.0 / (kappa * largest),
+                              MODEL_MAX_ITER, MODEL_TOL)
 
 
 def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, start=None):
