@@ -19,7 +19,9 @@ cdef enum:
 
 cdef void _sort(double* a, Py_ssize_t n) noexcept nogil:
     """Sort a[:n] in increasing order: quicksort (median of three; the larger part by
-    the loop, so the stack stays O(log n)) down to insertion sort of short runs."""
+    the loop, so the stack stays O(log n)) down to insertion sort of short runs.  Not
+    the C library's qsort: its comparisons through a function pointer made the l1/linf
+    projection of a 150 x 26 matrix 1.7x slower (300 -> 509 us), l1 3.7x."""
     cdef Py_ssize_t i, j, mid
     cdef double pivot, tmp
     while n > 16:
