@@ -803,6 +803,7 @@ def test_fit_linear_false_and_fit_intercept_false():
 @pytest.mark.parametrize("degree, lower, kernel, blocks, dummies", [
     (4, "separate", "anova", 3, 0), (4, "shared", "anova", 1, 3), (4, "none", "anova", 1, 0),
     (4, "separate", "all-subsets", 1, 0)])
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 iterations
 def test_fitted_shapes(degree, lower, kernel, blocks, dummies):
     X, rng = _data(n=30, d=5, seed=15)
     est = FactorizationMachineRegressor(degree=degree, n_components=3, lower_degrees=lower,
