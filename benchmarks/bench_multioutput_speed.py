@@ -20,15 +20,12 @@ right before and three times right after each fit (a shared machine's load drift
     python benchmarks/bench_multioutput_speed.py [--rows 1000000] [--basis 6]
         [--penalty l1/linf] [--n-jobs 1 2] [--dtype float64]
 
-Measured with the defaults (``--n-jobs 1 2``) on a 2-core machine shared with other
-engineers' jobs, so the ratios are only indicative.  Load average 6-8 (``X @ P`` 0.33-0.67
-s, 3-6 times its quiet time), one round each: main at 262910b 49x on one thread and 31x
-on two, 7bd8450..09df21e 25x and 34x.  Load average 3-4 (``X @ P`` 0.09-0.11 s), rounds
-run back to back: 09df21e 40.6x and 47.3x (one round); this code 34.6x, 33.0x, 32.3x on
-one thread (about 3.2-3.8 s per basis vector) and 40.6x, 39.5x, 37.1x on two (three
-rounds); 6 power, 2 refinement and 4 refit iterations per basis vector (medians), the
-same objective path.  On a nearly quiet machine main at 262910b took 5.9 s = 56x on one
-thread and 57x on two.  Two threads cannot pay while other jobs keep both cores busy.
+Measured with the defaults (``--n-jobs 1 2``) on a quiet 2-core machine, seven runs at
+cc9a6fa: 2.2-3.2 s per basis vector on one thread = 29-58x (median 45x) and 1.5-2.2 s =
+22-36x (median 24x) on two; ``X @ P`` took 0.037-0.089 s between runs, which moves the
+ratio more than the fit time does; 6 power, 2 refinement and 4 refit iterations per
+basis vector (medians).  Main at 262910b, before the fused refit pass and the power
+method's algebra in C: 5.9 s = 56x on one thread and 57x on two.
 """
 import argparse
 
