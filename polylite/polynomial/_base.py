@@ -463,8 +463,8 @@ class _PolynomialModel(BaseEstimator):
 
         ``solver_inputs`` is what the solver derives from X once for every output:
         :func:`_solvers.cd_inputs` for "cd", :func:`_solvers.dense_rows` for "lbfgs"
-        on dense X, else None.  ``output`` is (index of this output, number of outputs); ``n_jobs``
-        the threads that share its rows (None: the estimator's)."""
+        on dense X, else None.  ``output`` is (index of this output, number of
+        outputs); ``n_jobs`` the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
         prefix = "" if output[1] == 1 else f"[output {output[0]}] "

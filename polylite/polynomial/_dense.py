@@ -1,10 +1,11 @@
 """The data term of the objective and its gradient on dense X, by BLAS products.
 
-On dense rows the Cython pass of :func:`polylite._sgd.objective_gradient` (which walks
-each row's nonzeros, as it must on sparse rows) does the work of a few matrix products
-one scalar at a time: on letter (10,000 x 16, k = 30, degree 2) it took 25 ms per
-evaluation against 3 ms here (one thread, a shared machine).  L-BFGS (:func:`polylite.polynomial._solvers.
-fit_lbfgs`) evaluates it for every iteration, so on dense data it uses this module.
+On dense rows the Cython pass of :func:`polylite.polynomial._sgd.objective_gradient`
+(which walks each row's nonzeros, as it must on sparse rows) does the work of a few
+matrix products one scalar at a time: on letter (10,000 x 16, k = 30, degree 2) it took
+25 ms per evaluation against 3 ms here (one thread, a shared machine).  L-BFGS
+(:func:`polylite.polynomial._solvers.fit_lbfgs`) evaluates it for every iteration, so on
+dense data it uses this module.
 
 The formulas, for a row ``x`` and a factor column ``p`` (one of the k components):
 
