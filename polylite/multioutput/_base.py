@@ -305,13 +305,16 @@ _COMMON_PARAMS_DOC = """
         "l1/linf" (gain of the selection criterion per iteration).
     max_refine_iter : int, default=30
         Iteration limit of the refinement.
-    refit_tol : float, default=1e-3
-        The output refit stops when a step lowers the objective by at most
-        ``refit_tol`` times its value; the full refit stops when a round does.  The
-        conditional gradient only needs approximate refits (the next iterations correct
-        them); smaller values cost time for little accuracy.
+    refit_tol : float, default=1e-4
+        The output refit stops when a step (at a curvature fitted to the loss) lowers
+        the objective by at most ``refit_tol`` times its value; the full refit stops
+        when a round does.  The refit's steps converge slowly on correlated features, so
+        a loose tolerance stops refits far from their optimum once the ball binds: on
+        letter (26 classes) ``1e-3`` left the validation accuracy at 91.5% where
+        ``1e-4`` reaches 92.5%, at about three times the fit time.
     max_refit_iter : int, default=300
-        Iteration limit of FISTA per refit, and of the rounds of a full refit.
+        Iteration limit of the steps of an output refit, and of the rounds of a full
+        refit.
     n_jobs : int or None, default=None
         Threads that share each pass over the rows of X in ``fit`` and ``predict``
         (None: 1; -1: every CPU the process may use; fewer on data under 20,000 rows per

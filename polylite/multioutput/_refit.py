@@ -222,17 +222,21 @@ def refit_output(problem, features, V, b, *, tol, max_iter, curvature=None, star
         spare = O, W
         V, b, O, value, W = X, b_new, O_new, value_new, W_new
         ZtW, W_sums = ZtW_new, W_sums_new
-        if decrease <= tol * abs(value):
+        # A small decrease ends the refit only if the step's kappa fitted the loss: a
+        # step at a kappa far above the loss's curvature (the first of a refit, whose
+        # kappa comes from elsewhere) is short whether or not the refit has converged.
+        if decrease <= tol * abs(value) and kappa >= used:
             break
     return V, b, O, value, W, n_iter, kappa
 
 
 def _next_curvature(kappa, excess, quadratic, bounded, ceiling, rounding):
     """The curvature kappa of the next model, from the loss's observed curvature along
-    the last step, 2 (F(new) - F - <grad F, D>) / <D, C D>: after a bounded step, half
-    of kappa if that still exceeds CURVATURE_MARGIN x the observed curvature, else kappa
-    (also when the step was too short to observe it: |excess| within ``rounding``, the
-    rounding error of the loss, whose quotient would be noise);
+    the last step, 2 (F(new) - F - <grad F, D>) / <D, C D>: after a bounded step, kappa
+    halved as long as it stays above CURVATURE_MARGIN x the observed curvature (once if
+    no curvature was seen; kappa unchanged when the step was too short to observe it:
+    |excess| within ``rounding``, the rounding error of the loss, whose quotient would
+    be noise);
     after a step the model did not bound, kappa doubled until it exceeds that (at most
     ``ceiling``).  Powers of two times the starting kappa, which rounding errors move
     only at a threshold (fits on equivalent data take the same steps)."""
@@ -240,7 +244,11 @@ def _next_curvature(kappa, excess, quadratic, bounded, ceiling, rounding):
         return kappa
     target = CURVATURE_MARGIN * (2.0 * excess / quadratic if quadratic > 0 else 0.0)
     if bounded:
-        return 0.5 * kappa if 0.5 * kappa >= target else kappa
+        if target <= 0.0:   # no curvature seen along the step
+            return 0.5 * kappa
+        while 0.5 * kappa >= target:
+            kappa *= 0.5
+        return kappa
     kappa *= 2.0
     while kappa < min(target, ceiling):
         kappa *= 2.0

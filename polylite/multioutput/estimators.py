@@ -85,7 +85,7 @@ class MultiOutputPolynomialClassifier(ClassifierMixin, _MultiOutputPolynomial):
     def __init__(self, kernel="pn", penalty="l1/l2", tau=10.0, loss="logistic",
                  max_basis=50, refit="output", fit_linear=True, fit_intercept=True,
                  tol=1e-4, power_tol=1e-2, max_power_iter=100, refine_tol=1e-3,
-                 max_refine_iter=30, refit_tol=1e-3, max_refit_iter=300, n_jobs=None,
+                 max_refine_iter=30, refit_tol=1e-4, max_refit_iter=300, n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         store_init_params(self, locals())
 
@@ -246,7 +246,7 @@ class MultiOutputPolynomialRegressor(RegressorMixin, _MultiOutputPolynomial):
     def __init__(self, kernel="pn", penalty="l1/l2", tau=10.0, loss="squared",
                  max_basis=50, refit="output", fit_linear=True, fit_intercept=True,
                  tol=1e-4, power_tol=1e-2, max_power_iter=100, refine_tol=1e-3,
-                 max_refine_iter=30, refit_tol=1e-3, max_refit_iter=300, n_jobs=None,
+                 max_refine_iter=30, refit_tol=1e-4, max_refit_iter=300, n_jobs=None,
                  random_state=None, verbose=0, warm_start=False):
         store_init_params(self, locals())
 
