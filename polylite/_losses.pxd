@@ -40,6 +40,15 @@ cdef inline double loss_derivative(int loss, double y, double p) noexcept nogil:
         return -2.0 * y * fmax(0.0, 1.0 - y * p)
 
 
+cdef inline double logistic_from_exp(double y, double z, double e, double log1p_e,
+                                     double* derivative) noexcept nogil:
+    """The logistic loss log(1 + exp(-z)) at the margin z = y p, and d loss / d p in
+    ``derivative``, from e = exp(-|z|) and log1p(e): for callers that compute these two
+    for many margins at once."""
+    derivative[0] = -y * (e if z > 0 else 1.0) / (1.0 + e)
+    return log1p_e if z > 0 else -z + log1p_e
+
+
 cdef inline double loss_value_derivative(int loss, double y, double p,
                                          double* derivative) noexcept nogil:
     """loss_value, and d loss / d p in ``derivative``: for the logistic loss with one exp
@@ -48,8 +57,7 @@ cdef inline double loss_value_derivative(int loss, double y, double p,
     if loss == LOGISTIC:
         z = y * p
         e = exp(-fabs(z))
-        derivative[0] = -y * (e if z > 0 else 1.0) / (1.0 + e)
-        return log1p(e) if z > 0 else -z + log1p(e)
+        return logistic_from_exp(y, z, e, log1p(e), derivative)
     derivative[0] = loss_derivative(loss, y, p)
     return loss_value(loss, y, p)
 
