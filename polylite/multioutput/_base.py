@@ -311,7 +311,7 @@ _COMMON_PARAMS_DOC = """
         when a round does.  The refit's steps converge slowly on correlated features, so
         a loose tolerance stops refits far from their optimum once the ball binds: on
         letter (26 classes) ``1e-3`` left the validation accuracy at 91.5% where
-        ``1e-4`` reaches 92.5%, at about three times the fit time.
+        ``1e-4`` reaches 92.6%, at about three times the fit time.
     max_refit_iter : int, default=300
         Iteration limit of the steps of an output refit, and of the rounds of a full
         refit.
