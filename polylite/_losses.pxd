@@ -46,7 +46,7 @@ cdef inline double logistic_from_exp(double y, double z, double e, double log1p_
     ``derivative``, from e = exp(-|z|) and log1p(e): for callers that compute these two
     for many margins at once."""
     derivative[0] = -y * (e if z > 0 else 1.0) / (1.0 + e)
-    return log1p_e if z > 0 else -z + log1p_e
+    return log1p_e + fmax(-z, 0.0)   # no branch: random signs of z mispredict
 
 
 cdef inline double loss_value_derivative(int loss, double y, double p,

@@ -178,10 +178,10 @@ def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("name", ["squared", "logistic"])
-@pytest.mark.parametrize("n", [50, 2 * _passes.LOGISTIC_BLOCK_ROWS + 37])
+@pytest.mark.parametrize("n", [50, 2 * _passes.BLOCK_ROWS + 37])
 def test_output_loss_against_numpy(rng, n_threads, dtype, order, name, n):
     """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums
-    (the logistic loss block by block: rows in several blocks, the last one partial)."""
+    (block by block: rows in several blocks, the last one partial)."""
     t, c = 4, 3
     Z = np.asarray(rng.standard_normal((n, t)), dtype=dtype, order=order)
     V, b = rng.standard_normal((t, c)), rng.standard_normal(c)

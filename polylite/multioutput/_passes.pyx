@@ -16,8 +16,8 @@ numbers of nonzeros:
 * :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
   ``loss_value_derivative``) and its gradient, one pass over the outputs;
 * :func:`output_loss`: both of these fused for the refits' steps, with the products
-  with Z their gradients need (the logistic loss block by block, its exp and log1p by
-  NumPy's vectorised ufuncs);
+  with Z their gradients need, block by block (products by BLAS, the logistic loss's
+  exp and log1p by NumPy's vectorised ufuncs);
 * :func:`gram_product`: G[:, s] = X~^T (W[:, w_s] * (X~ Q[:, s])) with w_s = columns[s]
   (several columns of Q may share one of W), and when asked the diagonal terms
   Dg[:, c] = (X~ o X~)^T W[:, c]: what Gamma_c q is made of, Gamma_c = X~^T diag(W[:, c])
@@ -281,152 +281,114 @@ def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
     return total
 
 
-cdef inline void _row_outputs(Py_ssize_t i, const floating[:, :] Z,
-                              const double[:, ::1] V, const double[::1] b,
-                              double[:, ::1] O) noexcept nogil:
-    """O[i] = Z[i] V + b, summed as linear_outputs sums it."""
-    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], r, c
-    cdef double z
-    for c in range(m):
-        O[i, c] = b[c]
-    for r in range(t):
-        z = Z[i, r]
-        for c in range(m):
-            O[i, c] += z * V[r, c]
+cdef double _block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
+                        const double[:, ::1] Y, const double[::1] s,
+                        const double[:, ::1] O, const double[:, ::1] E,
+                        const double[:, ::1] L, double[:, ::1] W,
+                        double* column_sums) noexcept nogil:
+    """The weighted loss of rows lo..hi of O, their W[i, c] = s_i d loss / d O[i, c]
+    and W's column sums (added to ``column_sums``).  The logistic loss takes
+    E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows i - lo), the
+    other losses the kernel layer's loss_value_derivative."""
+    cdef Py_ssize_t m = Y.shape[1], i, c
+    cdef double total = 0.0, row, derivative
+    if loss == _LOGISTIC:
+        for i in range(lo, hi):
+            row = 0.0
+            for c in range(m):
+                row += logistic_from_exp(Y[i, c], Y[i, c] * O[i, c], E[i - lo, c],
+                                         L[i - lo, c], &derivative)
+                W[i, c] = s[i] * derivative
+                column_sums[c] += W[i, c]
+            total += s[i] * row
+    else:
+        for i in range(lo, hi):
+            total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m, &W[i, 0])
+            for c in range(m):
+                column_sums[c] += W[i, c]
+    return total
 
 
-cdef inline void _row_gradient_products(Py_ssize_t i, const floating[:, :] Z,
-                                        const double[:, ::1] W,
-                                        double* sums) noexcept nogil:
-    """Adds row i's share of Z^T W to sums[:t c] and of W's column sums to the next c."""
-    cdef Py_ssize_t t = Z.shape[1], m = W.shape[1], r, c
-    cdef double z
-    cdef double* column_sums = sums + t * m
-    for c in range(m):
-        column_sums[c] += W[i, c]
-    for r in range(t):
-        z = Z[i, r]
-        for c in range(m):
-            sums[r * m + c] += z * W[i, c]
-
-
-cdef void _output_loss_rows(Py_ssize_t lo, Py_ssize_t hi, int loss,
-                            const floating[:, :] Z, const double[:, ::1] V,
-                            const double[::1] b, const double[:, ::1] Y,
-                            const double[::1] s, double[:, ::1] O, double[:, ::1] W,
-                            double* sums) noexcept nogil:
-    """Rows lo..hi of :func:`output_loss`; ``sums`` (t c + c + 1, zeroed) receives
-    their Z^T W, column sums of W and loss."""
-    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], i
+cdef void _negative_abs_margins(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::1] Y,
+                                const double[:, ::1] O, double[:, ::1] E) noexcept nogil:
+    """E[i - lo, c] = -|Y[i, c] O[i, c]| for rows lo..hi."""
+    cdef Py_ssize_t m = Y.shape[1], i, c
     for i in range(lo, hi):
-        _row_outputs(i, Z, V, b, O)
-        sums[t * m + m] += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m, &W[i, 0])
-        _row_gradient_products(i, Z, W, sums)
-
-
-cdef void _logistic_exponents(Py_ssize_t lo, Py_ssize_t hi, const floating[:, :] Z,
-                              const double[:, ::1] V, const double[::1] b,
-                              const double[:, ::1] Y, double[:, ::1] O,
-                              double[:, ::1] E) noexcept nogil:
-    """O for rows lo..hi, and E[i - lo, c] = -|z| for their margins z = Y[i, c] O[i, c]."""
-    cdef Py_ssize_t m = V.shape[1], i, c
-    for i in range(lo, hi):
-        _row_outputs(i, Z, V, b, O)
         for c in range(m):
             E[i - lo, c] = -fabs(Y[i, c] * O[i, c])
 
 
-cdef double _logistic_rows(Py_ssize_t lo, Py_ssize_t hi, const floating[:, :] Z,
-                           const double[:, ::1] Y, const double[::1] s,
-                           const double[:, ::1] O, const double[:, ::1] E,
-                           const double[:, ::1] L, double[:, ::1] W,
-                           double* sums) noexcept nogil:
-    """The logistic loss of rows lo..hi from E = exp(-|z|) and L = log1p(E) (their rows
-    i - lo), W and the gradient products into ``sums`` as _output_loss_rows; returns the
-    rows' weighted loss."""
-    cdef Py_ssize_t m = Y.shape[1], i, c
-    cdef double total = 0.0, row, derivative
-    for i in range(lo, hi):
-        row = 0.0
-        for c in range(m):
-            row += logistic_from_exp(Y[i, c], Y[i, c] * O[i, c], E[i - lo, c],
-                                     L[i - lo, c], &derivative)
-            W[i, c] = s[i] * derivative
-        total += s[i] * row
-        _row_gradient_products(i, Z, W, sums)
-    return total
+# Rows per block of output_loss: a block's outputs, gradients and exp / log1p buffers
+# (4 x 2048 x c doubles) stay in the L2 cache between the steps that write and read them.
+BLOCK_ROWS = 2048
 
 
-# Rows per block of the logistic pass: its exp and log1p buffers (2 x 2048 x c doubles)
-# stay in the L2 cache between the passes that write and read them.
-LOGISTIC_BLOCK_ROWS = 2048
-
-
-def _logistic_output_loss_range(Py_ssize_t lo, Py_ssize_t hi, const floating[:, :] Z,
-                                const double[:, ::1] V, const double[::1] b,
-                                const double[:, ::1] Y, const double[::1] s,
-                                double[:, ::1] O, double[:, ::1] W, double[::1] sums):
-    """Rows lo..hi of the logistic :func:`output_loss`, block by block: the margins in
-    C, exp and log1p by NumPy's vectorised ufuncs (several times faster than the C
-    library's one value at a time, the bulk of the pass), the rest in C; the GIL is
-    released throughout but between the calls."""
-    cdef Py_ssize_t m = V.shape[1], start, stop, k, t = Z.shape[1]
-    exponents = np.empty((LOGISTIC_BLOCK_ROWS, m))
-    logs = np.empty((LOGISTIC_BLOCK_ROWS, m))
+def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O, W,
+                       double[::1] sums):
+    """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS,
+    exp and log1p of the logistic margins by NumPy's vectorised ufuncs (several times
+    faster than the C library's one value at a time), the losses and W in C.  Adds the
+    rows' Z^T W, W's column sums and loss to ``sums``."""
+    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], start, stop, k
+    exponents = np.empty((BLOCK_ROWS, m))
+    logs = np.empty((BLOCK_ROWS, m))
+    ZtW = np.zeros((t, m))
     cdef double[:, ::1] E = exponents
     cdef double[:, ::1] L = logs
+    cdef const double[:, ::1] Y_view = Y
+    cdef const double[::1] s_view = s
+    cdef double[:, ::1] O_view = O
+    cdef double[:, ::1] W_view = W
     cdef double total = 0.0
-    for start in range(lo, hi, LOGISTIC_BLOCK_ROWS):
-        stop = min(start + LOGISTIC_BLOCK_ROWS, hi)
+    for start in range(lo, hi, BLOCK_ROWS):
+        stop = min(start + BLOCK_ROWS, hi)
         k = stop - start
+        Z_block, O_block = Z[start:stop], O[start:stop]
+        np.matmul(Z_block, V, out=O_block)
+        O_block += b
+        if loss == _LOGISTIC:
+            with nogil:
+                _negative_abs_margins(start, stop, Y_view, O_view, E)
+            np.exp(exponents[:k], out=exponents[:k])
+            np.log1p(exponents[:k], out=logs[:k])
         with nogil:
-            _logistic_exponents(start, stop, Z, V, b, Y, O, E)
-        np.exp(exponents[:k], out=exponents[:k])
-        np.log1p(exponents[:k], out=logs[:k])
-        with nogil:
-            total += _logistic_rows(start, stop, Z, Y, s, O, E, L, W, &sums[0])
+            total += _block_loss(loss, start, stop, Y_view, s_view, O_view, E, L, W_view,
+                                 &sums[t * m])
+        ZtW += Z_block.T @ W[start:stop]
+    np.asarray(sums)[:t * m] += ZtW.ravel()
     sums[t * m + m] += total
 
 
-def output_loss(int loss, const floating[:, :] Z, const double[:, ::1] V,
-                const double[::1] b, const double[:, ::1] Y, const double[::1] s,
-                double[:, ::1] O, double[:, ::1] W, int n_threads=1):
-    """One pass over the rows for a refit step: the outputs O = Z V + b (as
-    :func:`linear_outputs`), the loss sum_i s_i sum_c loss(Y[i, c], O[i, c]) and
-    W[i, c] = s_i d loss / d O[i, c] (as :func:`elementwise_loss`), O and W in place,
-    and what the next step's gradient needs: Z^T W (t, n_outputs) and the column sums
-    of W (n_outputs,), summed while W is in the cache.  Returns (loss, Z^T W, sums).
+def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
+    """One pass over the rows for a refit step: the outputs O = Z V + b, the loss
+    sum_i s_i sum_c loss(Y[i, c], O[i, c]) and W[i, c] = s_i d loss / d O[i, c] (as
+    :func:`elementwise_loss`), O and W (float64, C order) in place, and what the next
+    step's gradient needs: Z^T W (t, n_outputs) and the column sums of W (n_outputs,),
+    while each block of rows is in the cache.  Returns (loss, Z^T W, sums).
 
-    The logistic loss goes block by block (:func:`_logistic_output_loss_range`), on
-    ``n_threads`` Python threads that each take a range of rows."""
-    cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1], k
-    if V.shape[0] != t or b.shape[0] != m or Y.shape[0] != n or Y.shape[1] != m or \
-            s.shape[0] != n or O.shape[0] != n or O.shape[1] != m or \
-            W.shape[0] != n or W.shape[1] != m:
+    Blocks of rows (:func:`_output_loss_range`) on ``n_threads`` Python threads, each
+    a range of rows; BLAS, NumPy's ufuncs and the C loops release the GIL."""
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1]
+    if Z.ndim != 2 or V.shape[0] != t or b.shape != (m,) or Y.shape != (n, m) or \
+            s.shape != (n,) or O.shape != (n, m) or W.shape != (n, m):
         raise ValueError("output_loss: inconsistent shapes")
+    if not (O.flags.c_contiguous and W.flags.c_contiguous and O.dtype == np.float64
+            and W.dtype == np.float64):
+        raise ValueError("output_loss: O and W must be C-contiguous float64")
     if n == 0 or m == 0:
         return 0.0, np.zeros((t, m)), np.zeros(m)
-    n_threads = max(1, min(n_threads, n))
+    n_threads = max(1, min(n_threads, n // BLOCK_ROWS + 1))
     bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
-    cdef const Py_ssize_t[::1] bound = bounds
     scratch = _thread_scratch(n_threads, t * m + m + 1)
-    cdef double[:, ::1] sums = scratch
-    if loss == _LOGISTIC:
-        if n_threads == 1:
-            _logistic_output_loss_range(0, n, Z, V, b, Y, s, O, W, scratch[0])
-        else:
-            with ThreadPoolExecutor(n_threads) as pool:
-                list(pool.map(lambda k: _logistic_output_loss_range(
-                    bounds[k], bounds[k + 1], Z, V, b, Y, s, O, W, scratch[k]),
-                    range(n_threads)))
-    elif n_threads == 1:
-        with nogil:
-            _output_loss_rows(0, n, loss, Z, V, b, Y, s, O, W, &sums[0, 0])
+    if n_threads == 1:
+        _output_loss_range(loss, 0, n, Z, V, b, Y, s, O, W, scratch[0])
     else:
-        for k in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
-                        chunksize=1):
-            _output_loss_rows(bound[k], bound[k + 1], loss, Z, V, b, Y, s, O, W,
-                              &sums[k, 0])
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(lambda k: _output_loss_range(
+                loss, bounds[k], bounds[k + 1], Z, V, b, Y, s, O, W, scratch[k]),
+                range(n_threads)))
     total = scratch.sum(axis=0)
     return (float(total[t * m + m]), total[:t * m].reshape(t, m),
             total[t * m:t * m + m].copy())
