@@ -228,24 +228,47 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
     return G, (diagonals[0] if n_threads == 1 else diagonals.sum(axis=0))
 
 
-def linear_outputs(const floating[:, :] Z, const double[:, ::1] V, const double[::1] b,
-                   int n_threads=1):
-    """O = Z V + b, float64 of shape (n_samples, n_outputs), C-ordered, summed in double
-    row by row (Z in any layout: the features are kept column by column).  A product
-    this thin (few columns of Z, few outputs) is far slower through BLAS."""
-    cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1], i, r, c
-    cdef double z
-    if V.shape[0] != t or b.shape[0] != m:
+# Rows per block of linear_outputs and output_loss: a block's outputs, gradients and
+# exp / log1p buffers (4 x 2048 x c doubles) stay in the L2 cache between the steps that
+# write and read them.
+BLOCK_ROWS = 2048
+
+
+def _on_row_ranges(Py_ssize_t n, int n_threads, work):
+    """work(k, lo, hi) for n_threads ranges of the n rows (whole blocks of BLOCK_ROWS,
+    at least one per thread), each on its own Python thread if there are several: the
+    blocks' BLAS products, NumPy ufuncs and C loops release the GIL."""
+    n_threads = max(1, min(n_threads, -(-n // BLOCK_ROWS)))
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
+    if n_threads == 1:
+        work(0, 0, n)
+        return
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(lambda k: work(k, bounds[k], bounds[k + 1]), range(n_threads)))
+
+
+def _block_outputs(Z, V, b, O, Py_ssize_t start, Py_ssize_t stop):
+    """O[start:stop] = Z[start:stop] V + b, by BLAS (a thin product is several times
+    faster by blocks that stay in the cache than in one call or row by row)."""
+    O_block = O[start:stop]
+    np.matmul(Z[start:stop], V, out=O_block)
+    O_block += b
+
+
+def linear_outputs(Z, V, b, int n_threads=1):
+    """O = Z V + b, float64 of shape (n_samples, n_outputs), C-ordered (Z float32 or
+    float64 in any layout: the features are kept column by column)."""
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    if Z.ndim != 2 or V.shape[0] != Z.shape[1] or b.shape != (V.shape[1],):
         raise ValueError("linear_outputs: inconsistent shapes")
-    O = np.empty((n, m))
-    cdef double[:, ::1] out = O
-    for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
-        for c in range(m):
-            out[i, c] = b[c]
-        for r in range(t):
-            z = Z[i, r]
-            for c in range(m):
-                out[i, c] += z * V[r, c]
+    O = np.empty((Z.shape[0], V.shape[1]))
+
+    def work(k, lo, hi):
+        for start in range(lo, hi, BLOCK_ROWS):
+            _block_outputs(Z, V, b, O, start, min(start + BLOCK_ROWS, hi))
+
+    _on_row_ranges(Z.shape[0], n_threads, work)
     return O
 
 
@@ -318,11 +341,6 @@ cdef void _negative_abs_margins(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::
             E[i - lo, c] = -fabs(Y[i, c] * O[i, c])
 
 
-# Rows per block of output_loss: a block's outputs, gradients and exp / log1p buffers
-# (4 x 2048 x c doubles) stay in the L2 cache between the steps that write and read them.
-BLOCK_ROWS = 2048
-
-
 def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O, W,
                        double[::1] sums):
     """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS,
@@ -343,9 +361,7 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
     for start in range(lo, hi, BLOCK_ROWS):
         stop = min(start + BLOCK_ROWS, hi)
         k = stop - start
-        Z_block, O_block = Z[start:stop], O[start:stop]
-        np.matmul(Z_block, V, out=O_block)
-        O_block += b
+        _block_outputs(Z, V, b, O, start, stop)
         if loss == _LOGISTIC:
             with nogil:
                 _negative_abs_margins(start, stop, Y_view, O_view, E)
@@ -354,7 +370,7 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
         with nogil:
             total += _block_loss(loss, start, stop, Y_view, s_view, O_view, E, L, W_view,
                                  &sums[t * m])
-        ZtW += Z_block.T @ W[start:stop]
+        ZtW += Z[start:stop].T @ W[start:stop]
     np.asarray(sums)[:t * m] += ZtW.ravel()
     sums[t * m + m] += total
 
@@ -366,8 +382,8 @@ def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
     step's gradient needs: Z^T W (t, n_outputs) and the column sums of W (n_outputs,),
     while each block of rows is in the cache.  Returns (loss, Z^T W, sums).
 
-    Blocks of rows (:func:`_output_loss_range`) on ``n_threads`` Python threads, each
-    a range of rows; BLAS, NumPy's ufuncs and the C loops release the GIL."""
+    Blocks of rows (:func:`_output_loss_range`) on ``n_threads`` threads
+    (:func:`_on_row_ranges`)."""
     V = np.ascontiguousarray(V, dtype=np.float64)
     b = np.ascontiguousarray(b, dtype=np.float64)
     cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1]
@@ -379,16 +395,9 @@ def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
         raise ValueError("output_loss: O and W must be C-contiguous float64")
     if n == 0 or m == 0:
         return 0.0, np.zeros((t, m)), np.zeros(m)
-    n_threads = max(1, min(n_threads, n // BLOCK_ROWS + 1))
-    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
-    scratch = _thread_scratch(n_threads, t * m + m + 1)
-    if n_threads == 1:
-        _output_loss_range(loss, 0, n, Z, V, b, Y, s, O, W, scratch[0])
-    else:
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(lambda k: _output_loss_range(
-                loss, bounds[k], bounds[k + 1], Z, V, b, Y, s, O, W, scratch[k]),
-                range(n_threads)))
+    scratch = _thread_scratch(max(n_threads, 1), t * m + m + 1)
+    _on_row_ranges(n, n_threads, lambda k, lo, hi: _output_loss_range(
+        loss, lo, hi, Z, V, b, Y, s, O, W, scratch[k]))
     total = scratch.sum(axis=0)
     return (float(total[t * m + m]), total[:t * m].reshape(t, m),
             total[t * m:t * m + m].copy())
