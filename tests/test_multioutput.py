@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -177,23 +178,34 @@ def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("name", ["squared", "logistic"])
+@pytest.mark.parametrize("name", ["squared", "logistic", "multiclass"])
 @pytest.mark.parametrize("n", [50, 2 * _passes.BLOCK_ROWS + 37])
 def test_output_loss_against_numpy(rng, n_threads, dtype, order, name, n):
     """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums
     (block by block: rows in several blocks, the last one partial)."""
     t, c = 4, 3
     Z = np.asarray(rng.standard_normal((n, t)), dtype=dtype, order=order)
-    V, b = rng.standard_normal((t, c)), rng.standard_normal(c)
-    Y = np.sign(rng.standard_normal((n, c))) if name == "logistic" else \
-        rng.standard_normal((n, c))
+    V, b = 3 * rng.standard_normal((t, c)), rng.standard_normal(c)
     s = rng.random(n)
     s /= s.sum()
-    loss = regressor_loss(name)
+    expected_O = Z.astype(np.float64) @ V + b
+    if name == "multiclass":
+        Y = rng.integers(0, c, n)
+        loss = classifier_loss("logistic")
+        rows = np.arange(n)
+        expected_value = s @ (logsumexp(expected_O, axis=1) - expected_O[rows, Y])
+        expected_W = softmax(expected_O, axis=1)
+        expected_W[rows, Y] -= 1.0
+        expected_W *= s[:, np.newaxis]
+        np.testing.assert_allclose(loss(Y, expected_O, s)[1], expected_W, rtol=1e-12,
+                                   atol=1e-15)
+    else:
+        Y = np.sign(rng.standard_normal((n, c))) if name == "logistic" else \
+            rng.standard_normal((n, c))
+        loss = regressor_loss(name)
+        expected_value, expected_W = loss(Y, expected_O, s)
     O, W = np.empty((n, c)), np.empty((n, c))
     value, ZtW, sums = _passes.output_loss(loss.kind, Z, V, b, Y, s, O, W, n_threads)
-    expected_O = Z.astype(np.float64) @ V + b
-    expected_value, expected_W = loss(Y, expected_O, s)
     np.testing.assert_allclose(O, expected_O, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(value, expected_value, rtol=1e-12)
     np.testing.assert_allclose(W, expected_W, rtol=1e-12, atol=1e-15)

@@ -24,7 +24,7 @@ Per-output losses (targets: a real matrix Y), summed over the outputs:
 import numpy as np
 from scipy.special import softmax
 
-from . import _multiclass, _passes
+from . import _passes
 from ._projections import project_simplex
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
@@ -48,13 +48,15 @@ def _rows(codes):
 
 class MulticlassLogistic(_Loss):
     name = "logistic"
+    # The refits' fused pass computes it (``_passes.output_loss``).
+    kind = _passes.MULTICLASS_LOGISTIC
 
     def __call__(self, codes, O, s, gradient=True):
         O = np.ascontiguousarray(O, dtype=np.float64)
-        W = np.empty_like(O) if gradient else np.empty((0, 0))
-        value = _multiclass.logistic(O, np.asarray(codes, dtype=np.intp),
-                                     np.asarray(s, dtype=np.float64), W, gradient)
-        return value, (W if gradient else None)
+        W = np.empty_like(O) if gradient else None
+        value = _passes.multiclass_logistic(O, np.asarray(codes, dtype=np.intp),
+                                            np.asarray(s, dtype=np.float64), W, gradient)
+        return value, W
 
     def smoothness(self, n_outputs):
         # The Hessian diag(p) - p p^T has eigenvalues at most 1/2.

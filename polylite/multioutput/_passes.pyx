@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from cython.parallel cimport prange
-from libc.math cimport fabs, sqrt
+from libc.math cimport fabs, log, sqrt
 
 from .._kernels cimport index_t, floating, linear_forms
 from .._losses cimport logistic_from_exp, loss_value_derivative
@@ -45,6 +45,11 @@ PAD_DOUBLES = 8
 # The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
 SQUARED = _SQUARED
 LOGISTIC = _LOGISTIC
+# The multi-class logistic loss (softmax cross-entropy; targets: class codes), which
+# output_loss also accepts.
+cdef enum:
+    _MULTICLASS_LOGISTIC = 100
+MULTICLASS_LOGISTIC = _MULTICLASS_LOGISTIC
 
 
 cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
@@ -342,6 +347,86 @@ cdef void _negative_abs_margins(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::
             E[i - lo, c] = -fabs(Y[i, c] * O[i, c])
 
 
+cdef void _softmax_exponents(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::1] O,
+                             double[:, ::1] E, double* tops) noexcept nogil:
+    """For rows lo..hi: tops[i - lo] = max_c O[i, c] and E[i - lo, c] = O[i, c] - top
+    (whose exp cannot overflow)."""
+    cdef Py_ssize_t m = O.shape[1], i, c
+    cdef double top
+    for i in range(lo, hi):
+        top = O[i, 0]
+        for c in range(1, m):
+            if O[i, c] > top:
+                top = O[i, c]
+        tops[i - lo] = top
+        for c in range(m):
+            E[i - lo, c] = O[i, c] - top
+
+
+cdef double _multiclass_block_loss(Py_ssize_t lo, Py_ssize_t hi,
+                                   const Py_ssize_t[::1] codes, const double[::1] s,
+                                   const double[:, ::1] O, const double[:, ::1] E,
+                                   const double* tops, double[:, ::1] W, bint gradient,
+                                   double* column_sums) noexcept nogil:
+    """The multi-class logistic loss sum_i s_i (log sum_c exp(O_ic) - O_i,codes_i) of
+    rows lo..hi from E = exp(O - tops) (rows i - lo); with ``gradient``, W[i] =
+    s_i (softmax(O_i) - e_codes_i) and W's column sums added to ``column_sums``."""
+    cdef Py_ssize_t m = O.shape[1], i, c
+    cdef double value = 0.0, total, scale
+    for i in range(lo, hi):
+        total = 0.0
+        for c in range(m):
+            total += E[i - lo, c]
+        value += s[i] * (log(total) + tops[i - lo] - O[i, codes[i]])
+        if gradient:
+            scale = s[i] / total
+            for c in range(m):
+                W[i, c] = E[i - lo, c] * scale
+            W[i, codes[i]] -= s[i]
+            for c in range(m):
+                column_sums[c] += W[i, c]
+    return value
+
+
+def _multiclass_rows(Py_ssize_t start, Py_ssize_t stop, codes, s, O, W, bint gradient,
+                     exponents, tops, double[::1] column_sums):
+    """The multi-class logistic loss of rows start..stop (at most BLOCK_ROWS), exp by
+    NumPy's vectorised ufunc between two C loops; W and its column sums with
+    ``gradient``."""
+    cdef Py_ssize_t k = stop - start
+    cdef double[:, ::1] E = exponents
+    cdef double[::1] top = tops
+    cdef const Py_ssize_t[::1] codes_view = codes
+    cdef const double[::1] s_view = s
+    cdef const double[:, ::1] O_view = O
+    cdef double[:, ::1] W_view = W
+    cdef double value
+    with nogil:
+        _softmax_exponents(start, stop, O_view, E, &top[0])
+    np.exp(exponents[:k], out=exponents[:k])
+    with nogil:
+        value = _multiclass_block_loss(start, stop, codes_view, s_view, O_view, E,
+                                       &top[0], W_view, gradient, &column_sums[0])
+    return value
+
+
+def multiclass_logistic(O, codes, s, W, bint gradient):
+    """sum_i s_i (log sum_c exp(O_ic) - O_i,codes_i) for O (n, m) float64 C order;
+    with ``gradient``, W (the shape of O) is set to s_i (softmax(O_i) - e_codes_i).
+    Block by block, as in :func:`output_loss`."""
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], start
+    exponents = np.empty((BLOCK_ROWS, m))
+    tops = np.empty(BLOCK_ROWS)
+    column_sums = np.zeros(m)
+    if not gradient:
+        W = np.empty((0, m))
+    cdef double value = 0.0
+    for start in range(0, n, BLOCK_ROWS):
+        value += _multiclass_rows(start, min(start + BLOCK_ROWS, n), codes, s, O, W,
+                                  gradient, exponents, tops, column_sums)
+    return value
+
+
 def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O, W,
                        double[::1] sums):
     """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS,
@@ -351,10 +436,13 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
     cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], start, stop, k
     exponents = np.empty((BLOCK_ROWS, m))
     logs = np.empty((BLOCK_ROWS, m))
+    tops = np.empty(BLOCK_ROWS)
     ZtW = np.zeros((t, m))
     cdef double[:, ::1] E = exponents
     cdef double[:, ::1] L = logs
-    cdef const double[:, ::1] Y_view = Y
+    cdef const double[:, ::1] Y_view
+    if loss != _MULTICLASS_LOGISTIC:
+        Y_view = Y
     cdef const double[::1] s_view = s
     cdef double[:, ::1] O_view = O
     cdef double[:, ::1] W_view = W
@@ -363,14 +451,18 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
         stop = min(start + BLOCK_ROWS, hi)
         k = stop - start
         _block_outputs(Z, V, b, O, start, stop)
-        if loss == _LOGISTIC:
+        if loss == _MULTICLASS_LOGISTIC:
+            total += _multiclass_rows(start, stop, Y, s, O, W, True, exponents, tops,
+                                      sums[t * m:])
+        else:
+            if loss == _LOGISTIC:
+                with nogil:
+                    _negative_abs_margins(start, stop, Y_view, O_view, E)
+                np.exp(exponents[:k], out=exponents[:k])
+                np.log1p(exponents[:k], out=logs[:k])
             with nogil:
-                _negative_abs_margins(start, stop, Y_view, O_view, E)
-            np.exp(exponents[:k], out=exponents[:k])
-            np.log1p(exponents[:k], out=logs[:k])
-        with nogil:
-            total += _block_loss(loss, start, stop, Y_view, s_view, O_view, E, L, W_view,
-                                 &sums[t * m])
+                total += _block_loss(loss, start, stop, Y_view, s_view, O_view, E, L,
+                                     W_view, &sums[t * m])
         ZtW += Z[start:stop].T @ W[start:stop]
     np.asarray(sums)[:t * m] += ZtW.ravel()
     sums[t * m + m] += total
@@ -379,16 +471,19 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
 def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
     """One pass over the rows for a refit step: the outputs O = Z V + b, the loss
     sum_i s_i sum_c loss(Y[i, c], O[i, c]) and W[i, c] = s_i d loss / d O[i, c] (as
-    :func:`elementwise_loss`), O and W (float64, C order) in place, and what the next
-    step's gradient needs: Z^T W (t, n_outputs) and the column sums of W (n_outputs,),
-    while each block of rows is in the cache.  Returns (loss, Z^T W, sums).
+    :func:`elementwise_loss`; for MULTICLASS_LOGISTIC, Y holds the class codes (n,) and
+    the loss is :func:`multiclass_logistic`'s), O and W (float64, C order) in place, and
+    what the next step's gradient needs: Z^T W (t, n_outputs) and the column sums of W
+    (n_outputs,), while each block of rows is in the cache.  Returns (loss, Z^T W,
+    sums).
 
     Blocks of rows (:func:`_output_loss_range`) on ``n_threads`` threads
     (:func:`_on_row_ranges`)."""
     V = np.ascontiguousarray(V, dtype=np.float64)
     b = np.ascontiguousarray(b, dtype=np.float64)
     cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1]
-    if Z.ndim != 2 or V.shape[0] != t or b.shape != (m,) or Y.shape != (n, m) or \
+    targets = Z.shape[:1] if loss == _MULTICLASS_LOGISTIC else (Z.shape[0], m)
+    if Z.ndim != 2 or V.shape[0] != t or b.shape != (m,) or Y.shape != targets or \
             s.shape != (n,) or O.shape != (n, m) or W.shape != (n, m):
         raise ValueError("output_loss: inconsistent shapes")
     if not (O.flags.c_contiguous and W.flags.c_contiguous and O.dtype == np.float64

@@ -121,6 +121,7 @@ class Problem:
 
     def __init__(self, loss, targets, s, n_outputs, penalty, tau, fit_intercept):
         self.loss, self.targets, self.s = loss, targets, s
+        self.outputs_shape = (targets.shape[0], n_outputs)
         self.mu = loss.smoothness(n_outputs)
         self.penalty, self.tau, self.fit_intercept = penalty, tau, fit_intercept
 
@@ -130,18 +131,19 @@ class Problem:
     def evaluate(self, features, V, b, out=None):
         """The model (V, b) on the features: (O, loss, W, Z^T W, column sums of W).
 
-        A per-output loss (one with a kernel-layer ``kind``) takes one pass over the
-        rows for all of them (``_passes.output_loss``), writing O and W into ``out``
-        (a pair of float64 (n_samples, n_outputs) arrays no longer needed) if given;
-        the other losses take three passes.
+        A loss that the fused pass computes (one with a ``kind``: the per-output losses
+        and the multi-class logistic loss) takes one pass over the rows
+        (``_passes.output_loss``), writing O and W into ``out`` (a pair of float64
+        (n_samples, n_outputs) arrays no longer needed) if given; the other losses take
+        three passes.
         """
         kind = getattr(self.loss, "kind", None)
         if kind is None:
             O = features.outputs(V, b)
             value, W = self(O)
             return O, value, W, features.transpose_times(W), W.sum(axis=0)
-        O, W = out if out is not None else (np.empty(self.targets.shape),
-                                            np.empty(self.targets.shape))
+        O, W = out if out is not None else (np.empty(self.outputs_shape),
+                                            np.empty(self.outputs_shape))
         value, ZtW, column_sums = _passes.output_loss(
             kind, features.Z, np.ascontiguousarray(V, dtype=np.float64),
             np.ascontiguousarray(b, dtype=np.float64), self.targets, self.s, O, W,
