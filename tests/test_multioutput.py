@@ -162,15 +162,17 @@ def test_power_method_algebra_against_numpy(rng):
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
-    Z = np.asarray(rng.standard_normal((50, 4)), dtype=dtype, order=order)
+@pytest.mark.parametrize("n", [50, 2 * _passes.BLOCK_ROWS + 37])
+def test_linear_outputs_against_numpy(rng, monkeypatch, n_threads, dtype, order, n):
+    monkeypatch.setattr(_passes, "MIN_BLOCKS_PER_THREAD", 1)   # threads on 3 blocks
+    Z = np.asarray(rng.standard_normal((n, 4)), dtype=dtype, order=order)
     V, b = rng.standard_normal((4, 3)), rng.standard_normal(3)
     O = _passes.linear_outputs(Z, V, b, n_threads)
     assert O.dtype == np.float64 and O.flags.c_contiguous
     np.testing.assert_allclose(O, Z.astype(np.float64) @ V + b, rtol=1e-12, atol=1e-12)
     # No features: the intercept alone.
     np.testing.assert_array_equal(_passes.linear_outputs(Z[:, :0], V[:0], b, n_threads),
-                                  np.tile(b, (50, 1)))
+                                  np.tile(b, (n, 1)))
     with pytest.raises(ValueError, match="inconsistent shapes"):
         _passes.linear_outputs(Z, V[:3], b)
 
@@ -180,9 +182,11 @@ def test_linear_outputs_against_numpy(rng, n_threads, dtype, order):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("name", ["squared", "logistic", "multiclass"])
 @pytest.mark.parametrize("n", [50, 2 * _passes.BLOCK_ROWS + 37])
-def test_output_loss_against_numpy(rng, n_threads, dtype, order, name, n):
+def test_output_loss_against_numpy(rng, monkeypatch, n_threads, dtype, order, name, n):
     """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums
-    (block by block: rows in several blocks, the last one partial)."""
+    (block by block: rows in several blocks, the last one partial, and with n_threads
+    > 1 on two threads)."""
+    monkeypatch.setattr(_passes, "MIN_BLOCKS_PER_THREAD", 1)
     t, c = 4, 3
     Z = np.asarray(rng.standard_normal((n, t)), dtype=dtype, order=order)
     V, b = 3 * rng.standard_normal((t, c)), rng.standard_normal(c)

@@ -240,11 +240,16 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
 BLOCK_ROWS = 4096
 
 
+# Threads share a pass only if each gets this many blocks: on fewer rows, starting the
+# threads and waiting for the slowest costs more than they save.
+MIN_BLOCKS_PER_THREAD = 4
+
+
 def _on_row_ranges(Py_ssize_t n, int n_threads, work):
-    """work(k, lo, hi) for n_threads ranges of the n rows (whole blocks of BLOCK_ROWS,
-    at least one per thread), each on its own Python thread if there are several: the
-    blocks' BLAS products, NumPy ufuncs and C loops release the GIL."""
-    n_threads = max(1, min(n_threads, -(-n // BLOCK_ROWS)))
+    """work(k, lo, hi) for n_threads ranges of the n rows (fewer if some would get
+    under MIN_BLOCKS_PER_THREAD blocks), each on its own Python thread if there are
+    several: the blocks' BLAS products, NumPy ufuncs and C loops release the GIL."""
+    n_threads = max(1, min(n_threads, n // (MIN_BLOCKS_PER_THREAD * BLOCK_ROWS)))
     bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
     if n_threads == 1:
         work(0, 0, n)
