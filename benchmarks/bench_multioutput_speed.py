@@ -20,12 +20,12 @@ right before and three times right after each fit (a shared machine's load drift
     python benchmarks/bench_multioutput_speed.py [--rows 1000000] [--basis 6]
         [--penalty l1/linf] [--n-jobs 1 2] [--dtype float64]
 
-Measured with the defaults (``--n-jobs 1 2``) on a quiet 2-core machine, seven runs at
-cc9a6fa: 2.2-3.2 s per basis vector on one thread = 29-58x (median 45x) and 1.5-2.2 s =
-22-36x (median 24x) on two; ``X @ P`` took 0.037-0.089 s between runs, which moves the
-ratio more than the fit time does; 6 power, 2 refinement and 4 refit iterations per
-basis vector (medians).  Main at 262910b, before the fused refit pass and the power
-method's algebra in C: 5.9 s = 56x on one thread and 57x on two.
+Measured with the defaults (``--n-jobs 1 2``) on a quiet 2-core machine, six runs at
+main after 024cb3c (``refit_tol=1e-4``): 1.32-1.41 s per basis vector on one thread =
+45-59x (median 52x) and 0.95-1.06 s = 40-53x (median 48x) on two; ``X @ P`` took
+0.019-0.030 s between runs; 6 power, 2 refinement and 8 refit iterations per basis
+vector.  Main at 024cb3c in the same session (``refit_tol=1e-3``, 4 refit iterations,
+the refit's passes row by row in C): 1.49-1.68 s on one thread, 1.00-1.32 s on two.
 """
 import argparse
 
