@@ -18,7 +18,7 @@ with C the weighted covariance of the features, M - m m^T (in the variables
 (V, b + m V) the features are centred, which decouples the intercept: its step is
 -grad_b F / kappa).  With kappa = mu, the loss's smoothness constant, the model is an
 upper bound of F (the Hessian of F is at most mu C per output), so each step decreases F;
-kappa follows the loss's actual curvature along the steps: halved when the curvature
+kappa follows the loss's actual curvature along the steps: halved as far as the curvature
 observed on the last step leaves room for it, doubled until the model bounds F at the
 new point (backtracking, rare).  For the squared loss the model is exact (mu = 1): one
 step solves the refit.  The steps are not accelerated: each starts where the last one
@@ -27,8 +27,10 @@ ended, whose loss and gradients are known, so that a step costs one pass over th
 model is minimised by FISTA with the exact projections and adaptive restarts
 (O'Donoghue and Candes 2015), in the t x c space of V: its iterations cost O(t^2 c),
 independent of the number of rows; only the gradient and the new objective need a
-product with Z.  The refit stops
-when a step lowers F by at most ``tol`` (relative).
+product with Z.  The refit stops when a step at a kappa fitted to the loss (one that
+the step did not lower) lowers F by at most ``tol`` (relative): a step at a kappa far
+above the loss's curvature is short whatever the distance to the optimum, and stopping
+there froze the paths once the ball bound (every refit ended after its first step).
 
 :func:`refit_full` also moves the basis vectors: alternating rounds of one projected
 gradient step on H (rows kept in the unit ball, step by backtracking) and a warm
