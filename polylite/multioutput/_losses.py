@@ -54,8 +54,8 @@ class MulticlassLogistic(_Loss):
     def __call__(self, codes, O, s, gradient=True):
         O = np.ascontiguousarray(O, dtype=np.float64)
         W = np.empty_like(O) if gradient else None
-        value = _passes.multiclass_logistic(O, np.asarray(codes, dtype=np.intp),
-                                            np.asarray(s, dtype=np.float64), W, gradient)
+        value = _passes.loss_pass(self.kind, np.asarray(codes, dtype=np.intp), O,
+                                  np.asarray(s, dtype=np.float64), W, gradient)
         return value, W
 
     def smoothness(self, n_outputs):
@@ -105,7 +105,7 @@ class MulticlassSquaredHinge(_Loss):
 
 class _PerOutput(_Loss):
     """A loss of the kernel layer (``polylite/_losses.pxd``) applied to every output,
-    summed over the outputs, in one threaded pass (``_passes.elementwise_loss``)."""
+    summed over the outputs, in one threaded pass (``_passes.loss_pass``)."""
     kind = None
 
     def __init__(self, n_threads=1):
@@ -113,9 +113,9 @@ class _PerOutput(_Loss):
 
     def __call__(self, Y, O, s, gradient=True):
         O = np.ascontiguousarray(O, dtype=np.float64)
-        W = np.empty_like(O) if gradient else np.empty((0, 0))
-        value = _passes.elementwise_loss(self.kind, Y, O, s, W, gradient, self.n_threads)
-        return value, (W if gradient else None)
+        W = np.empty_like(O) if gradient else None
+        value = _passes.loss_pass(self.kind, Y, O, s, W, gradient, self.n_threads)
+        return value, W
 
 
 class Squared(_PerOutput):

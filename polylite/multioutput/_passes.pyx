@@ -13,8 +13,8 @@ numbers of nonzeros:
 * :func:`features`: Z[i, s] = sigma(q_s, x~_i), with sigma(q, x) = (q.x)^2 ("pn") or the
   ANOVA kernel A_2(q, x) = ((q.x)^2 - sum_j q_j^2 x_j^2) / 2 ("fm");
 * :func:`linear_outputs`: the outputs Z V + b of the features Z;
-* :func:`elementwise_loss`: the weighted loss of per-output losses (the kernel layer's
-  ``loss_value_derivative``) and its gradient, one pass over the outputs;
+* :func:`loss_pass`: the weighted loss of the outputs (the kernel layer's per-output
+  losses, or the multi-class logistic loss) and its gradient, one pass over them;
 * :func:`output_loss`: both of these fused for the refits' steps, with the products
   with Z their gradients need, block by block (products by BLAS, the logistic loss's
   exp and log1p by NumPy's vectorised ufuncs);
@@ -42,7 +42,7 @@ from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
 # Scratch rows of different threads are kept this many doubles (a cache line) apart.
 PAD_DOUBLES = 8
 
-# The per-output losses of the kernel layer (_losses.pxd) that elementwise_loss accepts.
+# The per-output losses of the kernel layer (_losses.pxd) that loss_pass accepts.
 SQUARED = _SQUARED
 LOGISTIC = _LOGISTIC
 # The multi-class logistic loss (softmax cross-entropy; targets: class codes), which
@@ -296,48 +296,30 @@ cdef inline double _row_loss(int loss, const double* y, const double* o, double 
     return s * row
 
 
-def elementwise_loss(int loss, const double[:, ::1] Y, const double[:, ::1] O,
-                     const double[::1] s, double[:, ::1] W, bint gradient,
-                     int n_threads=1):
-    """sum_i s_i sum_c loss(Y[i, c], O[i, c]) for a per-output loss of the kernel layer
-    (SQUARED: (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))); with ``gradient`` also
-    W[i, c] = s_i d loss / d O[i, c], in place."""
-    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], i
-    cdef double total = 0.0
-    if Y.shape[0] != n or Y.shape[1] != m or s.shape[0] != n or (
-            gradient and (W.shape[0] != n or W.shape[1] != m)):
-        raise ValueError("elementwise_loss: inconsistent shapes")
-    if n == 0 or m == 0:
-        return 0.0
-    for i in prange(n, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
-        total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
-                           &W[i, 0] if gradient else NULL)
-    return total
-
-
-cdef double _block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
-                        const double[:, ::1] Y, const double[::1] s,
-                        const double[:, ::1] O, const double[:, ::1] E,
-                        const double[:, ::1] L, double[:, ::1] W,
-                        double* column_sums) noexcept nogil:
-    """The weighted loss of rows lo..hi of O, their W[i, c] = s_i d loss / d O[i, c]
-    and W's column sums (added to ``column_sums``).  The logistic loss takes
-    E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows i - lo), the
-    other losses the kernel layer's loss_value_derivative."""
+cdef double _per_output_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
+                                   const double[:, ::1] Y, const double[::1] s,
+                                   const double[:, ::1] O, const double[:, ::1] E,
+                                   const double[:, ::1] L, double[:, ::1] W,
+                                   bint gradient, double* column_sums) noexcept nogil:
+    """The weighted per-output loss of rows lo..hi of O; with ``gradient``, their
+    W[i, c] = s_i d loss / d O[i, c] and W's column sums (added to ``column_sums``).
+    The logistic loss takes E = exp(-|z|) and L = log1p(E) of the margins z = Y O
+    (their rows i - lo), the other losses the kernel layer's loss_value_derivative."""
     cdef Py_ssize_t m = Y.shape[1], i, c
     cdef double total = 0.0, row, derivative
-    if loss == _LOGISTIC:
-        for i in range(lo, hi):
+    for i in range(lo, hi):
+        if loss == _LOGISTIC:
             row = 0.0
             for c in range(m):
                 row += logistic_from_exp(Y[i, c], Y[i, c] * O[i, c], E[i - lo, c],
                                          L[i - lo, c], &derivative)
-                W[i, c] = s[i] * derivative
-                column_sums[c] += W[i, c]
+                if gradient:
+                    W[i, c] = s[i] * derivative
             total += s[i] * row
-    else:
-        for i in range(lo, hi):
-            total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m, &W[i, 0])
+        else:
+            total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
+                               &W[i, 0] if gradient else NULL)
+        if gradient:
             for c in range(m):
                 column_sums[c] += W[i, c]
     return total
@@ -393,81 +375,103 @@ cdef double _multiclass_block_loss(Py_ssize_t lo, Py_ssize_t hi,
     return value
 
 
-def _multiclass_rows(Py_ssize_t start, Py_ssize_t stop, codes, s, O, W, bint gradient,
-                     exponents, tops, double[::1] column_sums):
-    """The multi-class logistic loss of rows start..stop (at most BLOCK_ROWS), exp by
-    NumPy's vectorised ufunc between two C loops; W and its column sums with
-    ``gradient``."""
+class _Buffers:
+    """One thread's scratch for blocks of rows: exp(-|margins|) or exp(O - max), their
+    log1p, and the row maxima."""
+
+    def __init__(self, Py_ssize_t m):
+        self.exponents = np.empty((BLOCK_ROWS, m))
+        self.logs = np.empty((BLOCK_ROWS, m))
+        self.tops = np.empty(BLOCK_ROWS)
+
+
+def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gradient,
+                buffers, double[::1] column_sums):
+    """The loss of rows start..stop (at most BLOCK_ROWS) of O, and with ``gradient``
+    their W and W's column sums (added to ``column_sums``): the exponentials by NumPy's
+    vectorised ufuncs (several times faster than the C library's one value at a time)
+    between C loops.  Y: targets (n, m), or class codes (n,) for MULTICLASS_LOGISTIC."""
     cdef Py_ssize_t k = stop - start
+    exponents, logs = buffers.exponents, buffers.logs
     cdef double[:, ::1] E = exponents
-    cdef double[::1] top = tops
-    cdef const Py_ssize_t[::1] codes_view = codes
+    cdef double[:, ::1] L = logs
+    cdef double[::1] tops = buffers.tops
     cdef const double[::1] s_view = s
     cdef const double[:, ::1] O_view = O
     cdef double[:, ::1] W_view = W
+    cdef const double[:, ::1] Y_view
+    cdef const Py_ssize_t[::1] codes
     cdef double value
+    if loss == _MULTICLASS_LOGISTIC:
+        codes = Y
+        with nogil:
+            _softmax_exponents(start, stop, O_view, E, &tops[0])
+        np.exp(exponents[:k], out=exponents[:k])
+        with nogil:
+            value = _multiclass_block_loss(start, stop, codes, s_view, O_view, E,
+                                           &tops[0], W_view, gradient, &column_sums[0])
+        return value
+    Y_view = Y
+    if loss == _LOGISTIC:
+        with nogil:
+            _negative_abs_margins(start, stop, Y_view, O_view, E)
+        np.exp(exponents[:k], out=exponents[:k])
+        np.log1p(exponents[:k], out=logs[:k])
     with nogil:
-        _softmax_exponents(start, stop, O_view, E, &top[0])
-    np.exp(exponents[:k], out=exponents[:k])
-    with nogil:
-        value = _multiclass_block_loss(start, stop, codes_view, s_view, O_view, E,
-                                       &top[0], W_view, gradient, &column_sums[0])
+        value = _per_output_block_loss(loss, start, stop, Y_view, s_view, O_view, E, L,
+                                       W_view, gradient, &column_sums[0])
     return value
 
 
-def multiclass_logistic(O, codes, s, W, bint gradient):
-    """sum_i s_i (log sum_c exp(O_ic) - O_i,codes_i) for O (n, m) float64 C order;
-    with ``gradient``, W (the shape of O) is set to s_i (softmax(O_i) - e_codes_i).
-    Block by block, as in :func:`output_loss`."""
-    cdef Py_ssize_t n = O.shape[0], m = O.shape[1], start
-    exponents = np.empty((BLOCK_ROWS, m))
-    tops = np.empty(BLOCK_ROWS)
-    column_sums = np.zeros(m)
+def _check_shapes(int loss, n, m, Y, s, O, W, bint gradient):
+    """The shapes and layouts that loss_pass and output_loss need (ValueError if not)."""
+    targets = (n,) if loss == _MULTICLASS_LOGISTIC else (n, m)
+    if Y.shape != targets or s.shape != (n,) or O.shape != (n, m) or (
+            gradient and W.shape != (n, m)):
+        raise ValueError("loss pass: inconsistent shapes")
+    if not O.flags.c_contiguous or O.dtype != np.float64 or (gradient and not (
+            W.flags.c_contiguous and W.dtype == np.float64)):
+        raise ValueError("loss pass: O and W must be C-contiguous float64")
+
+
+def loss_pass(int loss, Y, O, s, W, bint gradient, int n_threads=1):
+    """sum_i s_i loss(Y[i], O[i]) for the outputs O (n, m), float64 C order: a
+    per-output loss of the kernel layer summed over the outputs (SQUARED:
+    (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))) or MULTICLASS_LOGISTIC
+    (log sum_c exp(o_c) - o_y, Y the class codes (n,)); with ``gradient`` also
+    W[i, c] = s_i d loss / d O[i, c], in place.  Block by block, as in
+    :func:`output_loss`, on ``n_threads`` threads."""
+    cdef Py_ssize_t n = O.shape[0], m = O.shape[1]
     if not gradient:
         W = np.empty((0, m))
-    cdef double value = 0.0
-    for start in range(0, n, BLOCK_ROWS):
-        value += _multiclass_rows(start, min(start + BLOCK_ROWS, n), codes, s, O, W,
-                                  gradient, exponents, tops, column_sums)
-    return value
+    _check_shapes(loss, n, m, Y, s, O, W, gradient)
+    if n == 0 or m == 0:
+        return 0.0
+    scratch = _thread_scratch(max(n_threads, 1), m + 1)
+
+    def work(k, lo, hi):
+        buffers = _Buffers(m)
+        for start in range(lo, hi, BLOCK_ROWS):
+            scratch[k, m] += _block_loss(loss, start, min(start + BLOCK_ROWS, hi), Y, s,
+                                         O, W, gradient, buffers, scratch[k, :m])
+
+    _on_row_ranges(n, n_threads, work)
+    return float(scratch[:, m].sum())
 
 
 def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O, W,
                        double[::1] sums):
-    """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS,
-    exp and log1p of the logistic margins by NumPy's vectorised ufuncs (several times
-    faster than the C library's one value at a time), the losses and W in C.  Adds the
-    rows' Z^T W, W's column sums and loss to ``sums``."""
-    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], start, stop, k
-    exponents = np.empty((BLOCK_ROWS, m))
-    logs = np.empty((BLOCK_ROWS, m))
-    tops = np.empty(BLOCK_ROWS)
+    """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS
+    and the loss between them (:func:`_block_loss`).  Adds the rows' Z^T W, W's column
+    sums and loss to ``sums``."""
+    cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], start, stop
+    buffers = _Buffers(m)
     ZtW = np.zeros((t, m))
-    cdef double[:, ::1] E = exponents
-    cdef double[:, ::1] L = logs
-    cdef const double[:, ::1] Y_view
-    if loss != _MULTICLASS_LOGISTIC:
-        Y_view = Y
-    cdef const double[::1] s_view = s
-    cdef double[:, ::1] O_view = O
-    cdef double[:, ::1] W_view = W
     cdef double total = 0.0
     for start in range(lo, hi, BLOCK_ROWS):
         stop = min(start + BLOCK_ROWS, hi)
-        k = stop - start
         _block_outputs(Z, V, b, O, start, stop)
-        if loss == _MULTICLASS_LOGISTIC:
-            total += _multiclass_rows(start, stop, Y, s, O, W, True, exponents, tops,
-                                      sums[t * m:])
-        else:
-            if loss == _LOGISTIC:
-                with nogil:
-                    _negative_abs_margins(start, stop, Y_view, O_view, E)
-                np.exp(exponents[:k], out=exponents[:k])
-                np.log1p(exponents[:k], out=logs[:k])
-            with nogil:
-                total += _block_loss(loss, start, stop, Y_view, s_view, O_view, E, L,
-                                     W_view, &sums[t * m])
+        total += _block_loss(loss, start, stop, Y, s, O, W, True, buffers, sums[t * m:])
         ZtW += Z[start:stop].T @ W[start:stop]
     np.asarray(sums)[:t * m] += ZtW.ravel()
     sums[t * m + m] += total
@@ -476,24 +480,19 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
 def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
     """One pass over the rows for a refit step: the outputs O = Z V + b, the loss
     sum_i s_i sum_c loss(Y[i, c], O[i, c]) and W[i, c] = s_i d loss / d O[i, c] (as
-    :func:`elementwise_loss`; for MULTICLASS_LOGISTIC, Y holds the class codes (n,) and
-    the loss is :func:`multiclass_logistic`'s), O and W (float64, C order) in place, and
-    what the next step's gradient needs: Z^T W (t, n_outputs) and the column sums of W
-    (n_outputs,), while each block of rows is in the cache.  Returns (loss, Z^T W,
-    sums).
+    :func:`loss_pass`; for MULTICLASS_LOGISTIC, Y holds the class codes (n,)), O and W
+    (float64, C order) in place, and what the next step's gradient needs: Z^T W
+    (t, n_outputs) and the column sums of W (n_outputs,), while each block of rows is in
+    the cache.  Returns (loss, Z^T W, sums).
 
     Blocks of rows (:func:`_output_loss_range`) on ``n_threads`` threads
     (:func:`_on_row_ranges`)."""
     V = np.ascontiguousarray(V, dtype=np.float64)
     b = np.ascontiguousarray(b, dtype=np.float64)
     cdef Py_ssize_t n = Z.shape[0], t = Z.shape[1], m = V.shape[1]
-    targets = Z.shape[:1] if loss == _MULTICLASS_LOGISTIC else (Z.shape[0], m)
-    if Z.ndim != 2 or V.shape[0] != t or b.shape != (m,) or Y.shape != targets or \
-            s.shape != (n,) or O.shape != (n, m) or W.shape != (n, m):
+    if Z.ndim != 2 or V.shape[0] != t or b.shape != (m,):
         raise ValueError("output_loss: inconsistent shapes")
-    if not (O.flags.c_contiguous and W.flags.c_contiguous and O.dtype == np.float64
-            and W.dtype == np.float64):
-        raise ValueError("output_loss: O and W must be C-contiguous float64")
+    _check_shapes(loss, n, m, Y, s, O, W, True)
     if n == 0 or m == 0:
         return 0.0, np.zeros((t, m)), np.zeros(m)
     scratch = _thread_scratch(max(n_threads, 1), t * m + m + 1)

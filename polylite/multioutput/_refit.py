@@ -147,9 +147,7 @@ class Problem:
         O, W = out if out is not None else (np.empty(self.outputs_shape),
                                             np.empty(self.outputs_shape))
         value, ZtW, column_sums = _passes.output_loss(
-            kind, features.Z, np.ascontiguousarray(V, dtype=np.float64),
-            np.ascontiguousarray(b, dtype=np.float64), self.targets, self.s, O, W,
-            features.n_threads)
+            kind, features.Z, V, b, self.targets, self.s, O, W, features.n_threads)
         return O, value, W, ZtW, column_sums
 
 
