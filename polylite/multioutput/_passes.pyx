@@ -33,10 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from cython.parallel cimport prange
-from libc.math cimport fabs, log, sqrt
+from libc.math cimport fabs, fmax, log, sqrt
 
-from .._kernels cimport index_t, floating, linear_forms
-from .._losses cimport logistic_from_exp, loss_value_derivative
+from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
+from .._losses cimport loss_value_derivative
 from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
 
 # Scratch rows of different threads are kept this many doubles (a cache line) apart.
@@ -51,18 +51,28 @@ cdef enum:
     _MULTICLASS_LOGISTIC = 100
 MULTICLASS_LOGISTIC = _MULTICLASS_LOGISTIC
 
+cdef enum:
+    # The row passes prefetch the rows of Q (and of the Gamma tables) that the nonzeros
+    # this far past the current one need: they are gathered at random, and on many
+    # features miss the cache.
+    PREFETCH_NNZ = 16
+
 
 cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                          const index_t* indices, const index_t* indptr,
                          const floating* Q, Py_ssize_t m, const floating* gamma,
                          bint anova, floating* Z, double* squares) noexcept nogil:
-    cdef Py_ssize_t i, z, s, start, nnz
+    cdef Py_ssize_t i, z, s, start, nnz, ahead = indptr[lo], last
     cdef const floating* row
     cdef floating* out
     cdef double x, q
     for i in range(lo, hi):
         start = indptr[i]
         nnz = indptr[i + 1] - start
+        last = min(start + nnz + PREFETCH_NNZ, indptr[hi])
+        while ahead < last:
+            polylite_prefetch_block(Q + indices[ahead] * m, m * sizeof(floating))
+            ahead += 1
         out = Z + i * m
         linear_forms(Q, m, gamma, indices + start, data + start, nnz, out)
         if not anova:
@@ -91,7 +101,7 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
     """Rows lo..hi of the Gamma products into ``table`` (dim, 2 m): row j holds
     Q[j, :] (read) followed by its sums G[j, :] (written), so that the sums of a row's
     features are next to the values just read for it (one fetch from memory, not two)."""
-    cdef Py_ssize_t i, z, s, start, nnz, width = 2 * m
+    cdef Py_ssize_t i, z, s, start, nnz, width = 2 * m, ahead = indptr[lo], last
     cdef const floating* w
     cdef const double* q
     cdef double* a
@@ -99,6 +109,12 @@ cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
     for i in range(lo, hi):
         start = indptr[i]
         nnz = indptr[i + 1] - start
+        last = min(start + nnz + PREFETCH_NNZ, indptr[hi])
+        while ahead < last:
+            polylite_prefetch_block(table + indices[ahead] * width, width * sizeof(double))
+            if diag != NULL:
+                polylite_prefetch_block(diag + indices[ahead] * k, k * sizeof(double))
+            ahead += 1
         w = W + i * k
         # r = w * (X~ Q)_i
         if constant:
@@ -296,29 +312,51 @@ cdef inline double _row_loss(int loss, const double* y, const double* o, double 
     return s * row
 
 
+cdef double _logistic_block_loss(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::1] Y,
+                                 const double[::1] s, const double[:, ::1] O,
+                                 double[:, ::1] E, double[:, ::1] L, double[:, ::1] W,
+                                 bint gradient, double* column_sums) noexcept nogil:
+    """The weighted binary logistic loss of rows lo..hi of O, summed over the outputs,
+    from E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows i - lo; both
+    overwritten); with ``gradient``, W[i, c] = s_i d loss / d O[i, c] and W's column sums
+    (added to ``column_sums``).  A flat loop over the block's entries, branch-free so
+    that the compiler vectorises it, then one over the rows for their weights."""
+    cdef Py_ssize_t m = Y.shape[1], i, c, j, size = (hi - lo) * m
+    cdef const double* y = &Y[lo, 0]
+    cdef const double* o = &O[lo, 0]
+    cdef double* e = &E[0, 0]
+    cdef double* loss = &L[0, 0]
+    cdef double total = 0.0, row, z, negative
+    for j in range(size):
+        z = y[j] * o[j]
+        negative = -z if z < 0 else 0.0
+        loss[j] += negative
+        # d loss / d o = -y sigma(-z), sigma(-z) = e / (1 + e) if z > 0 else 1 / (1 + e).
+        e[j] = -y[j] * (e[j] if z > 0 else 1.0) / (1.0 + e[j])
+    for i in range(lo, hi):
+        row = 0.0
+        for c in range(m):
+            row += L[i - lo, c]
+        total += s[i] * row
+        if gradient:
+            for c in range(m):
+                W[i, c] = s[i] * E[i - lo, c]
+                column_sums[c] += W[i, c]
+    return total
+
+
 cdef double _per_output_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
                                    const double[:, ::1] Y, const double[::1] s,
-                                   const double[:, ::1] O, const double[:, ::1] E,
-                                   const double[:, ::1] L, double[:, ::1] W,
+                                   const double[:, ::1] O, double[:, ::1] W,
                                    bint gradient, double* column_sums) noexcept nogil:
-    """The weighted per-output loss of rows lo..hi of O; with ``gradient``, their
-    W[i, c] = s_i d loss / d O[i, c] and W's column sums (added to ``column_sums``).
-    The logistic loss takes E = exp(-|z|) and L = log1p(E) of the margins z = Y O
-    (their rows i - lo), the other losses the kernel layer's loss_value_derivative."""
+    """The weighted per-output loss (the kernel layer's loss_value_derivative) of rows
+    lo..hi of O; with ``gradient``, their W[i, c] = s_i d loss / d O[i, c] and W's
+    column sums (added to ``column_sums``)."""
     cdef Py_ssize_t m = Y.shape[1], i, c
-    cdef double total = 0.0, row, derivative
+    cdef double total = 0.0
     for i in range(lo, hi):
-        if loss == _LOGISTIC:
-            row = 0.0
-            for c in range(m):
-                row += logistic_from_exp(Y[i, c], Y[i, c] * O[i, c], E[i - lo, c],
-                                         L[i - lo, c], &derivative)
-                if gradient:
-                    W[i, c] = s[i] * derivative
-            total += s[i] * row
-        else:
-            total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
-                               &W[i, 0] if gradient else NULL)
+        total += _row_loss(loss, &Y[i, 0], &O[i, 0], s[i], m,
+                           &W[i, 0] if gradient else NULL)
         if gradient:
             for c in range(m):
                 column_sums[c] += W[i, c]
@@ -417,9 +455,13 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
             _negative_abs_margins(start, stop, Y_view, O_view, E)
         np.exp(exponents[:k], out=exponents[:k])
         np.log1p(exponents[:k], out=logs[:k])
+        with nogil:
+            value = _logistic_block_loss(start, stop, Y_view, s_view, O_view, E, L,
+                                         W_view, gradient, &column_sums[0])
+        return value
     with nogil:
-        value = _per_output_block_loss(loss, start, stop, Y_view, s_view, O_view, E, L,
-                                       W_view, gradient, &column_sums[0])
+        value = _per_output_block_loss(loss, start, stop, Y_view, s_view, O_view, W_view,
+                                       gradient, &column_sums[0])
     return value
 
 
