@@ -84,6 +84,7 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
     stalled = np.zeros(2 * c, dtype=bool)
     n_iter = 0
     P = np.empty_like(Q)
+    spare = None
     while True:
         residual = _passes.unit_residuals(Q, GQ, rho, P)   # P: the unit residuals
         # Converged to tol relative to the larger end of the same Gamma_c, or stalled
@@ -93,13 +94,13 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         if not running.any() or n_iter >= max_iter:
             break
         n_iter += 1
-        # Work on the running columns only (views of q, gq, p when all are running; d
-        # and gd are updated in place, so copies).
+        # Work on the running columns only: all of Q, GQ, P, D, GD when all are running
+        # (d and gd are updated in place; a column whose step then fails stalls, and
+        # its D is not used again), else copies of the running columns.
         every = running.all()
         cols = slice(None) if every else np.flatnonzero(running)
-        q, gq, p = (Q, GQ, P) if every else (np.ascontiguousarray(A[:, cols])
-                                             for A in (Q, GQ, P))
-        d, gd = np.array(D[:, cols], order="C"), np.array(GD[:, cols], order="C")
+        q, gq, p, d, gd = (Q, GQ, P, D, GD) if every else (
+            np.ascontiguousarray(A[:, cols]) for A in (Q, GQ, P, D, GD))
         rq = rho[cols]
         gp, _ = op.gamma(p, W, columns=output[cols], diagonal=diagonal)
         # The previous step made orthogonal to q and p (Gamma d follows linearly); it
@@ -124,13 +125,16 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         _, vectors = np.linalg.eigh(A)
         y = vectors[np.arange(q.shape[1]), :, np.where(direction > 0, 2, 0)]
         y[:, 2] *= inv   # the coefficient of d itself
-        q_new, gq_new, step, gstep = (np.empty_like(q) for _ in range(4))
+        # The arrays that the last full step replaced are reused (no new pages).
+        q_new, gq_new, step, gstep = (spare if every and spare is not None
+                                      else (np.empty_like(q) for _ in range(4)))
         rho_new = _passes.combine_step(np.ascontiguousarray(y), q, p, d, gq, gp, gd,
                                        q_new, gq_new, step, gstep)
         better = direction * (rho_new - rq) > 1e-12 * scale[cols]
         where = np.flatnonzero(running)
         stalled[where[~better]] = True
         if every and better.all():
+            spare = Q, GQ, D, GD
             Q, GQ, D, GD, rho = q_new, gq_new, step, gstep, rho_new
             continue
         moved = where[better]
