@@ -19,8 +19,7 @@ from polylite import MultiOutputPolynomialClassifier, MultiOutputPolynomialRegre
 from polylite.multioutput import _passes
 from polylite.multioutput._losses import classifier_loss, regressor_loss
 from polylite.multioutput._operator import RowOperator
-from polylite.multioutput._projections import (PENALTIES, dual_norm, penalty_value, project,
-                                               project_simplex)
+from polylite.multioutput._projections import PENALTIES, dual_norm, penalty_value, project
 from polylite.multioutput._refit import Features, Problem, refit_output
 from polylite.multioutput._selection import dominant_eigenvectors, select_basis
 
@@ -177,10 +176,22 @@ def test_linear_outputs_against_numpy(rng, monkeypatch, n_threads, dtype, order,
         _passes.linear_outputs(Z, V[:3], b)
 
 
+def _simplex_projections(A):
+    """Each row of A projected onto the simplex, by NumPy: p = (a - theta)_+ with theta
+    from the sorted row (Held, Wolfe, Crowder 1974)."""
+    top = -np.sort(-A, axis=1)
+    cumulative = np.cumsum(top, axis=1) - 1.0
+    j = np.arange(1, A.shape[1] + 1)
+    count = (top - cumulative / j > 0).sum(axis=1)
+    theta = cumulative[np.arange(A.shape[0]), count - 1] / count
+    return np.maximum(A - theta[:, None], 0.0)
+
+
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("name", ["squared", "logistic", "multiclass"])
+@pytest.mark.parametrize("name", ["squared", "logistic", "multiclass", "smooth_hinge",
+                                  "squared_hinge"])
 @pytest.mark.parametrize("n", [50, 2 * _passes.BLOCK_ROWS + 37])
 def test_output_loss_against_numpy(rng, monkeypatch, n_threads, dtype, order, name, n):
     """The fused refit pass: outputs, loss, its gradient W, Z^T W and W's column sums
@@ -193,13 +204,27 @@ def test_output_loss_against_numpy(rng, monkeypatch, n_threads, dtype, order, na
     s = rng.random(n)
     s /= s.sum()
     expected_O = Z.astype(np.float64) @ V + b
-    if name == "multiclass":
+    if name in ("multiclass", "smooth_hinge", "squared_hinge"):
         Y = rng.integers(0, c, n)
-        loss = classifier_loss("logistic")
         rows = np.arange(n)
-        expected_value = s @ (logsumexp(expected_O, axis=1) - expected_O[rows, Y])
-        expected_W = softmax(expected_O, axis=1)
-        expected_W[rows, Y] -= 1.0
+        loss = classifier_loss("logistic" if name == "multiclass" else name)
+        margins = expected_O + 1.0 - expected_O[rows, Y][:, None]
+        margins[rows, Y] = 0.0
+        if name == "multiclass":
+            expected_value = s @ (logsumexp(expected_O, axis=1) - expected_O[rows, Y])
+            expected_W = softmax(expected_O, axis=1)
+            expected_W[rows, Y] -= 1.0
+        elif name == "squared_hinge":
+            slack = np.maximum(margins, 0.0)
+            expected_value = s @ (slack ** 2).sum(axis=1)
+            expected_W = 2.0 * slack
+            expected_W[rows, Y] = -expected_W.sum(axis=1)
+        else:
+            p = _simplex_projections(margins)
+            expected_value = s @ ((p * margins).sum(axis=1) - 0.5 * (p * p).sum(axis=1)
+                                  + 0.5)
+            expected_W = p
+            expected_W[rows, Y] -= 1.0
         expected_W *= s[:, np.newaxis]
         np.testing.assert_allclose(loss(Y, expected_O, s)[1], expected_W, rtol=1e-12,
                                    atol=1e-15)
@@ -380,17 +405,26 @@ def test_projection_optimality_conditions_on_larger_inputs(penalty, rng):
         assert np.all(P * V >= 0)
 
 
-def test_project_simplex_conditions(rng):
-    A = rng.standard_normal((40, 9)) * 3
-    A[:, 3] = A[:, 5]   # ties
-    for radius in (1.0, 0.3, 7.0):
-        P = project_simplex(A, radius)
-        assert np.all(P >= 0)
-        np.testing.assert_allclose(P.sum(axis=1), radius, rtol=1e-12)
-        # P = (A - theta)_+ with one theta per row.
-        theta = (A - P)[np.arange(40), P.argmax(axis=1)]
-        np.testing.assert_allclose(P, np.maximum(A - theta[:, None], 0), atol=1e-12)
-    np.testing.assert_array_equal(project_simplex(np.zeros((3, 0))), np.zeros((3, 0)))
+def test_smooth_hinge_gradient_is_the_simplex_projection(rng):
+    """The smoothed hinge's gradient is s (p - e_y), p the projection of the margins
+    a = 1 - e_y + o - o_y onto the simplex: p >= 0, sum p = 1, p = (a - theta)_+ with
+    one theta per row (ties and rows of every sign included)."""
+    n, m = 60, 9
+    O = rng.standard_normal((n, m)) * 3
+    O[:, 3] = O[:, 5]   # ties
+    O[:5] = 0.0
+    codes = rng.integers(0, m, n)
+    s = np.full(n, 1.0 / n)
+    _, W = classifier_loss("smooth_hinge")(codes, O, s)
+    rows = np.arange(n)
+    P = W / s[:, None]
+    P[rows, codes] += 1.0
+    A = O + 1.0 - O[rows, codes][:, None]
+    A[rows, codes] = 0.0
+    assert np.all(P >= -1e-15)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+    theta = (A - P)[rows, P.argmax(axis=1)]
+    np.testing.assert_allclose(P, np.maximum(A - theta[:, None], 0), atol=1e-12)
 
 
 def test_penalty_values_and_dual_norms():
@@ -456,10 +490,18 @@ def test_loss_smoothness_bounds_the_hessian(rng):
 
 
 def test_smooth_hinge_is_zero_beyond_the_margin():
+    """Zero once the true output leads every other by 2 (the smoothing's margin), above
+    the hinge everywhere."""
     loss = classifier_loss("smooth_hinge")
     O = np.array([[3.0, 1.0, 0.5]])
     value, W = loss(np.array([0]), O, np.ones(1))
     assert value == pytest.approx(0.0) and np.allclose(W, 0.0)
+    assert loss(np.array([0]), np.array([[3.0, 1.1, 0.5]]), np.ones(1))[0] > 0
+    O = np.random.default_rng(0).standard_normal((50, 4)) * 2
+    codes = np.arange(50) % 4
+    for i in range(50):
+        hinge = np.max(1.0 + O[i] - O[i, codes[i]] - (np.arange(4) == codes[i]))
+        assert loss(codes[i:i + 1], O[i:i + 1], np.ones(1))[0] >= hinge - 1e-12
 
 
 # --------------------------------------------------------------------------------------

@@ -94,8 +94,8 @@ cdef double _penalty(const double* V, Py_ssize_t n, Py_ssize_t m, int kind) noex
     return total
 
 
-cdef double _simplex_threshold(const double* a, Py_ssize_t m, double radius,
-                               bint absolute, double* top) noexcept nogil:
+cdef double simplex_threshold(const double* a, Py_ssize_t m, double radius,
+                              bint absolute, double* top) noexcept nogil:
     """The theta with sum_j (a_j - theta)_+ = radius, a_j or |a_j| (sort-based, Duchi et
     al. 2008): (sum of the j largest - radius) / j for the largest j whose j-th entry
     exceeds it.  ``top`` is a work buffer of m doubles."""
@@ -117,7 +117,7 @@ cdef int _project_l1(double* V, Py_ssize_t size, double tau) noexcept nogil:
     cdef Py_ssize_t i
     if top == NULL:
         return -1
-    theta = _simplex_threshold(V, size, tau, True, top)
+    theta = simplex_threshold(V, size, tau, True, top)
     for i in range(size):
         a = fabs(V[i]) - theta
         V[i] = 0.0 if a <= 0 else (a if V[i] > 0 else -a)
@@ -134,7 +134,7 @@ cdef int _project_l1_l2(double* V, Py_ssize_t n, Py_ssize_t m, double tau) noexc
         return -1
     for r in range(n):
         norms[r] = _row_penalty(V + r * m, m, L1_L2)
-    theta = _simplex_threshold(norms, n, tau, False, norms + n)
+    theta = simplex_threshold(norms, n, tau, False, norms + n)
     for r in range(n):
         scale = 0.0 if norms[r] <= theta else (norms[r] - theta) / norms[r]
         for j in range(m):
@@ -331,21 +331,3 @@ def minimise_quadratic(const double[:, ::1] g, double kappa, const double[:, ::1
     free(work)
     if status:
         raise MemoryError
-
-
-def simplex_rows_inplace(double[:, ::1] A, double radius):
-    """Replace each row of A (C-contiguous float64) by its projection onto the simplex
-    {p >= 0, sum p = radius}."""
-    cdef Py_ssize_t n = A.shape[0], m = A.shape[1], r, j
-    cdef double theta
-    if n == 0 or m == 0:
-        return
-    cdef double* top = <double*> malloc(m * sizeof(double))
-    if top == NULL:
-        raise MemoryError
-    with nogil:
-        for r in range(n):
-            theta = _simplex_threshold(&A[r, 0], m, radius, False, top)
-            for j in range(m):
-                A[r, j] = A[r, j] - theta if A[r, j] > theta else 0.0
-    free(top)

@@ -1,4 +1,5 @@
-"""Losses of the multi-output models (NIPS 2017, appendix A), vectorised over the rows.
+"""Losses of the multi-output models (NIPS 2017, appendix A), each one pass over the rows
+(``_passes.loss_pass``, in C; fused into the refits' passes by ``_passes.output_loss``).
 
 Each loss takes the targets of the rows and the outputs ``O`` (n_samples, n_outputs) and
 returns the weighted mean ``sum_i s_i loss(y_i, o_i)`` (the weights ``s`` sum to 1) with
@@ -10,9 +11,10 @@ Multi-class losses (targets: class codes 0..m-1):
 
 * "logistic": ``log sum_c exp(o_c) - o_y``; gradient softmax(o) - e_y;
 * "smooth_hinge": the multi-class hinge max_c (1[c != y] + o_c) - o_y smoothed by a
-  squared norm: ``max_{p in simplex} <p, 1 - e_y + o - o_y> - ||p||^2 / 2 + 1/2`` (zero when
-  o_y exceeds every other output by 1 or more); gradient p* - e_y with p* the projection
-  of 1 - e_y + o onto the simplex;
+  squared norm: ``max_{p in simplex} <p, 1 - e_y + o - o_y> - ||p||^2 / 2 + 1/2``, an
+  upper bound of the hinge (||p|| <= 1 on the simplex), zero once o_y exceeds every
+  other output by 2 or more; gradient p* - e_y with p* the projection of
+  1 - e_y + o onto the simplex;
 * "squared_hinge": ``sum_{c != y} max(0, 1 + o_c - o_y)^2`` (Blondel, Seki, Uehara 2013).
 
 Per-output losses (targets: a real matrix Y), summed over the outputs:
@@ -25,14 +27,16 @@ import numpy as np
 from scipy.special import softmax
 
 from . import _passes
-from ._projections import project_simplex
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
 REGRESSOR_LOSSES = ("squared", "logistic")
 
 
 class _Loss:
+    """A loss computed by ``_passes.loss_pass`` (and fused into the refits' passes by
+    ``_passes.output_loss``), identified there by ``kind``."""
     name = ""
+    kind = None
 
     def __call__(self, targets, O, s, gradient=True):
         """(weighted mean loss, W or None)."""
@@ -42,14 +46,8 @@ class _Loss:
         raise NotImplementedError
 
 
-def _rows(codes):
-    return np.arange(codes.shape[0]), codes
-
-
-class MulticlassLogistic(_Loss):
-    name = "logistic"
-    # The refits' fused pass computes it (``_passes.output_loss``).
-    kind = _passes.MULTICLASS_LOGISTIC
+class _Multiclass(_Loss):
+    """A multi-class loss of the outputs; targets: class codes 0..m-1."""
 
     def __call__(self, codes, O, s, gradient=True):
         O = np.ascontiguousarray(O, dtype=np.float64)
@@ -58,45 +56,27 @@ class MulticlassLogistic(_Loss):
                                   np.asarray(s, dtype=np.float64), W, gradient)
         return value, W
 
+
+class MulticlassLogistic(_Multiclass):
+    name = "logistic"
+    kind = _passes.MULTICLASS_LOGISTIC
+
     def smoothness(self, n_outputs):
         # The Hessian diag(p) - p p^T has eigenvalues at most 1/2.
         return 0.5
 
 
-class SmoothHinge(_Loss):
+class SmoothHinge(_Multiclass):
     name = "smooth_hinge"
-
-    def __call__(self, codes, O, s, gradient=True):
-        rows = _rows(codes)
-        margins = O + 1.0 - O[rows][:, np.newaxis]
-        margins[rows] = 0.0
-        p = project_simplex(margins)
-        value = float(s @ (np.einsum("ij,ij->i", p, margins)
-                           - 0.5 * np.einsum("ij,ij->i", p, p) + 0.5))
-        if not gradient:
-            return value, None
-        p[rows] -= 1.0
-        p *= s[:, np.newaxis]
-        return value, p
+    kind = _passes.SMOOTH_HINGE
 
     def smoothness(self, n_outputs):
         return 1.0   # the projection onto the simplex is 1-Lipschitz
 
 
-class MulticlassSquaredHinge(_Loss):
+class MulticlassSquaredHinge(_Multiclass):
     name = "squared_hinge"
-
-    def __call__(self, codes, O, s, gradient=True):
-        rows = _rows(codes)
-        slack = np.maximum(O + 1.0 - O[rows][:, np.newaxis], 0.0)
-        slack[rows] = 0.0
-        value = float(s @ np.einsum("ij,ij->i", slack, slack))
-        if not gradient:
-            return value, None
-        W = 2.0 * slack
-        W[rows] = -W.sum(axis=1)
-        W *= s[:, np.newaxis]
-        return value, W
+    kind = _passes.SQUARED_HINGE
 
     def smoothness(self, n_outputs):
         # 2 x the Laplacian of a star with up to m - 1 leaves: eigenvalues up to 2 m.
@@ -106,7 +86,6 @@ class MulticlassSquaredHinge(_Loss):
 class _PerOutput(_Loss):
     """A loss of the kernel layer (``polylite/_losses.pxd``) applied to every output,
     summed over the outputs, in one threaded pass (``_passes.loss_pass``)."""
-    kind = None
 
     def __init__(self, n_threads=1):
         self.n_threads = n_threads

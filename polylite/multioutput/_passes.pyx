@@ -14,7 +14,7 @@ numbers of nonzeros:
   ANOVA kernel A_2(q, x) = ((q.x)^2 - sum_j q_j^2 x_j^2) / 2 ("fm");
 * :func:`linear_outputs`: the outputs Z V + b of the features Z;
 * :func:`loss_pass`: the weighted loss of the outputs (the kernel layer's per-output
-  losses, or the multi-class logistic loss) and its gradient, one pass over them;
+  losses, or the multi-class losses) and its gradient, one pass over them;
 * :func:`output_loss`: both of these fused for the refits' steps, with the products
   with Z their gradients need, block by block (products by BLAS, the logistic loss's
   exp and log1p by NumPy's vectorised ufuncs);
@@ -38,6 +38,7 @@ from libc.math cimport fabs, fmax, log, sqrt
 from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
 from .._losses cimport loss_value_derivative
 from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
+from ._ball cimport simplex_threshold
 
 # Scratch rows of different threads are kept this many doubles (a cache line) apart.
 PAD_DOUBLES = 8
@@ -45,11 +46,15 @@ PAD_DOUBLES = 8
 # The per-output losses of the kernel layer (_losses.pxd) that loss_pass accepts.
 SQUARED = _SQUARED
 LOGISTIC = _LOGISTIC
-# The multi-class logistic loss (softmax cross-entropy; targets: class codes), which
-# output_loss also accepts.
 cdef enum:
     _MULTICLASS_LOGISTIC = 100
+    _SMOOTH_HINGE = 101
+    _SQUARED_HINGE = 102
+# The multi-class losses (targets: class codes): the multi-class logistic loss (softmax
+# cross-entropy), the smoothed and the squared multi-class hinge (_losses documents them).
 MULTICLASS_LOGISTIC = _MULTICLASS_LOGISTIC
+SMOOTH_HINGE = _SMOOTH_HINGE
+SQUARED_HINGE = _SQUARED_HINGE
 
 cdef enum:
     # The row passes prefetch the rows of Q (and of the Gamma tables) that the nonzeros
@@ -413,6 +418,51 @@ cdef double _multiclass_block_loss(Py_ssize_t lo, Py_ssize_t hi,
     return value
 
 
+cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
+                              const Py_ssize_t[::1] codes, const double[::1] s,
+                              const double[:, ::1] O, double[:, ::1] A,
+                              double[:, ::1] work, double[:, ::1] W, bint gradient,
+                              double* column_sums) noexcept nogil:
+    """The multi-class hinge loss of rows lo..hi (weighted by s), with y = codes[i] and
+    the margins a_c = 1 + O[i, c] - O[i, y] (a_y = 0): SQUARED_HINGE
+    sum_{c != y} max(a_c, 0)^2, SMOOTH_HINGE <p, a> - ||p||^2 / 2 + 1/2 with p the
+    projection of a onto the simplex; with ``gradient``, W[i] = s_i d loss / d O[i]
+    (2 max(a, 0), minus their sum at y; p - e_y) and W's column sums added to
+    ``column_sums``.  A and work: scratch rows (i - lo) of at least m values."""
+    cdef Py_ssize_t m = O.shape[1], i, c, y
+    cdef double value = 0.0, row, total, theta, p
+    cdef double* a
+    for i in range(lo, hi):
+        y = codes[i]
+        a = &A[i - lo, 0]
+        for c in range(m):
+            a[c] = 1.0 + O[i, c] - O[i, y] if c != y else 0.0
+        if loss == _SQUARED_HINGE:
+            row = 0.0
+            total = 0.0
+            for c in range(m):
+                p = a[c] if a[c] > 0 else 0.0
+                row += p * p
+                if gradient:
+                    W[i, c] = 2.0 * s[i] * p
+                    total += W[i, c]
+            if gradient:
+                W[i, y] = -total
+        else:
+            theta = simplex_threshold(a, m, 1.0, False, &work[i - lo, 0])
+            row = 0.5
+            for c in range(m):
+                p = a[c] - theta if a[c] > theta else 0.0
+                row += p * a[c] - 0.5 * p * p
+                if gradient:
+                    W[i, c] = s[i] * (p - 1.0 if c == y else p)
+        value += s[i] * row
+        if gradient:
+            for c in range(m):
+                column_sums[c] += W[i, c]
+    return value
+
+
 class _Buffers:
     """One thread's scratch for blocks of rows: exp(-|margins|) or exp(O - max), their
     log1p, and the row maxima."""
@@ -428,7 +478,8 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
     """The loss of rows start..stop (at most BLOCK_ROWS) of O, and with ``gradient``
     their W and W's column sums (added to ``column_sums``): the exponentials by NumPy's
     vectorised ufuncs (several times faster than the C library's one value at a time)
-    between C loops.  Y: targets (n, m), or class codes (n,) for MULTICLASS_LOGISTIC."""
+    between C loops.  Y: targets (n, m), or class codes (n,) for the multi-class
+    losses."""
     cdef Py_ssize_t k = stop - start
     exponents, logs = buffers.exponents, buffers.logs
     cdef double[:, ::1] E = exponents
@@ -440,6 +491,12 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
     cdef const double[:, ::1] Y_view
     cdef const Py_ssize_t[::1] codes
     cdef double value
+    if loss == _SMOOTH_HINGE or loss == _SQUARED_HINGE:
+        codes = Y
+        with nogil:
+            value = _hinge_block_loss(loss, start, stop, codes, s_view, O_view, E, L,
+                                      W_view, gradient, &column_sums[0])
+        return value
     if loss == _MULTICLASS_LOGISTIC:
         codes = Y
         with nogil:
@@ -467,7 +524,7 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
 
 def _check_shapes(int loss, n, m, Y, s, O, W, bint gradient):
     """The shapes and layouts that loss_pass and output_loss need (ValueError if not)."""
-    targets = (n,) if loss == _MULTICLASS_LOGISTIC else (n, m)
+    targets = (n,) if loss >= _MULTICLASS_LOGISTIC else (n, m)
     if Y.shape != targets or s.shape != (n,) or O.shape != (n, m) or (
             gradient and W.shape != (n, m)):
         raise ValueError("loss pass: inconsistent shapes")
@@ -479,8 +536,9 @@ def _check_shapes(int loss, n, m, Y, s, O, W, bint gradient):
 def loss_pass(int loss, Y, O, s, W, bint gradient, int n_threads=1):
     """sum_i s_i loss(Y[i], O[i]) for the outputs O (n, m), float64 C order: a
     per-output loss of the kernel layer summed over the outputs (SQUARED:
-    (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))) or MULTICLASS_LOGISTIC
-    (log sum_c exp(o_c) - o_y, Y the class codes (n,)); with ``gradient`` also
+    (o - y)^2 / 2, LOGISTIC: log(1 + exp(-y o))) or a multi-class loss, Y the class
+    codes (n,): MULTICLASS_LOGISTIC (log sum_c exp(o_c) - o_y), SMOOTH_HINGE or
+    SQUARED_HINGE (:func:`_hinge_block_loss`); with ``gradient`` also
     W[i, c] = s_i d loss / d O[i, c], in place.  Block by block, as in
     :func:`output_loss`, on ``n_threads`` threads."""
     cdef Py_ssize_t n = O.shape[0], m = O.shape[1]
@@ -522,7 +580,7 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
 def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
     """One pass over the rows for a refit step: the outputs O = Z V + b, the loss
     sum_i s_i sum_c loss(Y[i, c], O[i, c]) and W[i, c] = s_i d loss / d O[i, c] (as
-    :func:`loss_pass`; for MULTICLASS_LOGISTIC, Y holds the class codes (n,)), O and W
+    :func:`loss_pass`; for the multi-class losses, Y holds the class codes (n,)), O and W
     (float64, C order) in place, and what the next step's gradient needs: Z^T W
     (t, n_outputs) and the column sums of W (n_outputs,), while each block of rows is in
     the cache.  Returns (loss, Z^T W, sums).

@@ -66,10 +66,3 @@ def minimise_quadratic(g, kappa, cov, V, tau, penalty, step, max_iter, tol):
     X = np.empty(V.shape)
     _ball.minimise_quadratic(g, kappa, cov, V, tau, _kind(penalty), step, max_iter, tol, X)
     return X
-
-
-def project_simplex(A, radius=1.0):
-    """Each row of A projected onto the simplex {p >= 0, sum p = radius}, a new array."""
-    A = np.array(A, dtype=np.float64, order="C")
-    _ball.simplex_rows_inplace(A, radius)
-    return A

@@ -131,23 +131,14 @@ class Problem:
         return self.loss(self.targets, O, self.s, gradient)
 
     def evaluate(self, features, V, b, out=None):
-        """The model (V, b) on the features: (O, loss, W, Z^T W, column sums of W).
-
-        A loss that the fused pass computes (one with a ``kind``: the per-output losses
-        and the multi-class logistic loss) takes one pass over the rows
-        (``_passes.output_loss``), writing O and W into ``out`` (a pair of float64
-        (n_samples, n_outputs) arrays no longer needed) if given; the other losses take
-        three passes.
-        """
-        kind = getattr(self.loss, "kind", None)
-        if kind is None:
-            O = features.outputs(V, b)
-            value, W = self(O)
-            return O, value, W, features.transpose_times(W), W.sum(axis=0)
+        """The model (V, b) on the features: (O, loss, W, Z^T W, column sums of W), in
+        one pass over the rows (``_passes.output_loss``), writing O and W into ``out``
+        (a pair of float64 (n_samples, n_outputs) arrays no longer needed) if given."""
         O, W = out if out is not None else (np.empty(self.outputs_shape),
                                             np.empty(self.outputs_shape))
         value, ZtW, column_sums = _passes.output_loss(
-            kind, features.Z, V, b, self.targets, self.s, O, W, features.n_threads)
+            self.loss.kind, features.Z, V, b, self.targets, self.s, O, W,
+            features.n_threads)
         return O, value, W, ZtW, column_sums
 
 
