@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from cython.parallel cimport prange
-from libc.math cimport fabs, fmax, log, sqrt
+from libc.math cimport fabs, log, sqrt
 
 from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
 from .._losses cimport loss_value_derivative
@@ -430,7 +430,7 @@ cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
     (2 max(a, 0), minus their sum at y; p - e_y) and W's column sums added to
     ``column_sums``.  A and work: scratch rows (i - lo) of at least m values."""
     cdef Py_ssize_t m = O.shape[1], i, c, y
-    cdef double value = 0.0, row, total, theta, p
+    cdef double value = 0.0, row, total, theta, p, slack
     cdef double* a
     for i in range(lo, hi):
         y = codes[i]
@@ -441,10 +441,10 @@ cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
             row = 0.0
             total = 0.0
             for c in range(m):
-                p = a[c] if a[c] > 0 else 0.0
-                row += p * p
+                slack = a[c] if a[c] > 0 else 0.0
+                row += slack * slack
                 if gradient:
-                    W[i, c] = 2.0 * s[i] * p
+                    W[i, c] = 2.0 * s[i] * slack
                     total += W[i, c]
             if gradient:
                 W[i, y] = -total
