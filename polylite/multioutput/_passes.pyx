@@ -430,13 +430,23 @@ cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
     (2 max(a, 0), minus their sum at y; p - e_y) and W's column sums added to
     ``column_sums``.  A and work: scratch rows (i - lo) of at least m values."""
     cdef Py_ssize_t m = O.shape[1], i, c, y
-    cdef double value = 0.0, row, total, theta, p, slack
+    cdef double value = 0.0, row, total, theta, p, slack, top
     cdef double* a
     for i in range(lo, hi):
         y = codes[i]
         a = &A[i - lo, 0]
+        top = -1.0   # the largest a_c, c != y, if above -1
         for c in range(m):
             a[c] = 1.0 + O[i, c] - O[i, y] if c != y else 0.0
+            if c != y and a[c] > top:
+                top = a[c]
+        if loss == _SMOOTH_HINGE and top <= -1.0:
+            # Beyond the margin: the projection is e_y (theta = -1), loss and gradient
+            # zero, as the sort would find.
+            if gradient:
+                for c in range(m):
+                    W[i, c] = 0.0
+            continue
         if loss == _SQUARED_HINGE:
             row = 0.0
             total = 0.0
