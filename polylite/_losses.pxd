@@ -44,9 +44,10 @@ cdef inline double logistic_from_exp(double y, double z, double e, double log1p_
                                      double* derivative) noexcept nogil:
     """The logistic loss log(1 + exp(-z)) at the margin z = y p, and d loss / d p in
     ``derivative``, from e = exp(-|z|) and log1p(e): for callers that compute these two
-    for many margins at once."""
+    for many margins at once.  Selects, not branches (random signs of z mispredict) nor
+    fmax (a library call): a loop of it vectorises."""
     derivative[0] = -y * (e if z > 0 else 1.0) / (1.0 + e)
-    return log1p_e + fmax(-z, 0.0)   # no branch: random signs of z mispredict
+    return log1p_e + (-z if z < 0 else 0.0)
 
 
 cdef inline double loss_value_derivative(int loss, double y, double p,

@@ -36,7 +36,7 @@ from cython.parallel cimport prange
 from libc.math cimport fabs, log, sqrt
 
 from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
-from .._losses cimport loss_value_derivative
+from .._losses cimport logistic_from_exp, loss_value_derivative
 from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
 from ._ball cimport simplex_threshold
 
@@ -324,20 +324,18 @@ cdef double _logistic_block_loss(Py_ssize_t lo, Py_ssize_t hi, const double[:, :
     """The weighted binary logistic loss of rows lo..hi of O, summed over the outputs,
     from E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows i - lo; both
     overwritten); with ``gradient``, W[i, c] = s_i d loss / d O[i, c] and W's column sums
-    (added to ``column_sums``).  A flat loop over the block's entries, branch-free so
-    that the compiler vectorises it, then one over the rows for their weights."""
+    (added to ``column_sums``).  A flat loop over the block's entries (the kernel
+    layer's logistic_from_exp, which the compiler vectorises), then one over the rows
+    for their weights."""
     cdef Py_ssize_t m = Y.shape[1], i, c, j, size = (hi - lo) * m
     cdef const double* y = &Y[lo, 0]
     cdef const double* o = &O[lo, 0]
     cdef double* e = &E[0, 0]
     cdef double* loss = &L[0, 0]
-    cdef double total = 0.0, row, z, negative
+    cdef double total = 0.0, row, derivative
     for j in range(size):
-        z = y[j] * o[j]
-        negative = -z if z < 0 else 0.0
-        loss[j] += negative
-        # d loss / d o = -y sigma(-z), sigma(-z) = e / (1 + e) if z > 0 else 1 / (1 + e).
-        e[j] = -y[j] * (e[j] if z > 0 else 1.0) / (1.0 + e[j])
+        loss[j] = logistic_from_exp(y[j], y[j] * o[j], e[j], loss[j], &derivative)
+        e[j] = derivative
     for i in range(lo, hi):
         row = 0.0
         for c in range(m):
@@ -475,7 +473,7 @@ cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
 
 class _Buffers:
     """One thread's scratch for blocks of rows: exp(-|margins|) or exp(O - max), their
-    log1p, and the row maxima."""
+    log1p, and the row maxima (the hinge losses: their margins and the sort's work)."""
 
     def __init__(self, Py_ssize_t m):
         self.exponents = np.empty((BLOCK_ROWS, m))
