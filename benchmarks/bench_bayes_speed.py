@@ -29,6 +29,7 @@ from polylite.bayes._sampler import FeatureGroups, GibbsChain
 from polylite.datasets import make_recommender
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
+from polylite.polynomial._cd_data import CDProblem
 
 from _timing import recommender_arguments, timings
 
@@ -42,22 +43,19 @@ def chain_and_epoch(X, y, groups, degree, k, n_jobs):
     params = _OutputParams(intercept=np.zeros(1), w=np.zeros(d),
                            P=rng.normal(0, 0.1, (degree - 1, d, k)),
                            gamma=np.zeros((0, k)), lam=np.ones(k))
-    inputs = _solvers.cd_inputs(X, np.full(n, 1.0 / n), "anova", n_jobs)
-    chain = GibbsChain(X, y, inputs, params, structure, groups, fit_intercept=True,
+    data = _solvers.cd_data(X, np.full(n, 1.0 / n), "anova", n_jobs)
+    chain = GibbsChain(X, y, data, params, structure, groups, fit_intercept=True,
                        fit_linear=True, probit=False, rng=rng, workspace={})
     cd_params = dataclasses.replace(params, **{name: np.array(getattr(params, name))
                                                for name in ("intercept", "w", "P")})
     cd_pred = chain.y_pred.copy()
     workspace = {}
-    degrees = np.arange(2, degree + 1, dtype=np.intc)
+    problem = CDProblem(chain.y, chain.sample_weight, kernels.KERNELS["anova"],
+                        np.arange(2, degree + 1, dtype=np.intc),
+                        _losses.loss_code("squared"), 1e-5, 1e-5, True, True)
 
     def epoch():
-        _cd.cd_epoch(inputs.groups, X.data, X.indices, X.indptr, chain.y,
-                     chain.sample_weight, cd_params.intercept, cd_params.w, cd_params.P,
-                     degrees, cd_params.gamma, kernels.KERNELS["anova"],
-                     _losses.loss_code("squared"), 1e-5, 1e-5, True, True, cd_pred,
-                     n_threads=inputs.n_threads, support=inputs.support,
-                     workspace=workspace)
+        _cd.cd_epoch(data, problem, cd_params, cd_pred, workspace=workspace)
 
     return chain, epoch
 

@@ -11,3 +11,30 @@ def reference_loss(loss, y, p):
     if loss == "squared_hinge":
         return np.maximum(0.0, 1.0 - y * p) ** 2
     raise AssertionError(loss)
+
+
+def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees, gamma,
+                 kernel, loss, alpha, beta, fit_intercept, fit_linear, y_pred, lam=None,
+                 fit_lam=False, n_threads=1, support=None, thread_min_entries=8192,
+                 workspace=None, prior=None):
+    """One epoch of ``polylite.polynomial._cd.cd_epoch`` on explicit arrays: the tests
+    set up the rows, groups and parameters themselves (``support`` None: computed;
+    ``lam`` None: ones).  ``kernel`` and ``loss`` are codes."""
+    import scipy.sparse as sp
+
+    from polylite.polynomial import _cd
+    from polylite.polynomial._base import _OutputParams
+    from polylite.polynomial._cd_data import CDData, CDProblem
+    n, d, k = len(y), P.shape[1], P.shape[2]
+    X = sp.csr_matrix((data, indices, indptr), shape=(n, d))
+    X.indices, X.indptr = indices, indptr  # as given (scipy may narrow them)
+    if support is None:
+        support = _cd.column_support(indices, indptr, np.asarray(sw, np.float64), d)
+    if lam is None:
+        lam = np.ones(k, P.dtype)
+    return _cd.cd_epoch(
+        CDData(X, groups, support, n_threads),
+        CDProblem(y, sw, kernel, np.asarray(degrees, np.intc), loss, alpha, beta,
+                  fit_intercept, fit_linear, fit_lam),
+        _OutputParams(intercept, w, P, gamma, lam), y_pred, prior=prior,
+        workspace=workspace, thread_min_entries=thread_min_entries)

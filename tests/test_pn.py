@@ -33,7 +33,7 @@ from polylite import (FactorizationMachineClassifier, PolynomialNetworkClassifie
                       PolynomialNetworkRegressor, kernels)
 from polylite import _losses
 from polylite.polynomial import _cd, _sgd, _solvers
-from _reference import reference_loss
+from _reference import reference_loss, run_cd_epoch
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -257,7 +257,7 @@ def _cd_predictions_drift(kernel, degree, epochs, dtype=np.float32):
 
     y_pred = exact()
     for _ in range(epochs):
-        _cd.cd_epoch(_solvers.column_groups(X, kernel), X.data, X.indices, X.indptr, y, sw,
+        run_cd_epoch(_solvers.column_groups(X, kernel), X.data, X.indices, X.indptr, y, sw,
                      intercept, w, P, np.array([degree], np.intc), gamma,
                      kernels.KERNELS[kernel], _losses.loss_code("squared"), 0.0, 1e-4,
                      True, True, y_pred, lam, kernel == "polynomial")

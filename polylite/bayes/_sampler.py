@@ -26,6 +26,7 @@ from scipy.special import log_ndtr, ndtri_exp
 
 from .. import _losses, kernels
 from ..polynomial import _cd
+from ..polynomial._cd_data import CDProblem
 
 # libFM's hyper-hyperparameters.
 ALPHA_0 = 1.0
@@ -117,15 +118,15 @@ class GibbsChain:
     hyperparameters, the predictions on the training rows and, for the probit model, the
     latent targets.
 
-    ``inputs`` is :func:`polylite.polynomial._solvers.cd_inputs` of X with uniform
+    ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with uniform
     weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
     :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
     on the same X may share; ``n_jobs`` the threads of :meth:`predict`.
     """
 
-    def __init__(self, X, y, inputs, params, structure, groups, *, fit_intercept,
+    def __init__(self, X, y, data, params, structure, groups, *, fit_intercept,
                  fit_linear, probit, rng, workspace, n_jobs=None):
-        self.X, self.inputs, self.params, self.groups = X, inputs, params, groups
+        self.X, self.data, self.params, self.groups = X, data, params, groups
         self.n_jobs = n_jobs
         self.kernel, self.degrees, _ = structure
         self.fit_intercept, self.fit_linear, self.probit = fit_intercept, fit_linear, probit
@@ -180,11 +181,9 @@ class GibbsChain:
     def draw_parameters(self, prior):
         """Draw the intercept, the linear weights and every factor from their conditionals
         under ``prior`` (a :class:`GibbsPrior`), in coordinate descent's order."""
-        p, X = self.params, self.X
-        _cd.cd_epoch(self.inputs.groups, X.data, X.indices, X.indptr, self.target,
-                     self.sample_weight, p.intercept, p.w, p.P,
-                     np.asarray(self.degrees, dtype=np.intc), p.gamma,
-                     kernels.KERNELS[self.kernel], _losses.loss_code("squared"), 0.0, 0.0,
-                     self.fit_intercept, self.fit_linear, self.y_pred,
-                     n_threads=self.inputs.n_threads, support=self.inputs.support,
+        problem = CDProblem(self.target, self.sample_weight, kernels.KERNELS[self.kernel],
+                            np.asarray(self.degrees, dtype=np.intc),
+                            _losses.loss_code("squared"), 0.0, 0.0, self.fit_intercept,
+                            self.fit_linear)
+        _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
                      workspace=self.workspace, prior=prior)

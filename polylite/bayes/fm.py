@@ -136,7 +136,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
         k = self.n_components
         index, n_groups = self._check_feature_groups(feature_groups, d)
         groups = FeatureGroups(index, n_groups)
-        inputs = _solvers.cd_inputs(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
+        data = _solvers.cd_data(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
         kept = kept_sweeps(self.n_iter, self.n_burn_in, self.n_kept)
         dtype = X.dtype
         samples = dict(
@@ -152,7 +152,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 P=rng.normal(0.0, self.init_scale, (len(degrees), d, k)).astype(dtype),
                 gamma=rng.normal(0.0, self.init_scale, (n_dummy, k)).astype(dtype),
                 lam=np.ones(k, dtype))
-            chains.append(GibbsChain(X, targets[:, o], inputs, params, structure, groups,
+            chains.append(GibbsChain(X, targets[:, o], data, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
                                      probit=self._is_classifier, rng=rng,

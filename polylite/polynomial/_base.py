@@ -396,7 +396,7 @@ class _PolynomialModel(BaseEstimator):
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         kernel, degrees, _ = self._structure()
         if self.solver_ == "cd":
-            solver_inputs = _solvers.cd_inputs(X, sw, kernel, row_jobs)
+            solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)
         elif self.solver_ == "lbfgs" and is_dense(X):
             solver_inputs = _solvers.dense_rows(X, kernel, degrees)
         else:
@@ -462,7 +462,7 @@ class _PolynomialModel(BaseEstimator):
         outputs fitted on threads warn in their order).
 
         ``solver_inputs`` is what the solver derives from X once for every output:
-        :func:`_solvers.cd_inputs` for "cd", :func:`_solvers.dense_rows` for "lbfgs"
+        :func:`_solvers.cd_data` for "cd", :func:`_solvers.dense_rows` for "lbfgs"
         on dense X, else None.  ``output`` is (index of this output, number of
         outputs); ``n_jobs`` the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()

@@ -1445,42 +1445,50 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
 # ---- column groups ----------------------------------------------------------------------
 
 def column_groups(const floating[::1] data, const index_t[::1] indices,
-                  const index_t[::1] indptr, Py_ssize_t n_features, bint disjoint):
+                  const index_t[::1] indptr, Py_ssize_t n_features, bint disjoint,
+                  part=None):
     """Regroup the nonzeros of a CSR matrix by groups of columns, for :func:`cd_epoch`.
 
-    With ``disjoint``, columns are coloured greedily (column j takes the smallest of 64
-    colours that no earlier column sharing a row with it took) and each colour is a group:
-    its columns share no row, so a row has at most one entry in the group.  The one-hot
-    columns of a categorical field are such a group.  Columns left without a colour (and
-    every column when ``disjoint`` is false) form groups of one; with ``disjoint``, the
-    columns without entries form one group, last.  Within a group the entries are in row
-    order, as in the CSR matrix.
+    Coordinate descent updates the columns in increasing order.  With ``disjoint``, each
+    group is a maximal run of consecutive columns that share no row (so a row has at most
+    one entry in a group): a one-hot field whose columns are contiguous is one group.
+    Updating a group's columns together is then exactly updating them one after the other,
+    and the groups in order are cyclic coordinate descent in column order, whatever data
+    layout holds the same rows (a relational input's parts are runs of their own, see
+    :mod:`polylite.relational`).  The columns without entries form one group, last (their
+    steps depend on no row).  Without ``disjoint`` every column is a group of one, in
+    column order.  Within a group the entries are in row order, as in the CSR matrix.
 
-    Returns ``(group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr,
-    columns, val_ptr, values)``: group g holds the entries ``group_ptr[g]:group_ptr[g + 1]``,
-    their rows ``rows[row_ptr[g]:row_ptr[g + 1]]`` (none stored when it has an entry in
-    every row: they are 0..n-1), their columns ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none
-    stored when it has one column), their values ``values[val_ptr[g]:val_ptr[g + 1]]``
-    (none stored for a group of several columns whose values are all 1, as a one-hot
-    field) and the columns
-    ``group_columns[group_columns_ptr[g]:group_columns_ptr[g + 1]]`` (increasing).  Groups
-    with an entry in every row come first; otherwise colours come first, then the groups
-    of one in column order, then the columns without entries.
+    ``part``, a boolean mask of the columns, restricts the groups to the columns it marks
+    (the others get none) and ends a run wherever unmarked columns lie between two marked
+    ones: the columns of the other parts of a relational input, updated in between.
+
+    Returns a :class:`polylite.polynomial._cd_data.ColumnGroups`: group g holds the
+    entries ``group_ptr[g]:group_ptr[g + 1]``, their rows ``rows[row_ptr[g]:row_ptr[g + 1]]``
+    (none stored when it has an entry in every row: they are 0..n-1), their columns
+    ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none stored when it has one column), their
+    values ``values[val_ptr[g]:val_ptr[g + 1]]`` (none stored for a group of several columns
+    whose values are all 1, as a one-hot field) and the columns
+    ``group_columns[columns_ptr[g]:columns_ptr[g + 1]]`` (increasing).
     """
+    from ._cd_data import ColumnGroups
     cdef Py_ssize_t n = indptr.shape[0] - 1, nnz = indices.shape[0], d = n_features
-    cdef Py_ssize_t i, j, z, g, n_colours = 0, n_groups
-    cdef uint64_t taken
-    cdef int c
+    cdef Py_ssize_t i, j, z, g, n_groups = 0, run = -1
+    cdef bint conflict, gap = False
     index_dtype = np.asarray(indices).dtype
     cdef Py_ssize_t[::1] group = np.full(d, -1, dtype=np.intp)
+    cdef const unsigned char[::1] marked = (np.ones(d, dtype=np.uint8) if part is None
+                                            else np.asarray(part, dtype=np.uint8))
     cdef Py_ssize_t[::1] column_ptr
     cdef index_t[::1] column_rows
-    cdef uint64_t[::1] used
+    cdef Py_ssize_t[::1] last_run
+    if marked.shape[0] != d:
+        raise ValueError("column_groups: the part mask needs one entry per column")
     if disjoint:
-        # The rows of every column (a CSC pattern without values), for the colouring.
+        # The rows of every column (a CSC pattern without values), for the runs.
         column_ptr = np.zeros(d + 1, dtype=np.intp)
         column_rows = np.empty(nnz, dtype=index_dtype)
-        used = np.zeros(n, dtype=np.uint64)
+        last_run = np.full(n, -1, dtype=np.intp)  # the last run with an entry in row i
         with nogil:
             for z in range(nnz):
                 column_ptr[indices[z] + 1] += 1
@@ -1495,45 +1503,45 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 column_ptr[j + 1] = column_ptr[j]
             column_ptr[0] = 0
             for j in range(d):
+                if not marked[j]:
+                    gap = True
+                    continue
                 if column_ptr[j] == column_ptr[j + 1]:
                     group[j] = EMPTY  # grouped apart below
                     continue
-                taken = 0
+                conflict = gap or run < 0
+                if not conflict:
+                    for z in range(column_ptr[j], column_ptr[j + 1]):
+                        if last_run[column_rows[z]] == run:
+                            conflict = True
+                            break
+                if conflict:
+                    run += 1
+                    gap = False
                 for z in range(column_ptr[j], column_ptr[j + 1]):
-                    taken |= used[column_rows[z]]
-                if taken == <uint64_t> -1:
-                    continue
-                c = 0
-                while taken & ((<uint64_t> 1) << c):
-                    c += 1
-                group[j] = c
-                n_colours = max(n_colours, c + 1)
-                for z in range(column_ptr[j], column_ptr[j + 1]):
-                    used[column_rows[z]] |= (<uint64_t> 1) << c
+                    last_run[column_rows[z]] = run
+                group[j] = run
         column_ptr = None
         column_rows = None
-        used = None
-    n_groups = n_colours
-    for j in range(d):
-        if group[j] == -1:
-            group[j] = n_groups
+        last_run = None
+        n_groups = run + 1
+        # Columns without entries: one group, last (CD only moves them to 0, see _cd_groups).
+        if np.any(np.asarray(group) == EMPTY):
+            for j in range(d):
+                if group[j] == EMPTY:
+                    group[j] = n_groups
             n_groups += 1
-    # Columns without entries: one group, last (CD only moves them to 0, see _cd_groups).
-    if disjoint and np.any(np.asarray(group) == EMPTY):
+    else:
         for j in range(d):
-            if group[j] == EMPTY:
+            if marked[j]:
                 group[j] = n_groups
-        n_groups += 1
-    # Entries and columns per group.  Groups with an entry in every row go first, so
-    # that their passes can be shared (see _cd_groups); otherwise in the order above.
-    sizes = np.bincount(np.asarray(group)[np.asarray(indices)], minlength=n_groups)
-    widths = np.bincount(np.asarray(group), minlength=n_groups)
-    order = np.argsort(sizes != n, kind="stable")
-    rank = np.empty(n_groups, dtype=np.intp)
-    rank[order] = np.arange(n_groups)
-    group = rank[np.asarray(group)]
-    sizes = sizes[order]
-    widths = widths[order]
+                n_groups += 1
+    group_array = np.asarray(group)
+    in_part = group_array >= 0
+    # Entries and columns per group (the entries of unmarked columns belong to none).
+    entry_group = group_array[np.asarray(indices)]
+    sizes = np.bincount(entry_group[entry_group >= 0], minlength=n_groups)
+    widths = np.bincount(group_array[in_part], minlength=n_groups)
     # Where each group starts.  A group with an entry in every row does not store their
     # rows (0..n-1), nor a group of one column its entries' column.
     keeps_rows_array = sizes != n
@@ -1543,8 +1551,9 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     cdef unsigned char[::1] not_ones = keeps_values_array
     with nogil:
         for z in range(nnz):
-            if data[z] != 1:
-                not_ones[group[indices[z]]] = 1
+            g = group[indices[z]]
+            if g >= 0 and data[z] != 1:
+                not_ones[g] = 1
 
     def starts(counts):
         ptr = np.zeros(n_groups + 1, dtype=np.intp)
@@ -1552,18 +1561,18 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
         return ptr
 
     group_ptr = starts(sizes)
-    group_columns_ptr = starts(widths)
+    columns_ptr = starts(widths)
     row_ptr = starts(np.where(keeps_rows_array, sizes, 0))
     col_ptr = starts(np.where(keeps_columns_array, sizes, 0))
     val_ptr = starts(np.where(keeps_values_array, sizes, 0))
-    group_columns = np.empty(d, dtype=index_dtype)
+    group_columns = np.empty(columns_ptr[n_groups], dtype=index_dtype)
     rows = np.empty(row_ptr[n_groups], dtype=index_dtype)
     columns = np.empty(col_ptr[n_groups], dtype=index_dtype)
     values = np.empty(val_ptr[n_groups], dtype=np.asarray(data).dtype)
     # Fill cursors, one per group and array: counting sorts by group, stable, so that a
     # group's entries stay in row order.
     cdef Py_ssize_t[::1] next_value = val_ptr[:-1].copy()
-    cdef Py_ssize_t[::1] next_column = group_columns_ptr[:-1].copy()
+    cdef Py_ssize_t[::1] next_column = columns_ptr[:-1].copy()
     cdef Py_ssize_t[::1] next_row = row_ptr[:-1].copy()
     cdef Py_ssize_t[::1] next_entry_column = col_ptr[:-1].copy()
     cdef const unsigned char[::1] keeps_rows = keeps_rows_array.astype(np.uint8)
@@ -1574,11 +1583,14 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     with nogil:
         for j in range(d):
             g = group[j]
-            gc[next_column[g]] = <index_t> j
-            next_column[g] += 1
+            if g >= 0:
+                gc[next_column[g]] = <index_t> j
+                next_column[g] += 1
         for i in range(n):
             for z in range(indptr[i], indptr[i + 1]):
                 g = group[indices[z]]
+                if g < 0:
+                    continue
                 if keeps_rows[g]:
                     out_rows[next_row[g]] = <index_t> i
                     next_row[g] += 1
@@ -1588,8 +1600,8 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 if keeps_values[g]:
                     out_values[next_value[g]] = data[z]
                     next_value[g] += 1
-    return (group_ptr, group_columns_ptr, group_columns, row_ptr, rows, col_ptr, columns,
-            val_ptr, values)
+    return ColumnGroups(group_ptr, columns_ptr, group_columns, row_ptr, rows, col_ptr,
+                        columns, val_ptr, values)
 
 
 # ---- polynomial networks ----------------------------------------------------------------
@@ -1983,65 +1995,93 @@ cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double*
     prior.component_draws = component_draws
 
 
-def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indices,
-             const index_t[::1] csr_indptr,
-             const double[::1] y, const double[::1] sample_weight,
-             floating[::1] intercept, floating[::1] w, floating[:, :, ::1] P,
-             const int[::1] degrees, floating[:, ::1] gamma,
-             int kernel, int loss, double alpha, double beta,
-             bint fit_intercept, bint fit_linear, double[::1] y_pred,
-             floating[::1] lam=None, bint fit_lam=False, int n_threads=1,
-             support=None, Py_ssize_t thread_min_entries=8192, dict workspace=None,
-             prior=None):
+def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None,
+             dict workspace=None, Py_ssize_t thread_min_entries=8192):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
-    ``groups`` is what :func:`column_groups` returns for the same CSR matrix (with
-    ``disjoint`` false for kernel POLYNOMIAL).  ``sample_weight`` must sum to 1;
-    ``y_pred`` must hold the model's current predictions on entry and holds them on
-    return.  ``intercept`` is a length-1 array.  ``lam`` (the output weights of the
-    polynomial kernel) is required for kernel POLYNOMIAL.  ``n_threads`` threads share
-    each pass over a group's entries (the sums of a step are then added in another
-    order: the result agrees with one thread's to rounding); the polynomial kernel and
-    the dummy features' passes run on one.  A pass over
-    fewer than ``thread_min_entries`` entries per thread runs on one thread (starting the
-    threads would cost more than they save).
-    ``support`` is :func:`column_support` of the data (computed when None).
-    ``workspace``, a dict, keeps the per-row records and other work arrays from one call
-    to the next (the epochs of one fit), so that an epoch allocates no O(n) memory.
+    Parameters
+    ----------
+    data : polylite.polynomial._cd_data.CDData
+        The rows and what a fit derives from them once (:func:`column_groups` with
+        ``disjoint`` false for kernel POLYNOMIAL, :func:`column_support`, the threads).
+    problem : polylite.polynomial._cd_data.CDProblem
+        Targets, sample weights (summing to 1), kernel, degrees, loss, penalties.
+    params : polylite.polynomial._base._OutputParams
+        The parameters, updated in place (``intercept`` a length-1 array; ``lam``, the
+        output weights of the polynomial kernel, learned when ``problem.fit_lam``).
+    y_pred : ndarray of shape (n,)
+        The model's current predictions on entry; holds them on return.
+    prior : object, optional
+        Makes the epoch a sweep of the Gibbs sampler (squared loss, kernel anova or
+        all-subsets): every coordinate is drawn from its Gaussian conditional instead of
+        minimised (``alpha`` and ``beta`` are then unused).  It has the attributes
+        ``feature_group`` (each column's prior group, in [0, G)), ``w_reg``, ``w_mean``
+        (G,), ``P_reg``, ``P_mean`` (n_blocks, G, k) and ``gamma_reg``, ``gamma_mean``
+        (k,): the precision of each group's Gaussian prior as a penalty (lam / (alpha n)
+        for noise precision alpha and n rows: the role of ``alpha``/``beta``) and its
+        mean; ``scale``, the variance of a draw times its precision sum_i s_i g_i^2 + reg
+        (1 / (alpha n); 0 turns the epoch into coordinate descent towards the prior
+        means); ``seed``, the sweep's stream of normal numbers, of which the intercept
+        takes number 0, w_j number 1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and
+        gamma[r, s] number 1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior
+        is flat.
+    workspace : dict, optional
+        Keeps the per-row records and other work arrays from one call to the next (the
+        epochs of one fit), so that an epoch allocates no O(n) memory.
+    thread_min_entries : int, default=8192
+        A pass over fewer entries per thread runs on one thread (starting the threads
+        would cost more than they save).
 
-    ``prior`` makes the epoch a sweep of the Gibbs sampler (squared loss, kernel anova or
-    all-subsets): every coordinate is drawn from its Gaussian conditional instead of
-    minimised (``alpha`` and ``beta`` are then unused).  It has the attributes
-    ``feature_group`` (each column's prior group, in [0, G)), ``w_reg``, ``w_mean`` (G,),
-    ``P_reg``, ``P_mean`` (n_blocks, G, k) and ``gamma_reg``, ``gamma_mean`` (k,): the
-    precision of each group's Gaussian prior as a penalty (lam / (alpha n) for noise
-    precision alpha and n rows: the role of ``alpha``/``beta``) and its mean; ``scale``,
-    the variance of a draw times its precision sum_i s_i g_i^2 + reg (1 / (alpha n); 0
-    turns the epoch into coordinate descent towards the prior means); ``seed``, the
-    sweep's stream of normal numbers, of which the intercept takes number 0, w_j number
-    1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and gamma[r, s] number
-    1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior is flat.
+    ``data.n_threads`` threads share each pass over a group's entries (the sums of a
+    step are then added in another order: the result agrees with one thread's to
+    rounding); the polynomial kernel and the dummy features' passes run on one.
     """
+    X = data.X
+    return _epoch(data, problem, params, X.data, X.indices, params.P, y_pred, prior,
+                  workspace, thread_min_entries)
+
+
+def _epoch(data, problem, params, const floating[::1] csr_data,
+           const index_t[::1] csr_indices, floating[:, :, ::1] P, double[::1] y_pred,
+           prior, dict workspace, Py_ssize_t thread_min_entries):
+    """:func:`cd_epoch` for one dtype of the parameters and one index type of X."""
+    cdef const index_t[::1] csr_indptr = data.X.indptr
+    cdef const double[::1] y = problem.y
+    cdef const double[::1] sample_weight = problem.sample_weight
+    cdef floating[::1] intercept = params.intercept
+    cdef floating[::1] w = params.w
+    cdef const int[::1] degrees = problem.degrees
+    cdef floating[:, ::1] gamma = params.gamma
+    cdef floating[::1] lam = params.lam
+    cdef int kernel = problem.kernel, loss = problem.loss
+    cdef double alpha = problem.alpha, beta = problem.beta
+    cdef bint fit_intercept = problem.fit_intercept, fit_linear = problem.fit_linear
+    cdef bint fit_lam = problem.fit_lam
+    cdef int n_threads = data.n_threads
+    groups = data.groups
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != P.shape[2]):
         raise ValueError("the polynomial kernel needs one output weight per component")
-    cdef const Py_ssize_t[::1] group_ptr = groups[0]
-    cdef const Py_ssize_t[::1] columns_ptr = groups[1]
-    cdef const index_t[::1] group_columns = groups[2]
-    cdef const Py_ssize_t[::1] row_ptr = groups[3]
-    cdef const index_t[::1] entry_rows = groups[4]
-    cdef const Py_ssize_t[::1] col_ptr = groups[5]
-    cdef const index_t[::1] entry_columns = groups[6]
-    cdef const Py_ssize_t[::1] val_ptr = groups[7]
-    cdef const floating[::1] entry_values = groups[8]
+    cdef const Py_ssize_t[::1] group_ptr = groups.group_ptr
+    cdef const Py_ssize_t[::1] columns_ptr = groups.columns_ptr
+    cdef const index_t[::1] group_columns = groups.group_columns
+    cdef const Py_ssize_t[::1] row_ptr = groups.row_ptr
+    cdef const index_t[::1] entry_rows = groups.rows
+    cdef const Py_ssize_t[::1] col_ptr = groups.col_ptr
+    cdef const index_t[::1] entry_columns = groups.columns
+    cdef const Py_ssize_t[::1] val_ptr = groups.val_ptr
+    cdef const floating[::1] entry_values = groups.values
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
     cdef Groups G
     G.n_groups = group_ptr.shape[0] - 1
     # The loops below run without bounds checks: the shapes must agree.
-    if (columns_ptr.shape[0] != G.n_groups + 1 or group_columns.shape[0] != d
-            or columns_ptr[G.n_groups] != d or group_ptr[G.n_groups] != nnz
+    # (The direct part of a relational input has groups for its own columns only.)
+    cdef Py_ssize_t direct_columns = d - sum([b.stop - b.start for b in data.blocks])
+    if (columns_ptr.shape[0] != G.n_groups + 1
+            or group_columns.shape[0] != direct_columns
+            or columns_ptr[G.n_groups] != direct_columns or group_ptr[G.n_groups] != nnz
             or row_ptr.shape[0] != G.n_groups + 1
             or entry_rows.shape[0] != row_ptr[G.n_groups]
             or col_ptr.shape[0] != G.n_groups + 1
@@ -2050,11 +2090,9 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
             or entry_values.shape[0] != val_ptr[G.n_groups] or csr_indptr.shape[0] != n + 1
             or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
             or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
-            or degrees.shape[0] != n_blocks):
+            or degrees.shape[0] != n_blocks or (lam is not None and lam.shape[0] != k)):
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
-    if support is None:
-        support = column_support(csr_indices, csr_indptr, sample_weight, d)
-    cdef const double[::1] col_support = support
+    cdef const double[::1] col_support = data.support
     if col_support.shape[0] != d:
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
@@ -2166,7 +2204,7 @@ def cd_epoch(groups, const floating[::1] csr_data, const index_t[::1] csr_indice
     if A == NULL:
         raise MemoryError("not enough memory for the coordinate descent caches")
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef const index_t* g_cols = &group_columns[0] if d > 0 else NULL
+    cdef const index_t* g_cols = &group_columns[0] if group_columns.shape[0] > 0 else NULL
     cdef const index_t* e_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
     cdef const index_t* e_cols = &entry_columns[0] if entry_columns.shape[0] > 0 else NULL
     cdef const floating* e_vals = (&entry_values[0] if entry_values.shape[0] > 0

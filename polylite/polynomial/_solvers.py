@@ -6,8 +6,6 @@ objective, report progress, test convergence and stop early, whatever the solver
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
-
 import joblib
 import numpy as np
 import scipy.optimize
@@ -16,6 +14,7 @@ from threadpoolctl import threadpool_limits
 from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
+from ._cd_data import CDData, CDProblem
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
@@ -71,12 +70,13 @@ def _degrees_array(degrees):
     return np.asarray(degrees, dtype=np.intc)
 
 
-def column_groups(X, kernel):
+def column_groups(X, kernel, part=None):
     """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
-    (:func:`polylite._cd.column_groups`): groups of row-disjoint columns, except for the
-    polynomial kernel, whose coordinates take one column at a time."""
+    (:func:`polylite._cd.column_groups`): runs of row-disjoint columns in column order,
+    except for the polynomial kernel, whose coordinates take one column at a time;
+    ``part`` restricts them to the columns it marks."""
     return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
-                             kernel != "polynomial")
+                             kernel != "polynomial", part)
 
 
 def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
@@ -112,41 +112,36 @@ def map_outputs(fit_output, n_outputs, workers):
         return list(pool.map(fit_output, range(n_outputs)))
 
 
-class CDInputs(NamedTuple):
-    """What coordinate descent derives from the data once per fit, for every output."""
-    groups: tuple     # column_groups
-    support: object   # polylite._cd.column_support
-    n_threads: int    # cd_threads
+def cd_data(X, sw, kernel, n_jobs):
+    """:class:`polylite.polynomial._cd_data.CDData` of canonical CSR ``X`` with sample
+    weights ``sw``: what coordinate descent derives from the rows once per fit, for
+    every output."""
+    return CDData(X, column_groups(X, kernel),
+                  _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
+                  cd_threads(n_jobs, X.shape[0], X.shape[1],
+                             X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
 
 
-def cd_inputs(X, sw, kernel, n_jobs):
-    """:class:`CDInputs` of canonical CSR ``X`` with sample weights ``sw``."""
-    return CDInputs(column_groups(X, kernel),
-                    _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
-                    cd_threads(n_jobs, X.shape[0], X.shape[1],
-                               X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
+def cd_problem(est, y, sw, loss_code, kernel, degrees):
+    """:class:`polylite.polynomial._cd_data.CDProblem` of an estimator's output."""
+    return CDProblem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
+                     float(est.alpha), float(est.beta), bool(est.fit_intercept),
+                     bool(est.fit_linear), bool(est._fit_lam))
 
 
 class CoordinateDescent:
     """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1 and be the
-    weights ``inputs`` (:func:`cd_inputs`) were made with."""
+    weights ``data`` (:func:`cd_data`) was made with."""
 
-    def __init__(self, est, X, inputs, y, sw, params, loss_code, kernel, degrees):
-        self.est, self.X, self.inputs, self.y, self.sw = est, X, inputs, y, sw
-        self.params, self.loss_code = params, loss_code
-        self.kernel_code = kernels.KERNELS[kernel]
-        self.degrees = _degrees_array(degrees)
+    def __init__(self, est, X, data, y, sw, params, loss_code, kernel, degrees):
+        self.X, self.data, self.params = X, data, params
+        self.problem = cd_problem(est, y, sw, loss_code, kernel, degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
         self.workspace = {}  # cd_epoch's work arrays, kept from one epoch to the next
 
     def epoch(self):
-        est, p, X = self.est, self.params, self.X
-        return _cd.cd_epoch(
-            self.inputs.groups, X.data, X.indices, X.indptr, self.y, self.sw,
-            p.intercept, p.w, p.P, self.degrees, p.gamma, self.kernel_code, self.loss_code,
-            float(est.alpha), float(est.beta), bool(est.fit_intercept),
-            bool(est.fit_linear), self.y_pred, p.lam, bool(est._fit_lam),
-            self.inputs.n_threads, self.inputs.support, workspace=self.workspace)
+        return _cd.cd_epoch(self.data, self.problem, self.params, self.y_pred,
+                            workspace=self.workspace)
 
     def predictions(self):
         return self.y_pred
