@@ -485,6 +485,230 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
 
 
 # ---------------------------------------------------------------------------------------
+# Relational input: each table row's share of the prediction, computed once
+# ---------------------------------------------------------------------------------------
+#
+# A row made of disjoint parts x = [x_1 | x_2 | ...] has <w, x> = sum of the parts',
+# S(p, x) = product of the parts' (all-subsets) and, for the ANOVA kernel, the convolution
+# A_t(p, x) = sum_{u=0..t} A_u(p, x_1) A_{t-u}(p, [x_2 | ...]) (a set of t distinct
+# features takes u of them from the first part).  So each table row's terms are computed
+# once (table_terms) and every interaction combines its direct part's with those of its
+# table rows (predict_relational): O(nnz(tables) k m + n B k m^2) instead of
+# O(nnz(expanded) k m).
+
+cdef Py_ssize_t _terms_width(int kernel, Py_ssize_t n_blocks, const int* degrees,
+                             Py_ssize_t k) noexcept nogil:
+    """Doubles per table row of table_terms: the linear term, then per factor block the
+    values A_1..A_m of every component (degree-major, as the DP table), or the
+    all-subsets value of every component."""
+    cdef Py_ssize_t b, width = 1
+    if kernel == ALL_SUBSETS:
+        return 1 + k
+    for b in range(n_blocks):
+        width += degrees[b] * k
+    return width
+
+
+cdef void _table_row_terms(const floating* data, const index_t* indices, Py_ssize_t nnz,
+                           const floating* w, const floating* P, Py_ssize_t n_blocks,
+                           Py_ssize_t d, Py_ssize_t k, const int* degrees, int kernel,
+                           double* out, floating* work) noexcept nogil:
+    cdef Py_ssize_t z, b, t, s, m
+    cdef double acc = 0
+    cdef double* block = out + 1
+    if w != NULL:
+        for z in range(nnz):
+            acc += w[indices[z]] * data[z]
+    out[0] = acc
+    if kernel == ALL_SUBSETS:
+        all_subsets_forward(P, k, indices, data, nnz, work)
+        for s in range(k):
+            block[s] = work[s]
+        return
+    for b in range(n_blocks):
+        m = degrees[b]
+        anova_forward(P + b * d * k, k, <const floating*> NULL, 0, indices, data, nnz,
+                      <int> m, work)
+        for t in range(1, m + 1):
+            for s in range(k):
+                block[(t - 1) * k + s] = work[t * k + s]
+        block += m * k
+
+
+def table_terms(const floating[::1] data, const index_t[::1] indices,
+                const index_t[::1] indptr, const floating[::1] w,
+                const floating[:, :, ::1] P, const int[::1] degrees, int kernel,
+                double[:, ::1] out, int n_threads=1):
+    """Each table row's share of a prediction (anova or all-subsets kernel), into
+    ``out`` (n_rows, width): the linear term ``<w, x>`` (0 when ``w`` is empty), then for
+    each factor block b the ANOVA values A_1..A_m of every component (m = degrees[b];
+    degree-major: A_t of component s at 1 + offset_b + (t - 1) k + s), or for the
+    all-subsets kernel the value S of every component.  Shapes are the caller's
+    responsibility (``polylite.kernels.predict``)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
+    cdef Py_ssize_t k = P.shape[2], i, t, lo, hi, max_degree = 1
+    for i in range(degrees.shape[0]):
+        max_degree = max(max_degree, degrees[i])
+    if out.shape[0] != n or out.shape[1] != _terms_width(kernel, n_blocks, &degrees[0], k):
+        raise ValueError("table_terms: out has the wrong shape")
+    cdef Py_ssize_t work_size = (max_degree + 1) * max(k, 1)
+    cdef floating* work = <floating*> malloc(n_threads * work_size * sizeof(floating))
+    if work == NULL:
+        raise MemoryError()
+    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
+    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
+    cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
+    try:
+        with nogil:
+            for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                            chunksize=1):
+                if thread_range(t, n_threads, n, &lo, &hi):
+                    for i in range(lo, hi):
+                        _table_row_terms(val_ptr + indptr[i], ind_ptr + indptr[i],
+                                         indptr[i + 1] - indptr[i], w_ptr, P_ptr,
+                                         n_blocks, d, k, &degrees[0], kernel,
+                                         &out[i, 0], work + t * work_size)
+    finally:
+        free(work)
+    return np.asarray(out)
+
+
+cdef inline void _convolve(double* A, const double* T, Py_ssize_t m,
+                           Py_ssize_t k) noexcept nogil:
+    """A_t <- sum_{u=0..t} A_u T_{t-u} for t = m..1 and every component (A_0 = T_0 = 1
+    implicit; A holds A_1..A_m, T likewise, degree-major), the ANOVA values of a row
+    joined with a part of other columns."""
+    cdef Py_ssize_t t, u, s
+    for t in range(m, 0, -1):
+        for s in range(k):
+            A[(t - 1) * k + s] += T[(t - 1) * k + s]
+        for u in range(1, t):
+            for s in range(k):
+                A[(t - 1) * k + s] += A[(u - 1) * k + s] * T[(t - u - 1) * k + s]
+
+
+cdef void _relational_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
+                           const index_t* indices, const index_t* indptr, double intercept,
+                           const floating* w, const floating* P, Py_ssize_t n_blocks,
+                           Py_ssize_t d, Py_ssize_t k, const int* degrees,
+                           const floating* gamma, Py_ssize_t n_dummy, int kernel,
+                           Py_ssize_t n_tables, const Py_ssize_t** index,
+                           const double** terms, Py_ssize_t width, floating* out,
+                           floating* work, double* acc) noexcept nogil:
+    """out[i] for the interactions lo..hi-1: the direct part's terms (as a table row's,
+    the dummies with factor block 0), joined with those of each of its table rows."""
+    cdef Py_ssize_t i, z, b, table, t, s, m, start, end, offset
+    cdef const double* row
+    cdef double total
+    for i in range(lo, hi):
+        start = indptr[i]
+        end = indptr[i + 1]
+        total = 0
+        if w != NULL:
+            for z in range(start, end):
+                total += w[indices[z]] * data[z]
+        if kernel == ALL_SUBSETS:
+            all_subsets_forward(P, k, indices + start, data + start, end - start, work)
+            for s in range(k):
+                acc[1 + s] = work[s]
+        else:
+            offset = 1
+            for b in range(n_blocks):
+                m = degrees[b]
+                anova_forward(P + b * d * k, k, gamma if b == 0 else NULL,
+                              n_dummy if b == 0 else 0, indices + start, data + start,
+                              end - start, <int> m, work)
+                for t in range(1, m + 1):
+                    for s in range(k):
+                        acc[offset + (t - 1) * k + s] = work[t * k + s]
+                offset += m * k
+        for table in range(n_tables):
+            row = terms[table] + index[table][i] * width
+            total += row[0]
+            if kernel == ALL_SUBSETS:
+                for s in range(k):
+                    acc[1 + s] *= row[1 + s]
+            else:
+                offset = 1
+                for b in range(n_blocks):
+                    _convolve(acc + offset, row + offset, degrees[b], k)
+                    offset += degrees[b] * k
+        if kernel == ALL_SUBSETS:
+            for s in range(k):
+                total += acc[1 + s]
+        else:
+            offset = 1
+            for b in range(n_blocks):
+                m = degrees[b]
+                for s in range(k):
+                    total += acc[offset + (m - 1) * k + s]
+                offset += m * k
+        out[i] = intercept + total
+
+
+def predict_relational(const floating[::1] data, const index_t[::1] indices,
+                       const index_t[::1] indptr, double intercept,
+                       const floating[::1] w, const floating[:, :, ::1] P,
+                       const int[::1] degrees, const floating[:, ::1] gamma, int kernel,
+                       list block_index, list block_terms, floating[::1] out,
+                       int n_threads=1):
+    """Predictions of interactions given by their direct part (CSR, every column; the
+    blocks' columns empty) and, per relation block, each interaction's table row
+    (``block_index``, intp arrays) and the table rows' :func:`table_terms`
+    (``block_terms``).  Anova or all-subsets kernel; ``w`` may be empty.  Each row is
+    computed as on one thread, whatever ``n_threads``."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
+    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
+    cdef Py_ssize_t n_tables = len(block_index), i, t, lo, hi, max_degree = 1
+    cdef Py_ssize_t width = _terms_width(kernel, n_blocks, &degrees[0], k)
+    cdef const Py_ssize_t[::1] one_index
+    cdef const double[:, ::1] one_terms
+    if len(block_terms) != n_tables or out.shape[0] != n:
+        raise ValueError("predict_relational: one index and one table of terms per block")
+    for i in range(degrees.shape[0]):
+        max_degree = max(max_degree, degrees[i])
+    cdef Py_ssize_t work_size = (max_degree + 1) * max(k, 1)
+    cdef floating* work = <floating*> malloc(n_threads * work_size * sizeof(floating))
+    cdef double* acc = <double*> malloc(n_threads * width * sizeof(double))
+    cdef const Py_ssize_t** index = <const Py_ssize_t**> malloc(
+        max(n_tables, 1) * sizeof(Py_ssize_t*))
+    cdef const double** terms = <const double**> malloc(max(n_tables, 1) * sizeof(double*))
+    cdef const floating* data_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
+    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else NULL
+    cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
+    cdef floating* out_ptr = &out[0] if n > 0 else NULL
+    try:
+        if work == NULL or acc == NULL or index == NULL or terms == NULL:
+            raise MemoryError()
+        for i in range(n_tables):
+            one_index = block_index[i]
+            one_terms = block_terms[i]
+            if one_index.shape[0] != n or one_terms.shape[1] != width:
+                raise ValueError("predict_relational: an index or table of terms has "
+                                 "the wrong shape")
+            index[i] = &one_index[0] if n > 0 else NULL
+            terms[i] = &one_terms[0, 0]
+        with nogil:
+            for t in prange(n_threads, num_threads=n_threads, schedule="static",
+                            chunksize=1):
+                if thread_range(t, n_threads, n, &lo, &hi):
+                    _relational_rows(
+                        lo, hi, data_ptr, ind_ptr, &indptr[0], intercept, w_ptr, P_ptr,
+                        n_blocks, d, k, &degrees[0], gamma_ptr, n_dummy, kernel, n_tables,
+                        index, terms, width, out_ptr, work + t * work_size,
+                        acc + t * width)
+    finally:
+        free(work)
+        free(acc)
+        free(<void*> index)
+        free(<void*> terms)
+    return np.asarray(out)
+
+
+# ---------------------------------------------------------------------------------------
 # One-row Python access to each kernel (tests, exploration)
 # ---------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 # constant mu (a bound on the second derivative) that coordinate descent divides by.
 # Computed in double whatever the parameter dtype: the cost is negligible and it keeps
 # float32 models from overflowing in exp().
-from libc.math cimport exp, fabs, log1p, fmax
+from libc.math cimport exp, fabs, log1p, fmax, tanh
 
 cdef enum:
     SQUARED = 0
@@ -98,3 +98,19 @@ cdef inline double loss_third_bound(int loss, double y_bound) noexcept nogil:
     if loss == LOGISTIC:
         return 0.09622504486493763 * y_bound * y_bound * y_bound
     return 0.0
+
+
+cdef inline double loss_majorizer(int loss, double y, double p,
+                                  double* curvature) noexcept nogil:
+    """d loss / d p, and in ``curvature`` that of a quadratic upper bound of the loss that
+    touches it at p: l(p + r) <= l(p) + l'(p) r + curvature r^2 / 2 for every r.  1 for
+    the squared loss (exact); for the logistic loss the Jaakkola-Jordan bound,
+    y^2 tanh(z / 2) / (2 z) at the margin z = y p (1/4 at z = 0, about 1 / (2 |z|) far
+    from it, where the global bound 1/4 is loose); the smoothness mu otherwise."""
+    cdef double z
+    if loss == LOGISTIC:
+        z = y * p
+        curvature[0] = y * y * (0.25 if fabs(z) < 1e-6 else tanh(0.5 * z) / (2.0 * z))
+    else:
+        curvature[0] = loss_smoothness(loss)
+    return loss_derivative(loss, y, p)

@@ -12,6 +12,7 @@ from sklearn.utils import check_array
 
 from . import _kernels
 from ._validation import check_n_jobs, row_threads
+from .relational import RelationalMatrix
 
 __all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
            "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
@@ -73,8 +74,18 @@ def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, accept_dense=
     ValueError
         If X contains NaN or inf, is not 2-D, has a wrong number of columns, or has
         negative or out-of-range column indices.
+
+    A :class:`polylite.relational.RelationalMatrix` (checked when it was made) is
+    returned as it is, its values converted to an allowed dtype.
     """
     dtypes = list(dtype) if isinstance(dtype, (tuple, list)) else [dtype]
+    if isinstance(X, RelationalMatrix):
+        if X.dtype not in [np.dtype(t) for t in dtypes]:
+            X = X.astype(dtypes[0])
+        if n_features is not None and X.shape[1] != n_features:
+            raise ValueError(f"X has {X.shape[1]} features, but the model expects "
+                             f"{n_features}")
+        return X
     X = check_array(X, accept_sparse="csr", dtype=dtypes, order="C",
                     ensure_all_finite=True, accept_large_sparse=True,
                     ensure_min_samples=0, ensure_min_features=0)
@@ -145,11 +156,13 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     * ``"all-subsets"``: ``prod_j (1 + p_j x_j)`` (one block);
     * ``"polynomial"``: ``lam[s] * (gamma[0, s] + <p_s, x>)^degrees[0]`` (one block).
 
-    X is never densified; dense X is converted to CSR a chunk of rows at a time.
+    X is never densified; dense X is converted to CSR a chunk of rows at a time.  A
+    :class:`polylite.relational.RelationalMatrix` (anova and all-subsets kernels) is
+    predicted without expanding its rows: each table row's share is computed once.
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    X : {array-like, sparse matrix, RelationalMatrix} of shape (n_samples, n_features)
     P : ndarray of shape (n_blocks, n_features, n_components) or (n_features, n_components)
         Factor matrices; a 2-D array is one block.
     degrees : int or sequence of int, default=None
@@ -216,6 +229,12 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     elif X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
     check_n_jobs(n_jobs)
+    if isinstance(X, RelationalMatrix):
+        if kernel == "polynomial":
+            raise ValueError("relational input is taken by the anova and all-subsets "
+                             "kernels (factorization machines); give the polynomial "
+                             "kernel X.to_csr()")
+        return _predict_relational(X, P, degrees, kernel, intercept, w, gamma, n_jobs)
     out = np.empty(X.shape[0], dtype=dtype)
     for start, chunk in _iter_csr_chunks(X):
         data = np.asarray(chunk.data, dtype=dtype)
@@ -223,6 +242,36 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
                              degrees, gamma, lam, KERNELS[kernel],
                              out[start:start + chunk.shape[0]],
                              row_threads(n_jobs, chunk.shape[0]))
+    return out
+
+
+def relational_terms(X, P, degrees, kernel, w, n_jobs=None):
+    """Each relation block's :func:`polylite._kernels.table_terms`: its table rows'
+    shares of a prediction (float64, one array per block of ``X``)."""
+    out = []
+    for block, (start, stop) in zip(X.blocks, X.block_columns()):
+        table = block.table
+        n_terms = 1 + (P.shape[2] if kernel == "all-subsets"
+                       else int(np.sum(degrees)) * P.shape[2])
+        terms = np.empty((table.shape[0], n_terms))
+        _kernels.table_terms(np.asarray(table.data, P.dtype), table.indices, table.indptr,
+                             w[start:stop], np.ascontiguousarray(P[:, start:stop]), degrees,
+                             KERNELS[kernel], terms, row_threads(n_jobs, table.shape[0]))
+        out.append(terms)
+    return out
+
+
+def _predict_relational(X, P, degrees, kernel, intercept, w, gamma, n_jobs):
+    """:func:`predict` of a RelationalMatrix (parameters validated)."""
+    X = X.astype(P.dtype)
+    terms = relational_terms(X, P, degrees, kernel, w if w.shape[0] else
+                             np.zeros(P.shape[1], P.dtype), n_jobs)
+    direct = X.direct()
+    out = np.empty(X.shape[0], dtype=P.dtype)
+    _kernels.predict_relational(direct.data, direct.indices, direct.indptr, intercept, w,
+                                P, degrees, gamma, KERNELS[kernel],
+                                [block.index for block in X.blocks], terms, out,
+                                row_threads(n_jobs, X.shape[0]))
     return out
 
 

@@ -67,39 +67,17 @@ draws do not depend on which thread takes the coordinate.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
-from libc.math cimport fabs, sqrt, log, cos
-from libc.stdint cimport uint64_t
+from libc.math cimport fabs
+from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
 
-from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
-                        POLYLITE_PREFETCH, anova_from_power_sums,
-                        anova_coordinate_derivative)
-from .._losses cimport (SQUARED, LOGISTIC, loss_derivative, loss_derivatives,
-                        loss_smoothness, loss_third_bound, loss_value)
+from .._kernels cimport index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL
+from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
+                        loss_value)
+from ._cd_core cimport *
+from ._cd_tables cimport (Table, Moments, table_moments, table_fill, table_add_to_slot,
+                          table_gather, table_gradients, table_updates, table_push)
 
-
-# A derivative whose magnitude is below this multiple of eps times the size of the terms
-# it was computed from is rounding noise: the coordinate is treated as uninformed.
-cdef double NOISE = 1e4 * 2.220446049250313e-16
-
-cdef enum:
-    # How many entries ahead the scratch record of an entry's column is requested.
-    PREFETCH_AHEAD = 24
-    PRED = 0
-
-
-cdef enum:
-    # The per-column scratch record of the group passes (one cache line).
-    COL_STRIDE = 8
-    COL_P = 0          # the coordinate's value before the step
-    COL_GRAD = 1       # sum_i s_i l'_i g_i
-    COL_CURV = 2       # sum_i s_i g_i^2
-    COL_NOISE = 3      # sum_i s_i magnitude_i^2 (rounding noise of the derivative)
-    COL_HESS = 4       # sum_i s_i l''_i g_i^2 (logistic loss: the bound's curvature)
-    COL_CUBE = 5       # sum_i s_i |g_i|^3 (logistic loss: the bound's cubic term)
-    COL_STEP = 6       # the step stored
-    COL_NEXT = 7       # the coordinate of the next component (its cache is built in pass 2)
-    N_TERMS = 5        # the sums COL_GRAD..COL_CUBE, in this order
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
 SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
@@ -107,18 +85,6 @@ SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
 
 cdef enum:
     EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
-
-
-cdef struct Layout:
-    Py_ssize_t stride     # doubles per record
-    Py_ssize_t label      # offset of the label, or -1 (squared loss: PRED is the residual)
-    Py_ssize_t weight     # offset of the weight, or -1 (uniform weights, taken as 1:
-                          # cd_epoch divides the penalties by the weight instead)
-    Py_ssize_t cache      # offset of the first of the two cache slots
-    Py_ssize_t width      # doubles per cache slot
-    int loss
-    double mu             # the loss's smoothness (loss_smoothness)
-    double third          # the bound on its third derivative (loss_third_bound), or 0
 
 
 cdef struct Groups:
@@ -160,281 +126,13 @@ cdef inline const floating* _group_values(const Groups* G, const floating* value
     return values + G.val_ptr[g]
 
 
-cdef inline double _value(const floating* values, Py_ssize_t z) noexcept nogil:
-    """Entry z's value (``values`` NULL: 1)."""
-    return values[z] if values != NULL else 1.0
-
-
-cdef inline double _row_dloss(const double* row, Py_ssize_t label, Py_ssize_t weight,
-                              int loss) noexcept nogil:
-    """Weighted loss derivative s_i * l'(y_i, y_hat_i) of one row.
-
-    The layout comes as scalars so that a hot loop can keep them in locals, where the
-    compiler knows the state writes cannot change them and hoists the branches.
-    """
-    cdef double y = row[label] if label >= 0 else 0.0
-    cdef double s = row[weight] if weight >= 0 else 1.0
-    return s * loss_derivative(loss, y, row[PRED])
-
-
-cdef inline double _row_dlosses(const double* row, Py_ssize_t label, Py_ssize_t weight,
-                                int loss, double* curvature) noexcept nogil:
-    """_row_dloss, and s_i times the loss's curvature in ``curvature``
-    (loss_derivatives)."""
-    cdef double y = row[label] if label >= 0 else 0.0
-    cdef double s = row[weight] if weight >= 0 else 1.0
-    cdef double dl = loss_derivatives(loss, y, row[PRED], curvature)
-    curvature[0] *= s
-    return s * dl
-
-
-cdef inline double _dloss(const double* row, const Layout* L) noexcept nogil:
-    return _row_dloss(row, L.label, L.weight, L.loss)
-
-
-cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
-    return row[L.weight] if L.weight >= 0 else 1.0
-
-
-cdef inline double* _record(const double* scratch, const index_t* columns, Py_ssize_t z,
-                            Py_ssize_t count) noexcept nogil:
-    """The scratch record of entry z's column.  Also requests that of the entry
-    PREFETCH_AHEAD visits ahead: the columns of a group come in random order, so that
-    its cache miss overlaps the current work."""
-    if z + PREFETCH_AHEAD < count:
-        POLYLITE_PREFETCH(scratch + columns[z + PREFETCH_AHEAD] * COL_STRIDE)
-    return <double*> scratch + columns[z] * COL_STRIDE
-
-
-cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const index_t* rows,
-                               Py_ssize_t z, Py_ssize_t count) noexcept nogil:
-    """Request the record of the row PREFETCH_AHEAD entries ahead: a sparse group's rows
-    increase with gaps that the hardware prefetcher does not follow (``rows`` NULL: rows
-    0..count-1, in order, nothing to do)."""
-    if rows != NULL and z + PREFETCH_AHEAD < count:
-        POLYLITE_PREFETCH(state + rows[z + PREFETCH_AHEAD] * stride)
-
-
-cdef inline Py_ssize_t _row_of(const index_t* rows, Py_ssize_t z) noexcept nogil:
-    """The row of a group's entry z (``rows`` NULL: the group has an entry in every row)."""
-    return rows[z] if rows != NULL else z
-
-
-cdef inline bint _chunk(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
-                        Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Thread t's entries lo..hi-1 of ``count``; false when it has none."""
-    lo[0] = count * t // threads
-    hi[0] = count * (t + 1) // threads
-    return hi[0] > lo[0]
-
-
-cdef inline double _step(double grad, double curvature, double reg,
-                         double value) noexcept nogil:
-    """Minimiser of the quadratic bound along one coordinate (no step without curvature)."""
-    cdef double denominator = curvature + reg
-    if denominator <= 0:
-        return 0
-    return -(grad + reg * value) / denominator
-
-
-cdef inline bint _uninformed(double curvature, double noise) noexcept nogil:
-    """The curvature sum is rounding noise (``noise``: sum of s_i magnitude_i^2): the
-    coordinate's derivatives carry no information, so its sums count as 0."""
-    return curvature <= NOISE * NOISE * noise
-
-
-cdef inline double _cubic_step(double grad, double hess, double cube, double reg,
-                               double value) noexcept nogil:
-    """Minimiser of G d + H d^2 / 2 + cube |d|^3 / 6 with G = grad + reg * value and
-    H = hess + reg: the step -2 G / (H + sqrt(H^2 + 2 cube |G|)), free of cancellation."""
-    cdef double G = grad + reg * value, H = hess + reg
-    cdef double denominator = H + sqrt(H * H + 2 * cube * fabs(G))
-    if G == 0 or denominator <= 0:
-        return 0
-    return -2 * G / denominator
-
-
-cdef inline double _bound_step(const double* sums, double mu, double third, double reg,
-                               double value) noexcept nogil:
-    """The step of a coordinate from its sums ``sums[0:N_TERMS]`` (the order of
-    COL_GRAD..COL_CUBE): the minimiser of an upper bound of the objective along it, so
-    that the objective never increases.
-
-    The bound is the loss's quadratic one, l(p + r) <= l + l' r + mu r^2 / 2 (exact for
-    the squared loss).  For the logistic loss (``third`` > 0) it is also the cubic
-    l(p + r) <= l + l' r + l'' r^2 / 2 + third |r|^3 / 6, with the loss's own curvature
-    l'', far below mu on well-fitted rows, where the quadratic bound's steps are several
-    times too short; the step whose bound promises the larger decrease is taken.
-    """
-    cdef double grad = sums[0], curvature = sums[1], delta, cubic, G, H
-    if _uninformed(curvature, sums[2]):
-        return _step(0, 0, reg, value)
-    delta = _step(grad, mu * curvature, reg, value)
-    if third <= 0:
-        return delta
-    cubic = _cubic_step(grad, sums[3], third * sums[4], reg, value)
-    G = grad + reg * value
-    H = sums[3] + reg
-    if (G * cubic + 0.5 * H * cubic * cubic + third * sums[4] * fabs(cubic) ** 3 / 6
-            < G * delta + 0.5 * (mu * curvature + reg) * delta * delta):
-        return cubic
-    return delta
-
-
-cdef inline double _unseen_or_step(double support, const double* sums, double mu,
-                                   double third, double reg, double value) noexcept nogil:
-    """The step of a feature's coordinate (_bound_step); ``support`` is the weight of its
-    rows.
-
-    A feature the data never shows (no rows, or rows of weight 0 only) moves to 0, the
-    minimiser of the penalty and, without one, the choice that keeps an unseen feature
-    from adding anything at prediction time: a weight-0 row is then the same as no row.
-    """
-    if support <= 0:
-        return -value
-    return _bound_step(sums, mu, third, reg, value)
-
-
-cdef inline double _take_step(floating* param, double delta) noexcept nogil:
-    """Move the coordinate ``param`` by ``delta``, stored in its own precision; returns
-    the step taken in that precision (what the rows' predictions must follow)."""
-    cdef double p = param[0]
-    if delta == 0:
-        return 0
-    param[0] = <floating> (p + delta)
-    return param[0] - p
-
-
 # ---- Gibbs sampling: the draw that replaces the step -----------------------------------
-
-cdef struct Prior:
-    # The Gibbs sampler's Gaussian prior on the columns of one pass over the groups (see
-    # the module docstring).  A Sweep without one (NULL) takes coordinate descent's steps.
-    const Py_ssize_t* group   # column j's prior group, or NULL: group 0 for every column
-    const double* reg         # group g's precision as a penalty (lam / (alpha n)), at
-    const double* mean        # reg[g * stride]; its mean at mean[g * stride]
-    Py_ssize_t stride
-    double weight             # the uniform weight the sums leave out (see cd_epoch), or 1
-    double scale              # a draw's variance is scale / (curvature + reg)
-    uint64_t seed             # the sweep's stream of normal numbers
-    uint64_t draw             # column j takes number draw + j of it
-    uint64_t component_draws  # and component s number draw + s * component_draws + j
-
-
-cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept nogil:
-    """The prior of component s: column s of the block's per-group rows."""
-    cdef Prior prior = block[0]
-    prior.reg += s
-    prior.mean += s
-    prior.draw += s * prior.component_draws
-    return prior
-
-
-cdef inline uint64_t _mix(uint64_t z) noexcept nogil:
-    """SplitMix64's output function (Steele, Lea and Flood 2014)."""
-    z = (z ^ (z >> 30)) * <uint64_t> 0xbf58476d1ce4e5b9
-    z = (z ^ (z >> 27)) * <uint64_t> 0x94d049bb133111eb
-    return z ^ (z >> 31)
-
-
-cdef inline double _normal(uint64_t seed, uint64_t number) noexcept nogil:
-    """Standard normal number ``number`` of the stream ``seed``: Box-Muller on the uniforms
-    2 number + 1 and 2 number + 2 of SplitMix64 started at ``seed``, read at random."""
-    cdef uint64_t golden = <uint64_t> 0x9e3779b97f4a7c15
-    cdef double u1 = ((_mix(seed + (2 * number + 1) * golden) >> 11) + 1) * 1.1102230246251565e-16
-    cdef double u2 = (_mix(seed + (2 * number + 2) * golden) >> 11) * 1.1102230246251565e-16
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2)
-
-
-cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
-                              double grad, double curvature, double value) noexcept nogil:
-    """The sampler's step of column j, from ``value`` to a draw from its conditional:
-    normal, of mean value + _step(grad, curvature, reg, value - mean) and variance
-    scale / (curvature + reg).  A column the data never shows (``support`` 0) is drawn
-    from its prior."""
-    cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
-    cdef double reg = prior.reg[g] / prior.weight
-    cdef double delta
-    if support <= 0:
-        grad = 0
-        curvature = 0
-    delta = _step(grad, curvature, reg, value - prior.mean[g])
-    if prior.scale > 0 and curvature + reg > 0:
-        delta += sqrt(prior.scale / (curvature + reg)) * _normal(prior.seed, prior.draw + j)
-    return delta
-
-
-cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
-                                    const double* sums, double mu, double third,
-                                    double reg, double value) noexcept nogil:
-    """Column j's step from its sums ``sums[0:N_TERMS]``: coordinate descent's (``prior``
-    NULL, _unseen_or_step) or the sampler's draw (squared loss: the quadratic bound)."""
-    if prior == NULL:
-        return _unseen_or_step(support, sums, mu, third, reg, value)
-    if _uninformed(sums[1], sums[2]):
-        return _draw_step(prior, j, support, 0.0, 0.0, value)
-    return _draw_step(prior, j, support, sums[0], mu * sums[1], value)
 
 
 # ---- ANOVA: power-sum caches ------------------------------------------------------------
 
-cdef double _anova_derivative(const double* D, int degree, double q, double x,
-                                     double* A, double* magnitude) noexcept nogil:
-    """dA_m/dp_j from the cached power sums, and a bound on the terms it was summed from.
-
-    The derivative is a difference of terms that may cancel (Newton's identity, then the
-    peeling of q A_{t-1}); ``magnitude`` bounds the sum of their absolute values, so
-    rounding errors are below eps * magnitude (times a modest factor for the drift of the
-    cache over an epoch).
-    """
-    cdef int t, i
-    cdef double acc, rest
-    anova_from_power_sums(D, degree - 1, A)
-    # Newton's identity on |D|: bounds |terms| of every A_t (A is reused from A[degree]).
-    cdef double* bound = A + degree
-    bound[0] = 1
-    for t in range(1, degree):
-        acc = 0
-        for i in range(1, t + 1):
-            acc += bound[t - i] * fabs(D[i - 1])
-        bound[t] = acc / t
-    rest = 1
-    for t in range(1, degree):
-        rest = bound[t] + fabs(q) * rest
-    magnitude[0] = fabs(x) * rest
-    return anova_coordinate_derivative(A, degree, q, x)
-
-
-cdef inline void _add_powers(double* D, Py_ssize_t width, double q,
-                             double sign) noexcept nogil:
-    """D[t-1] += sign * q^t for t = 1..width."""
-    cdef Py_ssize_t t
-    cdef double qt = sign * q
-    for t in range(width):
-        D[t] += qt
-        qt *= q
-
 
 # ---- all-subsets: (product of nonzero factors, number of zero factors) -----------------
-
-cdef inline double _subsets_rest(const double* cache, double factor) noexcept nogil:
-    """prod_{j' != j} (1 + p_j' x_j') from the cache, given row j's factor."""
-    cdef double product = cache[0], zeros = cache[1]
-    if factor == 0:
-        return product if zeros == 1 else 0
-    return product / factor if zeros == 0 else 0
-
-
-cdef inline void _subsets_swap(double* cache, double old_factor,
-                               double new_factor) noexcept nogil:
-    if old_factor == 0:
-        cache[1] -= 1
-    else:
-        cache[0] /= old_factor
-    if new_factor == 0:
-        cache[1] += 1
-    else:
-        cache[0] *= new_factor
 
 
 # ---- the caches of one component -------------------------------------------------------
@@ -471,12 +169,6 @@ cdef void _reset_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t s
 # What a coordinate's entry x = x_ij contributes depends on the kind of coordinate; the
 # hot loops below exist once per kind, with the kind a constant (see kind_tag), so that
 # every branch on it folds away.
-
-cdef enum:
-    KIND_LINEAR = 0     # w_j: derivative x
-    KIND_SUBSETS = 1    # all-subsets factor
-    # 2, 3, 4: ANOVA factor of that degree (closed forms)
-    KIND_ANOVA = 5      # ANOVA factor of any degree (``degree``)
 
 
 # Tag types: a fused argument of one of these types makes Cython write one copy of a
@@ -516,89 +208,6 @@ cdef inline int _tag_kind(kind_tag* tag) noexcept nogil:
         return 4
     else:
         return KIND_ANOVA
-
-
-cdef inline int _kind(int kernel, int degree) noexcept nogil:
-    if kernel == ALL_SUBSETS:
-        return KIND_SUBSETS
-    return degree if degree <= 4 else KIND_ANOVA
-
-
-cdef inline double _factor_derivative(const double* D, int kind, int degree, double p,
-                                      double x, double* A,
-                                      double* magnitude) noexcept nogil:
-    """d(prediction of row i)/dp_js for the entry x = x_ij, from row i's cache D.
-
-    ``magnitude`` bounds the terms the derivative was summed from (see
-    _anova_derivative).  Degrees 2 to 4 have closed forms of the general case.
-    """
-    cdef double q = p * x, d1, d2, d3, a2, a3, b2, b3
-    if kind == KIND_LINEAR:
-        magnitude[0] = 0
-        return x
-    if kind == KIND_SUBSETS:
-        magnitude[0] = 0
-        return x * _subsets_rest(D, 1 + q)
-    if kind == 2:
-        # A_1 = D_1.
-        magnitude[0] = fabs(x) * (fabs(D[0]) + fabs(q))
-        return x * (D[0] - q)
-    if kind == 3:
-        # A_2 = (D_1^2 - D_2) / 2, derivative x (A_2 - q (A_1 - q)).
-        d1 = D[0]
-        d2 = D[1]
-        # Within a factor 1.5 of the sum of the terms' sizes, and cheaper.
-        magnitude[0] = fabs(x) * (d1 * d1 + fabs(d2) + q * q)
-        return x * (0.5 * (d1 * d1 - d2) - q * (d1 - q))
-    if kind == 4:
-        # A_3 = (A_2 D_1 - A_1 D_2 + D_3) / 3 (Newton), then peel q off.
-        d1 = D[0]
-        d2 = D[1]
-        d3 = D[2]
-        a2 = 0.5 * (d1 * d1 - d2)
-        a3 = (a2 * d1 - d1 * d2 + d3) / 3
-        b2 = 0.5 * (d1 * d1 + fabs(d2))
-        b3 = (b2 * fabs(d1) + fabs(d1 * d2) + fabs(d3)) / 3
-        magnitude[0] = fabs(x) * (b3 + fabs(q) * (b2 + fabs(q) * (fabs(d1) + fabs(q))))
-        return x * (a3 - q * (a2 - q * (d1 - q)))
-    return _anova_derivative(D, degree, q, x, A, magnitude)
-
-
-cdef inline void _swap_factor(double* D, int kind, Py_ssize_t width, double q,
-                              double q_new) noexcept nogil:
-    """Replace the entry's factor q = p_js x_ij by q_new in row i's cache D."""
-    if kind == KIND_SUBSETS:
-        _subsets_swap(D, 1 + q, 1 + q_new)
-    elif kind == 2:
-        D[0] += q_new - q
-    elif kind == 3:
-        D[0] += q_new - q
-        D[1] += q_new * q_new - q * q
-    elif kind == 4:
-        D[0] += q_new - q
-        D[1] += q_new * q_new - q * q
-        D[2] += q_new * q_new * q_new - q * q * q
-    else:
-        _add_powers(D, width, q, -1.0)
-        _add_powers(D, width, q_new, 1.0)
-
-
-cdef inline void _add_factor(double* D, int kind, Py_ssize_t width,
-                             double q) noexcept nogil:
-    """Add the entry's factor q to row i's cache D (built from an empty row)."""
-    if kind == KIND_SUBSETS:
-        _subsets_swap(D, 1.0, 1 + q)  # from the neutral factor 1 to 1 + q
-    elif kind == 2:
-        D[0] += q
-    elif kind == 3:
-        D[0] += q
-        D[1] += q * q
-    elif kind == 4:
-        D[0] += q
-        D[1] += q * q
-        D[2] += q * q * q
-    else:
-        _add_powers(D, width, q, 1.0)
 
 
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
@@ -668,19 +277,6 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
 # first of component s + 1 (without dummies, whose steps need every row updated): a row's
 # cache of s + 1 is complete once the last group's step of component s is applied to it.
 
-cdef struct Threads:
-    # The threads that share every pass over a group's entries: thread t takes the t-th
-    # of ``count`` equal runs of entries (rows, since a row has at most one entry in a
-    # group) and sums its gradients into scratch records of its own (thread 0: the shared
-    # ones), added up in thread order after the pass (_group_reduce).
-    int count
-    Py_ssize_t min_entries  # a pass over fewer entries per thread runs on one thread
-    double* private      # the records of threads 1..count-1, ``stride`` doubles apart
-    Py_ssize_t stride
-    double* partial      # N_TERMS * count doubles: each thread's sums or maximum
-    double* work         # each thread's work space for _anova_derivative, ``work_stride``
-    Py_ssize_t work_stride  # doubles apart
-
 
 cdef struct Sweep:
     # What the passes of one sweep share (copied into a local by each pass, so that the
@@ -719,33 +315,6 @@ cdef inline void _entry_terms(double x, const double* row, double p, const Sweep
         terms[3] = terms[4] = 0
     terms[1] = weight * der * der
     terms[2] = weight * magnitude * magnitude
-
-
-cdef inline void _zero_terms(double* terms) noexcept nogil:
-    cdef int t
-    for t in range(N_TERMS):
-        terms[t] = 0
-
-
-cdef inline int _n_terms(const Layout* L) noexcept nogil:
-    """How many of the N_TERMS sums a step uses: the last two for the logistic loss
-    only."""
-    return N_TERMS if L.loss == LOGISTIC else 3
-
-
-cdef inline void _add_terms(double* col, const double* terms, int count) noexcept nogil:
-    cdef int t
-    for t in range(count):
-        col[COL_GRAD + t] += terms[t]
-
-
-cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
-    """Doubles per cache slot, a constant for the kinds that have one."""
-    if kind == KIND_SUBSETS:
-        return 2
-    if kind == 2 or kind == 3 or kind == 4:
-        return kind - 1
-    return width
 
 
 cdef inline void _gather(double* col, double* sums, const double* terms,
@@ -1029,10 +598,6 @@ cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
 # run of entries (_chunk), with its own work space and scratch records for the sums
 # (_thread_sweep).
 
-cdef inline int _row_threads(const Threads* th, Py_ssize_t count) noexcept nogil:
-    """Threads for a pass over ``count`` entries: one when there are too few to share."""
-    return th.count if count >= th.count * th.min_entries else 1
-
 
 cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept nogil:
     """Make ``local`` (a copy of the sweep) use thread t's work space for
@@ -1174,15 +739,6 @@ cdef inline void _fused(const Pending* done, const index_t* done_columns,
          False, state, kind)
 
 
-cdef enum:
-    # A loop over a group's columns is shared by the threads from this many per thread.
-    MIN_COLUMNS_PER_THREAD = 4096
-
-
-cdef inline int _column_threads(const Threads* th, Py_ssize_t count) noexcept nogil:
-    return th.count if count >= MIN_COLUMNS_PER_THREAD * th.count else 1
-
-
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, double* scratch, const double* support,
                        const Prior* prior, floating* param,
@@ -1299,16 +855,16 @@ cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns
         pending.group = -1
 
 
-cdef double _cd_groups(const Groups* G, const index_t* group_columns,
-                       const index_t* rows, const index_t* columns,
-                       const floating* values, Py_ssize_t n, floating* param,
-                       Py_ssize_t param_stride, double mu, double reg, double* state,
-                       const Sweep* sw, int kind, Pending* pending,
+cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
+                       const index_t* group_columns, const index_t* rows,
+                       const index_t* columns, const floating* values, Py_ssize_t n,
+                       floating* param, Py_ssize_t param_stride, double mu, double reg,
+                       double* state, const Sweep* sw, int kind, Pending* pending,
                        bint keep_last) noexcept nogil:
-    """One CD sweep over the coordinates param[j * param_stride], j = 0..d-1, group by
-    group (``kind`` KIND_LINEAR: the linear weights; else factors whose row caches are in
-    slot sw.cur, and the next component's cache is built in slot sw.nxt).  Returns the
-    largest |step|.
+    """One CD sweep over the coordinates param[j * param_stride] of the columns of the
+    groups g_begin..g_end-1, group by group (``kind`` KIND_LINEAR: the linear weights;
+    else factors whose row caches are in slot sw.cur, and the next component's cache is
+    built in slot sw.nxt).  Returns the largest |step|.
 
     A group with an entry in every row leaves its update pass ``pending``, to share the
     pass of the next group's gradients.  On entry, ``pending`` may hold the last group
@@ -1321,7 +877,7 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
     cdef double max_change = 0
     cdef double unseen[N_TERMS]  # the sums of a column no row shows
     _zero_terms(unseen)
-    for g in range(G.n_groups):
+    for g in range(g_begin, g_end):
         e0 = G.group_ptr[g]
         e1 = G.group_ptr[g + 1]
         c0 = G.columns_ptr[g]
@@ -1371,6 +927,103 @@ cdef double _cd_groups(const Groups* G, const index_t* group_columns,
     return max_change
 
 
+# ---- relation blocks: their columns between the direct groups ---------------------------
+
+cdef enum:
+    # The highest ANOVA degree of coordinate descent on relation blocks (_cd_tables).
+    MAX_TABLE_DEGREE = 16
+
+cdef struct Blocks:
+    # The relation blocks of a relational input (none for a CSR matrix), in column order:
+    # block b's columns come after the direct groups 0..position[b]-1 (coordinate order).
+    Py_ssize_t count
+    Table* tables
+    const Py_ssize_t* position
+    int threads          # of the passes over the interactions
+
+
+cdef double _block_pass(Table* T, int kind, int degree, floating* param,
+                        Py_ssize_t param_stride, double reg, double* state, Py_ssize_t n,
+                        const Sweep* sw, int row_threads) noexcept nogil:
+    """CD over one block's columns (kind ``kind``, ANOVA degree ``degree``) in the table
+    domain (_cd_tables.pyx): the moments summed from the interactions, each group's steps
+    from them, the interactions' predictions and caches moved at the end.  The table rows'
+    caches B of the component must be current.  Returns the largest |step|."""
+    cdef Py_ssize_t g, e0, e1, c0, c1, c, j
+    cdef int pass_threads
+    cdef double max_change = 0
+    cdef double unseen[N_TERMS]
+    cdef Moments TM = table_moments(kind, degree)
+    # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
+    cdef Sweep tsw = sw[0]
+    tsw.L.third = 0
+    tsw.has_next = False
+    _zero_terms(unseen)
+    table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads)
+    for g in range(T.n_groups):
+        e0 = T.group_ptr[g]
+        e1 = T.group_ptr[g + 1]
+        c0 = T.columns_ptr[g]
+        c1 = T.columns_ptr[g + 1]
+        if e1 == e0:
+            for c in range(c0, c1):
+                j = T.group_columns[c]
+                max_change = max(max_change, fabs(_take_step(
+                    param + j * param_stride,
+                    _coordinate_step(tsw.prior, j, 0.0, unseen, 1.0, 0.0, reg,
+                                     param[j * param_stride]))))
+            continue
+        pass_threads = _row_threads(tsw.threads, e1 - e0)
+        _group_start(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, pass_threads)
+        table_gradients(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
+        _group_reduce(T.group_columns + c0, c1 - c0, &tsw, pass_threads)
+        _group_steps(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, 1.0, reg,
+                     &max_change)
+        table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
+    table_push(T, &TM, state, &sw.L, n, sw.cur, row_threads)
+    return max_change
+
+
+cdef double _cd_columns(const Groups* G, const index_t* group_columns,
+                        const index_t* rows, const index_t* columns,
+                        const floating* values, Py_ssize_t n, floating* param,
+                        Py_ssize_t param_stride, double mu, double reg, double* state,
+                        const Sweep* sw, int kind, Pending* pending, bint keep_last,
+                        const Blocks* blocks) noexcept nogil:
+    """One CD sweep over every column of one kind (see _cd_groups), in column order: the
+    direct groups, with each relation block's pass (_block_pass) between them where its
+    columns lie.  Returns the largest |step|."""
+    cdef Py_ssize_t b, g = 0
+    cdef double max_change = 0
+    if blocks.count == 0:
+        return _cd_groups(G, 0, G.n_groups, group_columns, rows, columns, values, n, param,
+                          param_stride, mu, reg, state, sw, kind, pending, keep_last)
+    for b in range(blocks.count):
+        max_change = max(max_change, _cd_groups(
+            G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
+            param_stride, mu, reg, state, sw, kind, pending, False))
+        g = blocks.position[b]
+        max_change = max(max_change, _block_pass(
+            &blocks.tables[b], kind, sw.degree, param, param_stride, reg, state, n, sw,
+            blocks.threads))
+    return max(max_change, _cd_groups(
+        G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
+        reg, state, sw, kind, pending, False))
+
+
+cdef void _fill_blocks(const Blocks* blocks, double* state, const Layout* L,
+                       Py_ssize_t n, Py_ssize_t slot, int kind, int degree,
+                       const double* factors) noexcept nogil:
+    """Add every block's part to the interactions' caches in ``slot`` (which hold their
+    direct part's): each table row's cache from ``factors``, then gathered."""
+    cdef Py_ssize_t b
+    cdef Moments TM = table_moments(kind, degree)
+    for b in range(blocks.count):
+        table_fill(&blocks.tables[b], &TM, factors, blocks.threads)
+        table_add_to_slot(&blocks.tables[b], &TM, state, L, n, slot, blocks.threads)
+
+
+
 cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           const index_t* rows, const index_t* columns,
                           const floating* values, Py_ssize_t n, Py_ssize_t k,
@@ -1380,10 +1033,11 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
                           const double* support, double* A, double* base,
                           Pending* pending, const Prior* block_prior,
-                          const Prior* dummy_prior) noexcept nogil:
+                          const Prior* dummy_prior, const Blocks* blocks) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.  With the
     block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling).
+    The columns of relation ``blocks`` are updated in the table domain, where they lie.
 
     When ``has_next``, also build the cache of component s + 1 in slot ``nxt`` (``base``:
     work space for its start).  Without dummies, the last group's update pass may be
@@ -1437,9 +1091,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                 _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
             max_change = max(max_change, fabs(delta))
     # The features, group by group.
-    return max(max_change, _cd_groups(G, group_columns, rows, columns, values, n, Pb + s,
-                                      k, mu, beta, state, &sweep, kind, pending,
-                                      has_next and first_full and n_dummy == 0))
+    return max(max_change, _cd_columns(G, group_columns, rows, columns, values, n, Pb + s,
+                                       k, mu, beta, state, &sweep, kind, pending,
+                                       has_next and first_full and n_dummy == 0, blocks))
 
 
 # ---- column groups ----------------------------------------------------------------------
@@ -2078,7 +1732,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     G.n_groups = group_ptr.shape[0] - 1
     # The loops below run without bounds checks: the shapes must agree.
     # (The direct part of a relational input has groups for its own columns only.)
-    cdef Py_ssize_t direct_columns = d - sum([b.stop - b.start for b in data.blocks])
+    cdef Py_ssize_t direct_columns = d - sum([block.stop - block.start
+                                              for block in data.blocks])
     if (columns_ptr.shape[0] != G.n_groups + 1
             or group_columns.shape[0] != direct_columns
             or columns_ptr[G.n_groups] != direct_columns or group_ptr[G.n_groups] != nnz
@@ -2211,6 +1866,22 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                    else NULL)
     cdef const floating* csr_val = &csr_data[0] if nnz > 0 else NULL
     cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
+    # The relation blocks of a relational input, their tables' records in the workspace.
+    cdef Blocks blocks
+    cdef Py_ssize_t[::1] positions = np.array([block.position for block in data.blocks]
+                                              + [0], dtype=np.intp)
+    blocks.count = len(data.blocks)
+    blocks.threads = n_threads
+    blocks.position = &positions[0]
+    blocks.tables = <Table*> malloc(max(blocks.count, 1) * sizeof(Table))
+    if blocks.count > 0 and kernel == POLYNOMIAL:
+        free(A)
+        free(blocks.tables)
+        raise ValueError("relational input is taken by the anova and all-subsets kernels")
+    kept = []  # the tables' records (not in a workspace when there is none)
+    for b in range(blocks.count):
+        kept.append(_set_table(&blocks.tables[b], data.blocks[b], n, d, max_degree,
+                               kernel, n_threads, workspace, f"table {b}"))
     try:
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
@@ -2247,8 +1918,9 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                 linear.A = A
                 linear.base = NULL
                 linear.prior = &linear_prior if sampling else NULL
-                change = _cd_groups(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
-                                    alpha, state, &linear, KIND_LINEAR, &pending, False)
+                change = _cd_columns(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
+                                     alpha, state, &linear, KIND_LINEAR, &pending, False,
+                                     &blocks)
                 max_change = max(max_change, change)
             for b in range(n_blocks):
                 if kernel == ANOVA:
@@ -2264,12 +1936,16 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width
                     nxt = L.cache + ((s + 1) % 2) * L.width
-                    if s == 0:
+                    # The caches of component s: built while component s - 1 was updated,
+                    # or with relation blocks, here (the direct part, then each block's).
+                    if s == 0 or blocks.count > 0:
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0], base, &factor_column[0], d,
                                    n_threads)
+                        _fill_blocks(&blocks, state, &L, n, cur, _kind(kernel, degrees[b]),
+                                     degrees[b], &factor_column[0])
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
@@ -2279,17 +1955,73 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                         change = _cd_component(
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
-                            n_dummy if b == 0 else 0, s + 1 < k, mu, beta, state, &L,
-                            cur, nxt, scratch, &threads, &col_support[0], A, base,
-                            &pending, &block_prior if sampling else NULL,
-                            &dummy_prior if sampling and b == 0 else NULL)
+                            n_dummy if b == 0 else 0, s + 1 < k and blocks.count == 0,
+                            mu, beta, state, &L, cur, nxt, scratch, &threads,
+                            &col_support[0], A, base, &pending,
+                            &block_prior if sampling else NULL,
+                            &dummy_prior if sampling and b == 0 else NULL, &blocks)
                     max_change = max(max_change, change)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
                 _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
     finally:
         free(A)
+        free(blocks.tables)
     return max_change
+
+
+cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degree,
+                       int kernel, int n_threads, dict workspace, str name):
+    """Point ``T`` at the arrays of ``block`` (a _cd_data.TableBlock) and at records for
+    its table rows (and the threads' copies), kept in ``workspace``; returns the records'
+    array, which the caller keeps alive."""
+    cdef const int64_t[::1] indptr = block.table.indptr
+    cdef const int64_t[::1] indices = block.table.indices
+    cdef const double[::1] data = block.table.data
+    cdef const int64_t[::1] index = block.index
+    groups = block.groups
+    cdef const Py_ssize_t[::1] group_ptr = groups.group_ptr
+    cdef const Py_ssize_t[::1] columns_ptr = groups.columns_ptr
+    cdef const int64_t[::1] group_columns = groups.group_columns
+    cdef const Py_ssize_t[::1] row_ptr = groups.row_ptr
+    cdef const int64_t[::1] rows = groups.rows
+    cdef const Py_ssize_t[::1] col_ptr = groups.col_ptr
+    cdef const int64_t[::1] columns = groups.columns
+    cdef const Py_ssize_t[::1] val_ptr = groups.val_ptr
+    cdef const double[::1] values = groups.values
+    T.n_rows = indptr.shape[0] - 1
+    T.n_groups = group_ptr.shape[0] - 1
+    if (index.shape[0] != n or block.table.shape[1] != d or T.n_rows < 1
+            or columns_ptr.shape[0] != T.n_groups + 1 or row_ptr.shape[0] != T.n_groups + 1
+            or col_ptr.shape[0] != T.n_groups + 1 or val_ptr.shape[0] != T.n_groups + 1
+            or group_ptr[T.n_groups] != indices.shape[0]
+            or columns_ptr[T.n_groups] != block.stop - block.start
+            or max_degree > MAX_TABLE_DEGREE):
+        raise ValueError("cd_epoch: a relation block's table, index or groups disagree "
+                         "with the data")
+    T.indptr = &indptr[0]
+    T.indices = &indices[0] if indices.shape[0] > 0 else NULL
+    T.data = &data[0] if data.shape[0] > 0 else NULL
+    T.index = &index[0] if n > 0 else NULL
+    T.group_ptr = &group_ptr[0]
+    T.columns_ptr = &columns_ptr[0]
+    T.group_columns = &group_columns[0] if group_columns.shape[0] > 0 else NULL
+    T.row_ptr = &row_ptr[0]
+    T.rows = &rows[0] if rows.shape[0] > 0 else NULL
+    T.col_ptr = &col_ptr[0]
+    T.columns = &columns[0] if columns.shape[0] > 0 else NULL
+    T.val_ptr = &val_ptr[0]
+    T.values = &values[0] if values.shape[0] > 0 else NULL
+    # Records wide enough for the widest kind of coordinate.
+    cdef Py_ssize_t stride = table_moments(KIND_LINEAR, 0).stride
+    if kernel == ALL_SUBSETS:
+        stride = max(stride, table_moments(KIND_SUBSETS, 0).stride)
+    else:
+        stride = max(stride, table_moments(_kind(kernel, max_degree), max_degree).stride)
+    cdef double[::1] records = _buffer(workspace, name, n_threads * T.n_rows * stride + 1)
+    T.records = &records[0]
+    T.private = T.records + T.n_rows * stride
+    return records.base
 
 
 def weighted_loss(const double[::1] y, const double[::1] y_pred,

@@ -9,12 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import joblib
 import numpy as np
 import scipy.optimize
+import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
-from ._cd_data import CDData, CDProblem
+from ..relational import RelationalMatrix
+from ._cd_data import CDData, CDProblem, TableBlock
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
@@ -113,13 +115,57 @@ def map_outputs(fit_output, n_outputs, workers):
 
 
 def cd_data(X, sw, kernel, n_jobs):
-    """:class:`polylite.polynomial._cd_data.CDData` of canonical CSR ``X`` with sample
-    weights ``sw``: what coordinate descent derives from the rows once per fit, for
-    every output."""
+    """:class:`polylite.polynomial._cd_data.CDData` of canonical CSR ``X`` (or a
+    :class:`polylite.relational.RelationalMatrix`) with sample weights ``sw``: what
+    coordinate descent derives from the rows once per fit, for every output."""
+    if isinstance(X, RelationalMatrix):
+        return _relational_cd_data(X, sw, kernel, n_jobs)
     return CDData(X, column_groups(X, kernel),
                   _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
                   cd_threads(n_jobs, X.shape[0], X.shape[1],
                              X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
+
+
+def _relational_cd_data(X, sw, kernel, n_jobs):
+    """:func:`cd_data` of a relational input: the direct part's groups (its own columns,
+    runs ending where a block's columns lie), and for each block its table with the
+    model's column numbers, regrouped by runs, and where its columns come among the
+    direct groups; each column's support sums the weights of the interactions of the
+    table rows that hold it."""
+    if kernel == "polynomial":
+        raise ValueError("relational input is taken by factorization machines (anova and "
+                         "all-subsets kernels); give a polynomial network X.to_csr()")
+    n, d = X.shape
+    direct = X.direct()
+    in_block = np.zeros(d, dtype=bool)
+    for start, stop in X.block_columns():
+        in_block[start:stop] = True
+    groups = column_groups(direct, kernel, ~in_block)
+    support = _cd.column_support(direct.indices, direct.indptr, sw, d)
+    # The first column of each direct group with entries (the last group may hold the
+    # columns without any, whose steps commute with every other: it comes last).
+    firsts = groups.group_columns[groups.columns_ptr[:-1]]
+    with_entries = np.diff(groups.group_ptr) > 0
+    blocks = []
+    x_bytes = direct.data.nbytes + direct.indices.nbytes + direct.indptr.nbytes
+    for block, (start, stop) in zip(X.blocks, X.block_columns()):
+        table = block.table
+        indptr = table.indptr.astype(np.int64)
+        indices = table.indices.astype(np.int64) + start
+        data = table.data.astype(np.float64)
+        table = sp.csr_matrix((data, indices, indptr), shape=(table.shape[0], d))
+        table.indices, table.indptr = indices, indptr  # int64, as the table passes read
+        mask = np.zeros(d, dtype=bool)
+        mask[start:stop] = True
+        table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
+        position = int(np.count_nonzero(with_entries & (firsts < start)))
+        row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
+        support += np.bincount(indices, weights=np.repeat(row_weight, np.diff(indptr)),
+                               minlength=d)
+        blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
+                                 start, stop, position))
+        x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
+    return CDData(direct, groups, support, cd_threads(n_jobs, n, d, x_bytes), tuple(blocks))
 
 
 def cd_problem(est, y, sw, loss_code, kernel, degrees):

@@ -1,0 +1,71 @@
+# Coordinate descent on the tables of a relational input (see _cd_tables.pyx): the passes
+# that _cd.pyx's epoch calls for each relation block, between its passes over the rows.
+from libc.stdint cimport int64_t
+
+from ._cd_core cimport Layout, Threads
+
+
+cdef struct Table:
+    # One relation block: its table (CSR, the model's column numbers), each
+    # interaction's table row, the table's nonzeros regrouped by runs (column_groups, with
+    # int64 indices and float64 values) and the per-table-row records.
+    Py_ssize_t n_rows
+    const int64_t* indptr
+    const int64_t* indices
+    const double* data
+    const int64_t* index          # (n,) each interaction's table row
+    Py_ssize_t n_groups
+    const Py_ssize_t* group_ptr
+    const Py_ssize_t* columns_ptr
+    const int64_t* group_columns
+    const Py_ssize_t* row_ptr
+    const int64_t* rows
+    const Py_ssize_t* col_ptr
+    const int64_t* columns
+    const Py_ssize_t* val_ptr
+    const double* values
+    double* records               # n_rows records of Moments.stride doubles
+    double* private               # threads - 1 more copies, for the gather's sums
+
+
+cdef struct Moments:
+    # What a table-row record holds for one kind of coordinate.  A row i of table row r
+    # has the derivative g_i = x <phi_i, psi_r> in a coordinate of the block (x its value
+    # there): phi_i (M values) from the rest of row i, psi_r from the block's part of it.
+    # So the sums of a step over the rows are sums over table rows of the moments
+    # R = sum_i s_i l'_i phi_i, W = sum_i s_i kappa_i phi_i phi_i^T and N (noise bounds).
+    int kind             # KIND_LINEAR, KIND_SUBSETS, or the ANOVA degree (2, 3, ...)
+    int degree           # the ANOVA degree m
+    Py_ssize_t width     # doubles of the block part's cache B (m - 1; 2; 0 for linear)
+    Py_ssize_t M         # moments (m; 1; 1)
+    Py_ssize_t stride    # doubles per record
+    Py_ssize_t old       # offsets in a record: B at the start of the block's pass
+    Py_ssize_t change    # the change of the block part's terms over the pass (M)
+    Py_ssize_t R         # M
+    Py_ssize_t W         # M (M + 1) / 2, the upper triangle row by row
+    Py_ssize_t N         # M
+
+
+cdef Moments table_moments(int kind, int degree) noexcept nogil
+
+cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
+                     int threads) noexcept nogil
+
+cdef void table_add_to_slot(const Table* T, const Moments* TM, double* state,
+                            const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                            int threads) noexcept nogil
+
+cdef void table_gather(const Table* T, const Moments* TM, const double* state,
+                       const Layout* L, Py_ssize_t n, Py_ssize_t cur,
+                       int threads) noexcept nogil
+
+cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
+                          double* scratch, const Threads* th,
+                          int pass_threads) noexcept nogil
+
+cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
+                        const double* scratch, const Threads* th,
+                        int pass_threads) noexcept nogil
+
+cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
+                     Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil

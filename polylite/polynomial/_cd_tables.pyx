@@ -1,0 +1,524 @@
+"""Coordinate descent on the tables of a relational input (:mod:`polylite.relational`).
+
+A relation block stores each entity's part of the rows once, as a table row r, and each
+interaction i names its table row r = index[i].  Its coordinates (the block's columns)
+are updated in the table domain (Rendle, "Scaling Factorization Machines to Relational
+Data", VLDB 2013, for degree 2; here any degree through the power sums), so that a pass
+costs the table's nonzeros and one visit of each interaction, not the nonzeros of the
+expanded rows.
+
+The maths.  Row i is [rest of row i | block part B_r].  The model is affine in each
+coordinate p_j of the block, and its derivative there factors as
+
+    g_i = x <phi_i, psi_r>,     x = the table's value of column j in row r,
+
+with phi_i computed from the rest of row i alone and psi_r from the block part alone:
+
+- ANOVA of degree m: A_t of a union of disjoint parts is the convolution of the parts'
+  A's, so dA_m/dp_j = x sum_u A_u(rest of i) A_{m-1-u}(B_r without j):
+  phi_i = (A_0, ..., A_{m-1})(rest of i), psi_r = (A_{m-1}, ..., A_0)(B_r without j);
+- all-subsets: S(x) = S(rest) S(B_r), so phi_i = S(rest of i), psi_r = S(B_r without j);
+- linear weights: g_i = x, phi_i = psi_r = 1.
+
+A coordinate step needs sum_i s_i l'_i g_i and sum_i s_i kappa_i g_i^2 over the rows that
+hold column j, which are the interactions of the table rows r that hold it:
+
+    sum_r x_rj <psi_r, R_r>,   sum_r x_rj^2 psi_r^T W_r psi_r,
+    R_r = sum_{i: index[i] = r} s_i l'_i phi_i,   W_r = sum_{i: index[i] = r} s_i kappa_i phi_i phi_i^T.
+
+The block's own steps leave every phi_i as it is (it depends on the rest of row i only)
+and move row i's prediction by delta x <phi_i, psi_r>; for a loss whose derivative is
+affine in the prediction that moves R_r by delta x W_r psi_r, so the moments stay exact
+through the whole pass over the block's columns, which touches the table alone.  A pass
+over the interactions before it sums the moments (table_gather); one after it moves each
+prediction by <phi_i, change_r> (the change of the block part's A's, accumulated step by
+step: a step moves A_t(B_r) by delta x A_{t-1}(B_r without j)) and each row's cache to the
+new block part (table_push).
+
+For the squared loss (kappa_i = 1, l'_i the residual) every step is exactly the step
+coordinate descent takes on the expanded rows, in the same order: the fit is the same to
+rounding (and so is a Gibbs sweep, whose draws use the same sums).  Other losses' l' is
+not affine in the prediction; their block passes minimise instead a quadratic upper bound
+of the loss around the predictions at the start of the pass (kappa_i the curvature of
+that bound, l'_i the loss's derivative there: loss_majorizer), which touches the loss at
+the start and lies above it everywhere, so the objective still never increases
+(majorise-minimise), with the moments exact for the bound.
+
+Every pass is shared by the threads: over the interactions (each thread sums into
+records of its own, added in thread order), over a group's entries (a group's columns
+share no table row), over the table rows.
+"""
+from libc.math cimport fabs
+from libc.stdint cimport int64_t
+from cython.parallel cimport prange
+
+from .._kernels cimport anova_from_power_sums, POLYLITE_PREFETCH
+from .._losses cimport loss_majorizer
+from ._cd_core cimport *
+
+
+cdef enum:
+    # The moments a record can hold: ANOVA degrees up to this (the estimators check).
+    MAX_MOMENTS = 16
+
+
+cdef Moments table_moments(int kind, int degree) noexcept nogil:
+    """The record layout of a block for coordinates of ``kind`` (an ANOVA kind: degree
+    ``degree``): [B | B at the start | change | R | W | N]."""
+    cdef Moments TM
+    TM.kind = kind
+    TM.degree = degree
+    if kind == KIND_LINEAR:
+        TM.width = 0
+        TM.M = 1
+    elif kind == KIND_SUBSETS:
+        TM.width = 2
+        TM.M = 1
+    else:
+        TM.width = degree - 1
+        TM.M = degree
+    TM.old = TM.width
+    TM.change = 2 * TM.width
+    TM.R = TM.change + TM.M
+    TM.W = TM.R + TM.M
+    TM.N = TM.W + TM.M * (TM.M + 1) // 2
+    TM.stride = TM.N + TM.M
+    return TM
+
+
+cdef inline bint _range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
+                        Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    return _chunk(t, threads, count, lo, hi)
+
+
+# ---- phi and psi -----------------------------------------------------------------------
+
+cdef inline void _newton_bounds(const double* D, Py_ssize_t width, double* bound) noexcept nogil:
+    """Bounds of |A_0..A_width| from Newton's identity on |D| (D: power sums 1..width)."""
+    cdef Py_ssize_t t, i
+    cdef double acc
+    bound[0] = 1
+    for t in range(1, width + 1):
+        acc = 0
+        for i in range(1, t + 1):
+            acc += bound[t - i] * fabs(D[i - 1])
+        bound[t] = acc / t
+
+
+cdef inline void _phi(const Moments* TM, const double* E, double* phi,
+                      double* bound) noexcept nogil:
+    """phi of a row whose part outside the block has the cache E, and bounds of the terms
+    it is computed from (for the noise test; 0 where coordinate descent has none)."""
+    cdef Py_ssize_t m = TM.degree
+    if TM.kind == KIND_LINEAR:
+        phi[0] = 1
+        bound[0] = 0
+    elif TM.kind == KIND_SUBSETS:
+        # (product of the nonzero factors, number of zero factors)
+        phi[0] = E[0] if E[1] < 0.5 else 0.0
+        bound[0] = 0
+    elif m == 2:
+        phi[0] = 1
+        phi[1] = E[0]
+        bound[0] = 1
+        bound[1] = fabs(E[0])
+    else:
+        anova_from_power_sums(E, m - 1, phi)
+        _newton_bounds(E, m - 1, bound)
+
+
+cdef inline void _psi(const Moments* TM, const double* B, double q, double* psi,
+                      double* bound) noexcept nogil:
+    """psi of a table row whose block part has the cache B, for an entry of factor
+    q = p_j x: the block part's terms without the entry, and their bounds."""
+    cdef Py_ssize_t m = TM.degree, t
+    cdef double A[MAX_MOMENTS]
+    cdef double bA[MAX_MOMENTS]
+    cdef double c, cb
+    if TM.kind == KIND_LINEAR:
+        psi[0] = 1
+        bound[0] = 0
+    elif TM.kind == KIND_SUBSETS:
+        psi[0] = _subsets_rest(B, 1 + q)
+        bound[0] = 0
+    elif m == 2:
+        psi[0] = B[0] - q
+        psi[1] = 1
+        bound[0] = fabs(B[0]) + fabs(q)
+        bound[1] = 1
+    else:
+        # A_t(B without j) = A_t(B) - q A_{t-1}(B without j), from t = 1 up.
+        anova_from_power_sums(B, m - 1, A)
+        _newton_bounds(B, m - 1, bA)
+        c = 1
+        cb = 1
+        psi[m - 1] = 1
+        bound[m - 1] = 1
+        for t in range(1, m):
+            c = A[t] - q * c
+            cb = bA[t] + fabs(q) * cb
+            psi[m - 1 - t] = c
+            bound[m - 1 - t] = cb
+
+
+cdef inline double _dot(const double* a, const double* b, Py_ssize_t M) noexcept nogil:
+    cdef Py_ssize_t u
+    cdef double acc = 0
+    for u in range(M):
+        acc += a[u] * b[u]
+    return acc
+
+
+cdef inline double _quadratic(const double* W, const double* psi,
+                              Py_ssize_t M) noexcept nogil:
+    """psi^T W psi with W's upper triangle stored row by row."""
+    cdef Py_ssize_t u, v, z = 0
+    cdef double acc = 0
+    for u in range(M):
+        acc += W[z] * psi[u] * psi[u]
+        z += 1
+        for v in range(u + 1, M):
+            acc += 2 * W[z] * psi[u] * psi[v]
+            z += 1
+    return acc
+
+
+cdef inline void _add_product(double* out, const double* W, const double* psi,
+                              double scale, Py_ssize_t M) noexcept nogil:
+    """out += scale W psi (W symmetric, upper triangle row by row)."""
+    cdef Py_ssize_t u, v, z = 0
+    for u in range(M):
+        out[u] += scale * W[z] * psi[u]
+        z += 1
+        for v in range(u + 1, M):
+            out[u] += scale * W[z] * psi[v]
+            out[v] += scale * W[z] * psi[u]
+            z += 1
+
+
+cdef inline void _add_outer(double* W, const double* phi, double scale,
+                            Py_ssize_t M) noexcept nogil:
+    """W += scale phi phi^T (upper triangle row by row)."""
+    cdef Py_ssize_t u, v, z = 0
+    for u in range(M):
+        for v in range(u, M):
+            W[z] += scale * phi[u] * phi[v]
+            z += 1
+
+
+# ---- the block part's caches -----------------------------------------------------------
+
+cdef inline void _empty_cache(const Moments* TM, double* B) noexcept nogil:
+    """The cache of a part without features."""
+    cdef Py_ssize_t t
+    if TM.kind == KIND_SUBSETS:
+        B[0] = 1  # product of the nonzero factors
+        B[1] = 0  # number of zero factors
+    else:
+        for t in range(TM.width):
+            B[t] = 0
+
+
+cdef void _fill_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                     const double* factors) noexcept nogil:
+    cdef Py_ssize_t r, z, lo, hi
+    cdef double* B
+    if not _range(t, threads, T.n_rows, &lo, &hi):
+        return
+    for r in range(lo, hi):
+        B = T.records + r * TM.stride
+        _empty_cache(TM, B)
+        for z in range(T.indptr[r], T.indptr[r + 1]):
+            _add_factor(B, TM.kind, TM.width, factors[T.indices[z]] * T.data[z])
+
+
+cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
+                     int threads) noexcept nogil:
+    """Each table row's block-part cache B of one component, whose factors are
+    ``factors`` (indexed by the model's columns)."""
+    cdef Py_ssize_t t
+    if TM.width == 0:
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _fill_rows(t, threads, T, TM, factors)
+
+
+cdef void _add_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                    double* state, const Layout* L, Py_ssize_t n,
+                    Py_ssize_t slot) noexcept nogil:
+    cdef Py_ssize_t i, u, lo, hi
+    cdef double* D
+    cdef const double* B
+    if not _range(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
+        D = state + i * L.stride + slot
+        B = T.records + T.index[i] * TM.stride
+        if TM.kind == KIND_SUBSETS:
+            D[0] *= B[0]
+            D[1] += B[1]
+        else:
+            for u in range(TM.width):
+                D[u] += B[u]
+
+
+cdef void table_add_to_slot(const Table* T, const Moments* TM, double* state,
+                            const Layout* L, Py_ssize_t n, Py_ssize_t slot,
+                            int threads) noexcept nogil:
+    """Add each interaction's table row's cache B to its cache in ``slot``."""
+    cdef Py_ssize_t t
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _add_rows(t, threads, T, TM, state, L, n, slot)
+
+
+# ---- the moments ----------------------------------------------------------------------
+
+cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
+                         const Moments* TM) noexcept nogil:
+    """B at the start of the pass kept, the changes and every thread's moments zeroed."""
+    cdef Py_ssize_t r, u, other, lo, hi
+    cdef double* rec
+    if not _range(t, threads, T.n_rows, &lo, &hi):
+        return
+    for r in range(lo, hi):
+        rec = T.records + r * TM.stride
+        for u in range(TM.width):
+            rec[TM.old + u] = rec[u]
+        for u in range(TM.change, TM.stride):
+            rec[u] = 0
+        for other in range(threads - 1):
+            rec = T.private + (other * T.n_rows + r) * TM.stride
+            for u in range(TM.R, TM.stride):
+                rec[u] = 0
+
+
+cdef inline void _rest_cache(const Moments* TM, const double* D, const double* B,
+                             double* E) noexcept nogil:
+    """The cache of the part of a row outside the block: its whole cache D without the
+    block part's B."""
+    cdef Py_ssize_t u
+    if TM.kind == KIND_SUBSETS:
+        E[0] = D[0] / B[0]
+        E[1] = D[1] - B[1]
+    else:
+        for u in range(TM.width):
+            E[u] = D[u] - B[u]
+
+
+cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                       const double* state, const Layout* L, Py_ssize_t n,
+                       Py_ssize_t cur) noexcept nogil:
+    cdef Py_ssize_t i, u, r, lo, hi, M = TM.M
+    cdef double dl, kappa, weight, y
+    cdef double E[MAX_MOMENTS]
+    cdef double phi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    cdef const double* row
+    cdef double* rec
+    cdef double* sums = T.records if t == 0 else T.private + (t - 1) * T.n_rows * TM.stride
+    if not _range(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
+        r = T.index[i]
+        row = state + i * L.stride
+        if TM.kind != KIND_LINEAR:
+            _rest_cache(TM, row + cur, T.records + r * TM.stride + TM.old, E)
+        _phi(TM, E, phi, bound)
+        y = row[L.label] if L.label >= 0 else 0.0
+        weight = row[L.weight] if L.weight >= 0 else 1.0
+        dl = weight * loss_majorizer(L.loss, y, row[PRED], &kappa)
+        kappa *= weight
+        rec = sums + r * TM.stride
+        for u in range(M):
+            rec[TM.R + u] += dl * phi[u]
+            rec[TM.N + u] += weight * bound[u] * bound[u]
+        _add_outer(rec + TM.W, phi, kappa, M)
+
+
+cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
+                          const Moments* TM) noexcept nogil:
+    """Add the other threads' moments to the shared records, in thread order."""
+    cdef Py_ssize_t r, u, other, lo, hi
+    cdef double* rec
+    cdef const double* own
+    if not _range(t, threads, T.n_rows, &lo, &hi):
+        return
+    for r in range(lo, hi):
+        rec = T.records + r * TM.stride
+        for other in range(summed - 1):
+            own = T.private + (other * T.n_rows + r) * TM.stride
+            for u in range(TM.R, TM.stride):
+                rec[u] += own[u]
+
+
+cdef void table_gather(const Table* T, const Moments* TM, const double* state,
+                       const Layout* L, Py_ssize_t n, Py_ssize_t cur,
+                       int threads) noexcept nogil:
+    """Start a pass over the block: each table row's moments R, W, N summed over its
+    interactions, from their records (cache of the component in slot ``cur``)."""
+    cdef Py_ssize_t t
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _start_records(t, threads, T, TM)
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _gather_rows(t, threads, T, TM, state, L, n, cur)
+    if threads > 1:
+        for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+            _reduce_records(t, threads, threads, T, TM)
+
+
+# ---- a group of the table's columns ----------------------------------------------------
+
+cdef inline void _entry(const Table* T, Py_ssize_t g, Py_ssize_t e, bint full,
+                        bint single, Py_ssize_t* r, Py_ssize_t* j,
+                        double* x) noexcept nogil:
+    """Table row, column and value of entry e (from the group's start) of group g."""
+    r[0] = e if full else T.rows[T.row_ptr[g] + e]
+    j[0] = T.group_columns[T.columns_ptr[g]] if single else T.columns[T.col_ptr[g] + e]
+    x[0] = T.values[T.val_ptr[g] + e] if T.val_ptr[g + 1] > T.val_ptr[g] else 1.0
+
+
+cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                            Py_ssize_t g, double* scratch,
+                            const Threads* th) noexcept nogil:
+    cdef Py_ssize_t e, r, j, lo, hi, u, M = TM.M
+    cdef Py_ssize_t count = T.group_ptr[g + 1] - T.group_ptr[g]
+    cdef bint full = T.row_ptr[g + 1] == T.row_ptr[g]
+    cdef bint single = T.columns_ptr[g + 1] - T.columns_ptr[g] == 1
+    cdef double x, p, noise
+    cdef double psi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    cdef double sums[3]
+    cdef const double* rec
+    cdef double* col
+    cdef double* own = scratch if t == 0 else th.private + (t - 1) * th.stride
+    if not _range(t, threads, count, &lo, &hi):
+        return
+    sums[0] = sums[1] = sums[2] = 0
+    for e in range(lo, hi):
+        _entry(T, g, e, full, single, &r, &j, &x)
+        col = own + j * COL_STRIDE
+        p = col[COL_P]
+        rec = T.records + r * TM.stride
+        _psi(TM, rec, p * x, psi, bound)
+        noise = 0
+        for u in range(M):
+            noise += bound[u] * bound[u] * rec[TM.N + u]
+        if single:
+            sums[0] += x * _dot(psi, rec + TM.R, M)
+            sums[1] += x * x * _quadratic(rec + TM.W, psi, M)
+            sums[2] += x * x * M * noise
+        else:
+            col[COL_GRAD] += x * _dot(psi, rec + TM.R, M)
+            col[COL_CURV] += x * x * _quadratic(rec + TM.W, psi, M)
+            col[COL_NOISE] += x * x * M * noise
+    if single:
+        col = own + T.group_columns[T.columns_ptr[g]] * COL_STRIDE
+        col[COL_GRAD] += sums[0]
+        col[COL_CURV] += sums[1]
+        col[COL_NOISE] += sums[2]
+
+
+cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
+                          double* scratch, const Threads* th,
+                          int pass_threads) noexcept nogil:
+    """The sums of group g's columns (its scratch records started by _group_start): the
+    gradient, the curvature and the noise bound of each, from the moments."""
+    cdef Py_ssize_t t
+    if pass_threads == 1:
+        _gradient_entries(0, 1, T, TM, g, scratch, th)
+        return
+    for t in prange(pass_threads, num_threads=pass_threads, schedule="static",
+                    chunksize=1):
+        _gradient_entries(t, pass_threads, T, TM, g, scratch, th)
+
+
+cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                          Py_ssize_t g, const double* scratch) noexcept nogil:
+    cdef Py_ssize_t e, r, j, lo, hi, u, M = TM.M
+    cdef Py_ssize_t count = T.group_ptr[g + 1] - T.group_ptr[g]
+    cdef bint full = T.row_ptr[g + 1] == T.row_ptr[g]
+    cdef bint single = T.columns_ptr[g + 1] - T.columns_ptr[g] == 1
+    cdef double x, p, delta
+    cdef double psi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    cdef const double* col
+    cdef double* rec
+    if not _range(t, threads, count, &lo, &hi):
+        return
+    for e in range(lo, hi):
+        _entry(T, g, e, full, single, &r, &j, &x)
+        col = scratch + j * COL_STRIDE
+        delta = col[COL_STEP]
+        if delta == 0:
+            continue
+        p = col[COL_P]
+        rec = T.records + r * TM.stride
+        _psi(TM, rec, p * x, psi, bound)
+        # The rows of table row r move by delta x <phi_i, psi>: their derivatives' sum R
+        # by delta x W psi, the block part's terms by delta x psi.
+        _add_product(rec + TM.R, rec + TM.W, psi, delta * x, M)
+        for u in range(M):
+            rec[TM.change + u] += delta * x * psi[u]
+        if TM.width > 0:
+            _swap_factor(rec, TM.kind, TM.width, p * x, (p + delta) * x)
+
+
+cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
+                        const double* scratch, const Threads* th,
+                        int pass_threads) noexcept nogil:
+    """Apply the steps of group g's columns (stored by _group_steps) to the table rows'
+    moments, changes and caches."""
+    cdef Py_ssize_t t
+    if pass_threads == 1:
+        _update_entries(0, 1, T, TM, g, scratch)
+        return
+    for t in prange(pass_threads, num_threads=pass_threads, schedule="static",
+                    chunksize=1):
+        _update_entries(t, pass_threads, T, TM, g, scratch)
+
+
+# ---- back to the rows ------------------------------------------------------------------
+
+cdef void _push_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                     double* state, const Layout* L, Py_ssize_t n,
+                     Py_ssize_t cur) noexcept nogil:
+    cdef Py_ssize_t i, u, lo, hi
+    cdef double E[MAX_MOMENTS]
+    cdef double phi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    cdef double* row
+    cdef double* D
+    cdef const double* rec
+    if not _range(t, threads, n, &lo, &hi):
+        return
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
+        row = state + i * L.stride
+        rec = T.records + T.index[i] * TM.stride
+        if TM.kind == KIND_LINEAR:
+            row[PRED] += rec[TM.change]
+            continue
+        D = row + cur
+        _rest_cache(TM, D, rec + TM.old, E)
+        _phi(TM, E, phi, bound)
+        row[PRED] += _dot(phi, rec + TM.change, TM.M)
+        if TM.kind == KIND_SUBSETS:
+            D[0] = E[0] * rec[0]
+            D[1] = E[1] + rec[1]
+        else:
+            for u in range(TM.width):
+                D[u] = E[u] + rec[u]
+
+
+cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
+                     Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil:
+    """End a pass over the block: each interaction's prediction moves by its table row's
+    change, and its cache in slot ``cur`` takes the new block part."""
+    cdef Py_ssize_t t
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _push_rows(t, threads, T, TM, state, L, n, cur)

@@ -1,0 +1,302 @@
+"""Relational input: interaction rows whose repeated parts are stored once, as tables.
+
+In recommender data every rating of a user carries the same user part (the user's id,
+side features, the items the user rated) and every rating of an item the same item part.
+A :class:`RelationalMatrix` stores each such part once, as a row of a table
+(:class:`RelationBlock`), with an index from each interaction to its table row (Rendle,
+"Scaling Factorization Machines to Relational Data", VLDB 2013; libFM's ``--relation``,
+myFM's ``RelationBlock``).  The rows it stands for are the concatenation
+
+    x_i = [direct part of row i | table_1[index_1[i]] | table_2[index_2[i]] | ...]
+
+in the order the parts are given, so a model fitted on it is the same model as one
+fitted on the expanded CSR matrix (:meth:`RelationalMatrix.to_csr`): it predicts, saves
+and loads the same, and takes either form in ``predict``.  The factorization machines'
+solvers compute each table row's share of every sum once (coordinate descent, Gibbs
+sampling, L-BFGS, ``predict``), so their cost grows with the tables' nonzeros and the
+number of interactions, not with the nonzeros of the expanded rows.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["RelationBlock", "RelationalMatrix"]
+
+_FLOAT_DTYPES = (np.float64, np.float32)
+
+
+class RelationBlock:
+    """A table of entity rows and, for each interaction, the row it uses.
+
+    Parameters
+    ----------
+    index : array-like of int, shape (n_interactions,)
+        For each interaction, the row of ``table`` that holds its part (0-based).
+    table : {sparse matrix, array-like} of shape (n_rows, n_columns)
+        One row per entity (user, item, ...): its features, stored once.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from polylite.relational import RelationBlock, RelationalMatrix
+    >>> users = RelationBlock([0, 0, 1], sp.identity(2, format="csr"))
+    >>> items = RelationBlock([1, 2, 1], sp.identity(3, format="csr"))
+    >>> X = RelationalMatrix([users, items])
+    >>> X.to_csr().toarray()
+    array([[1., 0., 0., 1., 0.],
+           [1., 0., 0., 0., 1.],
+           [0., 1., 0., 1., 0.]])
+    """
+
+    def __init__(self, index, table):
+        self.index = index
+        self.table = table
+
+    @property
+    def shape(self):
+        """(n_rows, n_columns) of the table."""
+        return self.table.shape
+
+    def __repr__(self):
+        return (f"RelationBlock({np.shape(self.index)[0]} interactions, table of shape "
+                f"{self.table.shape})")
+
+
+def _part_dtype(part, name):
+    dtype = np.asarray(part.data if sp.issparse(part) else part).dtype
+    if dtype.kind not in "biuf":
+        raise ValueError(f"{name} holds values of dtype {dtype}, not numbers")
+    return dtype
+
+
+def _checked_csr(matrix, name, dtype):
+    """``matrix`` as canonical CSR of ``dtype`` with finite values and 32- or 64-bit
+    indices of one type, a copy where anything had to change."""
+    from .kernels import check_X
+    try:
+        return check_X(matrix, dtype=dtype, accept_dense=False)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _checked_index(index, n_rows, name):
+    """``index`` as a 1-D intp array of table rows in [0, n_rows)."""
+    array = np.asarray(index)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one table row per interaction), got shape "
+                         f"{array.shape}")
+    if array.dtype.kind == "b" or (array.dtype.kind not in "iu" and array.size > 0):
+        raise ValueError(f"{name} must hold integer table rows, got dtype {array.dtype}")
+    array = array.astype(np.intp, copy=False)
+    if array.size:
+        low, high = array.min(), array.max()
+        if low < 0:
+            raise ValueError(f"{name} holds a negative table row ({low})")
+        if high >= n_rows:
+            raise ValueError(f"{name} holds table row {high}, out of range for a table of "
+                             f"{n_rows} rows")
+    return np.ascontiguousarray(array)
+
+
+class RelationalMatrix:
+    """Interaction rows made of a direct part and relation blocks (tables stored once).
+
+    The rows it stands for concatenate its parts in the order given: a sparse matrix (or
+    2-D array) is a part of the interactions' own columns, one row per interaction; a
+    :class:`RelationBlock` contributes, to each interaction, the row of its table that
+    its index names.  Accepted wherever the factorization machines take a CSR matrix
+    (``fit``, ``predict``, the Bayesian FMs, :func:`polylite.kernels.predict`).
+
+    Parameters
+    ----------
+    parts : sequence of {sparse matrix, array-like, RelationBlock}
+        The parts in column order; at least one.  Every part gives the same number of
+        interactions (the direct parts' rows, the blocks' index lengths).
+    dtype : {np.float64, np.float32} or None, default=None
+        The values' dtype; None keeps the parts' common floating dtype (float64 for
+        integer parts).  Parts of different floating dtypes are refused: convert them
+        first, or name a ``dtype``.
+
+    Attributes
+    ----------
+    shape : tuple (n_interactions, n_features)
+        That of the expanded rows.
+    dtype : numpy.dtype
+    parts : list
+        The checked parts: CSR matrices (direct parts) and RelationBlocks with canonical
+        CSR tables and intp indices.
+    offsets : ndarray of shape (n_parts + 1,)
+        Part p owns the columns ``offsets[p]:offsets[p + 1]``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from polylite.relational import RelationBlock, RelationalMatrix
+    >>> user_table = sp.csr_matrix(np.array([[1.0, 0, 30], [0, 1, 45]]))  # id, age
+    >>> X = RelationalMatrix([RelationBlock([0, 1, 1], user_table),
+    ...                       sp.csr_matrix(np.eye(3))])  # one column per interaction
+    >>> X.shape
+    (3, 6)
+    >>> X.to_csr().toarray()[2]
+    array([ 0.,  1., 45.,  0.,  0.,  1.])
+    """
+
+    def __init__(self, parts, *, dtype=None):
+        if isinstance(parts, (RelationBlock,)) or sp.issparse(parts):
+            raise TypeError("parts must be a list of parts (sparse matrices or "
+                            "RelationBlocks), not a single part")
+        parts = list(parts)
+        if not parts:
+            raise ValueError("a RelationalMatrix needs at least one part")
+        dtype = self._common_dtype(parts, dtype)
+        n = None
+        checked, widths = [], []
+        for p, part in enumerate(parts):
+            if isinstance(part, RelationBlock):
+                name = f"block {p} (part {p})"
+                table = _checked_csr(part.table, f"the table of {name}", dtype)
+                if table.shape[0] == 0:
+                    raise ValueError(f"the table of {name} has no rows: a block needs a "
+                                     f"row for each entity its index names")
+                index = _checked_index(part.index, table.shape[0], f"the index of {name}")
+                rows = index.shape[0]
+                checked.append(RelationBlock(index, table))
+                widths.append(table.shape[1])
+            else:
+                name = f"part {p}"
+                matrix = _checked_csr(part, name, dtype)
+                rows = matrix.shape[0]
+                checked.append(matrix)
+                widths.append(matrix.shape[1])
+            if n is not None and rows != n:
+                raise ValueError(f"{name} gives {rows} interactions, the parts before it "
+                                 f"{n}: every part needs one row (or one index entry) "
+                                 f"per interaction")
+            n = rows
+        self.parts = checked
+        self.dtype = np.dtype(dtype)
+        self.offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
+        self.shape = (int(n), int(self.offsets[-1]))
+
+    @staticmethod
+    def _common_dtype(parts, dtype):
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+            if dtype not in _FLOAT_DTYPES:
+                raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+            return dtype
+        floats = {}
+        for p, part in enumerate(parts):
+            matrix = part.table if isinstance(part, RelationBlock) else part
+            kind = _part_dtype(matrix, f"part {p}")
+            if kind.kind == "f":
+                floats.setdefault(np.dtype(kind), p)
+        if len(floats) > 1:
+            described = ", ".join(f"part {p} {kind}" for kind, p in floats.items())
+            raise ValueError(f"the parts have different dtypes ({described}); convert "
+                             f"them to one, or give dtype=")
+        dtype = next(iter(floats), np.dtype(np.float64))
+        return dtype if dtype in _FLOAT_DTYPES else np.dtype(np.float64)
+
+    # ---- what the parts are ----------------------------------------------------------
+
+    @property
+    def blocks(self):
+        """The relation blocks, in column order."""
+        return [part for part in self.parts if isinstance(part, RelationBlock)]
+
+    def block_columns(self):
+        """(start, stop) of each block's columns, in column order."""
+        return [(int(self.offsets[p]), int(self.offsets[p + 1]))
+                for p, part in enumerate(self.parts) if isinstance(part, RelationBlock)]
+
+    @property
+    def nnz(self):
+        """Nonzeros stored: the direct parts' and the tables'."""
+        return int(sum(part.table.nnz if isinstance(part, RelationBlock) else part.nnz
+                       for part in self.parts))
+
+    @property
+    def expanded_nnz(self):
+        """Nonzeros of the expanded rows (:meth:`to_csr`), without building them."""
+        total = 0
+        for part in self.parts:
+            if isinstance(part, RelationBlock):
+                total += int(np.diff(part.table.indptr)[part.index].sum(dtype=np.int64))
+            else:
+                total += part.nnz
+        return total
+
+    def direct(self):
+        """The direct parts as one CSR matrix of every column (the blocks' columns
+        empty), with indices wide enough for all of them."""
+        n, d = self.shape
+        pieces = [part if not isinstance(part, RelationBlock)
+                  else sp.csr_matrix((n, part.table.shape[1]), dtype=self.dtype)
+                  for part in self.parts]
+        index_dtype = np.int64 if max(d, sum(p.nnz for p in pieces)) > 2**31 - 1 \
+            else np.int32
+        out = sp.hstack(pieces, format="csr", dtype=self.dtype)
+        out.indices = out.indices.astype(index_dtype, copy=False)
+        out.indptr = out.indptr.astype(index_dtype, copy=False)
+        out.sort_indices()
+        return out
+
+    def to_csr(self):
+        """The expanded rows: each interaction's direct part and table rows, as one CSR
+        matrix of shape ``self.shape`` (memory of ``expanded_nnz`` entries)."""
+        n = self.shape[0]
+        pieces = []
+        for part in self.parts:
+            if isinstance(part, RelationBlock):
+                table = part.table
+                if np.diff(table.indptr)[part.index].sum(dtype=np.int64) > 2**31 - 1:
+                    table = sp.csr_matrix((table.data, table.indices.astype(np.int64),
+                                           table.indptr.astype(np.int64)), shape=table.shape)
+                pieces.append(table[part.index] if n else
+                              sp.csr_matrix((0, table.shape[1]), dtype=self.dtype))
+            else:
+                pieces.append(part)
+        out = sp.hstack(pieces, format="csr", dtype=self.dtype)
+        out.sort_indices()
+        return out
+
+    # ---- rows ----------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        """The interactions ``key`` (an integer array, a boolean mask or a slice) as a
+        RelationalMatrix sharing the tables; ``X[rows, :]`` and ``X[rows, ...]`` too."""
+        if isinstance(key, tuple):
+            if len(key) != 2 or not (key[1] is Ellipsis or key[1] == slice(None)):
+                raise TypeError("a RelationalMatrix selects rows only: X[rows] or "
+                                "X[rows, :]")
+            key = key[0]
+        if isinstance(key, numbers.Integral) and not isinstance(key, (bool, np.bool_)):
+            key = [key]
+        rows = np.arange(self.shape[0])[key]
+        parts = [RelationBlock(part.index[rows], part.table)
+                 if isinstance(part, RelationBlock) else part[rows]
+                 for part in self.parts]
+        out = object.__new__(RelationalMatrix)
+        out.parts, out.dtype, out.offsets = parts, self.dtype, self.offsets
+        out.shape = (int(rows.shape[0]), self.shape[1])
+        return out
+
+    def astype(self, dtype):
+        """The same rows with values of ``dtype`` (float32 or float64)."""
+        if np.dtype(dtype) == self.dtype:
+            return self
+        return RelationalMatrix(self.parts, dtype=dtype)
+
+    def __repr__(self):
+        kinds = ", ".join(f"block {part.table.shape}" if isinstance(part, RelationBlock)
+                          else f"direct {part.shape[1]} columns" for part in self.parts)
+        return (f"<RelationalMatrix of {self.shape[0]} interactions x {self.shape[1]} "
+                f"features ({kinds}), {self.nnz} stored nonzeros for "
+                f"{self.expanded_nnz} expanded, {self.dtype}>")
+
+
+def is_relational(X):
+    """Whether ``X`` is a :class:`RelationalMatrix`."""
+    return isinstance(X, RelationalMatrix)
