@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._io import (ModelFileError, check_array_names, check_float_arrays, register_model,
                   save_model)
 from ._validation import check_choice, store_init_params
+from .relational import RelationalMatrix, RelationBlock
 
 __all__ = ["FieldEncoder", "Field"]
 
@@ -27,6 +28,7 @@ ID_FIELDS = ("both", "user", "item", "none")
 IMPLICIT = ("user", "item", "both")
 IMPLICIT_NORMS = ("sqrt", "sum", "none")
 HANDLE_UNKNOWN = ("error", "ignore")
+OUTPUTS = ("csr", "relational")
 # Names of the implicit-feedback fields (user side: the items the user rated; item side:
 # the users who rated the item).
 RATED_ITEMS, RATERS = "rated_items", "raters"
@@ -239,6 +241,14 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         Also applies in :meth:`fit` to users or items of X missing from the side tables.
     dtype : {np.float64, np.float32}, default=np.float64
         dtype of the output.
+    output : {"csr", "relational"}, default="csr"
+        What :meth:`transform` returns: CSR rows, or a
+        :class:`~polylite.relational.RelationalMatrix` of the same columns whose user and
+        item parts are blocks (each user's and each item's row stored once, with an index
+        from each interaction to it) and whose context part is direct.  The factorization
+        machines fit and predict both the same; the relational form saves the memory and
+        time of repeating long user and item rows (side features, implicit sets) on
+        every interaction of the user or item.
 
     Attributes
     ----------
@@ -272,7 +282,8 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
     def __init__(self, user="user_id", item="item_id", *, user_features=None,
                  item_features=None, context_features=None, ids="both", implicit=None,
-                 implicit_norm="sqrt", handle_unknown="error", dtype=np.float64):
+                 implicit_norm="sqrt", handle_unknown="error", dtype=np.float64,
+                 output="csr"):
         store_init_params(self, locals())
 
     # ---- parameters -------------------------------------------------------------------
@@ -292,6 +303,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             check_choice(self.implicit, "implicit", IMPLICIT)
         check_choice(self.implicit_norm, "implicit_norm", IMPLICIT_NORMS)
         check_choice(self.handle_unknown, "handle_unknown", HANDLE_UNKNOWN)
+        check_choice(self.output, "output", OUTPUTS)
         try:
             dtype = np.dtype(self.dtype)
         except TypeError:
@@ -475,16 +487,32 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_out : csr_matrix of shape (n_samples, n_features_out)
+        X_out : csr_matrix or RelationalMatrix of shape (n_samples, n_features_out)
+            A RelationalMatrix when ``output="relational"``: the user and item parts as
+            relation blocks (the tables of every known user's and item's row, and a
+            last row of zeros for unknown ones), the context as its direct part.
         """
         check_is_fitted(self)
+        check_choice(self.output, "output", OUTPUTS)
         context = self._features("context_features")
         columns = _columns(X, [self.user, self.item, *context], "X")
         # The layout is the user block, the item block, then the context block.
+        if self.output == "relational":
+            return RelationalMatrix(
+                [self._relation_block("user", columns[self.user]),
+                 self._relation_block("item", columns[self.item]),
+                 self._context_block(columns)], dtype=np.dtype(self.dtype))
         blocks = [self._side_block("user", columns[self.user]),
                   self._side_block("item", columns[self.item]),
                   self._context_block(columns)]
         return sp.hstack(blocks, format="csr", dtype=np.dtype(self.dtype))
+
+    def _relation_block(self, side, ids):
+        """One side's part as a relation block: its table of every known user's (or
+        item's) row, the zero row last, and each interaction's row of it."""
+        rows = self._side_rows[side]
+        codes = self.codes(side, ids)
+        return RelationBlock(np.where(codes < 0, rows.shape[0] - 1, codes), rows)
 
     def transform_users(self, users):
         """The user part of the rows of ``users`` (their other columns are zero).

@@ -230,7 +230,12 @@ class RelationalMatrix:
 
     def direct(self):
         """The direct parts as one CSR matrix of every column (the blocks' columns
-        empty), with indices wide enough for all of them."""
+        empty), with indices wide enough for all of them (made once, then kept)."""
+        if getattr(self, "_direct", None) is None:
+            self._direct = self._make_direct()
+        return self._direct
+
+    def _make_direct(self):
         n, d = self.shape
         pieces = [part if not isinstance(part, RelationBlock)
                   else sp.csr_matrix((n, part.table.shape[1]), dtype=self.dtype)

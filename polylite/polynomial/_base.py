@@ -18,7 +18,8 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import (check_array, check_consistent_length, check_random_state,
+                           column_or_1d)
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
@@ -27,6 +28,7 @@ from .._io import (ModelFileError, check_array_names, check_float_arrays,
                    save_model)
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
+from ..relational import RelationalMatrix
 from . import _cd, _solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -108,7 +110,10 @@ DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
 
 
 def is_dense(X):
-    """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``)."""
+    """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``);
+    a relational input never does (its tables hold the long, sparse parts of rows)."""
+    if isinstance(X, RelationalMatrix):
+        return False
     return X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
 
 
@@ -234,9 +239,16 @@ class _PolynomialModel(BaseEstimator):
     def _validate_X_predict(self):
         check_is_fitted(self)
 
+    # Whether the model takes a polylite.relational.RelationalMatrix (factorization
+    # machines do; polynomial networks, whose kernel does not split over the parts of a
+    # row, take its to_csr()).
+    _takes_relational = False
+
     def _prepare_X(self, X, *, reset, y=None):
         """validate_data + CSR structure checks; returns (X, y) or X."""
         dtype = _FLOAT_DTYPES if reset else self.P_.dtype
+        if isinstance(X, RelationalMatrix):
+            return self._prepare_relational(X, reset=reset, y=y, dtype=dtype)
         if y is None and not reset:
             X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
                               accept_large_sparse=True)
@@ -247,11 +259,29 @@ class _PolynomialModel(BaseEstimator):
         self._fit_dtype = X.dtype
         return X, y
 
+    def _prepare_relational(self, X, *, reset, y, dtype):
+        """_prepare_X of a RelationalMatrix (its parts were checked when it was made)."""
+        if not self._takes_relational:
+            raise TypeError(f"{type(self).__name__} takes a CSR matrix: relational input "
+                            f"is for factorization machines; give X.to_csr()")
+        X = kernels.check_X(X, dtype=dtype,
+                            n_features=None if reset else self.n_features_in_)
+        if reset:
+            self.n_features_in_ = X.shape[1]
+            self.__dict__.pop("feature_names_in_", None)
+            self._fit_dtype = X.dtype
+        if y is None:
+            return X
+        y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if self._is_classifier
+                                     else "numeric",
+                                     ensure_all_finite=not self._is_classifier), warn=True)
+        check_consistent_length(X, y)
+        return X, y
+
     def _validation_set(self, X_val, y_val):
         """Validate an explicit validation set like the training data."""
         if X_val is None or y_val is None:
             raise ValueError("give both X_val and y_val, or neither")
-        from sklearn.utils import check_array, column_or_1d
         X_val = kernels.check_X(X_val, dtype=self._fit_dtype, n_features=self.n_features_in_,
                                 accept_dense=False)
         y_val = column_or_1d(check_array(y_val, ensure_2d=False, dtype=None,
@@ -376,6 +406,8 @@ class _PolynomialModel(BaseEstimator):
         if validation is None and self.early_stopping:
             X, targets, sw, validation = self._hold_out(X, targets, sw, strata, rng)
         self.solver_ = self._choose_solver(X)
+        if isinstance(X, RelationalMatrix) and self.solver_ != "cd":
+            X = X.to_csr()  # the other solvers walk the expanded rows
         total = sw.sum()
         if not total > 0:
             raise ValueError("sample_weight must have a positive sum")
@@ -601,6 +633,8 @@ class _PolynomialModel(BaseEstimator):
         self._check_params()
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                   ensure_non_negative=True)
+        if isinstance(X, RelationalMatrix):
+            X = X.to_csr()  # a chunk's rows, expanded for the stochastic passes
         n_outputs = targets.shape[1]
         if not self.__sklearn_is_fitted__():
             self._check_against_data(X, n_outputs)

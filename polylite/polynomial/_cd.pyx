@@ -942,13 +942,16 @@ cdef struct Blocks:
     int threads          # of the passes over the interactions
 
 
-cdef double _block_pass(Table* T, int kind, int degree, floating* param,
-                        Py_ssize_t param_stride, double reg, double* state, Py_ssize_t n,
-                        const Sweep* sw, int row_threads) noexcept nogil:
+cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
+                        floating* param, Py_ssize_t param_stride, double reg,
+                        double* state, Py_ssize_t n, const Sweep* sw,
+                        int row_threads) noexcept nogil:
     """CD over one block's columns (kind ``kind``, ANOVA degree ``degree``) in the table
-    domain (_cd_tables.pyx): the moments summed from the interactions, each group's steps
-    from them, the interactions' predictions and caches moved at the end.  The table rows'
-    caches B of the component must be current.  Returns the largest |step|."""
+    domain (_cd_tables.pyx): the moments summed from the interactions (after the end of
+    block ``done``'s pass, if any, in the same pass over them), then each group's steps
+    from them.  The table rows' caches B of the component must be current; the pass
+    ends with table_push (the caller's, or the next block's gather).  Returns the
+    largest |step|."""
     cdef Py_ssize_t g, e0, e1, c0, c1, c, j
     cdef int pass_threads
     cdef double max_change = 0
@@ -959,7 +962,7 @@ cdef double _block_pass(Table* T, int kind, int degree, floating* param,
     tsw.L.third = 0
     tsw.has_next = False
     _zero_terms(unseen)
-    table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads)
+    table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
     for g in range(T.n_groups):
         e0 = T.group_ptr[g]
         e1 = T.group_ptr[g + 1]
@@ -980,7 +983,6 @@ cdef double _block_pass(Table* T, int kind, int degree, floating* param,
         _group_steps(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, 1.0, reg,
                      &max_change)
         table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
-    table_push(T, &TM, state, &sw.L, n, sw.cur, row_threads)
     return max_change
 
 
@@ -992,20 +994,29 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
                         const Blocks* blocks) noexcept nogil:
     """One CD sweep over every column of one kind (see _cd_groups), in column order: the
     direct groups, with each relation block's pass (_block_pass) between them where its
-    columns lie.  Returns the largest |step|."""
+    columns lie; consecutive blocks share the pass over the rows that ends one and
+    starts the next.  Returns the largest |step|."""
     cdef Py_ssize_t b, g = 0
     cdef double max_change = 0
+    cdef Table* done = NULL  # a block whose pass awaits its push
+    cdef Moments TM = table_moments(kind, sw.degree)
     if blocks.count == 0:
         return _cd_groups(G, 0, G.n_groups, group_columns, rows, columns, values, n, param,
                           param_stride, mu, reg, state, sw, kind, pending, keep_last)
     for b in range(blocks.count):
-        max_change = max(max_change, _cd_groups(
-            G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
-            param_stride, mu, reg, state, sw, kind, pending, False))
-        g = blocks.position[b]
+        if blocks.position[b] > g:
+            if done != NULL:
+                table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
+                done = NULL
+            max_change = max(max_change, _cd_groups(
+                G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
+                param_stride, mu, reg, state, sw, kind, pending, False))
+            g = blocks.position[b]
         max_change = max(max_change, _block_pass(
-            &blocks.tables[b], kind, sw.degree, param, param_stride, reg, state, n, sw,
-            blocks.threads))
+            &blocks.tables[b], done, kind, sw.degree, param, param_stride, reg, state, n,
+            sw, blocks.threads))
+        done = &blocks.tables[b]
+    table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
     return max(max_change, _cd_groups(
         G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
         reg, state, sw, kind, pending, False))
@@ -1020,7 +1031,7 @@ cdef void _fill_blocks(const Blocks* blocks, double* state, const Layout* L,
     cdef Moments TM = table_moments(kind, degree)
     for b in range(blocks.count):
         table_fill(&blocks.tables[b], &TM, factors, blocks.threads)
-        table_add_to_slot(&blocks.tables[b], &TM, state, L, n, slot, blocks.threads)
+    table_add_to_slot(blocks.tables, blocks.count, &TM, state, L, n, slot, blocks.threads)
 
 
 

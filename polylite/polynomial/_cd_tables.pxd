@@ -51,13 +51,13 @@ cdef Moments table_moments(int kind, int degree) noexcept nogil
 cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
                      int threads) noexcept nogil
 
-cdef void table_add_to_slot(const Table* T, const Moments* TM, double* state,
-                            const Layout* L, Py_ssize_t n, Py_ssize_t slot,
-                            int threads) noexcept nogil
+cdef void table_add_to_slot(const Table* tables, Py_ssize_t count, const Moments* TM,
+                            double* state, const Layout* L, Py_ssize_t n,
+                            Py_ssize_t slot, int threads) noexcept nogil
 
-cdef void table_gather(const Table* T, const Moments* TM, const double* state,
-                       const Layout* L, Py_ssize_t n, Py_ssize_t cur,
-                       int threads) noexcept nogil
+cdef void table_gather(const Table* T, const Moments* TM, double* state,
+                       const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
+                       const Table* done) noexcept nogil
 
 cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
                           double* scratch, const Threads* th,

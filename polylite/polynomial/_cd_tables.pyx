@@ -53,7 +53,7 @@ from libc.stdint cimport int64_t
 from cython.parallel cimport prange
 
 from .._kernels cimport anova_from_power_sums, POLYLITE_PREFETCH
-from .._losses cimport loss_majorizer
+from .._losses cimport SQUARED, loss_majorizer
 from ._cd_core cimport *
 
 
@@ -219,17 +219,35 @@ cdef inline void _empty_cache(const Moments* TM, double* B) noexcept nogil:
             B[t] = 0
 
 
-cdef void _fill_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                     const double* factors) noexcept nogil:
-    cdef Py_ssize_t r, z, lo, hi
+cdef inline void _fill_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
+                            const Moments* TM, const double* factors,
+                            int kind) noexcept nogil:
+    cdef Py_ssize_t r, z, end
     cdef double* B
-    if not _range(t, threads, T.n_rows, &lo, &hi):
-        return
     for r in range(lo, hi):
         B = T.records + r * TM.stride
         _empty_cache(TM, B)
-        for z in range(T.indptr[r], T.indptr[r + 1]):
-            _add_factor(B, TM.kind, TM.width, factors[T.indices[z]] * T.data[z])
+        end = T.indptr[r + 1]
+        for z in range(T.indptr[r], end):
+            # The factors are read at random: request them ahead.
+            if z + PREFETCH_AHEAD < end:
+                POLYLITE_PREFETCH(factors + T.indices[z + PREFETCH_AHEAD])
+            _add_factor(B, kind, TM.width, factors[T.indices[z]] * T.data[z])
+
+
+cdef void _fill_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                     const double* factors) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    if not _range(t, threads, T.n_rows, &lo, &hi):
+        return
+    if TM.kind == KIND_SUBSETS:
+        _fill_loop(lo, hi, T, TM, factors, KIND_SUBSETS)
+    elif TM.kind == 2:
+        _fill_loop(lo, hi, T, TM, factors, 2)
+    elif TM.kind == 3:
+        _fill_loop(lo, hi, T, TM, factors, 3)
+    else:
+        _fill_loop(lo, hi, T, TM, factors, TM.kind)
 
 
 cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
@@ -239,38 +257,47 @@ cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
     cdef Py_ssize_t t
     if TM.width == 0:
         return
+    if threads == 1:
+        _fill_rows(0, 1, T, TM, factors)
+        return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _fill_rows(t, threads, T, TM, factors)
 
 
-cdef void _add_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                    double* state, const Layout* L, Py_ssize_t n,
+cdef void _add_rows(Py_ssize_t t, int threads, const Table* tables, Py_ssize_t count,
+                    const Moments* TM, double* state, const Layout* L, Py_ssize_t n,
                     Py_ssize_t slot) noexcept nogil:
-    cdef Py_ssize_t i, u, lo, hi
+    cdef Py_ssize_t i, u, b, lo, hi
     cdef double* D
     cdef const double* B
+    cdef const Table* T
     if not _range(t, threads, n, &lo, &hi):
         return
     for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
         D = state + i * L.stride + slot
-        B = T.records + T.index[i] * TM.stride
-        if TM.kind == KIND_SUBSETS:
-            D[0] *= B[0]
-            D[1] += B[1]
-        else:
-            for u in range(TM.width):
-                D[u] += B[u]
+        for b in range(count):
+            T = tables + b
+            if i + PREFETCH_AHEAD < hi:
+                POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
+            B = T.records + T.index[i] * TM.stride
+            if TM.kind == KIND_SUBSETS:
+                D[0] *= B[0]
+                D[1] += B[1]
+            else:
+                for u in range(TM.width):
+                    D[u] += B[u]
 
 
-cdef void table_add_to_slot(const Table* T, const Moments* TM, double* state,
-                            const Layout* L, Py_ssize_t n, Py_ssize_t slot,
-                            int threads) noexcept nogil:
-    """Add each interaction's table row's cache B to its cache in ``slot``."""
+cdef void table_add_to_slot(const Table* tables, Py_ssize_t count, const Moments* TM,
+                            double* state, const Layout* L, Py_ssize_t n,
+                            Py_ssize_t slot, int threads) noexcept nogil:
+    """Add to each interaction's cache in ``slot`` the caches B of its table rows of the
+    ``count`` blocks ``tables``, in one pass."""
     cdef Py_ssize_t t
+    if TM.width == 0 or count == 0:
+        return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _add_rows(t, threads, T, TM, state, L, n, slot)
+        _add_rows(t, threads, tables, count, TM, state, L, n, slot)
 
 
 # ---- the moments ----------------------------------------------------------------------
@@ -307,36 +334,110 @@ cdef inline void _rest_cache(const Moments* TM, const double* D, const double* B
             E[u] = D[u] - B[u]
 
 
-cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                       const double* state, const Layout* L, Py_ssize_t n,
-                       Py_ssize_t cur) noexcept nogil:
-    cdef Py_ssize_t i, u, r, lo, hi, M = TM.M
+cdef inline void _gather_row(const Table* T, const Moments* tm, const double* row,
+                             Py_ssize_t i, const Layout* L, Py_ssize_t cur, double* sums,
+                             Py_ssize_t M, bint simple) noexcept nogil:
+    """Add interaction i's share to its table row's moments in ``sums``."""
+    cdef Py_ssize_t u, r = T.index[i]
     cdef double dl, kappa, weight, y
     cdef double E[MAX_MOMENTS]
     cdef double phi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    cdef const double* row
     cdef double* rec
-    cdef double* sums = T.records if t == 0 else T.private + (t - 1) * T.n_rows * TM.stride
-    if not _range(t, threads, n, &lo, &hi):
-        return
-    for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
-        r = T.index[i]
-        row = state + i * L.stride
-        if TM.kind != KIND_LINEAR:
-            _rest_cache(TM, row + cur, T.records + r * TM.stride + TM.old, E)
-        _phi(TM, E, phi, bound)
+    if tm.kind != KIND_LINEAR:
+        _rest_cache(tm, row + cur, T.records + r * tm.stride + tm.old, E)
+    _phi(tm, E, phi, bound)
+    if simple:
+        weight = 1
+        kappa = 1
+        dl = row[PRED]
+    else:
         y = row[L.label] if L.label >= 0 else 0.0
         weight = row[L.weight] if L.weight >= 0 else 1.0
         dl = weight * loss_majorizer(L.loss, y, row[PRED], &kappa)
         kappa *= weight
-        rec = sums + r * TM.stride
-        for u in range(M):
-            rec[TM.R + u] += dl * phi[u]
-            rec[TM.N + u] += weight * bound[u] * bound[u]
-        _add_outer(rec + TM.W, phi, kappa, M)
+    rec = sums + r * tm.stride
+    for u in range(M):
+        rec[tm.R + u] += dl * phi[u]
+        rec[tm.N + u] += weight * bound[u] * bound[u]
+    _add_outer(rec + tm.W, phi, kappa, M)
+
+
+cdef inline void _push_row(const Table* T, const Moments* tm, double* row, Py_ssize_t i,
+                           Py_ssize_t cur, Py_ssize_t M) noexcept nogil:
+    """Move interaction i's prediction by its table row's change, and its cache to the
+    table row's new block part."""
+    cdef Py_ssize_t u
+    cdef double E[MAX_MOMENTS]
+    cdef double phi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    cdef double* D = row + cur
+    cdef const double* rec = T.records + T.index[i] * tm.stride
+    if tm.kind == KIND_LINEAR:
+        row[PRED] += rec[tm.change]
+        return
+    _rest_cache(tm, D, rec + tm.old, E)
+    _phi(tm, E, phi, bound)
+    row[PRED] += _dot(phi, rec + tm.change, M)
+    if tm.kind == KIND_SUBSETS:
+        D[0] = E[0] * rec[0]
+        D[1] = E[1] + rec[1]
+    else:
+        for u in range(tm.width):
+            D[u] = E[u] + rec[u]
+
+
+cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
+                              const Table* done, const Moments* TM, double* state,
+                              const Layout* L, Py_ssize_t cur, double* sums, int kind,
+                              int degree, Py_ssize_t M, bint simple) noexcept nogil:
+    """The gather of interactions lo..hi-1 (after the push of block ``done``, if any)
+    for a kind of coordinate (``kind``, ``degree`` and ``M`` literal constants at the
+    call sites, so that the loops over the moments unroll; ``simple``: squared loss and
+    uniform weights)."""
+    cdef Py_ssize_t i
+    cdef double* row
+    cdef Moments tm = TM[0]
+    tm.kind = kind
+    tm.degree = degree
+    tm.M = M
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(sums + T.index[i + PREFETCH_AHEAD] * tm.stride)
+            if done != NULL:
+                POLYLITE_PREFETCH(done.records + done.index[i + PREFETCH_AHEAD] * tm.stride)
+        row = state + i * L.stride
+        if done != NULL:
+            _push_row(done, &tm, row, i, cur, M)
+        _gather_row(T, &tm, row, i, L, cur, sums, M, simple)
+
+
+cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Table* done,
+                       const Moments* TM, double* state, const Layout* L, Py_ssize_t n,
+                       Py_ssize_t cur) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef double* sums = T.records if t == 0 else T.private + (t - 1) * T.n_rows * TM.stride
+    cdef bint simple = L.label < 0 and L.weight < 0 and L.loss == SQUARED
+    if not _range(t, threads, n, &lo, &hi):
+        return
+    if TM.kind == KIND_LINEAR:
+        if simple:
+            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_LINEAR, 0, 1, True)
+        else:
+            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_LINEAR, 0, 1,
+                         False)
+    elif TM.kind == KIND_SUBSETS:
+        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_SUBSETS, 0, 1, simple)
+    elif TM.kind == 2:
+        if simple:
+            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 2, 2, 2, True)
+        else:
+            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 2, 2, 2, False)
+    elif TM.kind == 3:
+        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 3, 3, 3, simple)
+    else:
+        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, TM.kind, TM.degree, TM.M,
+                     simple)
 
 
 cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
@@ -355,16 +456,17 @@ cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
                 rec[u] += own[u]
 
 
-cdef void table_gather(const Table* T, const Moments* TM, const double* state,
-                       const Layout* L, Py_ssize_t n, Py_ssize_t cur,
-                       int threads) noexcept nogil:
+cdef void table_gather(const Table* T, const Moments* TM, double* state,
+                       const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
+                       const Table* done) noexcept nogil:
     """Start a pass over the block: each table row's moments R, W, N summed over its
-    interactions, from their records (cache of the component in slot ``cur``)."""
+    interactions, from their records (cache of the component in slot ``cur``).  With
+    ``done``, first end that block's pass (table_push) in the same pass over the rows."""
     cdef Py_ssize_t t
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _start_records(t, threads, T, TM)
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _gather_rows(t, threads, T, TM, state, L, n, cur)
+        _gather_rows(t, threads, T, done, TM, state, L, n, cur)
     if threads > 1:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _reduce_records(t, threads, threads, T, TM)
@@ -372,54 +474,102 @@ cdef void table_gather(const Table* T, const Moments* TM, const double* state,
 
 # ---- a group of the table's columns ----------------------------------------------------
 
-cdef inline void _entry(const Table* T, Py_ssize_t g, Py_ssize_t e, bint full,
-                        bint single, Py_ssize_t* r, Py_ssize_t* j,
-                        double* x) noexcept nogil:
-    """Table row, column and value of entry e (from the group's start) of group g."""
-    r[0] = e if full else T.rows[T.row_ptr[g] + e]
-    j[0] = T.group_columns[T.columns_ptr[g]] if single else T.columns[T.col_ptr[g] + e]
-    x[0] = T.values[T.val_ptr[g] + e] if T.val_ptr[g + 1] > T.val_ptr[g] else 1.0
+cdef struct Entries:
+    # Group g's entries as the table passes read them: entry e has table row rows[e]
+    # (rows NULL: e), column columns[e] (columns NULL: column) and value values[e]
+    # (values NULL: 1).
+    const int64_t* rows
+    const int64_t* columns
+    int64_t column
+    const double* values
+    Py_ssize_t count
 
 
-cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                            Py_ssize_t g, double* scratch,
-                            const Threads* th) noexcept nogil:
-    cdef Py_ssize_t e, r, j, lo, hi, u, M = TM.M
-    cdef Py_ssize_t count = T.group_ptr[g + 1] - T.group_ptr[g]
-    cdef bint full = T.row_ptr[g + 1] == T.row_ptr[g]
-    cdef bint single = T.columns_ptr[g + 1] - T.columns_ptr[g] == 1
+cdef inline Entries _entries(const Table* T, Py_ssize_t g) noexcept nogil:
+    cdef Entries ent
+    ent.count = T.group_ptr[g + 1] - T.group_ptr[g]
+    ent.rows = T.rows + T.row_ptr[g] if T.row_ptr[g + 1] > T.row_ptr[g] else NULL
+    ent.column = T.group_columns[T.columns_ptr[g]]
+    ent.columns = (T.columns + T.col_ptr[g] if T.columns_ptr[g + 1] - T.columns_ptr[g] > 1
+                   else NULL)
+    ent.values = T.values + T.val_ptr[g] if T.val_ptr[g + 1] > T.val_ptr[g] else NULL
+    return ent
+
+
+cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
+                                const Table* T, const Moments* TM, double* own,
+                                int kind, int degree, Py_ssize_t M,
+                                bint single) noexcept nogil:
+    """The sums of the entries lo..hi-1 (kind, degree, M and ``single``, the group has
+    one column, literal constants at the call sites)."""
+    cdef Py_ssize_t e, r, u
     cdef double x, p, noise
     cdef double psi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
     cdef double sums[3]
     cdef const double* rec
-    cdef double* col
-    cdef double* own = scratch if t == 0 else th.private + (t - 1) * th.stride
-    if not _range(t, threads, count, &lo, &hi):
-        return
+    cdef double* col = own + ent.column * COL_STRIDE
+    cdef Moments tm = TM[0]
+    tm.kind = kind
+    tm.degree = degree
+    tm.M = M
+    p = col[COL_P]
     sums[0] = sums[1] = sums[2] = 0
     for e in range(lo, hi):
-        _entry(T, g, e, full, single, &r, &j, &x)
-        col = own + j * COL_STRIDE
-        p = col[COL_P]
-        rec = T.records + r * TM.stride
-        _psi(TM, rec, p * x, psi, bound)
+        r = ent.rows[e] if ent.rows != NULL else e
+        if ent.rows != NULL and e + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD] * tm.stride)
+        x = ent.values[e] if ent.values != NULL else 1.0
+        if not single:
+            col = own + ent.columns[e] * COL_STRIDE
+            p = col[COL_P]
+        rec = T.records + r * tm.stride
+        _psi(&tm, rec, p * x, psi, bound)
         noise = 0
         for u in range(M):
-            noise += bound[u] * bound[u] * rec[TM.N + u]
+            noise += bound[u] * bound[u] * rec[tm.N + u]
         if single:
-            sums[0] += x * _dot(psi, rec + TM.R, M)
-            sums[1] += x * x * _quadratic(rec + TM.W, psi, M)
+            sums[0] += x * _dot(psi, rec + tm.R, M)
+            sums[1] += x * x * _quadratic(rec + tm.W, psi, M)
             sums[2] += x * x * M * noise
         else:
-            col[COL_GRAD] += x * _dot(psi, rec + TM.R, M)
-            col[COL_CURV] += x * x * _quadratic(rec + TM.W, psi, M)
+            col[COL_GRAD] += x * _dot(psi, rec + tm.R, M)
+            col[COL_CURV] += x * x * _quadratic(rec + tm.W, psi, M)
             col[COL_NOISE] += x * x * M * noise
     if single:
-        col = own + T.group_columns[T.columns_ptr[g]] * COL_STRIDE
         col[COL_GRAD] += sums[0]
         col[COL_CURV] += sums[1]
         col[COL_NOISE] += sums[2]
+
+
+cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                            Py_ssize_t g, double* scratch,
+                            const Threads* th) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Entries ent = _entries(T, g)
+    cdef bint single = ent.columns == NULL
+    cdef double* own = scratch if t == 0 else th.private + (t - 1) * th.stride
+    if not _range(t, threads, ent.count, &lo, &hi):
+        return
+    if TM.kind == KIND_LINEAR:
+        if single:
+            _gradient_loop(&ent, lo, hi, T, TM, own, KIND_LINEAR, 0, 1, True)
+        else:
+            _gradient_loop(&ent, lo, hi, T, TM, own, KIND_LINEAR, 0, 1, False)
+    elif TM.kind == KIND_SUBSETS:
+        _gradient_loop(&ent, lo, hi, T, TM, own, KIND_SUBSETS, 0, 1, single)
+    elif TM.kind == 2:
+        if single:
+            _gradient_loop(&ent, lo, hi, T, TM, own, 2, 2, 2, True)
+        else:
+            _gradient_loop(&ent, lo, hi, T, TM, own, 2, 2, 2, False)
+    elif TM.kind == 3:
+        if single:
+            _gradient_loop(&ent, lo, hi, T, TM, own, 3, 3, 3, True)
+        else:
+            _gradient_loop(&ent, lo, hi, T, TM, own, 3, 3, 3, False)
+    else:
+        _gradient_loop(&ent, lo, hi, T, TM, own, TM.kind, TM.degree, TM.M, single)
 
 
 cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
@@ -436,35 +586,59 @@ cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
         _gradient_entries(t, pass_threads, T, TM, g, scratch, th)
 
 
-cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                          Py_ssize_t g, const double* scratch) noexcept nogil:
-    cdef Py_ssize_t e, r, j, lo, hi, u, M = TM.M
-    cdef Py_ssize_t count = T.group_ptr[g + 1] - T.group_ptr[g]
-    cdef bint full = T.row_ptr[g + 1] == T.row_ptr[g]
-    cdef bint single = T.columns_ptr[g + 1] - T.columns_ptr[g] == 1
+cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
+                              const Table* T, const Moments* TM, const double* scratch,
+                              int kind, int degree, Py_ssize_t M) noexcept nogil:
+    cdef Py_ssize_t e, r, u
     cdef double x, p, delta
     cdef double psi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    cdef const double* col
+    cdef const double* col = scratch + ent.column * COL_STRIDE
     cdef double* rec
-    if not _range(t, threads, count, &lo, &hi):
+    cdef Moments tm = TM[0]
+    tm.kind = kind
+    tm.degree = degree
+    tm.M = M
+    delta = col[COL_STEP]
+    p = col[COL_P]
+    if ent.columns == NULL and delta == 0:
         return
     for e in range(lo, hi):
-        _entry(T, g, e, full, single, &r, &j, &x)
-        col = scratch + j * COL_STRIDE
-        delta = col[COL_STEP]
-        if delta == 0:
-            continue
-        p = col[COL_P]
-        rec = T.records + r * TM.stride
-        _psi(TM, rec, p * x, psi, bound)
+        if ent.columns != NULL:
+            col = scratch + ent.columns[e] * COL_STRIDE
+            delta = col[COL_STEP]
+            if delta == 0:
+                continue
+            p = col[COL_P]
+        r = ent.rows[e] if ent.rows != NULL else e
+        x = ent.values[e] if ent.values != NULL else 1.0
+        rec = T.records + r * tm.stride
+        _psi(&tm, rec, p * x, psi, bound)
         # The rows of table row r move by delta x <phi_i, psi>: their derivatives' sum R
         # by delta x W psi, the block part's terms by delta x psi.
-        _add_product(rec + TM.R, rec + TM.W, psi, delta * x, M)
+        _add_product(rec + tm.R, rec + tm.W, psi, delta * x, M)
         for u in range(M):
-            rec[TM.change + u] += delta * x * psi[u]
-        if TM.width > 0:
-            _swap_factor(rec, TM.kind, TM.width, p * x, (p + delta) * x)
+            rec[tm.change + u] += delta * x * psi[u]
+        if kind != KIND_LINEAR:
+            _swap_factor(rec, kind, tm.width, p * x, (p + delta) * x)
+
+
+cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                          Py_ssize_t g, const double* scratch) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef Entries ent = _entries(T, g)
+    if not _range(t, threads, ent.count, &lo, &hi):
+        return
+    if TM.kind == KIND_LINEAR:
+        _update_loop(&ent, lo, hi, T, TM, scratch, KIND_LINEAR, 0, 1)
+    elif TM.kind == KIND_SUBSETS:
+        _update_loop(&ent, lo, hi, T, TM, scratch, KIND_SUBSETS, 0, 1)
+    elif TM.kind == 2:
+        _update_loop(&ent, lo, hi, T, TM, scratch, 2, 2, 2)
+    elif TM.kind == 3:
+        _update_loop(&ent, lo, hi, T, TM, scratch, 3, 3, 3)
+    else:
+        _update_loop(&ent, lo, hi, T, TM, scratch, TM.kind, TM.degree, TM.M)
 
 
 cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
@@ -483,36 +657,37 @@ cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
 
 # ---- back to the rows ------------------------------------------------------------------
 
+cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
+                            const Moments* TM, double* state, const Layout* L,
+                            Py_ssize_t cur, int kind, int degree,
+                            Py_ssize_t M) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef Moments tm = TM[0]
+    tm.kind = kind
+    tm.degree = degree
+    tm.M = M
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * tm.stride)
+        _push_row(T, &tm, state + i * L.stride, i, cur, M)
+
+
 cdef void _push_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
                      double* state, const Layout* L, Py_ssize_t n,
                      Py_ssize_t cur) noexcept nogil:
-    cdef Py_ssize_t i, u, lo, hi
-    cdef double E[MAX_MOMENTS]
-    cdef double phi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
-    cdef double* row
-    cdef double* D
-    cdef const double* rec
+    cdef Py_ssize_t lo, hi
     if not _range(t, threads, n, &lo, &hi):
         return
-    for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
-        row = state + i * L.stride
-        rec = T.records + T.index[i] * TM.stride
-        if TM.kind == KIND_LINEAR:
-            row[PRED] += rec[TM.change]
-            continue
-        D = row + cur
-        _rest_cache(TM, D, rec + TM.old, E)
-        _phi(TM, E, phi, bound)
-        row[PRED] += _dot(phi, rec + TM.change, TM.M)
-        if TM.kind == KIND_SUBSETS:
-            D[0] = E[0] * rec[0]
-            D[1] = E[1] + rec[1]
-        else:
-            for u in range(TM.width):
-                D[u] = E[u] + rec[u]
+    if TM.kind == KIND_LINEAR:
+        _push_loop(lo, hi, T, TM, state, L, cur, KIND_LINEAR, 0, 1)
+    elif TM.kind == KIND_SUBSETS:
+        _push_loop(lo, hi, T, TM, state, L, cur, KIND_SUBSETS, 0, 1)
+    elif TM.kind == 2:
+        _push_loop(lo, hi, T, TM, state, L, cur, 2, 2, 2)
+    elif TM.kind == 3:
+        _push_loop(lo, hi, T, TM, state, L, cur, 3, 3, 3)
+    else:
+        _push_loop(lo, hi, T, TM, state, L, cur, TM.kind, TM.degree, TM.M)
 
 
 cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,

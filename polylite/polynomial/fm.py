@@ -17,6 +17,8 @@ MAX_DEGREE_BEYOND_FEATURES = 5
 
 class _BaseFactorizationMachine(_PolynomialModel):
 
+    _takes_relational = True
+
     def _check_params(self):
         super()._check_params()
         check_number(self.degree, "degree", low=2, integer=True)
