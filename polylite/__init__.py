@@ -13,6 +13,9 @@ Layout (dependencies point down):
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
   ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
+- the data layer: :mod:`polylite.relational` (:class:`RelationalMatrix`: interaction rows
+  whose repeated user and item parts are tables stored once), which the factorization
+  machines' solvers and :mod:`polylite.kernels` take wherever they take CSR rows;
 - Dask clusters: :mod:`polylite.dask` (optional extra ``dask``);
 - shared machinery: parameter checks (``_validation``), the model file format and its
   class registry (``_io``: :func:`save` and :func:`load`);
@@ -31,10 +34,11 @@ from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
 from .preprocessing import FieldEncoder  # noqa: E402
+from .relational import RelationalMatrix, RelationBlock  # noqa: E402
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
            "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
            "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
-           "OrdinalMcRankRegressor", "FieldEncoder", "load", "save", "ModelFileError",
-           "__version__"]
+           "OrdinalMcRankRegressor", "FieldEncoder", "RelationalMatrix", "RelationBlock",
+           "load", "save", "ModelFileError", "__version__"]
