@@ -27,16 +27,25 @@ def _power_law_levels(n_samples, n_levels, exponent, rng):
 
 def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=3, *,
                      field_sizes=(), degree=2, rank=4, noise=0.1, popularity_exponent=1.0,
-                     return_table=False, return_model=False, dtype=np.float64,
-                     index_dtype=np.int32, random_state=None):
+                     implicit=None, output="csr", return_table=False, return_model=False,
+                     dtype=np.float64, index_dtype=np.int32, random_state=None):
     """Synthetic recommender data from a planted factorization machine of any degree.
 
     Each row has one user and one item (one-hot, with power-law popularity), one level
     of each extra categorical field (``field_sizes``; likewise power-law) and
-    ``n_numeric`` standard-normal columns.  Targets come from a planted factorization
-    machine of the given degree and rank (an intercept of 3, a weight per column, and
-    the ANOVA interactions of degrees 2..degree between all columns, one factor matrix
-    per degree), plus Gaussian noise.
+    ``n_numeric`` standard-normal columns.  With ``implicit``, the rows are distinct
+    (user, item) pairs, and the user's part also holds the set of items the user rated,
+    the item's part the set of users who rated it (implicit feedback, each member
+    ``1/sqrt(n)`` for a set of n).  Targets come from a planted factorization machine of
+    the given degree and rank over every column (an intercept of 3, a weight per
+    column, and the ANOVA interactions of degrees 2..degree, one factor matrix per
+    degree), plus Gaussian noise.
+
+    At scale, ask for ``output="relational"``: each user's and item's part is then a
+    table row stored once (:class:`polylite.relational.RelationalMatrix`), where the
+    expanded rows of implicit sets would repeat a user's whole set on each of the
+    user's ratings (10^7 ratings of users with 140 each and items with 1,000 each:
+    about 1.1 * 10^10 nonzeros expanded, 2 * 10^7 in the tables).
 
     Parameters
     ----------
@@ -54,7 +63,18 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
         Standard deviation of the added noise.
     popularity_exponent : float, default=1.0
         The level of popularity rank r (users, items, field levels) is drawn with
-        probability proportional to r^-exponent.
+        probability proportional to r^-exponent (long-tailed activity of users and
+        popularity of items).  With ``implicit``, a user rates an item at most once, so
+        the most active users and popular items get fewer rows than these
+        probabilities give, at most ``n_items`` and ``n_users``.
+    implicit : {None, "user", "item", "both"}, default=None
+        Implicit-feedback fields: after the user's id, the items the user rated
+        ("user" or "both"); after the item's id, the users who rated it ("item" or
+        "both"), as :class:`~polylite.preprocessing.FieldEncoder` encodes them.
+    output : {"csr", "relational"}, default="csr"
+        A CSR matrix, or a :class:`~polylite.relational.RelationalMatrix` of the same
+        rows: a user block (its id and rated items), an item block (its id and raters)
+        and the other columns as its direct part.
     return_table : bool, default=False
         Return the rows as a table for :class:`polylite.preprocessing.FieldEncoder`
         instead of a matrix.
@@ -66,9 +86,10 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
 
     Returns
     -------
-    X : csr_matrix of shape (n_samples, n_users + n_items + sum(field_sizes) + n_numeric)
-        Columns: users, items, each extra field, then the numeric columns.  Only when
-        ``return_table`` is False.
+    X : csr_matrix or RelationalMatrix of shape (n_samples, n_features)
+        Columns: users, the items each user rated (``implicit`` "user" or "both"), items,
+        the users who rated each item ("item" or "both"), each extra field, then the
+        numeric columns.  Only when ``return_table`` is False.
     table : dict of ndarray
         Only when ``return_table``: ``"user_id"`` and ``"item_id"`` (int64 of shape
         (n_samples,)), ``"field_<j>"`` (the level of extra field j) and ``"numeric"``
@@ -83,14 +104,37 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
         intercept=intercept)`` is y without the noise.
     """
     rng = check_random_state(random_state)
+    if implicit not in IMPLICIT:
+        raise ValueError(f"implicit must be one of {list(IMPLICIT)}, got {implicit!r}")
+    if output not in ("csr", "relational"):
+        raise ValueError(f"output must be 'csr' or 'relational', got {output!r}")
     gen = np.random.default_rng(rng.randint(2**31))
     sizes = [n_users, n_items, *[int(f) for f in field_sizes]]
-    X = _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
-                          popularity_exponent)
+    if implicit is None:
+        X = _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
+                              popularity_exponent)
+        table = _recommender_table(X, sizes)
+        if output == "relational":
+            X = _relational_rows(table, n_users, n_items, None, X[:, n_users + n_items:],
+                                 dtype)
+    else:
+        if n_samples > n_users * n_items:
+            raise ValueError(f"{n_samples} distinct (user, item) pairs cannot be drawn "
+                             f"from {n_users} users and {n_items} items")
+        users, items = _distinct_pairs(n_samples, n_users, n_items, popularity_exponent,
+                                       gen)
+        context = _recommender_rows(n_samples, sizes[2:], n_numeric, dtype, index_dtype,
+                                    gen, popularity_exponent)
+        table = {"user_id": users, "item_id": items,
+                 **{key: value for key, value in
+                    _recommender_table(context, sizes[2:], offset=0).items()}}
+        X = _relational_rows(table, n_users, n_items, implicit, context, dtype)
     model = _planted_model(X.shape[1], degree, rank, gen)
     out = [X, _planted_targets(X, model, noise, gen)]
+    if output == "csr" and implicit is not None:
+        out[0] = _index_type(X.to_csr(), index_dtype)
     if return_table:
-        out[0] = _recommender_table(X, sizes)
+        out[0] = table
     if return_model:
         w, P = model
         out.append({"intercept": _PLANTED_INTERCEPT, "w": w, "P": P})
@@ -161,7 +205,7 @@ def _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
         raise ValueError(f"every field needs at least one level, got {sizes}")
     levels = [_power_law_levels(n_samples, size, popularity_exponent, gen)
               for size in sizes]
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n_features = offsets[-1] + n_numeric
     row_nnz = len(sizes) + n_numeric
     indices = np.empty((n_samples, row_nnz), dtype=index_dtype)
@@ -170,7 +214,7 @@ def _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
     indices[:, len(sizes):] = offsets[-1] + np.arange(n_numeric)
     data = np.ones((n_samples, row_nnz), dtype=dtype)
     data[:, len(sizes):] = gen.standard_normal((n_samples, n_numeric))
-    indptr = np.arange(0, n_samples * row_nnz + 1, row_nnz, dtype=index_dtype)
+    indptr = (np.arange(n_samples + 1, dtype=index_dtype) * row_nnz).astype(index_dtype)
     X = sp.csr_matrix((data.ravel(), indices.ravel(), indptr),
                       shape=(n_samples, n_features))
     # scipy narrows the index arrays of small matrices: keep the type asked for.
@@ -198,17 +242,86 @@ def _planted_targets(X, model, noise, gen):
     return y + noise * gen.standard_normal(X.shape[0])
 
 
-def _recommender_table(X, sizes):
+def _recommender_table(X, sizes, offset=2):
     """:func:`make_recommender`'s rows as a table for ``FieldEncoder``: the level of each
-    categorical field (read back from X's columns) and the numeric columns."""
+    categorical field (read back from X's columns) and the numeric columns; the first
+    two fields (unless ``offset`` is 0) are the user and the item."""
     n_fields = len(sizes)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     indices = X.indices.reshape(X.shape[0], -1)
     data = X.data.reshape(X.shape[0], -1)
     levels = [(indices[:, f] - offsets[f]).astype(np.int64) for f in range(n_fields)]
-    return {"user_id": levels[0], "item_id": levels[1],
-            **{f"field_{j}": level for j, level in enumerate(levels[2:])},
+    ids = {"user_id": levels[0], "item_id": levels[1]} if offset else {}
+    return {**ids, **{f"field_{j}": level for j, level in enumerate(levels[offset:])},
             "numeric": data[:, n_fields:].astype(np.float64)}
+
+
+IMPLICIT = (None, "user", "item", "both")
+
+
+def _index_type(X, index_dtype):
+    X.indices = X.indices.astype(index_dtype, copy=False)
+    X.indptr = X.indptr.astype(index_dtype, copy=False)
+    return X
+
+
+def _distinct_pairs(n_samples, n_users, n_items, exponent, gen):
+    """``n_samples`` distinct (user, item) pairs, users and items drawn with power-law
+    probabilities (as :func:`_power_law_levels`), repeated pairs drawn again; after a few
+    rounds (the most popular pairs all taken) the missing pairs are drawn uniformly."""
+    def weights(n_levels):
+        w = np.arange(1, n_levels + 1, dtype=np.float64) ** -exponent
+        return w / w.sum(), gen.permutation(n_levels)
+
+    user_p, user_perm = weights(n_users)
+    item_p, item_perm = weights(n_items)
+    keys = np.zeros(0, dtype=np.int64)
+    for attempt in range(30):
+        need = n_samples - keys.shape[0]
+        if need <= 0:
+            break
+        draws = int(1.1 * need) + 16
+        if attempt < 4:
+            users = user_perm[gen.choice(n_users, draws, p=user_p)]
+            items = item_perm[gen.choice(n_items, draws, p=item_p)]
+        else:
+            users, items = gen.integers(n_users, size=draws), gen.integers(n_items,
+                                                                          size=draws)
+        keys = np.sort(np.concatenate([keys, users.astype(np.int64) * n_items + items]))
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]  # sorted, distinct
+    if keys.shape[0] < n_samples:  # nearly every pair taken: the rest, in order
+        free = np.setdiff1d(np.arange(n_users * n_items, dtype=np.int64), keys)
+        keys = np.concatenate([keys, free[:n_samples - keys.shape[0]]])
+    keys = gen.permutation(gen.choice(keys, n_samples, replace=False))
+    return keys // n_items, keys % n_items
+
+
+def _implicit_table(owners, members, n_owners, n_members, dtype):
+    """Row o: one column per id (o's own), then the members paired with owner o, each
+    1 / sqrt(the set's size)."""
+    members_of = sp.csr_matrix((np.ones(owners.shape[0], dtype), (owners, members)),
+                               shape=(n_owners, n_members))
+    members_of.sum_duplicates()
+    size = np.diff(members_of.indptr)
+    members_of.data = np.repeat(1.0 / np.sqrt(np.maximum(size, 1)), size).astype(dtype)
+    return members_of
+
+
+def _relational_rows(table, n_users, n_items, implicit, context, dtype):
+    """A RelationalMatrix of users and items (with their implicit sets) as blocks and
+    ``context`` (CSR) as its direct part."""
+    from .relational import RelationalMatrix, RelationBlock
+    users, items = table["user_id"], table["item_id"]
+    user_parts = [sp.identity(n_users, dtype=dtype, format="csr")]
+    item_parts = [sp.identity(n_items, dtype=dtype, format="csr")]
+    if implicit in ("user", "both"):
+        user_parts.append(_implicit_table(users, items, n_users, n_items, dtype))
+    if implicit in ("item", "both"):
+        item_parts.append(_implicit_table(items, users, n_items, n_users, dtype))
+    return RelationalMatrix(
+        [RelationBlock(users, sp.hstack(user_parts, format="csr", dtype=dtype)),
+         RelationBlock(items, sp.hstack(item_parts, format="csr", dtype=dtype)),
+         sp.csr_matrix(context, dtype=dtype)], dtype=dtype)
 
 
 def load_movielens_100k(path, split="u1", dtype=np.float64):
