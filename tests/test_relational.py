@@ -282,7 +282,52 @@ def test_regressor_fits_equal_those_on_the_expanded_rows(params, tmp_path):
     assert rel.score(X, y) > 0.5
 
 
-def test_auto_solver_takes_coordinate_descent_and_the_others_the_expanded_rows():
+@pytest.mark.parametrize("variant", [([2], "anova", 0), ([2, 3], "anova", 0),
+                                     ([3], "anova", 2), ([0], "all-subsets", 0)],
+                         ids=["m2", "m2-3", "m3-shared", "subsets"])
+@pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
+def test_gradient_pass_equals_the_gradient_of_the_expanded_rows(variant, loss):
+    """A gradient pass (cd_epoch with ``gradient``: the sums of every coordinate's step,
+    no step taken) gives the data term's gradient, from sums over table rows on
+    relational input: what L-BFGS uses."""
+    from polylite.polynomial import _sgd
+    from polylite.polynomial._cd_data import Gradient
+    degrees, kernel, n_dummy = variant
+    X, rng = _relational()
+    n, d = X.shape
+    y = rng.randn(n) if loss == "squared" else rng.choice([-1.0, 1.0], size=n)
+    sw = rng.uniform(0.2, 2.0, n)
+    sw /= sw.sum()
+    k = 3
+    params = _OutputParams(np.array([0.1]), 0.1 * rng.randn(d),
+                           0.3 * rng.randn(len(degrees), d, k), 0.3 * rng.randn(n_dummy, k),
+                           np.ones(k))
+    Xc = X.to_csr()
+    want = {name: np.zeros(getattr(params, name).shape)
+            for name in ("intercept", "w", "P", "gamma", "lam")}
+    _sgd.objective_gradient(Xc.data, Xc.indices, Xc.indptr, y, sw, params.intercept,
+                            params.w, params.P, np.asarray(degrees, np.intc), params.gamma,
+                            params.lam, kernels.KERNELS[kernel], _losses.loss_code(loss),
+                            True, want["intercept"], want["w"], want["P"], want["gamma"],
+                            want["lam"], 1)
+    before = params.P.copy()
+    for rows in (X, Xc):
+        got = Gradient(np.zeros(1), np.zeros(d), np.zeros(params.P.shape),
+                       np.zeros(params.gamma.shape))
+        y_pred = kernels.predict(rows, params.P, degrees=None if kernel == "all-subsets"
+                                 else degrees, kernel=kernel, intercept=params.intercept[0],
+                                 w=params.w, gamma=params.gamma).astype(np.float64)
+        problem = CDProblem(y, sw, kernels.KERNELS[kernel], np.asarray(degrees, np.intc),
+                            _losses.loss_code(loss), 0.0, 0.0, True, True)
+        _cd.cd_epoch(_solvers.cd_data(rows, sw, kernel, None), problem, params, y_pred,
+                     gradient=got)
+        np.testing.assert_array_equal(params.P, before)  # no step taken
+        for name in ("intercept", "w", "P", "gamma"):
+            np.testing.assert_allclose(getattr(got, name), want[name], rtol=1e-10,
+                                       atol=1e-13, err_msg=name)
+
+
+def test_auto_solver_takes_coordinate_descent_and_the_others_work_too():
     X, rng = _relational()
     y = _targets(X, rng)
     est = FactorizationMachineRegressor(n_components=2, random_state=0, max_iter=3)
@@ -295,6 +340,23 @@ def test_auto_solver_takes_coordinate_descent_and_the_others_the_expanded_rows()
     sgd = FactorizationMachineRegressor(n_components=2, solver="sgd", random_state=0)
     sgd.partial_fit(X[:100], y[:100]).partial_fit(X[100:], y[100:])
     assert np.all(np.isfinite(sgd.predict(X)))
+
+
+@pytest.mark.parametrize("solver, batch_size", [("sgd", 1), ("adagrad", 1), ("sgd", 7)])
+def test_stochastic_passes_over_expanded_chunks_equal_those_on_the_whole(
+        solver, batch_size, monkeypatch):
+    """The stochastic solvers expand a relational input's rows a chunk at a time (whole
+    mini-batches), in the pass's shuffled order: the same steps as on the expanded
+    matrix."""
+    monkeypatch.setattr(_solvers, "RELATIONAL_CHUNK_ROWS", 50)
+    X, rng = _relational()
+    y = np.where(_targets(X, rng) > 0, 1, -1)
+    kw = dict(n_components=2, random_state=0, max_iter=4, solver=solver,
+              batch_size=batch_size, degree=3)
+    rel = FactorizationMachineClassifier(**kw).fit(X, y)
+    csr = FactorizationMachineClassifier(**kw).fit(X.to_csr(), y)
+    np.testing.assert_allclose(rel.P_, csr.P_, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(rel.w_, csr.w_, rtol=1e-9, atol=1e-11)
 
 
 def test_classifier_fits_and_predicts_relational_input():

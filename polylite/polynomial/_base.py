@@ -406,8 +406,6 @@ class _PolynomialModel(BaseEstimator):
         if validation is None and self.early_stopping:
             X, targets, sw, validation = self._hold_out(X, targets, sw, strata, rng)
         self.solver_ = self._choose_solver(X)
-        if isinstance(X, RelationalMatrix) and self.solver_ != "cd":
-            X = X.to_csr()  # the other solvers walk the expanded rows
         total = sw.sum()
         if not total > 0:
             raise ValueError("sample_weight must have a positive sum")
@@ -427,7 +425,9 @@ class _PolynomialModel(BaseEstimator):
         # threads of their own, the rest of n_jobs sharing each output's passes.
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         kernel, degrees, _ = self._structure()
-        if self.solver_ == "cd":
+        if self.solver_ == "cd" or isinstance(X, RelationalMatrix):
+            # (L-BFGS on relational input: its gradient from coordinate descent's sums
+            # over table rows, see _solvers.fit_lbfgs.)
             solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)
         elif self.solver_ == "lbfgs" and is_dense(X):
             solver_inputs = _solvers.dense_rows(X, kernel, degrees)
@@ -494,8 +494,8 @@ class _PolynomialModel(BaseEstimator):
         outputs fitted on threads warn in their order).
 
         ``solver_inputs`` is what the solver derives from X once for every output:
-        :func:`_solvers.cd_data` for "cd", :func:`_solvers.dense_rows` for "lbfgs"
-        on dense X, else None.  ``output`` is (index of this output, number of
+        :func:`_solvers.cd_data` for "cd" and for "lbfgs" on relational X,
+        :func:`_solvers.dense_rows` for "lbfgs" on dense X, else None.  ``output`` is (index of this output, number of
         outputs); ``n_jobs`` the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
@@ -574,7 +574,7 @@ class _PolynomialModel(BaseEstimator):
             ("; on dense data, solver='lbfgs' (or 'auto') usually converges in less time"
              if solver_name == "cd" and is_dense(X) else ""))
 
-    def _fit_one_output_lbfgs(self, X, X_dense, y, sw, params, loss_code, kernel, degrees,
+    def _fit_one_output_lbfgs(self, X, inputs, y, sw, params, loss_code, kernel, degrees,
                               stopper, prefix, start, report, n_jobs):
         def callback(objective):
             stop = stopper.update() if stopper is not None else False
@@ -589,7 +589,10 @@ class _PolynomialModel(BaseEstimator):
         counter = [1]
         n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
                                             degrees, callback, n_jobs=n_jobs,
-                                            X_dense=X_dense)
+                                            X_dense=inputs if isinstance(inputs, np.ndarray)
+                                            else None,
+                                            cd_data=inputs if isinstance(inputs, _solvers.CDData)
+                                            else None)
         stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
             if not stopped_early:
@@ -633,8 +636,6 @@ class _PolynomialModel(BaseEstimator):
         self._check_params()
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                   ensure_non_negative=True)
-        if isinstance(X, RelationalMatrix):
-            X = X.to_csr()  # a chunk's rows, expanded for the stochastic passes
         n_outputs = targets.shape[1]
         if not self.__sklearn_is_fitted__():
             self._check_against_data(X, n_outputs)

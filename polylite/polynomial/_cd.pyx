@@ -296,6 +296,9 @@ cdef struct Sweep:
                          # its factor (that group has an entry in every row); NULL when
                          # slot nxt was reset by a pass of its own
     const Prior* prior   # the sampler's prior of these columns, or NULL: CD's steps
+    double* gradient     # or, not NULL: no step, each column's data-term gradient
+                         # sum_i s_i l'_i g_i recorded here (at the parameter's place)
+    double gradient_scale  # the weight the sums leave out (see cd_epoch), or 1
 
 
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
@@ -743,6 +746,7 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, double* scratch, const double* support,
                        const Prior* prior, floating* param,
                        Py_ssize_t param_stride, double mu, double third, double reg,
+                       double* gradient, double gradient_scale,
                        double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
@@ -751,6 +755,10 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         for c in range(lo, hi):
             j = group_columns[c]
             col = scratch + j * COL_STRIDE
+            if gradient != NULL:
+                gradient[j * param_stride] = gradient_scale * col[COL_GRAD]
+                col[COL_STEP] = 0
+                continue
             p = col[COL_P]
             delta = _take_step(param + j * param_stride,
                                _coordinate_step(prior, j, support[j], col + COL_GRAD, mu,
@@ -763,17 +771,20 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
 cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
                        floating* param, Py_ssize_t param_stride, double mu, double reg,
                        double* max_change) noexcept nogil:
-    """Between the passes: take every column's step, store it, and note it in scratch."""
+    """Between the passes: take every column's step, store it, and note it in scratch
+    (or, with sw.gradient, record each column's gradient instead of a step)."""
     cdef Py_ssize_t t
     cdef int threads = _column_threads(sw.threads, count)
     cdef double* largest = sw.threads.partial
     if threads == 1:
         _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
-                     param_stride, mu, sw.L.third, reg, largest)
+                     param_stride, mu, sw.L.third, reg, sw.gradient, sw.gradient_scale,
+                     largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
-                         sw.prior, param, param_stride, mu, sw.L.third, reg, largest)
+                         sw.prior, param, param_stride, mu, sw.L.third, reg, sw.gradient,
+                         sw.gradient_scale, largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
@@ -890,6 +901,9 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
             # scratch records.
             for c in range(c0, c1):
                 j = group_columns[c]
+                if sw.gradient != NULL:
+                    sw.gradient[j * param_stride] = 0
+                    continue
                 max_change = max(max_change, fabs(_take_step(
                     param + j * param_stride,
                     _coordinate_step(sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
@@ -912,6 +926,8 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
         _group_reduce(group_columns + c0, c1 - c0, sw, pass_threads)
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
+        if sw.gradient != NULL:
+            continue  # no steps: nothing to apply
         # The next component's caches start from sw.base in the first group's pass 2.
         pending.reset = g == 0 and sw.base != NULL
         if full:
@@ -971,6 +987,9 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
         if e1 == e0:
             for c in range(c0, c1):
                 j = T.group_columns[c]
+                if tsw.gradient != NULL:
+                    tsw.gradient[j * param_stride] = 0
+                    continue
                 max_change = max(max_change, fabs(_take_step(
                     param + j * param_stride,
                     _coordinate_step(tsw.prior, j, 0.0, unseen, 1.0, 0.0, reg,
@@ -982,7 +1001,8 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
         _group_reduce(T.group_columns + c0, c1 - c0, &tsw, pass_threads)
         _group_steps(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, 1.0, reg,
                      &max_change)
-        table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
+        if tsw.gradient == NULL:
+            table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
     return max_change
 
 
@@ -1005,9 +1025,9 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
                           param_stride, mu, reg, state, sw, kind, pending, keep_last)
     for b in range(blocks.count):
         if blocks.position[b] > g:
-            if done != NULL:
+            if done != NULL and sw.gradient == NULL:
                 table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
-                done = NULL
+            done = NULL
             max_change = max(max_change, _cd_groups(
                 G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
                 param_stride, mu, reg, state, sw, kind, pending, False))
@@ -1015,8 +1035,10 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
         max_change = max(max_change, _block_pass(
             &blocks.tables[b], done, kind, sw.degree, param, param_stride, reg, state, n,
             sw, blocks.threads))
-        done = &blocks.tables[b]
-    table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
+        # (No steps, nothing to push: the next gather starts afresh.)
+        done = &blocks.tables[b] if sw.gradient == NULL else NULL
+    if done != NULL:
+        table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
     return max(max_change, _cd_groups(
         G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
         reg, state, sw, kind, pending, False))
@@ -1044,11 +1066,15 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
                           const double* support, double* A, double* base,
                           Pending* pending, const Prior* block_prior,
-                          const Prior* dummy_prior, const Blocks* blocks) noexcept nogil:
+                          const Prior* dummy_prior, const Blocks* blocks,
+                          double* gradient, double* gamma_gradient,
+                          double gradient_scale) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.  With the
     block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling).
     The columns of relation ``blocks`` are updated in the table domain, where they lie.
+    With ``gradient`` (the block's gradient array, like Pb) and ``gamma_gradient``, take
+    no step: record the data term's gradient of every coordinate of component s.
 
     When ``has_next``, also build the cache of component s + 1 in slot ``nxt`` (``base``:
     work space for its start).  Without dummies, the last group's update pass may be
@@ -1086,6 +1112,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     sweep.A = A
     sweep.base = base if has_next and first_full else NULL
     sweep.prior = &features if block_prior != NULL else NULL
+    sweep.gradient = gradient + s if gradient != NULL else NULL
+    sweep.gradient_scale = gradient_scale
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
@@ -1095,6 +1123,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
             _entry_terms(1.0, state + i * L.stride, p, &sweep, kind, terms)
             for t in range(N_TERMS):
                 sums[t] += terms[t]
+        if gradient != NULL:
+            gamma_gradient[r * k + s] = gradient_scale * sums[0]
+            continue
         delta = _take_step(gamma + r * k + s, _coordinate_step(
             &dummies if dummy_prior != NULL else NULL, r, 1.0, sums, mu, L.third, beta, p))
         if delta != 0:
@@ -1660,7 +1691,7 @@ cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double*
     prior.component_draws = component_draws
 
 
-def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None,
+def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=None,
              dict workspace=None, Py_ssize_t thread_min_entries=8192):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
@@ -1690,6 +1721,13 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None,
         takes number 0, w_j number 1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and
         gamma[r, s] number 1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior
         is flat.
+    gradient : object, optional
+        Makes the epoch a gradient pass (anova or all-subsets kernel): no parameter
+        moves, and the gradient of the data term sum_i s_i loss(y_i, y_hat_i) in every
+        parameter is written into the float64 arrays ``gradient.intercept``, ``w``,
+        ``P`` and ``gamma`` (shaped like the parameters; 0 for a term not fitted), each
+        coordinate's from the sums its step would use.  On relational input these are
+        sums over table rows: what L-BFGS asks for, at the cost of an epoch.
     workspace : dict, optional
         Keeps the per-row records and other work arrays from one call to the next (the
         epochs of one fit), so that an epoch allocates no O(n) memory.
@@ -1703,12 +1741,12 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None,
     """
     X = data.X
     return _epoch(data, problem, params, X.data, X.indices, params.P, y_pred, prior,
-                  workspace, thread_min_entries)
+                  gradient, workspace, thread_min_entries)
 
 
 def _epoch(data, problem, params, const floating[::1] csr_data,
            const index_t[::1] csr_indices, floating[:, :, ::1] P, double[::1] y_pred,
-           prior, dict workspace, Py_ssize_t thread_min_entries):
+           prior, gradient, dict workspace, Py_ssize_t thread_min_entries):
     """:func:`cd_epoch` for one dtype of the parameters and one index type of X."""
     cdef const index_t[::1] csr_indptr = data.X.indptr
     cdef const double[::1] y = problem.y
@@ -1759,6 +1797,32 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
             or degrees.shape[0] != n_blocks or (lam is not None and lam.shape[0] != k)):
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     cdef const double[::1] col_support = data.support
+    # A gradient pass: its arrays, shaped like the parameters.
+    cdef bint gradient_pass = gradient is not None
+    cdef double[::1] grad_intercept, grad_w
+    cdef double[:, :, ::1] grad_P
+    cdef double[:, ::1] grad_gamma
+    cdef double* grad_P_ptr = NULL
+    cdef double* grad_gamma_ptr = NULL
+    cdef double grad_scale = 1
+    if gradient_pass:
+        if kernel == POLYNOMIAL:
+            raise ValueError("cd_epoch: a gradient pass takes the anova and all-subsets "
+                             "kernels")
+        grad_intercept, grad_w, grad_P, grad_gamma = (
+            gradient.intercept, gradient.w, gradient.P, gradient.gamma)
+        if (grad_intercept.shape[0] != 1 or grad_w.shape[0] != d
+                or grad_P.shape[0] != n_blocks or grad_P.shape[1] != d
+                or grad_P.shape[2] != k or grad_gamma.shape[0] != n_dummy
+                or grad_gamma.shape[1] != k):
+            raise ValueError("cd_epoch: the gradient arrays' shapes disagree with the "
+                             "parameters'")
+        np.asarray(grad_intercept)[...] = 0
+        np.asarray(grad_w)[...] = 0
+        np.asarray(grad_P)[...] = 0
+        np.asarray(grad_gamma)[...] = 0
+        grad_P_ptr = &grad_P[0, 0, 0] if grad_P.size > 0 else NULL
+        grad_gamma_ptr = &grad_gamma[0, 0] if grad_gamma.size > 0 else NULL
     if col_support.shape[0] != d:
         raise ValueError("cd_epoch: parameter, data or group shapes disagree")
     if kernel == POLYNOMIAL and G.n_groups != d:
@@ -1826,6 +1890,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
         alpha = alpha / sample_weight[0]
         beta = beta / sample_weight[0]
     L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
+    if uniform and n > 0:
+        grad_scale = sample_weight[0]
     if sampling:
         # Numbered as in the docstring; the sums leave a uniform weight out, as above.
         weight = sample_weight[0] if uniform and n > 0 else 1.0
@@ -1908,10 +1974,14 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     for i in range(N_TERMS):
                         intercept_sums[i] += threads.partial[N_TERMS * t + i]
                 # (sums[1] is the rows' weight, the intercept's support)
-                delta = _take_step(&intercept[0], _draw_step(
-                    &intercept_prior, 0, intercept_sums[1], intercept_sums[0],
-                    mu * intercept_sums[1], intercept[0]) if sampling
-                    else _bound_step(intercept_sums, mu, L.third, 0.0, intercept[0]))
+                if gradient_pass:
+                    grad_intercept[0] = grad_scale * intercept_sums[0]
+                    delta = 0
+                else:
+                    delta = _take_step(&intercept[0], _draw_step(
+                        &intercept_prior, 0, intercept_sums[1], intercept_sums[0],
+                        mu * intercept_sums[1], intercept[0]) if sampling
+                        else _bound_step(intercept_sums, mu, L.third, 0.0, intercept[0]))
                 if delta != 0:
                     for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                     chunksize=1):
@@ -1929,6 +1999,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                 linear.A = A
                 linear.base = NULL
                 linear.prior = &linear_prior if sampling else NULL
+                linear.gradient = &grad_w[0] if gradient_pass else NULL
+                linear.gradient_scale = grad_scale
                 change = _cd_columns(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
                                      alpha, state, &linear, KIND_LINEAR, &pending, False,
                                      &blocks)
@@ -1949,7 +2021,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     nxt = L.cache + ((s + 1) % 2) * L.width
                     # The caches of component s: built while component s - 1 was updated,
                     # or with relation blocks, here (the direct part, then each block's).
-                    if s == 0 or blocks.count > 0:
+                    if s == 0 or blocks.count > 0 or gradient_pass:
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
@@ -1966,11 +2038,14 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                         change = _cd_component(
                             &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
                             degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
-                            n_dummy if b == 0 else 0, s + 1 < k and blocks.count == 0,
+                            n_dummy if b == 0 else 0,
+                            s + 1 < k and blocks.count == 0 and not gradient_pass,
                             mu, beta, state, &L, cur, nxt, scratch, &threads,
                             &col_support[0], A, base, &pending,
                             &block_prior if sampling else NULL,
-                            &dummy_prior if sampling and b == 0 else NULL, &blocks)
+                            &dummy_prior if sampling and b == 0 else NULL, &blocks,
+                            grad_P_ptr + b * d * k if gradient_pass else NULL,
+                            grad_gamma_ptr, grad_scale)
                     max_change = max(max_change, change)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):

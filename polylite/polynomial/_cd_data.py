@@ -62,3 +62,12 @@ class CDProblem(NamedTuple):
     fit_intercept: bool
     fit_linear: bool
     fit_lam: bool = False    # learn the output weights lam (polynomial networks)
+
+
+class Gradient(NamedTuple):
+    """Where a gradient pass of coordinate descent writes the data term's gradient:
+    float64 arrays shaped like the parameters."""
+    intercept: np.ndarray    # (1,)
+    w: np.ndarray            # (n_features,)
+    P: np.ndarray            # (n_blocks, n_features, n_components)
+    gamma: np.ndarray        # (n_dummy, n_components)

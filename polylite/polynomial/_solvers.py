@@ -16,7 +16,7 @@ from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
 from ..relational import RelationalMatrix
-from ._cd_data import CDData, CDProblem, TableBlock
+from ._cd_data import CDData, CDProblem, Gradient, TableBlock
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
@@ -41,8 +41,7 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
     data, standardised FM features) keep 0.01; rows of norm 100 (unscaled features) get
     steps that do not diverge.
     """
-    from sklearn.utils.extmath import row_norms
-    r = row_norms(X, squared=True).astype(np.float64)
+    r = _squared_row_norms(X)
     r_bar = r + n_dummy
     s2, k = float(est.init_scale) ** 2, int(est.n_components)
     grad = float(est.fit_intercept) + float(est.fit_linear) * r
@@ -66,6 +65,23 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
     if not curvature > 2.0 / DEFAULT_ETA0["sgd"]:
         return DEFAULT_ETA0["sgd"]
     return max(2.0 / curvature, np.finfo(np.float64).tiny)
+
+
+def _squared_row_norms(X):
+    """||x_i||^2 of every row of CSR ``X``, or of a relational input's rows (the sums of
+    their parts')."""
+    from sklearn.utils.extmath import row_norms
+    if not isinstance(X, RelationalMatrix):
+        return row_norms(X, squared=True).astype(np.float64)
+    norms = row_norms(X.direct(), squared=True).astype(np.float64)
+    for block in X.blocks:
+        norms += row_norms(block.table, squared=True).astype(np.float64)[block.index]
+    return norms
+
+
+# A relational input's rows are expanded for the stochastic solvers this many at a time
+# (a multiple of the mini-batch size): their memory is a chunk's, not the data set's.
+RELATIONAL_CHUNK_ROWS = 65536
 
 
 def _degrees_array(degrees):
@@ -266,14 +282,19 @@ class StochasticGradient:
         # copy of the model, so it is skipped otherwise.
         before = ({name: np.array(getattr(p, name)) for name in ("w", "P", "gamma")}
                   if est.verbose else None)
-        st.step, finite = _sgd.sgd_epoch(
-            X.data, X.indices, X.indptr, self.y, self.sw, order, p.intercept, p.w, p.P,
-            self.degrees_arr, p.gamma, p.lam, self.kernel_code, self.loss_code,
-            float(est.alpha), float(est.beta), bool(est.fit_intercept),
-            bool(est.fit_linear), bool(est._fit_lam), self.schedule, self.eta0,
-            float(est.power_t), st.step, st.acc["intercept"], st.acc["w"], st.acc["P"],
-            st.acc["gamma"], st.acc["lam"], st.last_touch, int(est.batch_size),
-            n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
+        finite = True
+        for rows, X_rows, y_rows, sw_rows in self._row_chunks(order):
+            st.step, finite = _sgd.sgd_epoch(
+                X_rows.data, X_rows.indices, X_rows.indptr, y_rows, sw_rows, rows,
+                p.intercept, p.w, p.P, self.degrees_arr, p.gamma, p.lam,
+                self.kernel_code, self.loss_code, float(est.alpha), float(est.beta),
+                bool(est.fit_intercept), bool(est.fit_linear), bool(est._fit_lam),
+                self.schedule, self.eta0, float(est.power_t), st.step, st.acc["intercept"],
+                st.acc["w"], st.acc["P"], st.acc["gamma"], st.acc["lam"], st.last_touch,
+                int(est.batch_size),
+                n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
+            if not finite:
+                break
         self._y_pred = None
         # The pass checks each row's prediction before its step, not after the last one:
         # finite but huge parameters can still overflow the predictions.  fit reuses
@@ -289,6 +310,23 @@ class StochasticGradient:
             return float("nan")
         return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))
                    for name in before)
+
+    def _row_chunks(self, order):
+        """(order, X, y, sw) of one pass: the rows as they are; or, of a relational
+        input, its rows in ``order`` expanded a chunk at a time (identity order within
+        each), whole mini-batches per chunk: the same steps as on the expanded matrix,
+        the memory of a chunk.  The lazy L2 scaling is settled at the end of each call,
+        exactly."""
+        X = self.X
+        if not isinstance(X, RelationalMatrix):
+            yield order, X, self.y, self.sw
+            return
+        batch = int(self.est.batch_size)
+        chunk = max(batch, RELATIONAL_CHUNK_ROWS // batch * batch)
+        for start in range(0, order.shape[0], chunk):
+            rows = order[start:start + chunk]
+            yield (np.arange(rows.shape[0], dtype=np.intp), X[rows].to_csr(),
+                   np.ascontiguousarray(self.y[rows]), np.ascontiguousarray(self.sw[rows]))
 
     def predictions(self):
         if self._y_pred is None:
@@ -311,6 +349,22 @@ def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jo
         grads["gamma"], grads["lam"], n_threads)
 
 
+def cd_data_gradient(est, X, data, problem, params, kernel, degrees, grads):
+    """:func:`data_gradient` from a gradient pass of coordinate descent
+    (``polylite._cd.cd_epoch`` with ``gradient``) on ``data`` (:func:`cd_data` of X): on
+    a relational input, each block column's gradient is a sum over table rows, so the
+    pass costs the tables' nonzeros and one visit of each interaction per component."""
+    y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
+    value = _cd.weighted_loss(problem.y, y_pred, problem.sample_weight, problem.loss)
+    gradient = Gradient(*(np.zeros(grads[name].shape) for name in
+                          ("intercept", "w", "P", "gamma")))
+    _cd.cd_epoch(data, problem._replace(alpha=0.0, beta=0.0), params, y_pred,
+                 gradient=gradient)
+    for name in ("intercept", "w", "P", "gamma"):
+        grads[name] += getattr(gradient, name)
+    return value
+
+
 def dense_rows(X, kernel, degrees):
     """Dense CSR ``X`` (``polylite.polynomial._base.is_dense``: more than half of the
     entries nonzero, so the copy takes at most 4/3 of the memory of X's CSR arrays in
@@ -322,14 +376,15 @@ def dense_rows(X, kernel, degrees):
 
 
 def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_term=None,
-              n_jobs=None, X_dense=None):
+              n_jobs=None, X_dense=None, cd_data=None):
     """Minimise the full objective with SciPy's L-BFGS-B; returns the iterations run.
 
     Value and gradient of the data term come from :func:`data_gradient` on ``X`` (on
     ``n_jobs`` threads), from BLAS products on ``X_dense`` when given (:func:`dense_rows`
-    of X), or from ``data_term(params, grads)`` when given (same contract;
-    :mod:`polylite.dask` sums it over a cluster's row blocks, and passes None for X, y
-    and sw).  ``callback(objective)`` is called after each iteration with the parameters
+    of X), from coordinate descent's sums when ``cd_data`` is given
+    (:func:`cd_data_gradient`; relational X, whose sums are over table rows), or from
+    ``data_term(params, grads)`` when given (same contract; :mod:`polylite.dask` sums it
+    over a cluster's row blocks, and passes None for X, y and sw).  ``callback(objective)`` is called after each iteration with the parameters
     in place; returning True stops the optimiser.
     """
     names = ["P", "gamma"]
@@ -344,7 +399,13 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
     bounds = np.cumsum([0] + sizes)
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
-    if data_term is None and X_dense is not None:
+    if data_term is None and cd_data is not None:
+        problem = cd_problem(est, y, sw, loss_code, kernel, degrees)
+
+        def data_term(params, grads):
+            return cd_data_gradient(est, X, cd_data, problem, params, kernel, degrees,
+                                    grads)
+    elif data_term is None and X_dense is not None:
         def data_term(params, grads):
             return _dense.dense_data_gradient(X_dense, y, sw, params, loss_code, kernel,
                                               degrees, bool(est.fit_linear), grads)
