@@ -75,8 +75,8 @@ from .._kernels cimport index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL
 from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
-from ._cd_tables cimport (Table, Moments, table_moments, table_fill, table_add_to_slot,
-                          table_gather, table_gradients, table_updates, table_push)
+from ._cd_tables cimport (Table, Moments, table_moments, table_fill, table_gather, table_gradients, table_updates, table_push,
+                          table_column_sums, table_column_update)
 
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
@@ -210,14 +210,25 @@ cdef inline int _tag_kind(kind_tag* tag) noexcept nogil:
         return KIND_ANOVA
 
 
+cdef struct Blocks:
+    # The relation blocks of a relational input (none for a CSR matrix), in column order:
+    # block b's columns come after the direct groups 0..position[b]-1 (coordinate order).
+    Py_ssize_t count
+    Table* tables
+    const Py_ssize_t* position
+    int threads          # of the passes over the interactions
+
+
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                       Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
                       const double* factors, const floating* csr_data,
                       const index_t* csr_indices, const index_t* csr_indptr,
-                      const double* base) noexcept nogil:
-    cdef Py_ssize_t i, z, t_, lo, hi, end
+                      const double* base, const Table* tables, Py_ssize_t n_tables,
+                      const Moments* TM) noexcept nogil:
+    cdef Py_ssize_t i, z, t_, b, lo, hi, end
     cdef double q
     cdef double* D
+    cdef const double* B
     if not _chunk(t, threads, n, &lo, &hi):
         return
     end = csr_indptr[hi]
@@ -234,6 +245,19 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                 D[0] += q
             else:
                 _add_factor(D, kind, L.width, q)
+        # The relation blocks' parts: their table rows' caches (a union of disjoint
+        # parts: power sums add, all-subsets products multiply).
+        for b in range(n_tables):
+            if i + PREFETCH_AHEAD < hi:
+                POLYLITE_PREFETCH(tables[b].records + tables[b].index[i + PREFETCH_AHEAD]
+                                  * TM.stride)
+            B = tables[b].records + tables[b].index[i] * TM.stride
+            if kind == KIND_SUBSETS:
+                D[0] *= B[0]
+                D[1] += B[1]
+            else:
+                for t_ in range(L.width):
+                    D[t_] += B[t_]
 
 
 cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
@@ -241,23 +265,28 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
                      const floating* csr_data, const index_t* csr_indices,
                      const index_t* csr_indptr, double* base, double* factors,
-                     Py_ssize_t d, int threads) noexcept nogil:
+                     Py_ssize_t d, int threads, const Blocks* blocks) noexcept nogil:
     """Compute the cache of component s in every row from scratch (row-wise pass, on
-    ``threads`` threads); ``base`` is work space for _slot_base, ``factors`` for the d
-    factors of component s, gathered first so that the rows read them from one
-    contiguous array, not one cache line each."""
+    ``threads`` threads): the dummies' share, the row's own entries and each relation
+    block's table row (their caches computed first, _cd_tables.table_fill).  ``base`` is
+    work space for _slot_base, ``factors`` for the d factors of component s, gathered
+    first so that the rows read them from one contiguous array, not one cache line
+    each."""
     cdef Py_ssize_t t, j
     cdef int kind = _kind(kernel, degree)
+    cdef Moments TM = table_moments(kind, degree)
     _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
     for j in range(d):
         factors[j] = P[j * k + s]
+    for j in range(blocks.count):
+        table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
     if threads == 1:
         _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, csr_data, csr_indices,
-                    csr_indptr, base)
+                    csr_indptr, base, blocks.tables, blocks.count, &TM)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors, csr_data,
-                    csr_indices, csr_indptr, base)
+                    csr_indices, csr_indptr, base, blocks.tables, blocks.count, &TM)
 
 
 # ---- a group of row-disjoint columns -----------------------------------------------------
@@ -949,15 +978,6 @@ cdef enum:
     # The highest ANOVA degree of coordinate descent on relation blocks (_cd_tables).
     MAX_TABLE_DEGREE = 16
 
-cdef struct Blocks:
-    # The relation blocks of a relational input (none for a CSR matrix), in column order:
-    # block b's columns come after the direct groups 0..position[b]-1 (coordinate order).
-    Py_ssize_t count
-    Table* tables
-    const Py_ssize_t* position
-    int threads          # of the passes over the interactions
-
-
 cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
                         floating* param, Py_ssize_t param_stride, double reg,
                         double* state, Py_ssize_t n, const Sweep* sw,
@@ -970,9 +990,11 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     largest |step|."""
     cdef Py_ssize_t g, e0, e1, c0, c1, c, j
     cdef int pass_threads
-    cdef double max_change = 0
+    cdef double max_change = 0, p, delta
     cdef double unseen[N_TERMS]
+    cdef double sums[N_TERMS]
     cdef Moments TM = table_moments(kind, degree)
+    TM.squared = sw.L.loss == SQUARED
     # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
     cdef Sweep tsw = sw[0]
     tsw.L.third = 0
@@ -996,6 +1018,21 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
                                      param[j * param_stride]))))
             continue
         pass_threads = _row_threads(tsw.threads, e1 - e0)
+        if c1 - c0 == 1 and pass_threads == 1:
+            # One column on one thread (an implicit set's columns, mostly): its sums,
+            # step and update directly, without the scratch records.
+            j = T.group_columns[c0]
+            p = param[j * param_stride]
+            table_column_sums(T, &TM, g, p, sums)
+            if tsw.gradient != NULL:
+                tsw.gradient[j * param_stride] = tsw.gradient_scale * sums[0]
+                continue
+            delta = _take_step(param + j * param_stride, _coordinate_step(
+                tsw.prior, j, tsw.support[j], sums, 1.0, 0.0, reg, p))
+            if delta != 0:
+                table_column_update(T, &TM, g, p, delta)
+                max_change = max(max_change, fabs(delta))
+            continue
         _group_start(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, pass_threads)
         table_gradients(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
         _group_reduce(T.group_columns + c0, c1 - c0, &tsw, pass_threads)
@@ -1042,19 +1079,6 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
     return max(max_change, _cd_groups(
         G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
         reg, state, sw, kind, pending, False))
-
-
-cdef void _fill_blocks(const Blocks* blocks, double* state, const Layout* L,
-                       Py_ssize_t n, Py_ssize_t slot, int kind, int degree,
-                       const double* factors) noexcept nogil:
-    """Add every block's part to the interactions' caches in ``slot`` (which hold their
-    direct part's): each table row's cache from ``factors``, then gathered."""
-    cdef Py_ssize_t b
-    cdef Moments TM = table_moments(kind, degree)
-    for b in range(blocks.count):
-        table_fill(&blocks.tables[b], &TM, factors, blocks.threads)
-    table_add_to_slot(blocks.tables, blocks.count, &TM, state, L, n, slot, blocks.threads)
-
 
 
 cdef double _cd_component(const Groups* G, const index_t* group_columns,
@@ -1958,7 +1982,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     kept = []  # the tables' records (not in a workspace when there is none)
     for b in range(blocks.count):
         kept.append(_set_table(&blocks.tables[b], data.blocks[b], n, d, max_degree,
-                               kernel, n_threads, workspace, f"table {b}"))
+                               kernel, n_threads, uniform, workspace, f"table {b}"))
     try:
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
@@ -2026,9 +2050,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0], base, &factor_column[0], d,
-                                   n_threads)
-                        _fill_blocks(&blocks, state, &L, n, cur, _kind(kernel, degrees[b]),
-                                     degrees[b], &factor_column[0])
+                                   n_threads, &blocks)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
@@ -2057,7 +2079,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
 
 
 cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degree,
-                       int kernel, int n_threads, dict workspace, str name):
+                       int kernel, int n_threads, bint uniform, dict workspace,
+                       str name):
     """Point ``T`` at the arrays of ``block`` (a _cd_data.TableBlock) and at records for
     its table rows (and the threads' copies), kept in ``workspace``; returns the records'
     array, which the caller keeps alive."""
@@ -2075,6 +2098,9 @@ cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degr
     cdef const int64_t[::1] columns = groups.columns
     cdef const Py_ssize_t[::1] val_ptr = groups.val_ptr
     cdef const double[::1] values = groups.values
+    # The weight of each table row's interactions: their count where the sums leave a
+    # uniform weight out.
+    cdef const double[::1] row_weight = block.row_count if uniform else block.row_weight
     T.n_rows = indptr.shape[0] - 1
     T.n_groups = group_ptr.shape[0] - 1
     if (index.shape[0] != n or block.table.shape[1] != d or T.n_rows < 1
@@ -2082,7 +2108,7 @@ cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degr
             or col_ptr.shape[0] != T.n_groups + 1 or val_ptr.shape[0] != T.n_groups + 1
             or group_ptr[T.n_groups] != indices.shape[0]
             or columns_ptr[T.n_groups] != block.stop - block.start
-            or max_degree > MAX_TABLE_DEGREE):
+            or row_weight.shape[0] != T.n_rows or max_degree > MAX_TABLE_DEGREE):
         raise ValueError("cd_epoch: a relation block's table, index or groups disagree "
                          "with the data")
     T.indptr = &indptr[0]
@@ -2098,14 +2124,17 @@ cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degr
     T.columns = &columns[0] if columns.shape[0] > 0 else NULL
     T.val_ptr = &val_ptr[0]
     T.values = &values[0] if values.shape[0] > 0 else NULL
+    T.row_weight = &row_weight[0]
     # Records wide enough for the widest kind of coordinate.
     cdef Py_ssize_t stride = table_moments(KIND_LINEAR, 0).stride
     if kernel == ALL_SUBSETS:
         stride = max(stride, table_moments(KIND_SUBSETS, 0).stride)
     else:
         stride = max(stride, table_moments(_kind(kernel, max_degree), max_degree).stride)
-    cdef double[::1] records = _buffer(workspace, name, n_threads * T.n_rows * stride + 1)
-    T.records = &records[0]
+    # Records start on a cache line (at degree 2, a record is one).
+    stride = (stride + 7) // 8 * 8
+    cdef double[::1] records = _buffer(workspace, name, n_threads * T.n_rows * stride + 8)
+    T.records = <double*> ((<size_t> &records[0] + 63) & ~(<size_t> 63))
     T.private = T.records + T.n_rows * stride
     return records.base
 

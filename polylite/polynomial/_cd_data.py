@@ -38,6 +38,8 @@ class TableBlock(NamedTuple):
     start: int               # its columns are start:stop
     stop: int
     position: int            # the direct groups before it (coordinate order)
+    row_weight: np.ndarray   # (n_rows,) float64: each table row's interactions' weight
+    row_count: np.ndarray    # (n_rows,) float64: their number
 
 
 class CDData(NamedTuple):

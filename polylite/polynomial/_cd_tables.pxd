@@ -24,6 +24,9 @@ cdef struct Table:
     const int64_t* columns
     const Py_ssize_t* val_ptr
     const double* values
+    const double* row_weight      # per table row, the weight of its interactions (the
+                                  # sum of s_i, or their count when the weights are
+                                  # uniform and the sums leave them out)
     double* records               # n_rows records of Moments.stride doubles
     double* private               # threads - 1 more copies, for the gather's sums
 
@@ -44,16 +47,15 @@ cdef struct Moments:
     Py_ssize_t R         # M
     Py_ssize_t W         # M (M + 1) / 2, the upper triangle row by row
     Py_ssize_t N         # M
+    # The squared loss (kappa_i = s_i): W's first entry is the table row's weight, given,
+    # and at degree 2 the noise moments N are W's diagonal, not summed apart.
+    bint squared
 
 
 cdef Moments table_moments(int kind, int degree) noexcept nogil
 
 cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
                      int threads) noexcept nogil
-
-cdef void table_add_to_slot(const Table* tables, Py_ssize_t count, const Moments* TM,
-                            double* state, const Layout* L, Py_ssize_t n,
-                            Py_ssize_t slot, int threads) noexcept nogil
 
 cdef void table_gather(const Table* T, const Moments* TM, double* state,
                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
@@ -66,6 +68,12 @@ cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
 cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
                         const double* scratch, const Threads* th,
                         int pass_threads) noexcept nogil
+
+cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, double p,
+                            double* sums) noexcept nogil
+
+cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
+                              double delta) noexcept nogil
 
 cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
                      Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil

@@ -65,6 +65,13 @@ cdef enum:
 cdef Moments table_moments(int kind, int degree) noexcept nogil:
     """The record layout of a block for coordinates of ``kind`` (an ANOVA kind: degree
     ``degree``): [B | B at the start | change | R | W | N]."""
+    return _layout(kind, degree)
+
+
+cdef inline Moments _layout(int kind, int degree) noexcept nogil:
+    """table_moments, inline: with ``kind`` and ``degree`` constants (the specialised
+    loops'), every offset is one too, and the compiler keeps the loops' sums in
+    registers."""
     cdef Moments TM
     TM.kind = kind
     TM.degree = degree
@@ -77,6 +84,18 @@ cdef Moments table_moments(int kind, int degree) noexcept nogil:
     else:
         TM.width = degree - 1
         TM.M = degree
+    TM.squared = False
+    if kind == 2:
+        # One cache line: [B | change (2) | R (2) | W (3)].  B at the pass's start is
+        # B less the change of A_1 (= D_1 at degree 2), and the noise bounds of phi are
+        # |phi|, so the noise moments are W's diagonal (with the curvature's weights).
+        TM.old = -1
+        TM.change = 1
+        TM.R = 3
+        TM.W = 5
+        TM.N = -1
+        TM.stride = 8
+        return TM
     TM.old = TM.width
     TM.change = 2 * TM.width
     TM.R = TM.change + TM.M
@@ -84,6 +103,30 @@ cdef Moments table_moments(int kind, int degree) noexcept nogil:
     TM.N = TM.W + TM.M * (TM.M + 1) // 2
     TM.stride = TM.N + TM.M
     return TM
+
+
+cdef inline bint _given_weight(const Moments* tm) noexcept nogil:
+    """W's first entry is the table row's weight (squared loss, phi_0 = 1)."""
+    return tm.squared and tm.kind != KIND_SUBSETS
+
+
+cdef inline bint _noise_in_W(const Moments* tm) noexcept nogil:
+    """The noise moments are W's diagonal (degree 2, see _layout)."""
+    return tm.kind == 2
+
+
+cdef inline double _noise(const Moments* tm, const double* rec, const double* bound,
+                          Py_ssize_t M) noexcept nogil:
+    """sum_u bound_u^2 N_u of a table row's record."""
+    cdef Py_ssize_t u
+    cdef double noise = 0
+    if tm.kind == KIND_LINEAR or tm.kind == KIND_SUBSETS:
+        return 0
+    if _noise_in_W(tm):
+        return bound[0] * bound[0] * rec[tm.W] + bound[1] * bound[1] * rec[tm.W + 2]
+    for u in range(M):
+        noise += bound[u] * bound[u] * rec[tm.N + u]
+    return noise
 
 
 cdef inline bint _range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
@@ -196,6 +239,19 @@ cdef inline void _add_product(double* out, const double* W, const double* psi,
             z += 1
 
 
+cdef inline void _add_outer_rest(double* W, const double* phi, double scale,
+                                 Py_ssize_t M) noexcept nogil:
+    """_add_outer without W's first entry (phi_0 = 1: the weight, given)."""
+    cdef Py_ssize_t u, v, z = 1
+    for v in range(1, M):
+        W[z] += scale * phi[v]
+        z += 1
+    for u in range(1, M):
+        for v in range(u, M):
+            W[z] += scale * phi[u] * phi[v]
+            z += 1
+
+
 cdef inline void _add_outer(double* W, const double* phi, double scale,
                             Py_ssize_t M) noexcept nogil:
     """W += scale phi phi^T (upper triangle row by row)."""
@@ -264,42 +320,6 @@ cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
         _fill_rows(t, threads, T, TM, factors)
 
 
-cdef void _add_rows(Py_ssize_t t, int threads, const Table* tables, Py_ssize_t count,
-                    const Moments* TM, double* state, const Layout* L, Py_ssize_t n,
-                    Py_ssize_t slot) noexcept nogil:
-    cdef Py_ssize_t i, u, b, lo, hi
-    cdef double* D
-    cdef const double* B
-    cdef const Table* T
-    if not _range(t, threads, n, &lo, &hi):
-        return
-    for i in range(lo, hi):
-        D = state + i * L.stride + slot
-        for b in range(count):
-            T = tables + b
-            if i + PREFETCH_AHEAD < hi:
-                POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * TM.stride)
-            B = T.records + T.index[i] * TM.stride
-            if TM.kind == KIND_SUBSETS:
-                D[0] *= B[0]
-                D[1] += B[1]
-            else:
-                for u in range(TM.width):
-                    D[u] += B[u]
-
-
-cdef void table_add_to_slot(const Table* tables, Py_ssize_t count, const Moments* TM,
-                            double* state, const Layout* L, Py_ssize_t n,
-                            Py_ssize_t slot, int threads) noexcept nogil:
-    """Add to each interaction's cache in ``slot`` the caches B of its table rows of the
-    ``count`` blocks ``tables``, in one pass."""
-    cdef Py_ssize_t t
-    if TM.width == 0 or count == 0:
-        return
-    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _add_rows(t, threads, tables, count, TM, state, L, n, slot)
-
-
 # ---- the moments ----------------------------------------------------------------------
 
 cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
@@ -311,22 +331,28 @@ cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
         return
     for r in range(lo, hi):
         rec = T.records + r * TM.stride
-        for u in range(TM.width):
-            rec[TM.old + u] = rec[u]
+        if TM.old >= 0:
+            for u in range(TM.width):
+                rec[TM.old + u] = rec[u]
         for u in range(TM.change, TM.stride):
             rec[u] = 0
+        if _given_weight(TM):
+            rec[TM.W] = T.row_weight[r]
         for other in range(threads - 1):
             rec = T.private + (other * T.n_rows + r) * TM.stride
             for u in range(TM.R, TM.stride):
                 rec[u] = 0
 
 
-cdef inline void _rest_cache(const Moments* TM, const double* D, const double* B,
+cdef inline void _rest_cache(const Moments* TM, const double* D, const double* rec,
                              double* E) noexcept nogil:
     """The cache of the part of a row outside the block: its whole cache D without the
-    block part's B."""
+    block part's cache at the start of the pass (of the table row's record ``rec``)."""
     cdef Py_ssize_t u
-    if TM.kind == KIND_SUBSETS:
+    cdef const double* B = rec + TM.old
+    if TM.kind == 2:
+        E[0] = D[0] - (rec[0] - rec[TM.change + 1])
+    elif TM.kind == KIND_SUBSETS:
         E[0] = D[0] / B[0]
         E[1] = D[1] - B[1]
     else:
@@ -335,17 +361,18 @@ cdef inline void _rest_cache(const Moments* TM, const double* D, const double* B
 
 
 cdef inline void _gather_row(const Table* T, const Moments* tm, const double* row,
-                             Py_ssize_t i, const Layout* L, Py_ssize_t cur, double* sums,
+                             Py_ssize_t r, const Layout* L, Py_ssize_t cur, double* sums,
                              Py_ssize_t M, bint simple) noexcept nogil:
-    """Add interaction i's share to its table row's moments in ``sums``."""
-    cdef Py_ssize_t u, r = T.index[i]
+    """Add the share of an interaction of table row r (its record ``row``) to the table
+    row's moments in ``sums``."""
+    cdef Py_ssize_t u
     cdef double dl, kappa, weight, y
     cdef double E[MAX_MOMENTS]
     cdef double phi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    cdef double* rec
+    cdef double* rec = sums + r * tm.stride
     if tm.kind != KIND_LINEAR:
-        _rest_cache(tm, row + cur, T.records + r * tm.stride + tm.old, E)
+        _rest_cache(tm, row + cur, T.records + r * tm.stride, E)
     _phi(tm, E, phi, bound)
     if simple:
         weight = 1
@@ -356,11 +383,15 @@ cdef inline void _gather_row(const Table* T, const Moments* tm, const double* ro
         weight = row[L.weight] if L.weight >= 0 else 1.0
         dl = weight * loss_majorizer(L.loss, y, row[PRED], &kappa)
         kappa *= weight
-    rec = sums + r * tm.stride
     for u in range(M):
         rec[tm.R + u] += dl * phi[u]
-        rec[tm.N + u] += weight * bound[u] * bound[u]
-    _add_outer(rec + tm.W, phi, kappa, M)
+    if not _noise_in_W(tm) and tm.kind != KIND_LINEAR and tm.kind != KIND_SUBSETS:
+        for u in range(M):
+            rec[tm.N + u] += weight * bound[u] * bound[u]
+    if _given_weight(tm):  # W's first entry is given: the rest of the triangle
+        _add_outer_rest(rec + tm.W, phi, kappa, M)
+    else:
+        _add_outer(rec + tm.W, phi, kappa, M)
 
 
 cdef inline void _push_row(const Table* T, const Moments* tm, double* row, Py_ssize_t i,
@@ -376,7 +407,7 @@ cdef inline void _push_row(const Table* T, const Moments* tm, double* row, Py_ss
     if tm.kind == KIND_LINEAR:
         row[PRED] += rec[tm.change]
         return
-    _rest_cache(tm, D, rec + tm.old, E)
+    _rest_cache(tm, D, rec, E)
     _phi(tm, E, phi, bound)
     row[PRED] += _dot(phi, rec + tm.change, M)
     if tm.kind == KIND_SUBSETS:
@@ -397,10 +428,8 @@ cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
     uniform weights)."""
     cdef Py_ssize_t i
     cdef double* row
-    cdef Moments tm = TM[0]
-    tm.kind = kind
-    tm.degree = degree
-    tm.M = M
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(sums + T.index[i + PREFETCH_AHEAD] * tm.stride)
@@ -409,7 +438,7 @@ cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
         row = state + i * L.stride
         if done != NULL:
             _push_row(done, &tm, row, i, cur, M)
-        _gather_row(T, &tm, row, i, L, cur, sums, M, simple)
+        _gather_row(T, &tm, row, T.index[i], L, cur, sums, M, simple)
 
 
 cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Table* done,
@@ -496,50 +525,63 @@ cdef inline Entries _entries(const Table* T, Py_ssize_t g) noexcept nogil:
     return ent
 
 
+cdef inline void _entry_sums(const Moments* tm, const double* rec, double x, double p,
+                             double* sums, Py_ssize_t M) noexcept nogil:
+    """Add one entry's shares to a column's sums (gradient, curvature, noise bound)."""
+    cdef double noise
+    cdef double psi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    _psi(tm, rec, p * x, psi, bound)
+    noise = _noise(tm, rec, bound, M)
+    sums[0] += x * _dot(psi, rec + tm.R, M)
+    sums[1] += x * x * _quadratic(rec + tm.W, psi, M)
+    sums[2] += x * x * M * noise
+
+
+cdef inline void _column_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
+                              const Table* T, const Moments* TM, double p, double* sums,
+                              int kind, int degree, Py_ssize_t M) noexcept nogil:
+    """The sums of the entries lo..hi-1 of a group of one column, whose value is ``p``,
+    into ``sums`` (kind, degree and M literal constants at the call sites)."""
+    cdef Py_ssize_t e, r
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
+    for e in range(lo, hi):
+        r = ent.rows[e] if ent.rows != NULL else e
+        if ent.rows != NULL and e + PREFETCH_AHEAD < hi:
+            POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD] * tm.stride)
+        _entry_sums(&tm, T.records + r * tm.stride,
+                    ent.values[e] if ent.values != NULL else 1.0, p, sums, M)
+
+
 cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                                 const Table* T, const Moments* TM, double* own,
                                 int kind, int degree, Py_ssize_t M,
                                 bint single) noexcept nogil:
-    """The sums of the entries lo..hi-1 (kind, degree, M and ``single``, the group has
-    one column, literal constants at the call sites)."""
-    cdef Py_ssize_t e, r, u
-    cdef double x, p, noise
-    cdef double psi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    """The sums of the entries lo..hi-1, into their columns' scratch records (kind,
+    degree, M and ``single``, the group has one column, literal constants at the call
+    sites)."""
+    cdef Py_ssize_t e, r
+    cdef double x
     cdef double sums[3]
-    cdef const double* rec
     cdef double* col = own + ent.column * COL_STRIDE
-    cdef Moments tm = TM[0]
-    tm.kind = kind
-    tm.degree = degree
-    tm.M = M
-    p = col[COL_P]
-    sums[0] = sums[1] = sums[2] = 0
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
+    if single:
+        # One column: its sums kept in registers until the end.
+        sums[0] = sums[1] = sums[2] = 0
+        _column_loop(ent, lo, hi, T, TM, col[COL_P], sums, kind, degree, M)
+        col[COL_GRAD] += sums[0]
+        col[COL_CURV] += sums[1]
+        col[COL_NOISE] += sums[2]
+        return
     for e in range(lo, hi):
         r = ent.rows[e] if ent.rows != NULL else e
         if ent.rows != NULL and e + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD] * tm.stride)
         x = ent.values[e] if ent.values != NULL else 1.0
-        if not single:
-            col = own + ent.columns[e] * COL_STRIDE
-            p = col[COL_P]
-        rec = T.records + r * tm.stride
-        _psi(&tm, rec, p * x, psi, bound)
-        noise = 0
-        for u in range(M):
-            noise += bound[u] * bound[u] * rec[tm.N + u]
-        if single:
-            sums[0] += x * _dot(psi, rec + tm.R, M)
-            sums[1] += x * x * _quadratic(rec + tm.W, psi, M)
-            sums[2] += x * x * M * noise
-        else:
-            col[COL_GRAD] += x * _dot(psi, rec + tm.R, M)
-            col[COL_CURV] += x * x * _quadratic(rec + tm.W, psi, M)
-            col[COL_NOISE] += x * x * M * noise
-    if single:
-        col[COL_GRAD] += sums[0]
-        col[COL_CURV] += sums[1]
-        col[COL_NOISE] += sums[2]
+        col = own + ent.columns[e] * COL_STRIDE
+        _entry_sums(&tm, T.records + r * tm.stride, x, col[COL_P], col + COL_GRAD, M)
 
 
 cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
@@ -586,6 +628,22 @@ cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
         _gradient_entries(t, pass_threads, T, TM, g, scratch, th)
 
 
+cdef inline void _entry_update(const Moments* tm, double* rec, double x, double p,
+                               double delta, Py_ssize_t M) noexcept nogil:
+    """Apply a step ``delta`` of a column of value ``p`` to the table row of its entry x:
+    the rows of table row r move by delta x <phi_i, psi>, so their derivatives' sum R by
+    delta x W psi and the block part's terms by delta x psi."""
+    cdef Py_ssize_t u
+    cdef double psi[MAX_MOMENTS]
+    cdef double bound[MAX_MOMENTS]
+    _psi(tm, rec, p * x, psi, bound)
+    _add_product(rec + tm.R, rec + tm.W, psi, delta * x, M)
+    for u in range(M):
+        rec[tm.change + u] += delta * x * psi[u]
+    if tm.kind != KIND_LINEAR:
+        _swap_factor(rec, tm.kind, tm.width, p * x, (p + delta) * x)
+
+
 cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                               const Table* T, const Moments* TM, const double* scratch,
                               int kind, int degree, Py_ssize_t M) noexcept nogil:
@@ -595,10 +653,8 @@ cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
     cdef double bound[MAX_MOMENTS]
     cdef const double* col = scratch + ent.column * COL_STRIDE
     cdef double* rec
-    cdef Moments tm = TM[0]
-    tm.kind = kind
-    tm.degree = degree
-    tm.M = M
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
     delta = col[COL_STEP]
     p = col[COL_P]
     if ent.columns == NULL and delta == 0:
@@ -611,16 +667,8 @@ cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                 continue
             p = col[COL_P]
         r = ent.rows[e] if ent.rows != NULL else e
-        x = ent.values[e] if ent.values != NULL else 1.0
-        rec = T.records + r * tm.stride
-        _psi(&tm, rec, p * x, psi, bound)
-        # The rows of table row r move by delta x <phi_i, psi>: their derivatives' sum R
-        # by delta x W psi, the block part's terms by delta x psi.
-        _add_product(rec + tm.R, rec + tm.W, psi, delta * x, M)
-        for u in range(M):
-            rec[tm.change + u] += delta * x * psi[u]
-        if kind != KIND_LINEAR:
-            _swap_factor(rec, kind, tm.width, p * x, (p + delta) * x)
+        _entry_update(&tm, T.records + r * tm.stride,
+                      ent.values[e] if ent.values != NULL else 1.0, p, delta, M)
 
 
 cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
@@ -655,6 +703,47 @@ cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
         _update_entries(t, pass_threads, T, TM, g, scratch)
 
 
+# ---- a group of one column, on one thread -----------------------------------------------
+
+cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, double p,
+                            double* sums) noexcept nogil:
+    """The sums (gradient, curvature, noise bound; the last two of N_TERMS zero) of
+    group g, of one column whose value is ``p``: the group's pass without scratch
+    records, for the many short groups of one column (an implicit set's columns)."""
+    cdef Entries ent = _entries(T, g)
+    sums[0] = sums[1] = sums[2] = sums[3] = sums[4] = 0
+    if TM.kind == KIND_LINEAR:
+        _column_loop(&ent, 0, ent.count, T, TM, p, sums, KIND_LINEAR, 0, 1)
+    elif TM.kind == KIND_SUBSETS:
+        _column_loop(&ent, 0, ent.count, T, TM, p, sums, KIND_SUBSETS, 0, 1)
+    elif TM.kind == 2:
+        _column_loop(&ent, 0, ent.count, T, TM, p, sums, 2, 2, 2)
+    elif TM.kind == 3:
+        _column_loop(&ent, 0, ent.count, T, TM, p, sums, 3, 3, 3)
+    else:
+        _column_loop(&ent, 0, ent.count, T, TM, p, sums, TM.kind, TM.degree, TM.M)
+
+
+cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
+                              double delta) noexcept nogil:
+    """Apply the step ``delta`` of group g's one column (of value ``p`` before it)."""
+    cdef Py_ssize_t e, r
+    cdef Entries ent = _entries(T, g)
+    cdef Moments tm = TM[0]
+    if TM.kind == 2:
+        tm = _layout(2, 2)
+        tm.squared = TM.squared
+        for e in range(ent.count):
+            r = ent.rows[e] if ent.rows != NULL else e
+            _entry_update(&tm, T.records + r * tm.stride,
+                          ent.values[e] if ent.values != NULL else 1.0, p, delta, 2)
+        return
+    for e in range(ent.count):
+        r = ent.rows[e] if ent.rows != NULL else e
+        _entry_update(&tm, T.records + r * tm.stride,
+                      ent.values[e] if ent.values != NULL else 1.0, p, delta, tm.M)
+
+
 # ---- back to the rows ------------------------------------------------------------------
 
 cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
@@ -662,10 +751,8 @@ cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
                             Py_ssize_t cur, int kind, int degree,
                             Py_ssize_t M) noexcept nogil:
     cdef Py_ssize_t i
-    cdef Moments tm = TM[0]
-    tm.kind = kind
-    tm.degree = degree
-    tm.M = M
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * tm.stride)

@@ -178,8 +178,9 @@ def _relational_cd_data(X, sw, kernel, n_jobs):
         row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
         support += np.bincount(indices, weights=np.repeat(row_weight, np.diff(indptr)),
                                minlength=d)
+        row_count = np.bincount(block.index, minlength=table.shape[0]).astype(np.float64)
         blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
-                                 start, stop, position))
+                                 start, stop, position, row_weight, row_count))
         x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
     return CDData(direct, groups, support, cd_threads(n_jobs, n, d, x_bytes), tuple(blocks))
 

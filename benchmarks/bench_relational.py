@@ -1,0 +1,394 @@
+"""Relational input: each user's and item's part stored once, against the expanded rows
+and against libFM's and myFM's relational data, all in this script.
+
+Parts (``--parts``; each runs in a process of its own, so that its peak memory is its
+own):
+
+- ``movielens``: MovieLens 100K, u1 split, the ``side`` encoding of
+  ``bench_bayes_movielens.py`` (ids, the items each user rated and the users who rated
+  each item, user and movie side features: 312 nonzeros per rating, 5,328 columns; one
+  prior group per field; k = 10, degree 2).  CPU seconds per Gibbs sweep of polylite on
+  the CSR rows and on the relational input (``FieldEncoder(output="relational")``), of
+  libFM 1.4.4 with ``--relation`` (``--libfm``: its binary, built with make; its own
+  ``convert`` and ``transpose`` tools beside it write the relation files) and of myFM
+  (its ``RelationBlock``, and a plain CSR), the tools alternating ``--repeats`` times
+  (medians); CPU seconds per coordinate descent epoch of
+  :class:`~polylite.FactorizationMachineRegressor` on both inputs; the test RMSE
+  (predictions clipped to [1, 5]) after ``--sweeps`` sweeps of each sampler.  A tool's
+  seconds per sweep are those of a run of ``--timing-sweeps`` sweeps less a run of 2,
+  over the difference, so loading the data does not count.
+- ``scale``: MovieLens-10M-sized synthetic data (``make_recommender(10**7, 70_000,
+  10_000, implicit="both", output="relational")``, popularity exponent 0.5: users with
+  143 ratings and items with 1,000 on average, both implicit sets), k = 10: wall and CPU
+  seconds of one Gibbs sweep and one coordinate descent epoch on 1 and 2 threads, the
+  process's peak memory, and the size of the expanded CSR that was never built.
+- ``degree3``: the same sweep and epoch at degree 3 (factor matrices of degrees 2 and 3)
+  against degree 2, on the MovieLens ``side`` input and on the synthetic data.
+- ``solvers``: where computing once per table row pays for the other solvers: an L-BFGS
+  value and gradient (a gradient pass over the table rows) and an SGD epoch (which steps
+  on each row's expanded features, a chunk of rows at a time) on the MovieLens input,
+  against the same on the CSR rows.
+
+    python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
+        [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
+        [--sweeps 200] [--timing-sweeps 22] [--repeats 3] [--scale-rows 10000000]
+"""
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from bench_bayes_movielens import encoder_for  # noqa: E402
+from bench_link_prediction import side_tables  # noqa: E402
+
+from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
+                      FactorizationMachineRegressor)
+from polylite.datasets import load_movielens, make_recommender  # noqa: E402
+from polylite.polynomial import _cd  # noqa: E402
+
+
+# ---- data ---------------------------------------------------------------------------------
+
+def movielens_side(path):
+    """u1's training and test rows in the ``side`` encoding: CSR and relational, the
+    targets and the field of each column."""
+    data = load_movielens(path, splits=["u1"])
+    ratings = data.ratings
+    table = {"user_id": ratings.user_id, "item_id": ratings.item_id}
+    train_rows, test_rows = data.splits["u1"]
+    train, test = ({key: column[rows] for key, column in table.items()}
+                   for rows in (train_rows, test_rows))
+    users, items = side_tables(data)
+    encoder = encoder_for("side", "sqrt").fit(train, users=users, items=items)
+    fields = np.repeat(np.arange(len(encoder.fields_)),
+                       [field.stop - field.start for field in encoder.fields_])
+    csr = encoder.transform(train), encoder.transform(test)
+    encoder.set_params(output="relational")
+    relational = encoder.transform(train), encoder.transform(test)
+    return dict(csr=csr, relational=relational, y=(ratings.rating[train_rows],
+                                                   ratings.rating[test_rows]),
+                fields=fields, widths=[f.stop - f.start for f in encoder.fields_])
+
+
+def rmse(prediction, y):
+    return float(np.sqrt(np.mean((np.clip(prediction, 1, 5) - y) ** 2)))
+
+
+def cpu_seconds(fn):
+    """(CPU seconds of this process and its children, wall seconds) of fn()."""
+    before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    cpu = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime
+              for a, b in zip(after, before))
+    return cpu, wall, out
+
+
+def per_sweep(run, sweeps):
+    """CPU seconds per sweep of ``run(n_sweeps)``: a run of ``sweeps`` less one of 2."""
+    long_cpu, _, out = cpu_seconds(lambda: run(sweeps))
+    short_cpu, _, _ = cpu_seconds(lambda: run(2))
+    return (long_cpu - short_cpu) / (sweeps - 2), out
+
+
+# ---- the samplers ---------------------------------------------------------------------------
+
+def polylite_chain(X, y, fields, sweeps, X_test=None, degree=2, n_jobs=None):
+    est = BayesianFactorizationMachineRegressor(
+        degree=degree, n_components=10, n_iter=sweeps, n_burn_in=min(20, sweeps - 1),
+        n_kept=sweeps, random_state=0, n_jobs=n_jobs)
+    est.fit(X, y, feature_groups=fields)
+    return None if X_test is None else est.predict(X_test)
+
+
+class LibFM:
+    """libFM's MCMC on relation blocks: the user and item tables written once (its own
+    convert and transpose tools make the binary .x and .xt files), the ratings' files
+    without features."""
+
+    def __init__(self, binary, ml, folder):
+        self.binary, self.folder = binary, folder
+        tools = os.path.dirname(binary)
+        X, X_test = ml["relational"]
+        y, y_test = ml["y"]
+        start = 0
+        for name, block, test_block in zip(("user", "item"), X.blocks, X_test.blocks):
+            table = block.table
+            base = os.path.join(folder, name)
+            with open(base + ".libfm", "w") as out:
+                for r in range(table.shape[0]):
+                    row = table[r]
+                    out.write("0 " + " ".join(f"{j}:{v:.9g}" for j, v in
+                                              zip(row.indices, row.data)) + "\n")
+            subprocess.run([os.path.join(tools, "convert"), "--ifile", base + ".libfm",
+                            "--ofilex", base + ".x", "--ofiley", base + ".y"], check=True,
+                           capture_output=True)
+            subprocess.run([os.path.join(tools, "transpose"), "--ifile", base + ".x",
+                            "--ofile", base + ".xt"], check=True, capture_output=True)
+            np.savetxt(base + ".train", block.index, fmt="%d")
+            np.savetxt(base + ".test", test_block.index, fmt="%d")
+            # One group per field, numbered within the block.
+            groups = ml["fields"][start:start + table.shape[1]]
+            np.savetxt(base + ".groups", groups - groups.min(), fmt="%d")
+            start += table.shape[1]
+        for name, target in (("train", y), ("test", y_test)):
+            np.savetxt(os.path.join(folder, name + ".libfm"), target, fmt="%g")
+        self.y_test = y_test
+
+    def run(self, sweeps, degree_dims="1,1,10"):
+        out = os.path.join(self.folder, "predictions.txt")
+        f = lambda name: os.path.join(self.folder, name)  # noqa: E731
+        subprocess.run([self.binary, "-task", "r", "-method", "mcmc", "-dim", degree_dims,
+                        "-iter", str(sweeps), "-init_stdev", "0.1", "-seed", "0",
+                        "-train", f("train.libfm"), "-test", f("test.libfm"),
+                        "-relation", f"{f('user')},{f('item')}", "-out", out],
+                       check=True, capture_output=True)
+        return np.loadtxt(out)
+
+
+def myfm_chain(ml, sweeps, relational=True):
+    import myfm
+    from myfm import RelationBlock
+    X, X_test = ml["relational" if relational else "csr"]
+    y = ml["y"][0]
+    fm = myfm.MyFMRegressor(rank=10, random_seed=0)
+    if relational:
+        blocks = [RelationBlock(b.index, b.table) for b in X.blocks]
+        test_blocks = [RelationBlock(b.index, b.table) for b in X_test.blocks]
+        fm.fit(None, y, X_rel=blocks, group_shapes=ml["widths"], n_iter=sweeps,
+               n_kept_samples=max(sweeps - 20, 1), callback=None)
+        return fm.predict(None, X_rel=test_blocks)
+    fm.fit(X, y, group_shapes=ml["widths"], n_iter=sweeps,
+           n_kept_samples=max(sweeps - 20, 1))
+    return fm.predict(X_test)
+
+
+def cd_epoch_seconds(X, y, degree=2, n_jobs=None, epochs=3):
+    """Median CPU and wall seconds of the epochs of a coordinate descent fit."""
+    epoch, times = _cd.cd_epoch, []
+
+    def timed(*args, **kwargs):
+        cpu, wall, out = cpu_seconds(lambda: epoch(*args, **kwargs))
+        times.append((cpu, wall))
+        return out
+
+    _cd.cd_epoch = timed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            FactorizationMachineRegressor(degree=degree, n_components=10, solver="cd",
+                                          max_iter=epochs, n_jobs=n_jobs,
+                                          random_state=0).fit(X, y)
+    finally:
+        _cd.cd_epoch = epoch
+    return np.median([t[0] for t in times]), np.median([t[1] for t in times])
+
+
+def sweep_seconds(X, y, fields, degree=2, n_jobs=None, sweeps=3):
+    """Median CPU and wall seconds of the sweeps of a Gibbs chain (the parameter draws;
+    the hyperparameters' draws, NumPy on the parameters, come on top)."""
+    epoch, times = _cd.cd_epoch, []
+
+    def timed(*args, **kwargs):
+        cpu, wall, out = cpu_seconds(lambda: epoch(*args, **kwargs))
+        times.append((cpu, wall))
+        return out
+
+    _cd.cd_epoch = timed
+    try:
+        polylite_chain(X, y, fields, sweeps, degree=degree, n_jobs=n_jobs)
+    finally:
+        _cd.cd_epoch = epoch
+    return np.median([t[0] for t in times]), np.median([t[1] for t in times])
+
+
+# ---- the parts ------------------------------------------------------------------------------
+
+def part_movielens(args):
+    ml = movielens_side(args.data)
+    X, X_test = ml["relational"]
+    Xc, Xc_test = ml["csr"]
+    y, y_test = ml["y"]
+    print(f"MovieLens 100K u1, 'side' encoding: {Xc.shape[0]} ratings x {Xc.shape[1]} "
+          f"columns, {Xc.nnz / Xc.shape[0]:.0f} nonzeros per row expanded; relational: "
+          f"{X.nnz} nonzeros stored in {len(X.blocks)} tables; k = 10, degree 2")
+    libfm = None
+    if args.libfm:
+        folder = tempfile.mkdtemp()
+        libfm = LibFM(args.libfm, ml, folder)
+    try:
+        import myfm  # noqa: F401
+        has_myfm = True
+    except ImportError:
+        has_myfm = False
+    tools = {"polylite relational": lambda s: polylite_chain(X, y, ml["fields"], s),
+             "polylite CSR": lambda s: polylite_chain(Xc, y, ml["fields"], s)}
+    if libfm is not None:
+        tools["libFM --relation"] = libfm.run
+    if has_myfm:
+        tools["myFM RelationBlock"] = lambda s: myfm_chain(ml, s, True)
+        tools["myFM CSR"] = lambda s: myfm_chain(ml, s, False)
+    seconds = {name: [] for name in tools}
+    for _ in range(args.repeats):
+        for name, run in tools.items():
+            sweeps = args.timing_sweeps if "CSR" not in name else max(
+                4, args.timing_sweeps // 4)
+            seconds[name].append(per_sweep(run, sweeps)[0])
+    reference = np.median(seconds["polylite relational"])
+    print(f"\n{'Gibbs sampler':>20} {'cpu s/sweep':>12} {'x polylite rel.':>16}")
+    for name, values in seconds.items():
+        median = np.median(values)
+        print(f"{name:>20} {median:>12.4f} {median / reference:>16.2f}", flush=True)
+    cd = {name: cd_epoch_seconds(rows, y)[0] for name, rows in
+          (("relational", X), ("CSR", Xc))}
+    print(f"\n{'CD epoch':>20} {'cpu s/epoch':>12} {'x relational':>16}")
+    for name, cpu in cd.items():
+        print(f"{name:>20} {cpu:>12.4f} {cpu / cd['relational']:>16.2f}", flush=True)
+    print(f"\ntest RMSE after {args.sweeps} sweeps (clipped to [1, 5]):")
+    runs = {"polylite relational": lambda: polylite_chain(X, y, ml["fields"], args.sweeps,
+                                                          X_test)}
+    if args.csr_rmse:
+        runs["polylite CSR"] = lambda: polylite_chain(Xc, y, ml["fields"], args.sweeps,
+                                                      Xc_test)
+    if libfm is not None:
+        runs["libFM --relation"] = lambda: libfm.run(args.sweeps)
+    if has_myfm:
+        runs["myFM RelationBlock"] = lambda: myfm_chain(ml, args.sweeps, True)
+    for name, run in runs.items():
+        print(f"{name:>20} {rmse(run(), y_test):>8.4f}", flush=True)
+    if libfm is not None:
+        shutil.rmtree(libfm.folder)
+
+
+def scale_data(rows):
+    return make_recommender(rows, 70_000, 10_000, 0, implicit="both", output="relational",
+                            popularity_exponent=0.5, random_state=0)
+
+
+def part_scale(args):
+    start = time.perf_counter()
+    X, y = scale_data(args.scale_rows)
+    made = time.perf_counter() - start
+    users, items = (np.bincount(b.index) for b in X.blocks)
+    expanded = X.expanded_nnz
+    print(f"synthetic: {X.shape[0]} ratings, {X.blocks[0].table.shape[0]} users "
+          f"({users.mean():.0f} ratings each on average, at most {users.max()}), "
+          f"{X.blocks[1].table.shape[0]} items ({items.mean():.0f}, at most "
+          f"{items.max()}); {X.shape[1]} columns; made in {made:.1f} s")
+    print(f"stored: {X.nnz} table nonzeros; the expanded CSR would hold {expanded:.3g} "
+          f"nonzeros, {expanded * 12 / 2**30:.0f} GiB (float64 values, int32 indices)")
+    print(f"\n{'pass':>12} {'n_jobs':>6} {'wall s':>8} {'cpu s':>8}")
+    fields = np.repeat([0, 1, 2, 3], [70_000, 10_000, 10_000, 70_000])
+    for n_jobs in (1, 2):
+        cpu, wall = cd_epoch_seconds(X, y, n_jobs=n_jobs, epochs=2)
+        print(f"{'CD epoch':>12} {n_jobs:>6} {wall:>8.2f} {cpu:>8.2f}", flush=True)
+        cpu, wall = sweep_seconds(X, y, fields, n_jobs=n_jobs, sweeps=2)
+        print(f"{'Gibbs sweep':>12} {n_jobs:>6} {wall:>8.2f} {cpu:>8.2f}", flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"peak memory of this process: {peak:.2f} GiB")
+
+
+def part_degree3(args):
+    ml = movielens_side(args.data)
+    X = ml["relational"][0]
+    y = ml["y"][0]
+    print(f"{'data':>10} {'degree':>6} {'sweep cpu s':>12} {'epoch cpu s':>12}")
+    for degree in (2, 3):
+        sweep = sweep_seconds(X, y, ml["fields"], degree=degree, sweeps=5)[0]
+        epoch = cd_epoch_seconds(X, y, degree=degree)[0]
+        print(f"{'MovieLens':>10} {degree:>6} {sweep:>12.4f} {epoch:>12.4f}", flush=True)
+    X, y = scale_data(args.scale_rows)
+    fields = np.repeat([0, 1, 2, 3], [70_000, 10_000, 10_000, 70_000])
+    for degree in (2, 3):
+        sweep = sweep_seconds(X, y, fields, degree=degree, n_jobs=2, sweeps=2)[1]
+        epoch = cd_epoch_seconds(X, y, degree=degree, n_jobs=2, epochs=2)[1]
+        print(f"{'synthetic':>10} {degree:>6} {sweep:>11.2f}w {epoch:>11.2f}w "
+              f"(wall, 2 threads)", flush=True)
+
+
+def part_solvers(args):
+    from polylite.polynomial import _solvers
+    ml = movielens_side(args.data)
+    y = ml["y"][0]
+    print(f"{'solver':>22} {'input':>10} {'cpu s':>8} {'x relational':>13}")
+    for solver in ("lbfgs", "sgd"):
+        seconds = {}
+        for name in ("relational", "csr"):
+            X = ml[name][0]
+            est = FactorizationMachineRegressor(n_components=10, solver=solver,
+                                                max_iter=1, random_state=0)
+            if solver == "lbfgs":
+                calls = []
+                data_gradient = (_solvers.cd_data_gradient if name == "relational"
+                                 else _solvers.data_gradient)
+                name_of = ("cd_data_gradient" if name == "relational"
+                           else "data_gradient")
+
+                def timed(*a, _fn=data_gradient, **k):
+                    cpu, _, out = cpu_seconds(lambda: _fn(*a, **k))
+                    calls.append(cpu)
+                    return out
+
+                setattr(_solvers, name_of, timed)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est.set_params(max_iter=3).fit(X, y)
+                finally:
+                    setattr(_solvers, name_of, data_gradient)
+                seconds[name] = np.median(calls)
+                label = "L-BFGS value+gradient"
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    seconds[name] = cpu_seconds(lambda: est.fit(X, y))[0]
+                label = "SGD epoch (whole fit)"
+        for name, cpu in seconds.items():
+            print(f"{label:>22} {name:>10} {cpu:>8.3f} {cpu / seconds['relational']:>13.2f}",
+                  flush=True)
+
+
+PARTS = {"movielens": part_movielens, "scale": part_scale, "degree3": part_degree3,
+         "solvers": part_solvers}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.path.join(
+        HERE, "..", "..", "shared", "data", "movielens", "ml-100k"))
+    parser.add_argument("--libfm", default=None, help="path of libFM's binary")
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS))
+    parser.add_argument("--sweeps", type=int, default=200)
+    parser.add_argument("--timing-sweeps", type=int, default=22)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scale-rows", type=int, default=10_000_000)
+    parser.add_argument("--csr-rmse", action="store_true",
+                        help="also score polylite's chain on the CSR rows (slow)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        PARTS[args.child](args)
+        return
+    for part in args.parts:
+        print(f"\n== {part} ==", flush=True)
+        subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child", part],
+                       check=True)
+
+
+if __name__ == "__main__":
+    main()
