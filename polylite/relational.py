@@ -207,7 +207,13 @@ class RelationalMatrix:
         return [part for part in self.parts if isinstance(part, RelationBlock)]
 
     def block_columns(self):
-        """(start, stop) of each block's columns, in column order."""
+        """Where the blocks' columns lie.
+
+        Returns
+        -------
+        columns : list of (int, int)
+            ``(start, stop)`` of each block's columns, in column order.
+        """
         return [(int(self.offsets[p]), int(self.offsets[p + 1]))
                 for p, part in enumerate(self.parts) if isinstance(part, RelationBlock)]
 
@@ -229,8 +235,14 @@ class RelationalMatrix:
         return total
 
     def direct(self):
-        """The direct parts as one CSR matrix of every column (the blocks' columns
-        empty), with indices wide enough for all of them (made once, then kept)."""
+        """The direct parts as one matrix of every column.
+
+        Returns
+        -------
+        X_direct : csr_matrix of shape (n_interactions, n_features)
+            The direct parts' entries at their columns, the blocks' columns empty, with
+            indices wide enough for all of them (made once, then kept).
+        """
         if getattr(self, "_direct", None) is None:
             self._direct = self._make_direct()
         return self._direct
@@ -249,8 +261,14 @@ class RelationalMatrix:
         return out
 
     def to_csr(self):
-        """The expanded rows: each interaction's direct part and table rows, as one CSR
-        matrix of shape ``self.shape`` (memory of ``expanded_nnz`` entries)."""
+        """The expanded rows.
+
+        Returns
+        -------
+        X : csr_matrix of shape (n_interactions, n_features)
+            Each interaction's direct part and table rows, as one CSR matrix: the memory
+            of ``expanded_nnz`` entries.
+        """
         n = self.shape[0]
         pieces = []
         for part in self.parts:
@@ -289,7 +307,17 @@ class RelationalMatrix:
         return out
 
     def astype(self, dtype):
-        """The same rows with values of ``dtype`` (float32 or float64)."""
+        """The same rows with values of another dtype.
+
+        Parameters
+        ----------
+        dtype : {np.float64, np.float32}
+
+        Returns
+        -------
+        X : RelationalMatrix
+            ``self`` when it has that dtype already, else a converted copy.
+        """
         if np.dtype(dtype) == self.dtype:
             return self
         return RelationalMatrix(self.parts, dtype=dtype)
