@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import kernels
 from ._validation import check_choice, check_number
 from .preprocessing import FieldEncoder, _codes, _columns
+from .relational import RelationalMatrix, RelationBlock
 
 __all__ = ["recommend", "score_items"]
 
@@ -137,11 +138,22 @@ def _per_component(X, P, gamma, kernel, degree):
     return out
 
 
-def _pair_scores(model, Xu, Xi):
-    """Scores of every (user row, item row) pair, by the model on the pair rows."""
+def _pair_scores(model, Xu, Xi, widths):
+    """Scores of every (user row, item row) pair, by the model on the pair rows: for a
+    model that takes relational input, the user rows (with their context) and the item
+    rows as relation blocks (each row stored once, its share computed once), else the
+    expanded CSR rows.  ``widths``: the columns of the user part and of the item part."""
     n_u, n_i = Xu.shape[0], Xi.shape[0]
-    rows = sp.csr_matrix(Xu[np.repeat(np.arange(n_u), n_i)] +
-                         Xi[np.tile(np.arange(n_i), n_u)])
+    user_index, item_index = np.repeat(np.arange(n_u), n_i), np.tile(np.arange(n_i), n_u)
+    if getattr(model, "_takes_relational", False):
+        u_w, i_w = widths
+        parts = [RelationBlock(user_index, Xu[:, :u_w]),
+                 RelationBlock(item_index, Xi[:, u_w:u_w + i_w])]
+        if Xu.shape[1] > u_w + i_w:  # the context, per user
+            parts.append(RelationBlock(user_index, Xu[:, u_w + i_w:]))
+        rows = RelationalMatrix(parts, dtype=Xu.dtype)
+    else:
+        rows = sp.csr_matrix(Xu[user_index] + Xi[item_index])
     score = model.decision_function if is_classifier(model) else model.predict
     return np.asarray(score(rows), dtype=np.float64).reshape(n_u, n_i)
 
@@ -186,7 +198,8 @@ def _prepare(estimator, users, items, encoder, context, method):
     if use_factors:
         factors = _Factors(model, Xu, Xi)
         return (lambda rows: factors.scores(rows)), encoder, users, items
-    return (lambda rows: _pair_scores(model, Xu[rows], Xi)), encoder, users, items
+    widths = (encoder._side_rows["user"].shape[1], encoder._side_rows["item"].shape[1])
+    return (lambda rows: _pair_scores(model, Xu[rows], Xi, widths)), encoder, users, items
 
 
 def _batches(n_users, n_items, batch_size, pairs):

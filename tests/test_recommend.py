@@ -214,3 +214,50 @@ def test_top_orders_equal_scores_by_candidate():
     top = _top(scores, 3)
     assert top[0].tolist() == [1, 2, 4]
     assert sorted(top[1]) == top[1].tolist()  # which tied items are kept: unspecified
+
+
+@pytest.mark.parametrize("name", ["fm3", "all-subsets"])
+def test_relational_encoder_output_in_a_pipeline(name):
+    """A pipeline whose encoder gives relational rows fits, predicts and recommends as
+    one giving CSR rows (the same columns, the same model)."""
+    csr, *_ = _fitted(MODELS[name], implicit="both")
+    rel, _, users, items = _fitted(MODELS[name], implicit="both", output="relational")
+    u = users["user_id"]
+    np.testing.assert_allclose(rel[-1].P_, csr[-1].P_, rtol=1e-9, atol=1e-12)
+    for method in ("factored", "pairs"):
+        np.testing.assert_allclose(score_items(rel, u, method=method),
+                                   score_items(csr, u, method=method), rtol=1e-9,
+                                   atol=1e-12)
+
+
+def test_bayesian_models_are_scored_on_relational_pair_rows():
+    """A model whose scores do not split (a Bayesian FM averages its samples) is scored
+    on the pairs, given as relation blocks of the user rows (with their context) and the
+    item rows: the same scores as the expanded pair rows."""
+    from polylite import BayesianFactorizationMachineRegressor
+    from polylite.relational import RelationalMatrix
+    model = BayesianFactorizationMachineRegressor(n_components=2, n_iter=5, n_burn_in=1,
+                                                  random_state=0)
+    ratings, users, items, y = _tables()
+    ratings["hour"] = np.arange(len(y)) % 3
+    pipe = make_pipeline(FieldEncoder(**ENCODER, context_features={"hour": "categorical"}),
+                         model)
+    pipe.fit(ratings, y, fieldencoder__users=users, fieldencoder__items=items)
+    u, i = users["user_id"][:5], items["item_id"]
+    seen = []
+    predict = type(model).predict
+
+    def spy(self, X, **kwargs):
+        seen.append(type(X))
+        return predict(self, X, **kwargs)
+
+    type(model).predict = spy
+    try:
+        got = score_items(pipe, u, i, context={"hour": np.array([2])})
+    finally:
+        type(model).predict = predict
+    assert seen == [RelationalMatrix]
+    pairs = {"user_id": np.repeat(u, len(i)), "item_id": np.tile(i, len(u)),
+             "hour": np.full(len(u) * len(i), 2)}
+    np.testing.assert_allclose(got, pipe.predict(pairs).reshape(len(u), len(i)),
+                               rtol=1e-10, atol=1e-12)

@@ -40,6 +40,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     (one for regression and two classes, one per class for more), swept in turn."""
 
     _is_classifier = False  # the probit model (also read by polylite._io)
+    _takes_relational = True  # polylite.relational.RelationalMatrix, as fit and predict
     # A progress display (the command line's) called after every sweep with (sweep,
     # n_iter, the X_eval score of the averaged predictor or NaN, seconds so far).
     _sweep_callback = None
