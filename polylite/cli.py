@@ -224,6 +224,10 @@ def _build_parser():
                           "--validation)")
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                      help="precision of the data and the model (default float64)")
+    _add_relation_option(fit, "R.train for TRAIN, R.test for --validation")
+    fit.add_argument("--meta", metavar="FILE",
+                     help="libFM's groups file of TRAIN's features (one group number per "
+                          "line): each group gets its own prior (bayes-fm)")
     _add_index_base(fit, "detected from TRAIN and --validation")
     group = fit.add_argument_group("estimator parameters")
     for name, kind, choices, text in _parameters():
@@ -250,6 +254,7 @@ def _build_parser():
                          help="where to write (default: stdout); written only on success")
     predict.add_argument("--proba", action="store_true",
                          help="class probabilities (classifiers with the logistic loss)")
+    _add_relation_option(predict, "R.test for DATA")
     _add_index_base(predict, "as the model's training file")
     _add_output_options(predict)
     predict.set_defaults(run=_predict, parser=predict)
@@ -261,6 +266,7 @@ def _build_parser():
     evaluate.add_argument("model", metavar="MODEL")
     evaluate.add_argument("data", metavar="DATA")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_relation_option(evaluate, "R.test for DATA")
     _add_index_base(evaluate, "as the model's training file")
     _add_output_options(evaluate)
     evaluate.set_defaults(run=_evaluate, parser=evaluate)
@@ -294,6 +300,14 @@ def _build_parser():
                       help="random seed (default 0)")
     demo.set_defaults(run=_demo, parser=demo)
     return parser
+
+
+def _add_relation_option(parser, which):
+    parser.add_argument(
+        "--relation", metavar="R1,R2", type=lambda text: [n for n in text.split(",") if n],
+        help=f"libFM's relation blocks (-relation): for each base name R, the table R.x "
+             f"(libFM's binary format) and the table row of each line in {which}; their "
+             f"columns follow the data file's, in this order (docs: 'Relational data')")
 
 
 def _add_output_options(parser):
@@ -429,8 +443,64 @@ def _read_for_fit(args, dtype):
             raise _Failure(f"--n-features {args.n_features} is smaller than the "
                            f"{n_features} features the data uses")
         n_features = args.n_features
+    if getattr(args, "relation", None):
+        # The data file's own columns (none when its lines hold targets only).
+        n_features = max(X.shape[1] if X.nnz else 0 for X, _ in out)
+        if args.n_features is not None:
+            n_features = args.n_features
     out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
+    if getattr(args, "relation", None):
+        out = [(_with_relations(args, X, split, dtype), y)
+               for (X, y), split in zip(out, ("train", "test"))]
     return out, zero_based, n_features
+
+
+def _with_relations(args, X, split, dtype, rows=None):
+    """X (the data file's columns) with libFM's relation blocks ``args.relation`` after
+    them: a RelationalMatrix; ``rows``, a slice of the lines (a chunk of the file)."""
+    from .relational import RelationalMatrix, RelationBlock
+    blocks, _ = _relation_files(args, split, dtype)
+    if rows is not None:
+        blocks = [RelationBlock(block.index[rows], block.table) for block in blocks]
+    if any(block.index.shape[0] != X.shape[0] for block in blocks):
+        raise DataFileError(f"a relation's .{split} file names a table row for "
+                            f"{blocks[0].index.shape[0]} lines, the data file has "
+                            f"{X.shape[0]}")
+    try:
+        return RelationalMatrix([X, *blocks], dtype=dtype)
+    except ValueError as exc:
+        raise DataFileError(f"--relation: {exc}") from None
+
+
+_RELATION_CACHE = {}
+
+
+def _relation_files(args, split, dtype):
+    """The blocks and groups of ``args.relation`` for ``split``, read once."""
+    from ._libfm import relation_blocks
+    key = (tuple(args.relation), split, np.dtype(dtype).name)
+    if key not in _RELATION_CACHE:
+        _RELATION_CACHE[key] = relation_blocks(args.relation, split, None, dtype)
+    return _RELATION_CACHE[key]
+
+
+def _relation_widths(args, dtype):
+    if not args.relation:
+        return []
+    return [block.table.shape[1] for block in _relation_files(args, "train", dtype)[0]]
+
+
+def _feature_groups(args, n_main, dtype):
+    """libFM's groups of every column: --meta's for the data file's own (one group
+    without it), then each relation's (R.groups, or one), numbered after them."""
+    from ._libfm import read_groups
+    groups = [read_groups(args.meta, n_main) if args.meta
+              else np.zeros(n_main, np.int64)]
+    for relation_groups in _relation_files(args, "train", dtype)[1] if args.relation \
+            else []:
+        start = int(max((g.max() + 1 for g in groups if g.size), default=0))
+        groups.append(relation_groups + start)
+    return np.concatenate(groups)
 
 
 # ---- fit ---------------------------------------------------------------------------------
@@ -482,6 +552,12 @@ def _fit(args, parser):
         if params.get("early_stopping"):
             parser.error("argument --early-stopping: not with --stream (it holds out rows "
                          "in memory); give --validation FILE instead")
+        if args.relation:
+            parser.error("argument --relation: not with --stream (the tables and the "
+                         "rows' indices are read whole)")
+    if args.meta and args.estimator != "bayes-fm":
+        parser.error(f"argument --meta: feature groups are the priors of --estimator "
+                     f"bayes-fm, not of {args.estimator}")
     _check_writable(args.model, "the model")
     dtype = np.dtype(args.dtype)
     estimator = cls(**params)
@@ -509,14 +585,18 @@ def _fit(args, parser):
                          "validation": (os.path.abspath(args.validation)
                                         if args.validation else None),
                          "zero_based": bool(zero_based), "n_features": int(n_features),
-                         "dtype": dtype.name, "stream": bool(args.stream)}}
+                         "dtype": dtype.name, "stream": bool(args.stream),
+                         "relation": [os.path.abspath(name) for name in
+                                      args.relation or []]}}
     from ._io import save_model
     try:
         save_model(estimator, args.model, metadata=metadata)
     except OSError as exc:
         raise _Failure(f"cannot write the model {args.model!r}: {exc}") from None
+    relations = "".join(f" + {name} ({width} columns)" for name, width in
+                        zip(args.relation or [], _relation_widths(args, dtype)))
     _note(args, f"polylite fit: {_describe(estimator)} on {args.train}: {fitted.rows} "
-                f"rows, {n_features} features, "
+                f"rows, {n_features} features{relations}, "
                 f"{_index_base_text(zero_based, args.zero_based is None)}; "
                 f"{fitted.epochs} in {seconds:.2f} s; " +
                 "".join(f"{score}; " for score in fitted.scores) + f"saved {args.model}")
@@ -553,6 +633,8 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
     (X, y) = data[0]
     _hint_task(args, y)
     fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
+    if args.estimator == "bayes-fm" and (args.meta or args.relation):
+        fit_args["feature_groups"] = _feature_groups(args, n_features, dtype)
     setattr(estimator, family.callback, progress.callback(family.unit, estimator))
     try:
         estimator.fit(X, y, **fit_args)
@@ -715,12 +797,36 @@ def _data_zero_based(args, header, estimator):
 
 
 def _iter_data(args, header, estimator, stats):
+    dtype = _model_dtype(estimator)
+    n_features = estimator.n_features_in_
+    recorded = ((header.get("metadata") or {}).get("data") or {}).get("relation") or []
+    if recorded and not args.relation:
+        names = ",".join(os.path.basename(name) for name in recorded)
+        raise _Failure(f"{args.model} was fitted with --relation {names}: give "
+                       f"--relation with the relations' files for {args.data}")
+    if args.relation:
+        # The model's columns: the data file's own, then the relations' tables'.
+        blocks, _ = _relation_files(args, "test", dtype)
+        widths = sum(block.table.shape[1] for block in blocks)
+        if widths > n_features:
+            raise _Failure(f"--relation: the tables have {widths} columns, more than the "
+                           f"model's {n_features}")
+        n_features -= widths
+    start = 0
     for X, y in _svmlight.iter_file(args.data,
                                     zero_based=_data_zero_based(args, header, estimator),
-                                    n_features=estimator.n_features_in_,
-                                    dtype=_model_dtype(estimator),
+                                    n_features=n_features, dtype=dtype,
                                     chunk_bytes=args.chunk_bytes, stats=stats):
+        if args.relation:
+            X = _with_relations(args, X, "test", dtype, slice(start, start + X.shape[0]))
+            start += X.shape[0]
         yield X, y
+    if args.relation:
+        blocks, _ = _relation_files(args, "test", dtype)
+        if blocks and blocks[0].index.shape[0] != start:
+            raise DataFileError(f"{args.relation[0]}.test: table rows for "
+                                f"{blocks[0].index.shape[0]} lines, {args.data} has "
+                                f"{start}")
 
 
 def _model_dtype(estimator):
