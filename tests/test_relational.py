@@ -466,3 +466,22 @@ def test_field_encoder_relational_output_has_the_csr_layout(tmp_path):
     assert isinstance(load(tmp_path / "enc.npz").transform(ratings), RelationalMatrix)
     with pytest.raises(ValueError, match="output must be one of"):
         FieldEncoder(output="dense").fit(ratings)
+
+
+@pytest.mark.parametrize("with_direct", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_cd_epochs_on_one_block_equal_those_on_the_expanded_rows(variant, with_direct):
+    """One block: the pass that starts a component cannot also end that block's last
+    pass (it reads the records it would restart)."""
+    degrees, kernel, n_dummy = variant
+    X, rng = _relational()
+    parts = [X.parts[0]] + ([X.parts[1]] if with_direct else [])
+    X = RelationalMatrix(parts)
+    n = X.shape[0]
+    y, sw = rng.randn(n), np.full(n, 1.0 / n)
+    got, got_pred = _epochs(X, y, sw, degrees, kernel, n_dummy, "squared", 3)
+    want, want_pred = _epochs(X.to_csr(), y, sw, degrees, kernel, n_dummy, "squared", 3)
+    for name in ("intercept", "w", "P", "gamma"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-11,
+                                   atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(got_pred, want_pred, rtol=1e-11, atol=1e-11)

@@ -76,7 +76,7 @@ from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
 from ._cd_tables cimport (Table, Moments, table_moments, table_fill, table_gather, table_gradients, table_updates, table_push,
-                          table_column_sums, table_column_update)
+                          table_column_sums, table_column_update, table_start_rows)
 
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
@@ -217,18 +217,27 @@ cdef struct Blocks:
     Table* tables
     const Py_ssize_t* position
     int threads          # of the passes over the interactions
+    bint build_next      # the sums passes build the next component's table caches
+    bint next_built      # they did (component s - 1's): no table_fill for component s
+    # The pass over the rows that ends the last block of a sweep over the columns can be
+    # the one that starts the next component (_fill_slot, table_start_rows):
+    bint defer           # leave the last block's push to it
+    Table* pending       # the block whose push awaits, or NULL
+    const double* pending_cache  # the caches of its pass (the table's arrays swap)
+    Moments pending_TM
+    Py_ssize_t pending_slot
+    bint gather_first    # it may start the first block's pass (nothing before it)
+    bint first_gathered  # it did
 
 
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                       Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
                       const double* factors, const floating* csr_data,
                       const index_t* csr_indices, const index_t* csr_indptr,
-                      const double* base, const Table* tables, Py_ssize_t n_tables,
-                      const Moments* TM) noexcept nogil:
-    cdef Py_ssize_t i, z, t_, b, lo, hi, end
+                      const double* base) noexcept nogil:
+    cdef Py_ssize_t i, z, t_, lo, hi, end
     cdef double q
     cdef double* D
-    cdef const double* B
     if not _chunk(t, threads, n, &lo, &hi):
         return
     end = csr_indptr[hi]
@@ -245,19 +254,6 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                 D[0] += q
             else:
                 _add_factor(D, kind, L.width, q)
-        # The relation blocks' parts: their table rows' caches (a union of disjoint
-        # parts: power sums add, all-subsets products multiply).
-        for b in range(n_tables):
-            if i + PREFETCH_AHEAD < hi:
-                POLYLITE_PREFETCH(tables[b].records + tables[b].index[i + PREFETCH_AHEAD]
-                                  * TM.stride)
-            B = tables[b].records + tables[b].index[i] * TM.stride
-            if kind == KIND_SUBSETS:
-                D[0] *= B[0]
-                D[1] += B[1]
-            else:
-                for t_ in range(L.width):
-                    D[t_] += B[t_]
 
 
 cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
@@ -265,28 +261,50 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
                      const floating* csr_data, const index_t* csr_indices,
                      const index_t* csr_indptr, double* base, double* factors,
-                     Py_ssize_t d, int threads, const Blocks* blocks) noexcept nogil:
+                     Py_ssize_t d, int threads, Blocks* blocks) noexcept nogil:
     """Compute the cache of component s in every row from scratch (row-wise pass, on
     ``threads`` threads): the dummies' share, the row's own entries and each relation
-    block's table row (their caches computed first, _cd_tables.table_fill).  ``base`` is
+    block's table row (their caches computed first, _cd_tables.table_fill, or built
+    by the sums passes of component s - 1 when ``blocks.next_built``).  ``base`` is
     work space for _slot_base, ``factors`` for the d factors of component s, gathered
     first so that the rows read them from one contiguous array, not one cache line
     each."""
     cdef Py_ssize_t t, j
     cdef int kind = _kind(kernel, degree)
     cdef Moments TM = table_moments(kind, degree)
+    cdef double* swap
+    cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
+    cdef Table* gather = NULL
+    TM.squared = L.loss == SQUARED
     _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
     for j in range(d):
         factors[j] = P[j * k + s]
     for j in range(blocks.count):
-        table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
-    if threads == 1:
-        _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, csr_data, csr_indices,
-                    csr_indptr, base, blocks.tables, blocks.count, &TM)
+        if blocks.next_built:  # by the sums passes of component s - 1
+            swap = blocks.tables[j].cache
+            blocks.tables[j].cache = blocks.tables[j].next
+            blocks.tables[j].next = swap
+        else:
+            table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
+    if direct or blocks.count == 0:
+        if threads == 1:
+            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, csr_data,
+                        csr_indices, csr_indptr, base)
+        else:
+            for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors, csr_data,
+                            csr_indices, csr_indptr, base)
+    if blocks.count == 0:
         return
-    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors, csr_data,
-                    csr_indices, csr_indptr, base, blocks.tables, blocks.count, &TM)
+    # One pass over the rows: the previous sweep's last push, the blocks' caches, the
+    # first block's gather.
+    if blocks.gather_first and blocks.pending != &blocks.tables[0]:
+        gather = &blocks.tables[0]
+    table_start_rows(blocks.tables, blocks.count, &TM, blocks.pending, blocks.pending_cache,
+                     &blocks.pending_TM, blocks.pending_slot, gather, state, L, n, slot,
+                     base, not direct, blocks.threads)
+    blocks.pending = NULL
+    blocks.first_gathered = gather != NULL
 
 
 # ---- a group of row-disjoint columns -----------------------------------------------------
@@ -981,7 +999,7 @@ cdef enum:
 cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
                         floating* param, Py_ssize_t param_stride, double reg,
                         double* state, Py_ssize_t n, const Sweep* sw,
-                        int row_threads) noexcept nogil:
+                        int row_threads, bint build_next, bint gathered) noexcept nogil:
     """CD over one block's columns (kind ``kind``, ANOVA degree ``degree``) in the table
     domain (_cd_tables.pyx): the moments summed from the interactions (after the end of
     block ``done``'s pass, if any, in the same pass over them), then each group's steps
@@ -998,9 +1016,10 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
     cdef Sweep tsw = sw[0]
     tsw.L.third = 0
-    tsw.has_next = False
+    tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
     _zero_terms(unseen)
-    table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
+    if not gathered:  # (else the component's start gathered it)
+        table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
     for g in range(T.n_groups):
         e0 = T.group_ptr[g]
         e1 = T.group_ptr[g + 1]
@@ -1023,7 +1042,8 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
             # step and update directly, without the scratch records.
             j = T.group_columns[c0]
             p = param[j * param_stride]
-            table_column_sums(T, &TM, g, p, sums)
+            table_column_sums(T, &TM, g, p,
+                              param[j * param_stride + 1] if build_next else 0.0, sums)
             if tsw.gradient != NULL:
                 tsw.gradient[j * param_stride] = tsw.gradient_scale * sums[0]
                 continue
@@ -1048,34 +1068,49 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
                         const floating* values, Py_ssize_t n, floating* param,
                         Py_ssize_t param_stride, double mu, double reg, double* state,
                         const Sweep* sw, int kind, Pending* pending, bint keep_last,
-                        const Blocks* blocks) noexcept nogil:
+                        Blocks* blocks) noexcept nogil:
     """One CD sweep over every column of one kind (see _cd_groups), in column order: the
     direct groups, with each relation block's pass (_block_pass) between them where its
     columns lie; consecutive blocks share the pass over the rows that ends one and
-    starts the next.  Returns the largest |step|."""
-    cdef Py_ssize_t b, g = 0
+    starts the next.  The first block's gather may be done already
+    (``blocks.first_gathered``), and the last block's push left to the next component's
+    start (``blocks.defer``: then ``blocks.pending``).  Returns the largest |step|."""
+    cdef Py_ssize_t b, g = 0, later
     cdef double max_change = 0
     cdef Table* done = NULL  # a block whose pass awaits its push
     cdef Moments TM = table_moments(kind, sw.degree)
+    cdef bint gathered
     if blocks.count == 0:
         return _cd_groups(G, 0, G.n_groups, group_columns, rows, columns, values, n, param,
                           param_stride, mu, reg, state, sw, kind, pending, keep_last)
     for b in range(blocks.count):
         if blocks.position[b] > g:
-            if done != NULL and sw.gradient == NULL:
+            if done != NULL:
                 table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
-            done = NULL
+                done = NULL
             max_change = max(max_change, _cd_groups(
                 G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
                 param_stride, mu, reg, state, sw, kind, pending, False))
             g = blocks.position[b]
+        gathered = b == 0 and blocks.first_gathered
         max_change = max(max_change, _block_pass(
             &blocks.tables[b], done, kind, sw.degree, param, param_stride, reg, state, n,
-            sw, blocks.threads))
+            sw, blocks.threads, blocks.build_next and kind != KIND_LINEAR, gathered))
         # (No steps, nothing to push: the next gather starts afresh.)
         done = &blocks.tables[b] if sw.gradient == NULL else NULL
+    blocks.first_gathered = False
     if done != NULL:
-        table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
+        # Direct groups after the last block read the rows: push it first.
+        later = 0
+        for b in range(g, G.n_groups):
+            later += G.group_ptr[b + 1] - G.group_ptr[b]
+        if blocks.defer and later == 0:
+            blocks.pending = done
+            blocks.pending_cache = done.cache
+            blocks.pending_TM = TM
+            blocks.pending_slot = sw.cur
+        else:
+            table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
     return max(max_change, _cd_groups(
         G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
         reg, state, sw, kind, pending, False))
@@ -1090,7 +1125,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
                           const double* support, double* A, double* base,
                           Pending* pending, const Prior* block_prior,
-                          const Prior* dummy_prior, const Blocks* blocks,
+                          const Prior* dummy_prior, Blocks* blocks,
                           double* gradient, double* gamma_gradient,
                           double gradient_scale) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
@@ -1905,7 +1940,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     L.loss = loss
     L.mu = mu
     # The cubic bound of the logistic loss holds for labels of magnitude at most max|y|.
-    L.third = loss_third_bound(loss, np.max(np.abs(y), initial=0.0))
+    L.third = (loss_third_bound(loss, np.max(np.abs(y), initial=0.0)) if loss == LOGISTIC
+               else 0.0)
     L.label = -1 if loss == SQUARED else 1
     L.weight = -1 if uniform else 1 + (L.label >= 0)
     if uniform and n > 0:
@@ -1973,6 +2009,12 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                               + [0], dtype=np.intp)
     blocks.count = len(data.blocks)
     blocks.threads = n_threads
+    blocks.build_next = False
+    blocks.next_built = False
+    blocks.defer = False
+    blocks.pending = NULL
+    blocks.gather_first = False
+    blocks.first_gathered = False
     blocks.position = &positions[0]
     blocks.tables = <Table*> malloc(max(blocks.count, 1) * sizeof(Table))
     if blocks.count > 0 and kernel == POLYNOMIAL:
@@ -2025,6 +2067,9 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                 linear.prior = &linear_prior if sampling else NULL
                 linear.gradient = &grad_w[0] if gradient_pass else NULL
                 linear.gradient_scale = grad_scale
+                # The last block's push waits for the first component's start (its
+                # rows' predictions only: no cache to move).
+                blocks.defer = n_blocks > 0 and kernel != POLYNOMIAL
                 change = _cd_columns(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
                                      alpha, state, &linear, KIND_LINEAR, &pending, False,
                                      &blocks)
@@ -2044,7 +2089,16 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     cur = L.cache + (s % 2) * L.width
                     nxt = L.cache + ((s + 1) % 2) * L.width
                     # The caches of component s: built while component s - 1 was updated,
-                    # or with relation blocks, here (the direct part, then each block's).
+                    # or with relation blocks, here (the direct part, then each block's,
+                    # whose table caches component s - 1's sums passes built).
+                    if s == 0:
+                        blocks.next_built = False
+                    blocks.build_next = s + 1 < k
+                    # The component's start may end the last sweep's last block and
+                    # start its first (without dummies, whose steps come first).
+                    blocks.defer = s + 1 < k
+                    blocks.gather_first = (blocks.count > 0 and blocks.position[0] == 0
+                                           and (b > 0 or n_dummy == 0))
                     if s == 0 or blocks.count > 0 or gradient_pass:
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
@@ -2068,7 +2122,10 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                             &dummy_prior if sampling and b == 0 else NULL, &blocks,
                             grad_P_ptr + b * d * k if gradient_pass else NULL,
                             grad_gamma_ptr, grad_scale)
+                        blocks.next_built = blocks.build_next
                     max_change = max(max_change, change)
+                _flush_push(&blocks, state, &L, n)
+            _flush_push(&blocks, state, &L, n)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
                 _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
@@ -2076,6 +2133,15 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
         free(A)
         free(blocks.tables)
     return max_change
+
+
+cdef void _flush_push(Blocks* blocks, double* state, const Layout* L,
+                      Py_ssize_t n) noexcept nogil:
+    """The push left pending by the last sweep, on its own."""
+    if blocks.pending != NULL:  # (its caches not swapped since)
+        table_push(blocks.pending, &blocks.pending_TM, state, L, n, blocks.pending_slot,
+                   blocks.threads)
+        blocks.pending = NULL
 
 
 cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degree,
@@ -2133,9 +2199,13 @@ cdef object _set_table(Table* T, block, Py_ssize_t n, Py_ssize_t d, int max_degr
         stride = max(stride, table_moments(_kind(kernel, max_degree), max_degree).stride)
     # Records start on a cache line (at degree 2, a record is one).
     stride = (stride + 7) // 8 * 8
-    cdef double[::1] records = _buffer(workspace, name, n_threads * T.n_rows * stride + 8)
+    cdef Py_ssize_t width = 2 if kernel == ALL_SUBSETS else max(max_degree - 1, 1)
+    cdef double[::1] records = _buffer(workspace, name, n_threads * T.n_rows * stride
+                                       + 2 * T.n_rows * width + 8)
     T.records = <double*> ((<size_t> &records[0] + 63) & ~(<size_t> 63))
     T.private = T.records + T.n_rows * stride
+    T.cache = T.private + (n_threads - 1) * T.n_rows * stride
+    T.next = T.cache + T.n_rows * width
     return records.base
 
 

@@ -27,6 +27,9 @@ cdef struct Table:
     const double* row_weight      # per table row, the weight of its interactions (the
                                   # sum of s_i, or their count when the weights are
                                   # uniform and the sums leave them out)
+    double* cache                 # n_rows caches B of the block part (Moments.width
+                                  # doubles each) of the component being updated
+    double* next                  # the next component's, built by the sums passes
     double* records               # n_rows records of Moments.stride doubles
     double* private               # threads - 1 more copies, for the gather's sums
 
@@ -37,12 +40,13 @@ cdef struct Moments:
     # there): phi_i (M values) from the rest of row i, psi_r from the block's part of it.
     # So the sums of a step over the rows are sums over table rows of the moments
     # R = sum_i s_i l'_i phi_i, W = sum_i s_i kappa_i phi_i phi_i^T and N (noise bounds).
-    int kind             # KIND_LINEAR, KIND_SUBSETS, or the ANOVA degree (2, 3, ...)
+    int kind             # KIND_LINEAR, KIND_SUBSETS, or the ANOVA kind (_cd_core._kind)
     int degree           # the ANOVA degree m
     Py_ssize_t width     # doubles of the block part's cache B (m - 1; 2; 0 for linear)
     Py_ssize_t M         # moments (m; 1; 1)
     Py_ssize_t stride    # doubles per record
-    Py_ssize_t old       # offsets in a record: B at the start of the block's pass
+    Py_ssize_t old       # offsets in a record: B at the start of the block's pass (-1:
+                         # none kept, see _cd_tables._layout)
     Py_ssize_t change    # the change of the block part's terms over the pass (M)
     Py_ssize_t R         # M
     Py_ssize_t W         # M (M + 1) / 2, the upper triangle row by row
@@ -57,6 +61,13 @@ cdef Moments table_moments(int kind, int degree) noexcept nogil
 cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
                      int threads) noexcept nogil
 
+cdef void table_start_rows(const Table* tables, Py_ssize_t count, const Moments* TM,
+                           const Table* done, const double* done_cache,
+                           const Moments* done_TM, Py_ssize_t done_slot,
+                           const Table* gather, double* state, const Layout* L,
+                           Py_ssize_t n, Py_ssize_t slot, const double* base,
+                           bint from_base, int threads) noexcept nogil
+
 cdef void table_gather(const Table* T, const Moments* TM, double* state,
                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
                        const Table* done) noexcept nogil
@@ -70,7 +81,7 @@ cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
                         int pass_threads) noexcept nogil
 
 cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, double p,
-                            double* sums) noexcept nogil
+                            double p_next, double* sums) noexcept nogil
 
 cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
                               double delta) noexcept nogil

@@ -63,18 +63,25 @@ cdef enum:
 
 
 cdef Moments table_moments(int kind, int degree) noexcept nogil:
-    """The record layout of a block for coordinates of ``kind`` (an ANOVA kind: degree
-    ``degree``): [B | B at the start | change | R | W | N]."""
+    """The layout of a block's caches and records for coordinates of ``kind`` (an ANOVA
+    kind: degree ``degree``)."""
     return _layout(kind, degree)
 
 
 cdef inline Moments _layout(int kind, int degree) noexcept nogil:
     """table_moments, inline: with ``kind`` and ``degree`` constants (the specialised
     loops'), every offset is one too, and the compiler keeps the loops' sums in
-    registers."""
+    registers.
+
+    A table row's cache B (the block part's power sums, ``width`` doubles) lives in the
+    table's cache array; its record holds [B at the pass's start | change | R | W | N].
+    At degree 2 a record is [change (2) | R (2) | W (3)]: B at the start is B less the
+    change of A_1 (= D_1), and the noise bounds of phi are |phi|, so the noise moments
+    are W's diagonal (summed with the curvature's weights)."""
     cdef Moments TM
     TM.kind = kind
     TM.degree = degree
+    TM.squared = False
     if kind == KIND_LINEAR:
         TM.width = 0
         TM.M = 1
@@ -84,20 +91,16 @@ cdef inline Moments _layout(int kind, int degree) noexcept nogil:
     else:
         TM.width = degree - 1
         TM.M = degree
-    TM.squared = False
     if kind == 2:
-        # One cache line: [B | change (2) | R (2) | W (3)].  B at the pass's start is
-        # B less the change of A_1 (= D_1 at degree 2), and the noise bounds of phi are
-        # |phi|, so the noise moments are W's diagonal (with the curvature's weights).
         TM.old = -1
-        TM.change = 1
-        TM.R = 3
-        TM.W = 5
+        TM.change = 0
+        TM.R = 2
+        TM.W = 4
         TM.N = -1
         TM.stride = 8
         return TM
-    TM.old = TM.width
-    TM.change = 2 * TM.width
+    TM.old = 0
+    TM.change = TM.width
     TM.R = TM.change + TM.M
     TM.W = TM.R + TM.M
     TM.N = TM.W + TM.M * (TM.M + 1) // 2
@@ -281,7 +284,7 @@ cdef inline void _fill_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
     cdef Py_ssize_t r, z, end
     cdef double* B
     for r in range(lo, hi):
-        B = T.records + r * TM.stride
+        B = T.cache + r * TM.width
         _empty_cache(TM, B)
         end = T.indptr[r + 1]
         for z in range(T.indptr[r], end):
@@ -324,7 +327,8 @@ cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
 
 cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
                          const Moments* TM) noexcept nogil:
-    """B at the start of the pass kept, the changes and every thread's moments zeroed."""
+    """B at the start of the pass kept, the changes and every thread's moments zeroed,
+    the next component's caches emptied (the sums passes build them)."""
     cdef Py_ssize_t r, u, other, lo, hi
     cdef double* rec
     if not _range(t, threads, T.n_rows, &lo, &hi):
@@ -333,46 +337,50 @@ cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
         rec = T.records + r * TM.stride
         if TM.old >= 0:
             for u in range(TM.width):
-                rec[TM.old + u] = rec[u]
+                rec[TM.old + u] = T.cache[r * TM.width + u]
         for u in range(TM.change, TM.stride):
             rec[u] = 0
         if _given_weight(TM):
             rec[TM.W] = T.row_weight[r]
+        if TM.width > 0:
+            _empty_cache(TM, T.next + r * TM.width)
         for other in range(threads - 1):
             rec = T.private + (other * T.n_rows + r) * TM.stride
             for u in range(TM.R, TM.stride):
                 rec[u] = 0
 
 
-cdef inline void _rest_cache(const Moments* TM, const double* D, const double* rec,
-                             double* E) noexcept nogil:
+cdef inline void _rest_cache(const Moments* TM, const double* D, const double* B,
+                             const double* rec, double* E) noexcept nogil:
     """The cache of the part of a row outside the block: its whole cache D without the
-    block part's cache at the start of the pass (of the table row's record ``rec``)."""
+    block part's cache at the start of the pass (from the table row's cache B and
+    record ``rec``)."""
     cdef Py_ssize_t u
-    cdef const double* B = rec + TM.old
+    cdef const double* start = rec + TM.old
     if TM.kind == 2:
-        E[0] = D[0] - (rec[0] - rec[TM.change + 1])
+        E[0] = D[0] - (B[0] - rec[TM.change + 1])
     elif TM.kind == KIND_SUBSETS:
-        E[0] = D[0] / B[0]
-        E[1] = D[1] - B[1]
+        E[0] = D[0] / start[0]
+        E[1] = D[1] - start[1]
     else:
         for u in range(TM.width):
-            E[u] = D[u] - B[u]
+            E[u] = D[u] - start[u]
 
 
 cdef inline void _gather_row(const Table* T, const Moments* tm, const double* row,
-                             Py_ssize_t r, const Layout* L, Py_ssize_t cur, double* sums,
+                             Py_ssize_t r, const Layout* L, Py_ssize_t cur, double* rec,
                              Py_ssize_t M, bint simple) noexcept nogil:
-    """Add the share of an interaction of table row r (its record ``row``) to the table
-    row's moments in ``sums``."""
+    """Add the share of an interaction of table row r (its record ``row``) to the
+    moments of the record ``rec`` (the table row's, or a local sum of a run of them)."""
     cdef Py_ssize_t u
     cdef double dl, kappa, weight, y
     cdef double E[MAX_MOMENTS]
     cdef double phi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    cdef double* rec = sums + r * tm.stride
-    if tm.kind != KIND_LINEAR:
-        _rest_cache(tm, row + cur, T.records + r * tm.stride, E)
+    if tm.kind == 2:  # no change yet: B itself
+        E[0] = row[cur] - T.cache[r]
+    elif tm.kind != KIND_LINEAR:
+        _rest_cache(tm, row + cur, T.cache + r * tm.width, T.records + r * tm.stride, E)
     _phi(tm, E, phi, bound)
     if simple:
         weight = 1
@@ -394,28 +402,31 @@ cdef inline void _gather_row(const Table* T, const Moments* tm, const double* ro
         _add_outer(rec + tm.W, phi, kappa, M)
 
 
-cdef inline void _push_row(const Table* T, const Moments* tm, double* row, Py_ssize_t i,
-                           Py_ssize_t cur, Py_ssize_t M) noexcept nogil:
+cdef inline void _push_row(const Table* T, const double* cache, const Moments* tm,
+                           double* row, Py_ssize_t i, Py_ssize_t cur,
+                           Py_ssize_t M) noexcept nogil:
     """Move interaction i's prediction by its table row's change, and its cache to the
-    table row's new block part."""
-    cdef Py_ssize_t u
+    table row's new block part (the pass's caches ``cache``: T.cache, or what was it
+    before a swap)."""
+    cdef Py_ssize_t u, r = T.index[i]
     cdef double E[MAX_MOMENTS]
     cdef double phi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
     cdef double* D = row + cur
-    cdef const double* rec = T.records + T.index[i] * tm.stride
+    cdef const double* rec = T.records + r * tm.stride
+    cdef const double* B = cache + r * tm.width
     if tm.kind == KIND_LINEAR:
         row[PRED] += rec[tm.change]
         return
-    _rest_cache(tm, D, rec, E)
+    _rest_cache(tm, D, B, rec, E)
     _phi(tm, E, phi, bound)
     row[PRED] += _dot(phi, rec + tm.change, M)
     if tm.kind == KIND_SUBSETS:
-        D[0] = E[0] * rec[0]
-        D[1] = E[1] + rec[1]
+        D[0] = E[0] * B[0]
+        D[1] = E[1] + B[1]
     else:
         for u in range(tm.width):
-            D[u] = E[u] + rec[u]
+            D[u] = E[u] + B[u]
 
 
 cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
@@ -437,8 +448,9 @@ cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
                 POLYLITE_PREFETCH(done.records + done.index[i + PREFETCH_AHEAD] * tm.stride)
         row = state + i * L.stride
         if done != NULL:
-            _push_row(done, &tm, row, i, cur, M)
-        _gather_row(T, &tm, row, T.index[i], L, cur, sums, M, simple)
+            _push_row(done, done.cache, &tm, row, i, cur, M)
+        _gather_row(T, &tm, row, T.index[i], L, cur, sums + T.index[i] * tm.stride, M,
+                    simple)
 
 
 cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Table* done,
@@ -501,6 +513,106 @@ cdef void table_gather(const Table* T, const Moments* TM, double* state,
             _reduce_records(t, threads, threads, T, TM)
 
 
+# ---- the start of a component ----------------------------------------------------------
+
+cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* tables,
+                             Py_ssize_t count, const Table* done, const double* done_cache,
+                             const Moments* done_TM, Py_ssize_t done_slot,
+                             const Table* gather, const Moments* TM,
+                             double* state, const Layout* L, Py_ssize_t slot,
+                             const double* base, bint from_base, double* sums, int kind,
+                             int degree, Py_ssize_t M, bint simple) noexcept nogil:
+    """table_start_rows for the interactions lo..hi-1 (kind, degree, M and ``simple``
+    literal constants at the call sites)."""
+    cdef Py_ssize_t i, b, u, r
+    cdef double* row
+    cdef double* D
+    cdef const double* B
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
+    for i in range(lo, hi):
+        row = state + i * L.stride
+        if done != NULL and done_TM.kind == kind:  # the last component's: as constants
+            _push_row(done, done_cache, &tm, row, i, done_slot, M)
+        elif done != NULL:  # (the linear weights')
+            _push_row(done, done_cache, done_TM, row, i, done_slot, done_TM.M)
+        D = row + slot
+        if from_base:
+            for u in range(tm.width):
+                D[u] = base[u]
+        for b in range(count):
+            if i + PREFETCH_AHEAD < hi:
+                POLYLITE_PREFETCH(tables[b].cache + tables[b].index[i + PREFETCH_AHEAD]
+                                  * tm.width)
+            B = tables[b].cache + tables[b].index[i] * tm.width
+            if kind == KIND_SUBSETS:
+                D[0] *= B[0]
+                D[1] += B[1]
+            else:
+                for u in range(tm.width):
+                    D[u] += B[u]
+        if gather != NULL:
+            r = gather.index[i]
+            _gather_row(gather, &tm, row, r, L, slot, sums + r * tm.stride, M, simple)
+
+
+cdef void _start_rows(Py_ssize_t t, int threads, const Table* tables, Py_ssize_t count,
+                      const Table* done, const double* done_cache, const Moments* done_TM,
+                      Py_ssize_t done_slot,
+                      const Table* gather, const Moments* TM, double* state,
+                      const Layout* L, Py_ssize_t n, Py_ssize_t slot, const double* base,
+                      bint from_base) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    cdef double* sums = NULL
+    cdef bint simple = L.label < 0 and L.weight < 0 and L.loss == SQUARED
+    if gather != NULL:
+        sums = (gather.records if t == 0
+                else gather.private + (t - 1) * gather.n_rows * TM.stride)
+    if not _range(t, threads, n, &lo, &hi):
+        return
+    if TM.kind == KIND_SUBSETS:
+        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
+                    slot, base, from_base, sums, KIND_SUBSETS, 0, 1, simple)
+    elif TM.kind == 2:
+        if simple:
+            _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state,
+                        L, slot, base, from_base, sums, 2, 2, 2, True)
+        else:
+            _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state,
+                        L, slot, base, from_base, sums, 2, 2, 2, False)
+    elif TM.kind == 3:
+        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
+                    slot, base, from_base, sums, 3, 3, 3, simple)
+    else:
+        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
+                    slot, base, from_base, sums, TM.kind, TM.degree, TM.M, simple)
+
+
+cdef void table_start_rows(const Table* tables, Py_ssize_t count, const Moments* TM,
+                           const Table* done, const double* done_cache,
+                           const Moments* done_TM, Py_ssize_t done_slot,
+                           const Table* gather, double* state, const Layout* L,
+                           Py_ssize_t n, Py_ssize_t slot, const double* base,
+                           bint from_base, int threads) noexcept nogil:
+    """Start a component (``TM``'s kind) on the interactions in one pass: end block
+    ``done``'s pass (table_push, of kind ``done_TM``, with the caches ``done_cache`` of
+    its pass and the rows' in ``done_slot``; or NULL), make each row's cache in
+    ``slot`` (from ``base`` when ``from_base``, else from what it holds, the direct
+    part's) plus the caches B of its table rows of the ``count`` blocks ``tables``, and
+    start block ``gather``'s pass (table_gather; or NULL; not ``done``, whose records
+    the pass reads)."""
+    cdef Py_ssize_t t
+    if gather != NULL:
+        for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+            _start_records(t, threads, gather, TM)
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _start_rows(t, threads, tables, count, done, done_cache, done_TM, done_slot, gather,
+                    TM, state, L, n, slot, base, from_base)
+    if gather != NULL and threads > 1:
+        for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+            _reduce_records(t, threads, threads, gather, TM)
+
+
 # ---- a group of the table's columns ----------------------------------------------------
 
 cdef struct Entries:
@@ -525,13 +637,19 @@ cdef inline Entries _entries(const Table* T, Py_ssize_t g) noexcept nogil:
     return ent
 
 
-cdef inline void _entry_sums(const Moments* tm, const double* rec, double x, double p,
-                             double* sums, Py_ssize_t M) noexcept nogil:
-    """Add one entry's shares to a column's sums (gradient, curvature, noise bound)."""
+cdef inline void _entry_sums(const Table* T, const Moments* tm, Py_ssize_t r, double x,
+                             double p, double p_next, double* sums,
+                             Py_ssize_t M) noexcept nogil:
+    """Add the shares of one entry (table row r, value x) of a column of value ``p`` to
+    the column's sums (gradient, curvature, noise bound), and its factor in the next
+    component (``p_next``) to the row's next cache."""
     cdef double noise
     cdef double psi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    _psi(tm, rec, p * x, psi, bound)
+    cdef const double* rec = T.records + r * tm.stride
+    if tm.kind != KIND_LINEAR:
+        _add_factor(T.next + r * tm.width, tm.kind, tm.width, p_next * x)
+    _psi(tm, T.cache + r * tm.width, p * x, psi, bound)
     noise = _noise(tm, rec, bound, M)
     sums[0] += x * _dot(psi, rec + tm.R, M)
     sums[1] += x * x * _quadratic(rec + tm.W, psi, M)
@@ -539,29 +657,49 @@ cdef inline void _entry_sums(const Moments* tm, const double* rec, double x, dou
 
 
 cdef inline void _column_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
-                              const Table* T, const Moments* TM, double p, double* sums,
-                              int kind, int degree, Py_ssize_t M) noexcept nogil:
-    """The sums of the entries lo..hi-1 of a group of one column, whose value is ``p``,
-    into ``sums`` (kind, degree and M literal constants at the call sites)."""
-    cdef Py_ssize_t e, r
+                              const Table* T, const Moments* TM, double p, double p_next,
+                              double* sums, int kind, int degree,
+                              Py_ssize_t M) noexcept nogil:
+    """The sums of the entries lo..hi-1 of a group of one column, whose value is ``p``
+    (``p_next`` in the next component), into ``sums`` (kind, degree and M literal
+    constants at the call sites)."""
+    cdef Py_ssize_t e, r, f
+    cdef double other[3]
     cdef Moments tm = _layout(kind, degree)
     tm.squared = TM.squared
-    for e in range(lo, hi):
-        r = ent.rows[e] if ent.rows != NULL else e
-        if ent.rows != NULL and e + PREFETCH_AHEAD < hi:
+    # Two sets of running sums, for the even and the odd entries: one set would make
+    # each entry wait for the previous one's additions.
+    other[0] = other[1] = other[2] = 0
+    e = lo
+    while e + 1 < hi:
+        if ent.rows != NULL and e + PREFETCH_AHEAD + 1 < hi:
             POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD] * tm.stride)
-        _entry_sums(&tm, T.records + r * tm.stride,
-                    ent.values[e] if ent.values != NULL else 1.0, p, sums, M)
+            POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD + 1] * tm.stride)
+        r = ent.rows[e] if ent.rows != NULL else e
+        _entry_sums(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, p_next,
+                    sums, M)
+        f = e + 1
+        r = ent.rows[f] if ent.rows != NULL else f
+        _entry_sums(T, &tm, r, ent.values[f] if ent.values != NULL else 1.0, p, p_next,
+                    other, M)
+        e += 2
+    if e < hi:
+        r = ent.rows[e] if ent.rows != NULL else e
+        _entry_sums(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, p_next,
+                    sums, M)
+    sums[0] += other[0]
+    sums[1] += other[1]
+    sums[2] += other[2]
 
 
 cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                                 const Table* T, const Moments* TM, double* own,
-                                int kind, int degree, Py_ssize_t M,
+                                const double* shared, int kind, int degree, Py_ssize_t M,
                                 bint single) noexcept nogil:
-    """The sums of the entries lo..hi-1, into their columns' scratch records (kind,
-    degree, M and ``single``, the group has one column, literal constants at the call
-    sites)."""
-    cdef Py_ssize_t e, r
+    """The sums of the entries lo..hi-1, into their columns' scratch records ``own``
+    (the values in the next component from the ``shared`` ones; kind, degree, M and
+    ``single``, the group has one column, literal constants at the call sites)."""
+    cdef Py_ssize_t e, r, j
     cdef double x
     cdef double sums[3]
     cdef double* col = own + ent.column * COL_STRIDE
@@ -570,7 +708,8 @@ cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi
     if single:
         # One column: its sums kept in registers until the end.
         sums[0] = sums[1] = sums[2] = 0
-        _column_loop(ent, lo, hi, T, TM, col[COL_P], sums, kind, degree, M)
+        _column_loop(ent, lo, hi, T, TM, col[COL_P],
+                     shared[ent.column * COL_STRIDE + COL_NEXT], sums, kind, degree, M)
         col[COL_GRAD] += sums[0]
         col[COL_CURV] += sums[1]
         col[COL_NOISE] += sums[2]
@@ -580,8 +719,10 @@ cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi
         if ent.rows != NULL and e + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + ent.rows[e + PREFETCH_AHEAD] * tm.stride)
         x = ent.values[e] if ent.values != NULL else 1.0
-        col = own + ent.columns[e] * COL_STRIDE
-        _entry_sums(&tm, T.records + r * tm.stride, x, col[COL_P], col + COL_GRAD, M)
+        j = ent.columns[e]
+        col = own + j * COL_STRIDE
+        _entry_sums(T, &tm, r, x, col[COL_P], shared[j * COL_STRIDE + COL_NEXT],
+                    col + COL_GRAD, M)
 
 
 cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
@@ -595,30 +736,32 @@ cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Mom
         return
     if TM.kind == KIND_LINEAR:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, KIND_LINEAR, 0, 1, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_LINEAR, 0, 1, True)
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, KIND_LINEAR, 0, 1, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_LINEAR, 0, 1, False)
     elif TM.kind == KIND_SUBSETS:
-        _gradient_loop(&ent, lo, hi, T, TM, own, KIND_SUBSETS, 0, 1, single)
+        _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_SUBSETS, 0, 1, single)
     elif TM.kind == 2:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, 2, 2, 2, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 2, 2, 2, True)
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, 2, 2, 2, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 2, 2, 2, False)
     elif TM.kind == 3:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, 3, 3, 3, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 3, 3, 3, True)
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, 3, 3, 3, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 3, 3, 3, False)
     else:
-        _gradient_loop(&ent, lo, hi, T, TM, own, TM.kind, TM.degree, TM.M, single)
+        _gradient_loop(&ent, lo, hi, T, TM, own, scratch, TM.kind, TM.degree, TM.M,
+                       single)
 
 
 cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
                           double* scratch, const Threads* th,
                           int pass_threads) noexcept nogil:
     """The sums of group g's columns (its scratch records started by _group_start): the
-    gradient, the curvature and the noise bound of each, from the moments."""
+    gradient, the curvature and the noise bound of each, from the moments; and the next
+    component's caches (COL_NEXT: the columns' values there)."""
     cdef Py_ssize_t t
     if pass_threads == 1:
         _gradient_entries(0, 1, T, TM, g, scratch, th)
@@ -628,20 +771,22 @@ cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
         _gradient_entries(t, pass_threads, T, TM, g, scratch, th)
 
 
-cdef inline void _entry_update(const Moments* tm, double* rec, double x, double p,
-                               double delta, Py_ssize_t M) noexcept nogil:
-    """Apply a step ``delta`` of a column of value ``p`` to the table row of its entry x:
-    the rows of table row r move by delta x <phi_i, psi>, so their derivatives' sum R by
-    delta x W psi and the block part's terms by delta x psi."""
+cdef inline void _entry_update(const Table* T, const Moments* tm, Py_ssize_t r, double x,
+                               double p, double delta, Py_ssize_t M) noexcept nogil:
+    """Apply a step ``delta`` of a column of value ``p`` to the table row r of its entry
+    x: the row's interactions move by delta x <phi_i, psi>, so their derivatives' sum R
+    by delta x W psi and the block part's terms by delta x psi."""
     cdef Py_ssize_t u
     cdef double psi[MAX_MOMENTS]
     cdef double bound[MAX_MOMENTS]
-    _psi(tm, rec, p * x, psi, bound)
+    cdef double* rec = T.records + r * tm.stride
+    cdef double* B = T.cache + r * tm.width
+    _psi(tm, B, p * x, psi, bound)
     _add_product(rec + tm.R, rec + tm.W, psi, delta * x, M)
     for u in range(M):
         rec[tm.change + u] += delta * x * psi[u]
     if tm.kind != KIND_LINEAR:
-        _swap_factor(rec, tm.kind, tm.width, p * x, (p + delta) * x)
+        _swap_factor(B, tm.kind, tm.width, p * x, (p + delta) * x)
 
 
 cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
@@ -667,8 +812,7 @@ cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                 continue
             p = col[COL_P]
         r = ent.rows[e] if ent.rows != NULL else e
-        _entry_update(&tm, T.records + r * tm.stride,
-                      ent.values[e] if ent.values != NULL else 1.0, p, delta, M)
+        _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, delta, M)
 
 
 cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
@@ -706,22 +850,24 @@ cdef void table_updates(const Table* T, const Moments* TM, Py_ssize_t g,
 # ---- a group of one column, on one thread -----------------------------------------------
 
 cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, double p,
-                            double* sums) noexcept nogil:
+                            double p_next, double* sums) noexcept nogil:
     """The sums (gradient, curvature, noise bound; the last two of N_TERMS zero) of
-    group g, of one column whose value is ``p``: the group's pass without scratch
-    records, for the many short groups of one column (an implicit set's columns)."""
+    group g, of one column whose value is ``p`` (``p_next`` in the next component, whose
+    caches it adds to): the group's pass without scratch records, for the many short
+    groups of one column (an implicit set's columns)."""
     cdef Entries ent = _entries(T, g)
     sums[0] = sums[1] = sums[2] = sums[3] = sums[4] = 0
     if TM.kind == KIND_LINEAR:
-        _column_loop(&ent, 0, ent.count, T, TM, p, sums, KIND_LINEAR, 0, 1)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, KIND_LINEAR, 0, 1)
     elif TM.kind == KIND_SUBSETS:
-        _column_loop(&ent, 0, ent.count, T, TM, p, sums, KIND_SUBSETS, 0, 1)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, KIND_SUBSETS, 0, 1)
     elif TM.kind == 2:
-        _column_loop(&ent, 0, ent.count, T, TM, p, sums, 2, 2, 2)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, 2, 2, 2)
     elif TM.kind == 3:
-        _column_loop(&ent, 0, ent.count, T, TM, p, sums, 3, 3, 3)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, 3, 3, 3)
     else:
-        _column_loop(&ent, 0, ent.count, T, TM, p, sums, TM.kind, TM.degree, TM.M)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, TM.kind, TM.degree,
+                     TM.M)
 
 
 cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
@@ -735,13 +881,13 @@ cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, d
         tm.squared = TM.squared
         for e in range(ent.count):
             r = ent.rows[e] if ent.rows != NULL else e
-            _entry_update(&tm, T.records + r * tm.stride,
-                          ent.values[e] if ent.values != NULL else 1.0, p, delta, 2)
+            _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p,
+                          delta, 2)
         return
     for e in range(ent.count):
         r = ent.rows[e] if ent.rows != NULL else e
-        _entry_update(&tm, T.records + r * tm.stride,
-                      ent.values[e] if ent.values != NULL else 1.0, p, delta, tm.M)
+        _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, delta,
+                      tm.M)
 
 
 # ---- back to the rows ------------------------------------------------------------------
@@ -756,7 +902,7 @@ cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * tm.stride)
-        _push_row(T, &tm, state + i * L.stride, i, cur, M)
+        _push_row(T, T.cache, &tm, state + i * L.stride, i, cur, M)
 
 
 cdef void _push_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
