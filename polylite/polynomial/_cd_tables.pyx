@@ -870,24 +870,32 @@ cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, dou
                      TM.M)
 
 
+cdef inline void _column_update_loop(const Entries* ent, const Table* T, const Moments* TM,
+                                     double p, double delta, int kind, int degree,
+                                     Py_ssize_t M) noexcept nogil:
+    """table_column_update with kind, degree and M literal constants at the call sites."""
+    cdef Py_ssize_t e, r
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
+    for e in range(ent.count):
+        r = ent.rows[e] if ent.rows != NULL else e
+        _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, delta, M)
+
+
 cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
                               double delta) noexcept nogil:
     """Apply the step ``delta`` of group g's one column (of value ``p`` before it)."""
-    cdef Py_ssize_t e, r
     cdef Entries ent = _entries(T, g)
-    cdef Moments tm = TM[0]
-    if TM.kind == 2:
-        tm = _layout(2, 2)
-        tm.squared = TM.squared
-        for e in range(ent.count):
-            r = ent.rows[e] if ent.rows != NULL else e
-            _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p,
-                          delta, 2)
-        return
-    for e in range(ent.count):
-        r = ent.rows[e] if ent.rows != NULL else e
-        _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, delta,
-                      tm.M)
+    if TM.kind == KIND_LINEAR:
+        _column_update_loop(&ent, T, TM, p, delta, KIND_LINEAR, 0, 1)
+    elif TM.kind == KIND_SUBSETS:
+        _column_update_loop(&ent, T, TM, p, delta, KIND_SUBSETS, 0, 1)
+    elif TM.kind == 2:
+        _column_update_loop(&ent, T, TM, p, delta, 2, 2, 2)
+    elif TM.kind == 3:
+        _column_update_loop(&ent, T, TM, p, delta, 3, 3, 3)
+    else:
+        _column_update_loop(&ent, T, TM, p, delta, TM.kind, TM.degree, TM.M)
 
 
 # ---- back to the rows ------------------------------------------------------------------
