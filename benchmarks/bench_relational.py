@@ -24,10 +24,11 @@ own):
   process's peak memory, and the size of the expanded CSR that was never built.
 - ``degree3``: the same sweep and epoch at degree 3 (factor matrices of degrees 2 and 3)
   against degree 2, on the MovieLens ``side`` input and on the synthetic data.
-- ``solvers``: where computing once per table row pays for the other solvers: an L-BFGS
-  value and gradient (a gradient pass over the table rows) and an SGD epoch (which steps
-  on each row's expanded features, a chunk of rows at a time) on the MovieLens input,
-  against the same on the CSR rows.
+- ``solvers``: where computing once per table row pays for the other solvers, on the
+  MovieLens input against the same on the CSR rows: an L-BFGS value and gradient (a
+  gradient pass over the table rows), an SGD epoch (which steps on each row's expanded
+  features, a chunk of rows at a time) and a whole SGD fit (whose objective after each
+  epoch needs every row's prediction, from the tables).
 
     python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
@@ -324,42 +325,52 @@ def part_solvers(args):
     from polylite.polynomial import _solvers
     ml = movielens_side(args.data)
     y = ml["y"][0]
-    print(f"{'solver':>22} {'input':>10} {'cpu s':>8} {'x relational':>13}")
-    for solver in ("lbfgs", "sgd"):
-        seconds = {}
-        for name in ("relational", "csr"):
-            X = ml[name][0]
-            est = FactorizationMachineRegressor(n_components=10, solver=solver,
-                                                max_iter=1, random_state=0)
-            if solver == "lbfgs":
-                calls = []
-                data_gradient = (_solvers.cd_data_gradient if name == "relational"
-                                 else _solvers.data_gradient)
-                name_of = ("cd_data_gradient" if name == "relational"
-                           else "data_gradient")
+    print(f"{'what':>28} {'input':>10} {'cpu s':>8} {'x relational':>13}")
 
-                def timed(*a, _fn=data_gradient, **k):
-                    cpu, _, out = cpu_seconds(lambda: _fn(*a, **k))
-                    calls.append(cpu)
-                    return out
+    def timed(owner, name, calls):
+        original = getattr(owner, name)
 
-                setattr(_solvers, name_of, timed)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        est.set_params(max_iter=3).fit(X, y)
-                finally:
-                    setattr(_solvers, name_of, data_gradient)
-                seconds[name] = np.median(calls)
-                label = "L-BFGS value+gradient"
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    seconds[name] = cpu_seconds(lambda: est.fit(X, y))[0]
-                label = "SGD epoch (whole fit)"
-        for name, cpu in seconds.items():
-            print(f"{label:>22} {name:>10} {cpu:>8.3f} {cpu / seconds['relational']:>13.2f}",
-                  flush=True)
+        def wrapper(*a, **k):
+            cpu, _, out = cpu_seconds(lambda: original(*a, **k))
+            calls.append(cpu)
+            return out
+        setattr(owner, name, wrapper)
+        return original
+
+    rows = []
+    # L-BFGS: a value and gradient (on relational input, a gradient pass of coordinate
+    # descent over the tables; on CSR rows, the reverse-mode pass over every nonzero).
+    for name in ("relational", "csr"):
+        calls = []
+        target = "cd_data_gradient" if name == "relational" else "data_gradient"
+        original = timed(_solvers, target, calls)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                FactorizationMachineRegressor(n_components=10, solver="lbfgs", max_iter=3,
+                                              random_state=0).fit(ml[name][0], y)
+        finally:
+            setattr(_solvers, target, original)
+        rows.append(("L-BFGS value and gradient", name, np.median(calls)))
+    # SGD: an epoch's passes (on relational input, rows expanded a chunk at a time), and
+    # a whole fit of 3 epochs (with the objective's predictions after each).
+    for name in ("relational", "csr"):
+        calls = []
+        original = timed(_solvers.StochasticGradient, "epoch", calls)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = cpu_seconds(lambda: FactorizationMachineRegressor(
+                    n_components=10, solver="sgd", max_iter=3,
+                    random_state=0).fit(ml[name][0], y))[0]
+        finally:
+            _solvers.StochasticGradient.epoch = original
+        rows.append(("SGD epoch", name, np.median(calls)))
+        rows.append(("SGD fit, 3 epochs", name, fit))
+    reference = {what: cpu for what, name, cpu in rows if name == "relational"}
+    for what, name, cpu in rows:
+        print(f"{what:>28} {name:>10} {cpu:>8.3f} {cpu / reference[what]:>13.2f}",
+              flush=True)
 
 
 PARTS = {"movielens": part_movielens, "scale": part_scale, "degree3": part_degree3,

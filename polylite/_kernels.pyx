@@ -6,6 +6,7 @@ kernel on one row for tests and for users who want the raw kernels.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
+from libc.stdint cimport int32_t, int64_t
 from cython.parallel cimport prange
 
 
@@ -706,6 +707,33 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
         free(<void*> index)
         free(<void*> terms)
     return np.asarray(out)
+
+
+ctypedef fused out_index_t:
+    int32_t
+    int64_t
+
+
+def append_rows(const floating[::1] data, const index_t[::1] indices,
+                const index_t[::1] indptr, const Py_ssize_t[::1] row_of,
+                Py_ssize_t offset, floating[::1] out_data, out_index_t[::1] out_indices,
+                Py_ssize_t[::1] cursor):
+    """Append to each output row i the entries of row ``row_of[i]`` of a CSR part, its
+    columns shifted by ``offset``, at ``cursor[i]`` (advanced): the expansion of a
+    relational input's rows, one part at a time in column order.  Shapes and ranges
+    are the caller's responsibility (``polylite.relational``)."""
+    cdef Py_ssize_t i, z, r, at
+    if row_of.shape[0] != cursor.shape[0]:
+        raise ValueError("append_rows: one source row per output row")
+    with nogil:
+        for i in range(row_of.shape[0]):
+            r = row_of[i]
+            at = cursor[i]
+            for z in range(indptr[r], indptr[r + 1]):
+                out_data[at] = data[z]
+                out_indices[at] = <out_index_t> (indices[z] + offset)
+                at += 1
+            cursor[i] = at
 
 
 # ---------------------------------------------------------------------------------------

@@ -269,20 +269,36 @@ class RelationalMatrix:
             Each interaction's direct part and table rows, as one CSR matrix: the memory
             of ``expanded_nnz`` entries.
         """
-        n = self.shape[0]
-        pieces = []
-        for part in self.parts:
-            if isinstance(part, RelationBlock):
-                table = part.table
-                if np.diff(table.indptr)[part.index].sum(dtype=np.int64) > 2**31 - 1:
-                    table = sp.csr_matrix((table.data, table.indices.astype(np.int64),
-                                           table.indptr.astype(np.int64)), shape=table.shape)
-                pieces.append(table[part.index] if n else
-                              sp.csr_matrix((0, table.shape[1]), dtype=self.dtype))
-            else:
-                pieces.append(part)
-        out = sp.hstack(pieces, format="csr", dtype=self.dtype)
-        out.sort_indices()
+        return self._expanded(np.arange(self.shape[0], dtype=np.intp))
+
+    def _expanded(self, rows, buffers=None):
+        """The expanded rows ``rows`` (intp), as CSR.  With ``buffers`` (a dict), its
+        value and index arrays are views of arrays kept there from one call to the next
+        (the chunks of a pass: no fresh pages each time), valid until the next call."""
+        from ._kernels import append_rows
+        n, d = rows.shape[0], self.shape[1]
+        # Each part's source row of every output row, and the rows' sizes.
+        sources = []
+        sizes = np.zeros(n, dtype=np.int64)
+        for part, offset in zip(self.parts, self.offsets[:-1]):
+            matrix = part.table if isinstance(part, RelationBlock) else part
+            row_of = part.index[rows] if isinstance(part, RelationBlock) else rows
+            sizes += np.diff(matrix.indptr)[row_of]
+            sources.append((matrix, row_of, int(offset)))
+        nnz = int(sizes.sum())
+        index_dtype = np.int32 if max(d, nnz) <= 2**31 - 1 else np.int64
+        indptr = np.zeros(n + 1, dtype=index_dtype)
+        np.cumsum(sizes, out=indptr[1:])
+        data = _buffer(buffers, "data", nnz, self.dtype)
+        indices = _buffer(buffers, "indices", nnz, index_dtype)
+        cursor = indptr[:-1].astype(np.intp)
+        for matrix, row_of, offset in sources:  # in column order: rows stay sorted
+            append_rows(np.asarray(matrix.data, self.dtype), matrix.indices, matrix.indptr,
+                        np.ascontiguousarray(row_of, np.intp), offset, data, indices, cursor)
+        out = sp.csr_matrix((n, d), dtype=self.dtype)
+        out.data, out.indices, out.indptr = data, indices, indptr
+        out.has_sorted_indices = True
+        out.has_canonical_format = True
         return out
 
     # ---- rows ----------------------------------------------------------------------
@@ -328,6 +344,17 @@ class RelationalMatrix:
         return (f"<RelationalMatrix of {self.shape[0]} interactions x {self.shape[1]} "
                 f"features ({kinds}), {self.nnz} stored nonzeros for "
                 f"{self.expanded_nnz} expanded, {self.dtype}>")
+
+
+def _buffer(buffers, name, size, dtype):
+    """An array of ``size`` entries of ``dtype``: new, or a view of the one kept in
+    ``buffers`` under ``name`` (grown when too small)."""
+    if buffers is None:
+        return np.empty(size, dtype=dtype)
+    kept = buffers.get(name)
+    if kept is None or kept.dtype != dtype or kept.shape[0] < size:
+        kept = buffers[name] = np.empty(max(size, 1), dtype=dtype)
+    return kept[:size]
 
 
 def is_relational(X):

@@ -324,9 +324,10 @@ class StochasticGradient:
             return
         batch = int(self.est.batch_size)
         chunk = max(batch, RELATIONAL_CHUNK_ROWS // batch * batch)
+        buffers = {}  # the chunks' arrays, reused
         for start in range(0, order.shape[0], chunk):
             rows = order[start:start + chunk]
-            yield (np.arange(rows.shape[0], dtype=np.intp), X[rows].to_csr(),
+            yield (np.arange(rows.shape[0], dtype=np.intp), X._expanded(rows, buffers),
                    np.ascontiguousarray(self.y[rows]), np.ascontiguousarray(self.sw[rows]))
 
     def predictions(self):
