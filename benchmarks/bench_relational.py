@@ -13,10 +13,13 @@ own):
   ``convert`` and ``transpose`` tools beside it write the relation files) and of myFM
   (its ``RelationBlock``, and a plain CSR), the tools alternating ``--repeats`` times
   (medians); CPU seconds per coordinate descent epoch of
-  :class:`~polylite.FactorizationMachineRegressor` on both inputs; the test RMSE
-  (predictions clipped to [1, 5]) after ``--sweeps`` sweeps of each sampler.  A tool's
-  seconds per sweep are those of a run of ``--timing-sweeps`` sweeps less a run of 2,
-  over the difference, so loading the data does not count.
+  :class:`~polylite.FactorizationMachineRegressor` on both inputs; the test RMSE after
+  ``--sweeps`` sweeps of each sampler, for ``--seeds`` chains each (polylite's and
+  libFM's prediction the mean of every sweep's, each clipped to [1, 5] first, polylite's
+  after a burn-in of 20 sweeps and libFM's over all; myFM's the mean of its last
+  ``sweeps - 20``, clipped).  A tool's seconds per sweep are those of a run of
+  ``--timing-sweeps`` sweeps less a run of 2, over the difference, so loading the data
+  does not count.
 - ``scale``: MovieLens-10M-sized synthetic data (``make_recommender(10**7, 70_000,
   10_000, implicit="both", output="relational")``, popularity exponent 0.5: users with
   143 ratings and items with 1,000 on average, both implicit sets), k = 10: wall and CPU
@@ -32,9 +35,12 @@ own):
 
     python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
-        [--sweeps 200] [--timing-sweeps 22] [--repeats 3] [--scale-rows 10000000]
+        [--sweeps 200] [--seeds 5] [--timing-sweeps 22] [--repeats 3]
+        [--scale-rows 10000000] [--csr-rmse]
 """
 import argparse
+import contextlib
+import io
 import os
 import resource
 import shutil
@@ -108,12 +114,17 @@ def per_sweep(run, sweeps):
 
 # ---- the samplers ---------------------------------------------------------------------------
 
-def polylite_chain(X, y, fields, sweeps, X_test=None, degree=2, n_jobs=None):
+def polylite_chain(X, y, fields, sweeps, X_test=None, degree=2, n_jobs=None, seed=0):
+    """A chain of ``sweeps`` sweeps; with ``X_test``, the mean of the sweeps' predictions
+    after a burn-in of 20, each clipped to [1, 5] first (as libFM scores its chain)."""
     est = BayesianFactorizationMachineRegressor(
         degree=degree, n_components=10, n_iter=sweeps, n_burn_in=min(20, sweeps - 1),
-        n_kept=sweeps, random_state=0, n_jobs=n_jobs)
+        n_kept=sweeps, random_state=seed, n_jobs=n_jobs)
     est.fit(X, y, feature_groups=fields)
-    return None if X_test is None else est.predict(X_test)
+    if X_test is None:
+        return None
+    outputs = est._sample_outputs(est._validate_predict_data(X_test))[0]
+    return np.clip(outputs, 1, 5).mean(axis=0)
 
 
 class LibFM:
@@ -150,32 +161,34 @@ class LibFM:
             np.savetxt(os.path.join(folder, name + ".libfm"), target, fmt="%g")
         self.y_test = y_test
 
-    def run(self, sweeps, degree_dims="1,1,10"):
+    def run(self, sweeps, degree_dims="1,1,10", seed=0):
         out = os.path.join(self.folder, "predictions.txt")
         f = lambda name: os.path.join(self.folder, name)  # noqa: E731
         subprocess.run([self.binary, "-task", "r", "-method", "mcmc", "-dim", degree_dims,
-                        "-iter", str(sweeps), "-init_stdev", "0.1", "-seed", "0",
+                        "-iter", str(sweeps), "-init_stdev", "0.1", "-seed", str(seed),
                         "-train", f("train.libfm"), "-test", f("test.libfm"),
                         "-relation", f"{f('user')},{f('item')}", "-out", out],
                        check=True, capture_output=True)
         return np.loadtxt(out)
 
 
-def myfm_chain(ml, sweeps, relational=True):
+def myfm_chain(ml, sweeps, relational=True, seed=0):
     import myfm
     from myfm import RelationBlock
     X, X_test = ml["relational" if relational else "csr"]
     y = ml["y"][0]
-    fm = myfm.MyFMRegressor(rank=10, random_seed=0)
-    if relational:
-        blocks = [RelationBlock(b.index, b.table) for b in X.blocks]
-        test_blocks = [RelationBlock(b.index, b.table) for b in X_test.blocks]
-        fm.fit(None, y, X_rel=blocks, group_shapes=ml["widths"], n_iter=sweeps,
-               n_kept_samples=max(sweeps - 20, 1), callback=None)
-        return fm.predict(None, X_rel=test_blocks)
-    fm.fit(X, y, group_shapes=ml["widths"], n_iter=sweeps,
-           n_kept_samples=max(sweeps - 20, 1))
-    return fm.predict(X_test)
+    fm = myfm.MyFMRegressor(rank=10, random_seed=seed)
+    # myFM draws a progress bar on stderr; it would bury the tables.
+    with contextlib.redirect_stderr(io.StringIO()):
+        if relational:
+            blocks = [RelationBlock(b.index, b.table) for b in X.blocks]
+            test_blocks = [RelationBlock(b.index, b.table) for b in X_test.blocks]
+            fm.fit(None, y, X_rel=blocks, group_shapes=ml["widths"], n_iter=sweeps,
+                   n_kept_samples=max(sweeps - 20, 1))
+            return fm.predict(None, X_rel=test_blocks)
+        fm.fit(X, y, group_shapes=ml["widths"], n_iter=sweeps,
+               n_kept_samples=max(sweeps - 20, 1))
+        return fm.predict(X_test)
 
 
 def cd_epoch_seconds(X, y, degree=2, n_jobs=None, epochs=3):
@@ -259,18 +272,24 @@ def part_movielens(args):
     print(f"\n{'CD epoch':>20} {'cpu s/epoch':>12} {'x relational':>16}")
     for name, cpu in cd.items():
         print(f"{name:>20} {cpu:>12.4f} {cpu / cd['relational']:>16.2f}", flush=True)
-    print(f"\ntest RMSE after {args.sweeps} sweeps (clipped to [1, 5]):")
-    runs = {"polylite relational": lambda: polylite_chain(X, y, ml["fields"], args.sweeps,
-                                                          X_test)}
+    seeds = range(args.seeds)
+    print(f"\ntest RMSE after {args.sweeps} sweeps (predictions clipped to [1, 5]), "
+          f"seeds {seeds.start} to {seeds.stop - 1}:")
+    runs = {"polylite relational": lambda seed: polylite_chain(
+        X, y, ml["fields"], args.sweeps, X_test, seed=seed)}
     if args.csr_rmse:
-        runs["polylite CSR"] = lambda: polylite_chain(Xc, y, ml["fields"], args.sweeps,
-                                                      Xc_test)
+        runs["polylite CSR"] = lambda seed: polylite_chain(
+            Xc, y, ml["fields"], args.sweeps, Xc_test, seed=seed)
     if libfm is not None:
-        runs["libFM --relation"] = lambda: libfm.run(args.sweeps)
+        runs["libFM --relation"] = lambda seed: libfm.run(args.sweeps, seed=seed)
     if has_myfm:
-        runs["myFM RelationBlock"] = lambda: myfm_chain(ml, args.sweeps, True)
+        runs["myFM RelationBlock"] = lambda seed: myfm_chain(ml, args.sweeps, True, seed)
+    print(f"{'':>20} {'mean':>8} {'sd':>8}   each seed")
     for name, run in runs.items():
-        print(f"{name:>20} {rmse(run(), y_test):>8.4f}", flush=True)
+        scores = [rmse(run(seed), y_test) for seed in seeds]
+        spread = np.std(scores, ddof=1) if len(scores) > 1 else np.nan
+        print(f"{name:>20} {np.mean(scores):>8.4f} {spread:>8.4f}   "
+              + " ".join(f"{score:.4f}" for score in scores), flush=True)
     if libfm is not None:
         shutil.rmtree(libfm.folder)
 
@@ -387,6 +406,8 @@ def main():
     parser.add_argument("--sweeps", type=int, default=200)
     parser.add_argument("--timing-sweeps", type=int, default=22)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5,
+                        help="chains per tool for the test RMSE")
     parser.add_argument("--scale-rows", type=int, default=10_000_000)
     parser.add_argument("--csr-rmse", action="store_true",
                         help="also score polylite's chain on the CSR rows (slow)")

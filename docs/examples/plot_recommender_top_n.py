@@ -11,10 +11,12 @@ items not rated yet, by matrix products over the item factors (no row per pair).
 
 The ratings here are synthetic (MovieLens cannot ship with the docs) but shaped like
 real ones: users and items with power-law popularity, each user rating a few dozen
-items, preferences of rank 4.  Since the true preferences are known, the top 10 items
+items, more often those they like, preferences of rank 4.  Since the true preferences are known, the top 10 items
 recommended to each user can be checked against the user's true top 10 among the items
 they have not rated (precision at 10).
 """
+
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -28,8 +30,9 @@ from polylite.recommend import recommend
 # %%
 # Synthetic ratings
 # -----------------
-# 500 users, 300 items; every user rates 20 to 80 items, the popular ones more often.
-# A rating is the true preference plus noise of standard deviation 0.3.  Tables are
+# 500 users, 300 items; every user rates 20 to 80 items, the popular ones and those the
+# user likes more often.  A rating is the true preference plus noise of standard
+# deviation 0.3.  Tables are
 # mappings of column name to array (a pandas DataFrame works the same).
 rng = np.random.default_rng(0)
 n_users, n_items, rank, noise = 500, 300, 4, 0.3
@@ -46,7 +49,8 @@ users, items = [], []
 for user in range(n_users):
     n_rated = rng.integers(20, 81)
     users.append(np.full(n_rated, user))
-    items.append(rng.choice(n_items, n_rated, replace=False, p=popularity))
+    chance = popularity * np.exp(2 * (preference[user] - preference[user].mean()))
+    items.append(rng.choice(n_items, n_rated, replace=False, p=chance / chance.sum()))
 users, items = np.concatenate(users), np.concatenate(items)
 ratings = preference[users, items] + noise * rng.standard_normal(users.size)
 
@@ -135,3 +139,44 @@ top_items, top_scores = recommend(fm, [0], n=5, exclude=train_table)
 print("rank  item  predicted  true")
 for position, (item, score) in enumerate(zip(top_items[0], top_scores[0]), start=1):
     print(f"{position:4d}  {item:4d}  {score:9.2f}  {preference[0, item]:4.2f}")
+
+# %%
+# Implicit feedback, each user's and item's part stored once
+# ----------------------------------------------------------
+# Which items a user chose to rate says something about their taste, whatever the
+# ratings were.  ``implicit="both"`` adds to each row the set of items its user rated
+# and the set of users who rated its item (the implicit fields of SVD++ and libFM), so
+# every row repeats its user's and its item's sets: a few hundred nonzeros instead of
+# two.  ``output="relational"`` stores each user's and each item's part once, as a row
+# of a table, with an index from each rating to it (a
+# :class:`~polylite.RelationalMatrix`): coordinate descent then takes each step from
+# sums kept per table row, and the model is the same as on the expanded CSR rows.
+implicit = FieldEncoder(implicit="both", handle_unknown="ignore", output="relational")
+X_relational = implicit.fit(train_table).transform(train_table)
+X_csr = X_relational.to_csr()
+print(f"{X_relational.shape[0]} rows, {X_relational.shape[1]} columns; nonzeros stored: "
+      f"{X_relational.nnz} relational, {X_csr.nnz} as CSR rows")
+
+# Five epochs on each form: the same fit, at a fraction of the time.
+fits = {}
+for name, X in [("relational", X_relational), ("CSR", X_csr)]:
+    start = time.perf_counter()
+    fits[name] = FactorizationMachineRegressor(
+        n_components=4, alpha=1e-4, beta=1e-4, max_iter=5, tol=0,
+        random_state=0).fit(X, y_train)
+    print(f"{name:>10}: {(time.perf_counter() - start) / 5:.4f} s per epoch")
+difference = np.abs(fits["relational"].predict(X_relational)
+                    - fits["CSR"].predict(X_csr)).max()
+print(f"largest difference between the two fits' predictions: {difference:.1e}")
+
+# %%
+# The implicit fields improve both the predicted ratings and the top-10 lists of the
+# rank-4 FM; ``recommend`` scores every (user, item) pair from the user and item tables.
+plain = make_pipeline(encoder(), FactorizationMachineRegressor(
+    n_components=4, alpha=1e-4, beta=1e-4, max_iter=100, tol=1e-5, random_state=0))
+with_implicit = make_pipeline(implicit, FactorizationMachineRegressor(
+    n_components=4, alpha=1e-4, beta=1e-4, max_iter=100, tol=1e-5, random_state=0))
+for name, model in [("FM k = 4", plain), ("+ implicit", with_implicit)]:
+    model.fit(train_table, y_train)
+    print("{:>10}: test RMSE {:.3f}, nDCG@5 {:.3f}, precision@10 {:.2f}".format(
+        name, *evaluate(model)))
