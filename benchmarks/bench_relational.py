@@ -165,7 +165,9 @@ class LibFM:
         out = os.path.join(self.folder, "predictions.txt")
         f = lambda name: os.path.join(self.folder, name)  # noqa: E731
         subprocess.run([self.binary, "-task", "r", "-method", "mcmc", "-dim", degree_dims,
-                        "-iter", str(sweeps), "-init_stdev", "0.1", "-seed", str(seed),
+                        "-iter", str(sweeps), "-init_stdev", "0.1",
+                        # libFM seeds C's rand, to which seeds 0 and 1 are the same.
+                        "-seed", str(seed + 1),
                         "-train", f("train.libfm"), "-test", f("test.libfm"),
                         "-relation", f"{f('user')},{f('item')}", "-out", out],
                        check=True, capture_output=True)
@@ -191,43 +193,46 @@ def myfm_chain(ml, sweeps, relational=True, seed=0):
         return fm.predict(X_test)
 
 
-def cd_epoch_seconds(X, y, degree=2, n_jobs=None, epochs=3):
-    """Median CPU and wall seconds of the epochs of a coordinate descent fit."""
-    epoch, times = _cd.cd_epoch, []
+@contextlib.contextmanager
+def timing(owner, name):
+    """Within the block, every call of ``owner.name`` appends its (CPU, wall) seconds
+    to the list given by ``as``."""
+    original, times = getattr(owner, name), []
 
     def timed(*args, **kwargs):
-        cpu, wall, out = cpu_seconds(lambda: epoch(*args, **kwargs))
+        cpu, wall, out = cpu_seconds(lambda: original(*args, **kwargs))
         times.append((cpu, wall))
         return out
 
-    _cd.cd_epoch = timed
+    setattr(owner, name, timed)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            FactorizationMachineRegressor(degree=degree, n_components=10, solver="cd",
-                                          max_iter=epochs, n_jobs=n_jobs,
-                                          random_state=0).fit(X, y)
+            yield times
     finally:
-        _cd.cd_epoch = epoch
+        setattr(owner, name, original)
+
+
+def medians(times):
+    """Median CPU and wall seconds of ``timing``'s calls."""
     return np.median([t[0] for t in times]), np.median([t[1] for t in times])
+
+
+def cd_epoch_seconds(X, y, degree=2, n_jobs=None, epochs=3):
+    """Median CPU and wall seconds of the epochs of a coordinate descent fit."""
+    with timing(_cd, "cd_epoch") as times:
+        FactorizationMachineRegressor(degree=degree, n_components=10, solver="cd",
+                                      max_iter=epochs, n_jobs=n_jobs,
+                                      random_state=0).fit(X, y)
+    return medians(times)
 
 
 def sweep_seconds(X, y, fields, degree=2, n_jobs=None, sweeps=3):
     """Median CPU and wall seconds of the sweeps of a Gibbs chain (the parameter draws;
     the hyperparameters' draws, NumPy on the parameters, come on top)."""
-    epoch, times = _cd.cd_epoch, []
-
-    def timed(*args, **kwargs):
-        cpu, wall, out = cpu_seconds(lambda: epoch(*args, **kwargs))
-        times.append((cpu, wall))
-        return out
-
-    _cd.cd_epoch = timed
-    try:
+    with timing(_cd, "cd_epoch") as times:
         polylite_chain(X, y, fields, sweeps, degree=degree, n_jobs=n_jobs)
-    finally:
-        _cd.cd_epoch = epoch
-    return np.median([t[0] for t in times]), np.median([t[1] for t in times])
+    return medians(times)
 
 
 # ---- the parts ------------------------------------------------------------------------------
@@ -345,46 +350,23 @@ def part_solvers(args):
     ml = movielens_side(args.data)
     y = ml["y"][0]
     print(f"{'what':>28} {'input':>10} {'cpu s':>8} {'x relational':>13}")
-
-    def timed(owner, name, calls):
-        original = getattr(owner, name)
-
-        def wrapper(*a, **k):
-            cpu, _, out = cpu_seconds(lambda: original(*a, **k))
-            calls.append(cpu)
-            return out
-        setattr(owner, name, wrapper)
-        return original
-
     rows = []
     # L-BFGS: a value and gradient (on relational input, a gradient pass of coordinate
     # descent over the tables; on CSR rows, the reverse-mode pass over every nonzero).
     for name in ("relational", "csr"):
-        calls = []
         target = "cd_data_gradient" if name == "relational" else "data_gradient"
-        original = timed(_solvers, target, calls)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                FactorizationMachineRegressor(n_components=10, solver="lbfgs", max_iter=3,
-                                              random_state=0).fit(ml[name][0], y)
-        finally:
-            setattr(_solvers, target, original)
-        rows.append(("L-BFGS value and gradient", name, np.median(calls)))
+        with timing(_solvers, target) as times:
+            FactorizationMachineRegressor(n_components=10, solver="lbfgs", max_iter=3,
+                                          random_state=0).fit(ml[name][0], y)
+        rows.append(("L-BFGS value and gradient", name, medians(times)[0]))
     # SGD: an epoch's passes (on relational input, rows expanded a chunk at a time), and
     # a whole fit of 3 epochs (with the objective's predictions after each).
     for name in ("relational", "csr"):
-        calls = []
-        original = timed(_solvers.StochasticGradient, "epoch", calls)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fit = cpu_seconds(lambda: FactorizationMachineRegressor(
-                    n_components=10, solver="sgd", max_iter=3,
-                    random_state=0).fit(ml[name][0], y))[0]
-        finally:
-            _solvers.StochasticGradient.epoch = original
-        rows.append(("SGD epoch", name, np.median(calls)))
+        with timing(_solvers.StochasticGradient, "epoch") as times:
+            fit = cpu_seconds(lambda: FactorizationMachineRegressor(
+                n_components=10, solver="sgd", max_iter=3,
+                random_state=0).fit(ml[name][0], y))[0]
+        rows.append(("SGD epoch", name, medians(times)[0]))
         rows.append(("SGD fit, 3 epochs", name, fit))
     reference = {what: cpu for what, name, cpu in rows if name == "relational"}
     for what, name, cpu in rows:
