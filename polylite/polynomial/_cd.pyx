@@ -2,12 +2,13 @@
 
 One call of :func:`cd_epoch` updates, in this order, the intercept, every linear weight,
 then for each factor block b and each component s every factor entry: the block's dummy
-rows gamma first (shared-parameter model), then the features, in the order of the column
-groups of :func:`column_groups`.
+rows gamma first (shared-parameter model), then the features in column order (the groups
+of :func:`column_groups`; a relational input's blocks take their steps in the table
+domain, _cd_tables.pyx, between the direct part's groups that precede and follow them).
 
-Column groups.  The nonzeros are regrouped once per fit into groups of columns that share
-no row (greedy colouring; a one-hot field is one group) and, within a group, listed in row
-order.  Steps of such columns do not interact, so a group is updated in two passes over its
+Column groups.  The nonzeros are regrouped once per fit into groups of consecutive columns
+that share no row (maximal runs in column order; a one-hot field is one group) and, within
+a group, listed in row order.  Steps of such columns do not interact, so a group is updated in two passes over its
 entries, gradients then updates, each reading the per-row records in increasing address
 order instead of at random as through the rows of a CSC column; the result is exactly that
 of updating the columns one after the other.  Groups with an entry in every row share a
@@ -1803,10 +1804,200 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
                   gradient, workspace, thread_min_entries)
 
 
+def _check_epoch(data, problem, params, y_pred, gradient):
+    """Refuse what :func:`cd_epoch` cannot take: the passes run without bounds checks,
+    so every shape must agree.  Zeroes the arrays of a gradient pass."""
+    groups, X, P = data.groups, data.X, params.P
+    n, (n_blocks, d, k) = problem.y.shape[0], P.shape
+    kernel, degrees, lam, gamma = problem.kernel, problem.degrees, params.lam, params.gamma
+    n_dummy = gamma.shape[0]
+    if data.n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {data.n_threads}")
+    if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != k):
+        raise ValueError("the polynomial kernel needs one output weight per component")
+    if kernel == POLYNOMIAL and data.blocks:
+        raise ValueError("relational input is taken by the anova and all-subsets kernels")
+    # A group lists the rows of its entries, or none when it has one in every row, their
+    # columns, or none when it has one column, and their values, or none when it has
+    # several columns (and the values are 1).  The direct part of a relational input
+    # has groups for its own columns only.
+    pointers = [np.asarray(groups.group_ptr), np.asarray(groups.columns_ptr),
+                np.asarray(groups.row_ptr), np.asarray(groups.col_ptr),
+                np.asarray(groups.val_ptr)]
+    n_groups = pointers[0].shape[0] - 1
+    direct_columns = d - sum([block.stop - block.start for block in data.blocks])
+    agree = (all(pointer.shape[0] == n_groups + 1 for pointer in pointers)
+             and groups.group_columns.shape[0] == direct_columns
+             and pointers[1][n_groups] == direct_columns
+             and pointers[0][n_groups] == X.indices.shape[0]
+             and groups.rows.shape[0] == pointers[2][n_groups]
+             and groups.columns.shape[0] == pointers[3][n_groups]
+             and groups.values.shape[0] == pointers[4][n_groups]
+             and X.indptr.shape[0] == n + 1 and params.w.shape[0] == d
+             and problem.sample_weight.shape[0] == n and y_pred.shape[0] == n
+             and params.intercept.shape[0] == 1 and (n_dummy == 0 or gamma.shape[1] == k)
+             and degrees.shape[0] == n_blocks and (lam is None or lam.shape[0] == k)
+             and data.support.shape[0] == d)
+    if agree and n_groups > 0:
+        entries, columns, rows, entry_columns, values = (np.diff(p) for p in pointers)
+        single_column = columns == 1
+        agree = not np.any(((rows != entries) & ((rows != 0) | (entries != n)))
+                           | (entry_columns != np.where(single_column, 0, entries))
+                           | ((values != entries) & (single_column | (values != 0))))
+    if not agree:
+        raise ValueError("cd_epoch: parameter, data or group shapes disagree")
+    if kernel == POLYNOMIAL and n_groups != d:
+        raise ValueError("the polynomial kernel needs groups of one column")
+    if kernel == POLYNOMIAL and not 2 <= degrees[0] <= MAX_POLY_DEGREE:
+        raise ValueError(f"coordinate descent takes polynomial kernels of degree 2 to "
+                         f"{MAX_POLY_DEGREE}, got {degrees[0]}")
+    if gradient is not None:
+        if kernel == POLYNOMIAL:
+            raise ValueError("cd_epoch: a gradient pass takes the anova and all-subsets "
+                             "kernels")
+        expected = [(1,), (d,), (n_blocks, d, k), (n_dummy, k)]
+        arrays = [gradient.intercept, gradient.w, gradient.P, gradient.gamma]
+        if any(np.shape(a) != shape for a, shape in zip(arrays, expected)):
+            raise ValueError("cd_epoch: the gradient arrays' shapes disagree with the "
+                             "parameters'")
+        for array in arrays:
+            np.asarray(array)[...] = 0
+
+
+cdef Groups _group_struct(groups):
+    """The pointers of the group arrays (kept alive by ``groups``)."""
+    cdef const Py_ssize_t[::1] group_ptr = groups.group_ptr
+    cdef const Py_ssize_t[::1] columns_ptr = groups.columns_ptr
+    cdef const Py_ssize_t[::1] row_ptr = groups.row_ptr
+    cdef const Py_ssize_t[::1] col_ptr = groups.col_ptr
+    cdef const Py_ssize_t[::1] val_ptr = groups.val_ptr
+    cdef Groups G
+    G.n_groups = group_ptr.shape[0] - 1
+    G.group_ptr = &group_ptr[0]
+    G.columns_ptr = &columns_ptr[0]
+    G.row_ptr = &row_ptr[0]
+    G.col_ptr = &col_ptr[0]
+    G.val_ptr = &val_ptr[0]
+    return G
+
+
+cdef Layout _layout(int loss, double max_abs_y, bint uniform, int kernel,
+                    int max_degree) noexcept:
+    """The rows' records: [prediction, label?, weight?, two cache slots]."""
+    cdef Layout L
+    L.loss = loss
+    L.mu = loss_smoothness(loss)
+    # The cubic bound of the logistic loss holds for labels of magnitude at most max|y|.
+    L.third = loss_third_bound(loss, max_abs_y) if loss == LOGISTIC else 0.0
+    L.label = -1 if loss == SQUARED else 1
+    L.weight = -1 if uniform else 1 + (L.label >= 0)
+    L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
+    L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
+    L.stride = L.cache
+    return L
+
+
+cdef bint _uniform(const double[::1] sample_weight) noexcept:
+    """Whether every row has the same positive weight (a weight of 0 everywhere is
+    stored)."""
+    cdef Py_ssize_t i, n = sample_weight.shape[0]
+    if n > 0 and sample_weight[0] <= 0:
+        return False
+    for i in range(1, n):
+        if sample_weight[i] != sample_weight[0]:
+            return False
+    return True
+
+
+cdef double _intercept_pass(floating* intercept, double* state, const Layout* L,
+                            Py_ssize_t n, const Threads* threads, const Prior* prior,
+                            double* gradient, double gradient_scale) noexcept nogil:
+    """The intercept's step (or draw, or gradient): its sums over the rows, then the
+    rows' predictions shifted.  Returns |step|."""
+    cdef Py_ssize_t i, t
+    cdef int n_threads = threads.count
+    cdef double delta
+    cdef double sums[N_TERMS]
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        _intercept_chunk(t, n_threads, state, L, n, threads.partial)
+    _zero_terms(sums)
+    for t in range(n_threads):
+        for i in range(N_TERMS):
+            sums[i] += threads.partial[N_TERMS * t + i]
+    # (sums[1] is the rows' weight, the intercept's support)
+    if gradient != NULL:
+        gradient[0] = gradient_scale * sums[0]
+        return 0
+    if prior != NULL:
+        delta = _take_step(intercept, _draw_step(prior, 0, sums[1], sums[0],
+                                                 L.mu * sums[1], intercept[0]))
+    else:
+        delta = _take_step(intercept, _bound_step(sums, L.mu, L.third, 0.0, intercept[0]))
+    if delta != 0:
+        for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+            _shift_chunk(t, n_threads, state, L, n, delta)
+    return fabs(delta)
+
+
+cdef Sweep _linear_sweep(const Layout* L, const Threads* threads, const double* support,
+                         double* scratch, double* A, const Prior* prior, double* gradient,
+                         double gradient_scale) noexcept nogil:
+    """What the linear weights' passes share (no cache: no component, no next)."""
+    cdef Sweep sweep
+    sweep.L = L[0]
+    sweep.threads = threads
+    sweep.support = support
+    sweep.cur = 0
+    sweep.nxt = -1
+    sweep.has_next = False
+    sweep.degree = 0
+    sweep.scratch = scratch
+    sweep.A = A
+    sweep.base = NULL
+    sweep.prior = prior
+    sweep.gradient = gradient
+    sweep.gradient_scale = gradient_scale
+    return sweep
+
+
+cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_degree,
+                      int kernel, int n_threads, bint uniform, dict workspace):
+    """Point ``blocks`` at the relation blocks of ``data`` and their tables' records
+    (blocks.tables is malloc'd: the caller frees it); returns the arrays the caller
+    keeps alive while ``blocks`` is used."""
+    positions = np.array([block.position for block in data.blocks] + [0], dtype=np.intp)
+    cdef Py_ssize_t[::1] position_view = positions
+    cdef Py_ssize_t b
+    blocks.count = len(data.blocks)
+    blocks.threads = n_threads
+    blocks.build_next = False
+    blocks.next_built = False
+    blocks.defer = False
+    blocks.pending = NULL
+    blocks.gather_first = False
+    blocks.first_gathered = False
+    blocks.position = &position_view[0]
+    blocks.tables = <Table*> malloc(max(blocks.count, 1) * sizeof(Table))
+    if blocks.tables == NULL:
+        raise MemoryError("not enough memory for the relation blocks")
+    kept = [positions]  # and the tables' records (not in a workspace when there is none)
+    try:
+        for b in range(blocks.count):
+            kept.append(_set_table(&blocks.tables[b], data.blocks[b], n, d, max_degree,
+                                   kernel, n_threads, uniform, workspace, f"table {b}"))
+    except BaseException:
+        free(blocks.tables)
+        raise
+    return kept
+
+
 def _epoch(data, problem, params, const floating[::1] csr_data,
            const index_t[::1] csr_indices, floating[:, :, ::1] P, double[::1] y_pred,
            prior, gradient, dict workspace, Py_ssize_t thread_min_entries):
-    """:func:`cd_epoch` for one dtype of the parameters and one index type of X."""
+    """:func:`cd_epoch` for one dtype of the parameters and one index type of X: the
+    set-up (checks, priors, records, threads, tables), then the passes in coordinate
+    order: the intercept, the linear weights, each block's components."""
+    _check_epoch(data, problem, params, y_pred, gradient)
     cdef const index_t[::1] csr_indptr = data.X.indptr
     cdef const double[::1] y = problem.y
     cdef const double[::1] sample_weight = problem.sample_weight
@@ -1815,80 +2006,32 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef const int[::1] degrees = problem.degrees
     cdef floating[:, ::1] gamma = params.gamma
     cdef floating[::1] lam = params.lam
-    cdef int kernel = problem.kernel, loss = problem.loss
+    cdef int kernel = problem.kernel
     cdef double alpha = problem.alpha, beta = problem.beta
     cdef bint fit_intercept = problem.fit_intercept, fit_linear = problem.fit_linear
     cdef bint fit_lam = problem.fit_lam
     cdef int n_threads = data.n_threads
     groups = data.groups
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
-    if kernel == POLYNOMIAL and (lam is None or lam.shape[0] != P.shape[2]):
-        raise ValueError("the polynomial kernel needs one output weight per component")
-    cdef const Py_ssize_t[::1] group_ptr = groups.group_ptr
-    cdef const Py_ssize_t[::1] columns_ptr = groups.columns_ptr
     cdef const index_t[::1] group_columns = groups.group_columns
-    cdef const Py_ssize_t[::1] row_ptr = groups.row_ptr
     cdef const index_t[::1] entry_rows = groups.rows
-    cdef const Py_ssize_t[::1] col_ptr = groups.col_ptr
     cdef const index_t[::1] entry_columns = groups.columns
-    cdef const Py_ssize_t[::1] val_ptr = groups.val_ptr
     cdef const floating[::1] entry_values = groups.values
+    cdef const double[::1] col_support = data.support
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
-    cdef Groups G
-    G.n_groups = group_ptr.shape[0] - 1
-    # The loops below run without bounds checks: the shapes must agree.
-    # (The direct part of a relational input has groups for its own columns only.)
-    cdef Py_ssize_t direct_columns = d - sum([block.stop - block.start
-                                              for block in data.blocks])
-    if (columns_ptr.shape[0] != G.n_groups + 1
-            or group_columns.shape[0] != direct_columns
-            or columns_ptr[G.n_groups] != direct_columns or group_ptr[G.n_groups] != nnz
-            or row_ptr.shape[0] != G.n_groups + 1
-            or entry_rows.shape[0] != row_ptr[G.n_groups]
-            or col_ptr.shape[0] != G.n_groups + 1
-            or entry_columns.shape[0] != col_ptr[G.n_groups]
-            or val_ptr.shape[0] != G.n_groups + 1
-            or entry_values.shape[0] != val_ptr[G.n_groups] or csr_indptr.shape[0] != n + 1
-            or w.shape[0] != d or sample_weight.shape[0] != n or y_pred.shape[0] != n
-            or intercept.shape[0] != 1 or (n_dummy > 0 and gamma.shape[1] != k)
-            or degrees.shape[0] != n_blocks or (lam is not None and lam.shape[0] != k)):
-        raise ValueError("cd_epoch: parameter, data or group shapes disagree")
-    cdef const double[::1] col_support = data.support
-    # A gradient pass: its arrays, shaped like the parameters.
+    cdef Groups G = _group_struct(groups)
+    # A gradient pass: the arrays it fills, shaped like the parameters.
     cdef bint gradient_pass = gradient is not None
     cdef double[::1] grad_intercept, grad_w
     cdef double[:, :, ::1] grad_P
     cdef double[:, ::1] grad_gamma
     cdef double* grad_P_ptr = NULL
     cdef double* grad_gamma_ptr = NULL
-    cdef double grad_scale = 1
     if gradient_pass:
-        if kernel == POLYNOMIAL:
-            raise ValueError("cd_epoch: a gradient pass takes the anova and all-subsets "
-                             "kernels")
         grad_intercept, grad_w, grad_P, grad_gamma = (
             gradient.intercept, gradient.w, gradient.P, gradient.gamma)
-        if (grad_intercept.shape[0] != 1 or grad_w.shape[0] != d
-                or grad_P.shape[0] != n_blocks or grad_P.shape[1] != d
-                or grad_P.shape[2] != k or grad_gamma.shape[0] != n_dummy
-                or grad_gamma.shape[1] != k):
-            raise ValueError("cd_epoch: the gradient arrays' shapes disagree with the "
-                             "parameters'")
-        np.asarray(grad_intercept)[...] = 0
-        np.asarray(grad_w)[...] = 0
-        np.asarray(grad_P)[...] = 0
-        np.asarray(grad_gamma)[...] = 0
         grad_P_ptr = &grad_P[0, 0, 0] if grad_P.size > 0 else NULL
         grad_gamma_ptr = &grad_gamma[0, 0] if grad_gamma.size > 0 else NULL
-    if col_support.shape[0] != d:
-        raise ValueError("cd_epoch: parameter, data or group shapes disagree")
-    if kernel == POLYNOMIAL and G.n_groups != d:
-        raise ValueError("the polynomial kernel needs groups of one column")
-    if kernel == POLYNOMIAL and not 2 <= degrees[0] <= MAX_POLY_DEGREE:
-        raise ValueError(f"coordinate descent takes polynomial kernels of degree 2 to "
-                         f"{MAX_POLY_DEGREE}, got {degrees[0]}")
     # The sampler's priors (see the docstring), and the arrays they point into.
     cdef bint sampling = prior is not None
     cdef Prior intercept_prior, linear_prior, block_prior, dummy_prior
@@ -1900,77 +2043,36 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef double scale = 0
     if sampling:
         prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean = _prior_arrays(
-            prior, n_blocks, d, k, n_dummy, kernel, loss)
+            prior, n_blocks, d, k, n_dummy, kernel, problem.loss)
         seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
         scale = prior.scale
-    cdef Py_ssize_t g_idx, entries
-    cdef bint single_column
-    for g_idx in range(G.n_groups):
-        # A group lists the rows of its entries, or none when it has one in every row,
-        # their columns, or none when it has one column, and their values, or none when
-        # it has several columns (and the values are 1).
-        entries = group_ptr[g_idx + 1] - group_ptr[g_idx]
-        single_column = columns_ptr[g_idx + 1] - columns_ptr[g_idx] == 1
-        if ((row_ptr[g_idx + 1] - row_ptr[g_idx] != entries
-             and (row_ptr[g_idx + 1] != row_ptr[g_idx] or entries != n))
-                or (col_ptr[g_idx + 1] - col_ptr[g_idx] != (0 if single_column else entries))
-                or (val_ptr[g_idx + 1] - val_ptr[g_idx] != entries
-                    and (single_column or val_ptr[g_idx + 1] != val_ptr[g_idx]))):
-            raise ValueError("cd_epoch: parameter, data or group shapes disagree")
-    G.group_ptr = &group_ptr[0]
-    G.columns_ptr = &columns_ptr[0]
-    G.row_ptr = &row_ptr[0]
-    G.col_ptr = &col_ptr[0]
-    G.val_ptr = &val_ptr[0]
-    cdef Py_ssize_t i, b, s, cur, nxt
-    cdef int max_degree = 2
-    cdef double mu = loss_smoothness(loss)
-    cdef double delta, max_change = 0, change, weight = 1
-    cdef double intercept_sums[N_TERMS]
-    # Uniform weights need a positive weight (a weight of 0 everywhere is stored).
-    cdef bint uniform = n == 0 or sample_weight[0] > 0
-    cdef Layout L
-    cdef Sweep linear
-    for b in range(n_blocks):
-        max_degree = max(max_degree, degrees[b])
-    for i in range(1, n):
-        if sample_weight[i] != sample_weight[0]:
-            uniform = False
-            break
-    L.loss = loss
-    L.mu = mu
-    # The cubic bound of the logistic loss holds for labels of magnitude at most max|y|.
-    L.third = (loss_third_bound(loss, np.max(np.abs(y), initial=0.0)) if loss == LOGISTIC
-               else 0.0)
-    L.label = -1 if loss == SQUARED else 1
-    L.weight = -1 if uniform else 1 + (L.label >= 0)
-    if uniform and n > 0:
-        # Every sum of a step carries the same factor s: the sums leave it out (weight 1)
-        # and the penalties are divided by s instead, the same steps with fewer products.
-        alpha = alpha / sample_weight[0]
-        beta = beta / sample_weight[0]
-    L.cache = 1 + (L.label >= 0) + (L.weight >= 0)
-    if uniform and n > 0:
-        grad_scale = sample_weight[0]
+    cdef Py_ssize_t b, s, cur, nxt, t
+    cdef int max_degree = max(2, int(np.max(problem.degrees, initial=2)))
+    cdef double max_change = 0, change
+    # With uniform weights every sum of a step carries the same factor s: the sums leave
+    # it out (weight 1) and the penalties are divided by s instead, the same steps with
+    # fewer products; a gradient pass and the sampler put it back.
+    cdef bint uniform = _uniform(sample_weight)
+    cdef double weight = sample_weight[0] if uniform and n > 0 else 1.0
+    alpha, beta = alpha / weight, beta / weight
+    cdef Layout L = _layout(problem.loss, np.max(np.abs(y), initial=0.0)
+                            if problem.loss == LOGISTIC else 0.0, uniform, kernel,
+                            max_degree)
+    cdef double mu = L.mu
     if sampling:
-        # Numbered as in the docstring; the sums leave a uniform weight out, as above.
-        weight = sample_weight[0] if uniform and n > 0 else 1.0
-        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0,
-                   0)
+        # Numbered as in the docstring.
+        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0, 0)
         _set_prior(&linear_prior, &prior_group[0] if d > 0 else NULL, &w_reg[0],
                    &w_mean[0], 1, weight, scale, seed, 1, 0)
         _set_prior(&dummy_prior, NULL, &gamma_reg[0], &gamma_mean[0], 0, weight,
                    scale, seed, 1 + d + n_blocks * k * d, n_dummy)
-    L.width = 2 if kernel == ALL_SUBSETS else (1 if kernel == POLYNOMIAL else max_degree - 1)
     # Room for the widest records; the intercept and linear weights use the narrowest.
     cdef double[::1] state_buffer = _buffer(workspace, "state",
                                             n * (L.cache + 2 * L.width) + 1)
-    L.stride = L.cache
-    cdef double[::1] column_scratch = _buffer(workspace, "scratch", (d + 1) * COL_STRIDE)
     cdef double* state = &state_buffer[0]
     # Records start on a cache line (one line each: the prefetch fetches all of it).
-    cdef double* scratch = &column_scratch[0]
-    scratch = <double*> ((<size_t> scratch + 63) & ~(<size_t> 63))
+    cdef double[::1] column_scratch = _buffer(workspace, "scratch", (d + 1) * COL_STRIDE)
+    cdef double* scratch = <double*> ((<size_t> &column_scratch[0] + 63) & ~(<size_t> 63))
     # The other threads' scratch records (only the columns of the group being summed are
     # touched, see _group_start).
     cdef Threads threads
@@ -1981,20 +2083,18 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                                (n_threads - 1) * threads.stride + COL_STRIDE)
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
     cdef double[::1] partial = _buffer(workspace, "partial", N_TERMS * n_threads)
-    cdef double[::1] factor_column = _buffer(workspace, "factors", d + 1)  # see _fill_slot
     threads.partial = &partial[0]
-    cdef Py_ssize_t t
+    cdef double[::1] factor_column = _buffer(workspace, "factors", d + 1)  # see _fill_slot
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
     threads.work_stride = 2 * (max_degree + 1)
-    cdef double* A = <double*> malloc((n_threads * threads.work_stride + max_degree + 1)
-                                      * sizeof(double))
+    cdef double[::1] work = _buffer(workspace, "work",
+                                    n_threads * threads.work_stride + max_degree + 1)
+    cdef double* A = &work[0]
     cdef double* base = A + n_threads * threads.work_stride
     threads.work = A
     cdef Pending pending
     pending.group = -1
-    cdef double* row
-    if A == NULL:
-        raise MemoryError("not enough memory for the coordinate descent caches")
+    cdef Sweep linear
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef const index_t* g_cols = &group_columns[0] if group_columns.shape[0] > 0 else NULL
     cdef const index_t* e_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
@@ -2005,26 +2105,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
     # The relation blocks of a relational input, their tables' records in the workspace.
     cdef Blocks blocks
-    cdef Py_ssize_t[::1] positions = np.array([block.position for block in data.blocks]
-                                              + [0], dtype=np.intp)
-    blocks.count = len(data.blocks)
-    blocks.threads = n_threads
-    blocks.build_next = False
-    blocks.next_built = False
-    blocks.defer = False
-    blocks.pending = NULL
-    blocks.gather_first = False
-    blocks.first_gathered = False
-    blocks.position = &positions[0]
-    blocks.tables = <Table*> malloc(max(blocks.count, 1) * sizeof(Table))
-    if blocks.count > 0 and kernel == POLYNOMIAL:
-        free(A)
-        free(blocks.tables)
-        raise ValueError("relational input is taken by the anova and all-subsets kernels")
-    kept = []  # the tables' records (not in a workspace when there is none)
-    for b in range(blocks.count):
-        kept.append(_set_table(&blocks.tables[b], data.blocks[b], n, d, max_degree,
-                               kernel, n_threads, uniform, workspace, f"table {b}"))
+    kept = _set_blocks(&blocks, data, n, d, max_degree, kernel, n_threads, uniform,
+                       workspace)
     try:
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
@@ -2032,41 +2114,15 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                 _load_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], &sample_weight[0],
                             n)
             if fit_intercept and n > 0:
-                for t in prange(n_threads, num_threads=n_threads, schedule="static",
-                                chunksize=1):
-                    _intercept_chunk(t, n_threads, state, &L, n, threads.partial)
-                _zero_terms(intercept_sums)
-                for t in range(n_threads):
-                    for i in range(N_TERMS):
-                        intercept_sums[i] += threads.partial[N_TERMS * t + i]
-                # (sums[1] is the rows' weight, the intercept's support)
-                if gradient_pass:
-                    grad_intercept[0] = grad_scale * intercept_sums[0]
-                    delta = 0
-                else:
-                    delta = _take_step(&intercept[0], _draw_step(
-                        &intercept_prior, 0, intercept_sums[1], intercept_sums[0],
-                        mu * intercept_sums[1], intercept[0]) if sampling
-                        else _bound_step(intercept_sums, mu, L.third, 0.0, intercept[0]))
-                if delta != 0:
-                    for t in prange(n_threads, num_threads=n_threads, schedule="static",
-                                    chunksize=1):
-                        _shift_chunk(t, n_threads, state, &L, n, delta)
-                    max_change = max(max_change, fabs(delta))
+                change = _intercept_pass(
+                    &intercept[0], state, &L, n, &threads,
+                    &intercept_prior if sampling else NULL,
+                    &grad_intercept[0] if gradient_pass else NULL, weight)
+                max_change = max(max_change, change)
             if fit_linear and d > 0:
-                linear.L = L
-                linear.threads = &threads
-                linear.support = &col_support[0]
-                linear.cur = 0
-                linear.nxt = -1
-                linear.has_next = False
-                linear.degree = 0
-                linear.scratch = scratch
-                linear.A = A
-                linear.base = NULL
-                linear.prior = &linear_prior if sampling else NULL
-                linear.gradient = &grad_w[0] if gradient_pass else NULL
-                linear.gradient_scale = grad_scale
+                linear = _linear_sweep(&L, &threads, &col_support[0], scratch, A,
+                                       &linear_prior if sampling else NULL,
+                                       &grad_w[0] if gradient_pass else NULL, weight)
                 # The last block's push waits for the first component's start (its
                 # rows' predictions only: no cache to move).
                 blocks.defer = n_blocks > 0 and kernel != POLYNOMIAL
@@ -2121,7 +2177,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                             &block_prior if sampling else NULL,
                             &dummy_prior if sampling and b == 0 else NULL, &blocks,
                             grad_P_ptr + b * d * k if gradient_pass else NULL,
-                            grad_gamma_ptr, grad_scale)
+                            grad_gamma_ptr, weight)
                         blocks.next_built = blocks.build_next
                     max_change = max(max_change, change)
                 _flush_push(&blocks, state, &L, n)
@@ -2130,7 +2186,6 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                             chunksize=1):
                 _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
     finally:
-        free(A)
         free(blocks.tables)
     return max_change
 
