@@ -16,8 +16,8 @@ own):
   :class:`~polylite.FactorizationMachineRegressor` on both inputs; the test RMSE after
   ``--sweeps`` sweeps of each sampler, for ``--seeds`` chains each (polylite's and
   libFM's prediction the mean of every sweep's, each clipped to [1, 5] first, polylite's
-  after a burn-in of 20 sweeps and libFM's over all; myFM's the mean of its last
-  ``sweeps - 20``, clipped).  A tool's seconds per sweep are those of a run of
+  after a burn-in of ``--burn-in`` sweeps (20) and libFM's over all; myFM's the mean of
+  its samples after the same burn-in, clipped).  A tool's seconds per sweep are those of a run of
   ``--timing-sweeps`` sweeps less a run of 2, over the difference, so loading the data
   does not count.
 - ``scale``: MovieLens-10M-sized synthetic data (``make_recommender(10**7, 70_000,
@@ -35,7 +35,7 @@ own):
 
     python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
-        [--sweeps 200] [--seeds 5] [--timing-sweeps 22] [--repeats 3]
+        [--sweeps 200] [--seeds 5] [--burn-in 20] [--timing-sweeps 22] [--repeats 3]
         [--scale-rows 10000000] [--csr-rmse]
 """
 import argparse
@@ -114,11 +114,12 @@ def per_sweep(run, sweeps):
 
 # ---- the samplers ---------------------------------------------------------------------------
 
-def polylite_chain(X, y, fields, sweeps, X_test=None, degree=2, n_jobs=None, seed=0):
+def polylite_chain(X, y, fields, sweeps, X_test=None, degree=2, n_jobs=None, seed=0,
+                   burn_in=20):
     """A chain of ``sweeps`` sweeps; with ``X_test``, the mean of the sweeps' predictions
-    after a burn-in of 20, each clipped to [1, 5] first (as libFM scores its chain)."""
+    after ``burn_in``, each clipped to [1, 5] first (as libFM scores its chain)."""
     est = BayesianFactorizationMachineRegressor(
-        degree=degree, n_components=10, n_iter=sweeps, n_burn_in=min(20, sweeps - 1),
+        degree=degree, n_components=10, n_iter=sweeps, n_burn_in=min(burn_in, sweeps - 1),
         n_kept=sweeps, random_state=seed, n_jobs=n_jobs)
     est.fit(X, y, feature_groups=fields)
     if X_test is None:
@@ -174,7 +175,7 @@ class LibFM:
         return np.loadtxt(out)
 
 
-def myfm_chain(ml, sweeps, relational=True, seed=0):
+def myfm_chain(ml, sweeps, relational=True, seed=0, burn_in=20):
     import myfm
     from myfm import RelationBlock
     X, X_test = ml["relational" if relational else "csr"]
@@ -186,10 +187,10 @@ def myfm_chain(ml, sweeps, relational=True, seed=0):
             blocks = [RelationBlock(b.index, b.table) for b in X.blocks]
             test_blocks = [RelationBlock(b.index, b.table) for b in X_test.blocks]
             fm.fit(None, y, X_rel=blocks, group_shapes=ml["widths"], n_iter=sweeps,
-                   n_kept_samples=max(sweeps - 20, 1))
+                   n_kept_samples=max(sweeps - burn_in, 1))
             return fm.predict(None, X_rel=test_blocks)
         fm.fit(X, y, group_shapes=ml["widths"], n_iter=sweeps,
-               n_kept_samples=max(sweeps - 20, 1))
+               n_kept_samples=max(sweeps - burn_in, 1))
         return fm.predict(X_test)
 
 
@@ -279,16 +280,17 @@ def part_movielens(args):
         print(f"{name:>20} {cpu:>12.4f} {cpu / cd['relational']:>16.2f}", flush=True)
     seeds = range(args.seeds)
     print(f"\ntest RMSE after {args.sweeps} sweeps (predictions clipped to [1, 5]), "
-          f"seeds {seeds.start} to {seeds.stop - 1}:")
+          f"seeds {seeds.start} to {seeds.stop - 1}, burn-in {args.burn_in}:")
     runs = {"polylite relational": lambda seed: polylite_chain(
-        X, y, ml["fields"], args.sweeps, X_test, seed=seed)}
+        X, y, ml["fields"], args.sweeps, X_test, seed=seed, burn_in=args.burn_in)}
     if args.csr_rmse:
         runs["polylite CSR"] = lambda seed: polylite_chain(
-            Xc, y, ml["fields"], args.sweeps, Xc_test, seed=seed)
+            Xc, y, ml["fields"], args.sweeps, Xc_test, seed=seed, burn_in=args.burn_in)
     if libfm is not None:
         runs["libFM --relation"] = lambda seed: libfm.run(args.sweeps, seed=seed)
     if has_myfm:
-        runs["myFM RelationBlock"] = lambda seed: myfm_chain(ml, args.sweeps, True, seed)
+        runs["myFM RelationBlock"] = lambda seed: myfm_chain(ml, args.sweeps, True, seed,
+                                                             args.burn_in)
     print(f"{'':>20} {'mean':>8} {'sd':>8}   each seed")
     for name, run in runs.items():
         scores = [rmse(run(seed), y_test) for seed in seeds]
@@ -390,6 +392,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=5,
                         help="chains per tool for the test RMSE")
+    parser.add_argument("--burn-in", type=int, default=20,
+                        help="sweeps left out of polylite's and myFM's averages")
     parser.add_argument("--scale-rows", type=int, default=10_000_000)
     parser.add_argument("--csr-rmse", action="store_true",
                         help="also score polylite's chain on the CSR rows (slow)")
