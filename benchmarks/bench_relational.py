@@ -9,7 +9,7 @@ own):
   each item, user and movie side features: 312 nonzeros per rating, 5,328 columns; one
   prior group per field; k = 10, degree 2).  CPU seconds per Gibbs sweep of polylite on
   the CSR rows and on the relational input (``FieldEncoder(output="relational")``), of
-  libFM 1.4.4 with ``--relation`` (``--libfm``: its binary, built with make; its own
+  libFM 1.4.4 with ``-relation`` (``--libfm``: its binary, built with make; its own
   ``convert`` and ``transpose`` tools beside it write the relation files) and of myFM
   (its ``RelationBlock``, and a plain CSR), the tools alternating ``--repeats`` times
   (medians); CPU seconds per coordinate descent epoch of
@@ -258,7 +258,7 @@ def part_movielens(args):
     tools = {"polylite relational": lambda s: polylite_chain(X, y, ml["fields"], s),
              "polylite CSR": lambda s: polylite_chain(Xc, y, ml["fields"], s)}
     if libfm is not None:
-        tools["libFM --relation"] = libfm.run
+        tools["libFM -relation"] = libfm.run
     if has_myfm:
         tools["myFM RelationBlock"] = lambda s: myfm_chain(ml, s, True)
         tools["myFM CSR"] = lambda s: myfm_chain(ml, s, False)
@@ -287,7 +287,7 @@ def part_movielens(args):
         runs["polylite CSR"] = lambda seed: polylite_chain(
             Xc, y, ml["fields"], args.sweeps, Xc_test, seed=seed, burn_in=args.burn_in)
     if libfm is not None:
-        runs["libFM --relation"] = lambda seed: libfm.run(args.sweeps, seed=seed)
+        runs["libFM -relation"] = lambda seed: libfm.run(args.sweeps, seed=seed)
     if has_myfm:
         runs["myFM RelationBlock"] = lambda seed: myfm_chain(ml, args.sweeps, True, seed,
                                                              args.burn_in)

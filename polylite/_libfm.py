@@ -106,13 +106,17 @@ def read_row_index(path, n_rows=None):
         index = np.frombuffer(raw, "<u4", count=count, offset=12).astype(np.intp)
     else:
         try:
-            values = np.array(raw.decode("ascii").split(), dtype=np.float64)
+            tokens = raw.decode("ascii").split()
+            values = np.array(tokens, dtype=np.float64)
         except (UnicodeDecodeError, ValueError):
             raise DataFileError(f"{path}: a row index file holds one integer per line "
                                 f"(or libFM's binary vector)") from None
-        if not np.all(values == np.floor(values)) or np.any(values < 0):
-            raise DataFileError(f"{path}: holds a value that is not a table row (a "
-                                f"non-negative integer)")
+        # (Beyond 2^53 a float64 is no longer an exact integer: no table is that long.)
+        bad = ~((values >= 0) & (values < 2.0 ** 53) & (values == np.floor(values)))
+        if np.any(bad):
+            at = int(np.argmax(bad))
+            raise DataFileError(f"{path}: value {at + 1} ({tokens[at]!r}) is not a table "
+                                f"row (a non-negative integer)")
         index = values.astype(np.intp)
     if n_rows is not None and index.shape[0] != n_rows:
         raise DataFileError(f"{path}: {index.shape[0]} table rows for the {n_rows} lines "

@@ -302,9 +302,16 @@ def _build_parser():
     return parser
 
 
+def _relation_names(text):
+    names = [name for name in text.split(",") if name]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no relation")
+    return names
+
+
 def _add_relation_option(parser, which):
     parser.add_argument(
-        "--relation", metavar="R1,R2", type=lambda text: [n for n in text.split(",") if n],
+        "--relation", metavar="R1,R2", type=_relation_names,
         help=f"libFM's relation blocks (-relation): for each base name R, the table R.x "
              f"(libFM's binary format) and the table row of each line in {which}; their "
              f"columns follow the data file's, in this order (docs: 'Relational data')")
@@ -450,22 +457,28 @@ def _read_for_fit(args, dtype):
             n_features = args.n_features
     out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
     if getattr(args, "relation", None):
-        out = [(_with_relations(args, X, split, dtype), y)
-               for (X, y), split in zip(out, ("train", "test"))]
+        out = [(_with_relations(args, X, split, dtype, path), y)
+               for (X, y), split, path in zip(out, ("train", "test"),
+                                              (args.train, args.validation))]
     return out, zero_based, n_features
 
 
-def _with_relations(args, X, split, dtype, rows=None):
-    """X (the data file's columns) with libFM's relation blocks ``args.relation`` after
-    them: a RelationalMatrix; ``rows``, a slice of the lines (a chunk of the file)."""
+def _with_relations(args, X, split, dtype, path, rows=None):
+    """X (the data file ``path``'s columns) with libFM's relation blocks ``args.relation``
+    after them: a RelationalMatrix; ``rows``, the slice of the file's lines X holds (a
+    chunk: then the index files are checked against the whole file at its end)."""
     from .relational import RelationalMatrix, RelationBlock
     blocks, _ = _relation_files(args, split, dtype)
+    for name, block in zip(args.relation, blocks):
+        lines = block.index.shape[0]
+        if rows is None and lines != X.shape[0]:
+            raise DataFileError(f"{name}.{split}: table rows for {lines} lines, {path} "
+                                f"has {X.shape[0]}")
+        if rows is not None and lines < rows.start + X.shape[0]:
+            raise DataFileError(f"{name}.{split}: table rows for {lines} lines, {path} "
+                                f"has more")
     if rows is not None:
         blocks = [RelationBlock(block.index[rows], block.table) for block in blocks]
-    if any(block.index.shape[0] != X.shape[0] for block in blocks):
-        raise DataFileError(f"a relation's .{split} file names a table row for "
-                            f"{blocks[0].index.shape[0]} lines, the data file has "
-                            f"{X.shape[0]}")
     try:
         return RelationalMatrix([X, *blocks], dtype=dtype)
     except ValueError as exc:
@@ -476,7 +489,7 @@ _RELATION_CACHE = {}
 
 
 def _relation_files(args, split, dtype):
-    """The blocks and groups of ``args.relation`` for ``split``, read once."""
+    """The blocks and groups of ``args.relation`` for ``split``, read once per command."""
     from ._libfm import relation_blocks
     key = (tuple(args.relation), split, np.dtype(dtype).name)
     if key not in _RELATION_CACHE:
@@ -484,10 +497,11 @@ def _relation_files(args, split, dtype):
     return _RELATION_CACHE[key]
 
 
-def _relation_widths(args, dtype):
+def _relation_widths(args, dtype, split="train"):
+    """The columns of each of ``args.relation``'s tables."""
     if not args.relation:
         return []
-    return [block.table.shape[1] for block in _relation_files(args, "train", dtype)[0]]
+    return [block.table.shape[1] for block in _relation_files(args, split, dtype)[0]]
 
 
 def _feature_groups(args, n_main, dtype):
@@ -555,6 +569,10 @@ def _fit(args, parser):
         if args.relation:
             parser.error("argument --relation: not with --stream (the tables and the "
                          "rows' indices are read whole)")
+    if args.relation and not getattr(cls, "_takes_relational", False):
+        parser.error(f"argument --relation: the relations' tables are taken by "
+                     f"factorization machines (--estimator fm or bayes-fm), not by "
+                     f"--estimator {args.estimator}; join them into the data file for it")
     if args.meta and args.estimator != "bayes-fm":
         parser.error(f"argument --meta: feature groups are the priors of --estimator "
                      f"bayes-fm, not of {args.estimator}")
@@ -587,7 +605,8 @@ def _fit(args, parser):
                          "zero_based": bool(zero_based), "n_features": int(n_features),
                          "dtype": dtype.name, "stream": bool(args.stream),
                          "relation": [os.path.abspath(name) for name in
-                                      args.relation or []]}}
+                                      args.relation or []],
+                         "relation_columns": _relation_widths(args, dtype)}}
     from ._io import save_model
     try:
         save_model(estimator, args.model, metadata=metadata)
@@ -799,34 +818,60 @@ def _data_zero_based(args, header, estimator):
 def _iter_data(args, header, estimator, stats):
     dtype = _model_dtype(estimator)
     n_features = estimator.n_features_in_
-    recorded = ((header.get("metadata") or {}).get("data") or {}).get("relation") or []
-    if recorded and not args.relation:
-        names = ",".join(os.path.basename(name) for name in recorded)
+    if args.relation:
+        _check_relations(args, header, estimator, dtype)
+        # The model's columns: the data file's own, then the relations' tables'.
+        n_features -= sum(_relation_widths(args, dtype, "test"))
+    elif _recorded_relations(header)[0]:
+        names = ",".join(os.path.basename(name) for name in _recorded_relations(header)[0])
         raise _Failure(f"{args.model} was fitted with --relation {names}: give "
                        f"--relation with the relations' files for {args.data}")
-    if args.relation:
-        # The model's columns: the data file's own, then the relations' tables'.
-        blocks, _ = _relation_files(args, "test", dtype)
-        widths = sum(block.table.shape[1] for block in blocks)
-        if widths > n_features:
-            raise _Failure(f"--relation: the tables have {widths} columns, more than the "
-                           f"model's {n_features}")
-        n_features -= widths
     start = 0
     for X, y in _svmlight.iter_file(args.data,
                                     zero_based=_data_zero_based(args, header, estimator),
                                     n_features=n_features, dtype=dtype,
                                     chunk_bytes=args.chunk_bytes, stats=stats):
         if args.relation:
-            X = _with_relations(args, X, "test", dtype, slice(start, start + X.shape[0]))
+            X = _with_relations(args, X, "test", dtype, args.data,
+                                slice(start, start + X.shape[0]))
             start += X.shape[0]
         yield X, y
     if args.relation:
         blocks, _ = _relation_files(args, "test", dtype)
-        if blocks and blocks[0].index.shape[0] != start:
-            raise DataFileError(f"{args.relation[0]}.test: table rows for "
-                                f"{blocks[0].index.shape[0]} lines, {args.data} has "
-                                f"{start}")
+        for name, block in zip(args.relation, blocks):
+            if block.index.shape[0] != start:
+                raise DataFileError(f"{name}.test: table rows for {block.index.shape[0]} "
+                                    f"lines, {args.data} has {start}")
+
+
+def _recorded_relations(header):
+    """The relations a model file records (base paths and each table's columns), from
+    ``polylite fit --relation``; empty for a model fitted without, or saved from Python."""
+    data = (header.get("metadata") or {}).get("data") or {}
+    return data.get("relation") or [], data.get("relation_columns")
+
+
+def _check_relations(args, header, estimator, dtype):
+    """Refuse relations the model was not fitted with: their tables' columns would be
+    read as other columns of the model."""
+    if not getattr(estimator, "_takes_relational", False):
+        raise _Failure(f"--relation: {type(estimator).__name__} ({args.model}) takes no "
+                       f"relations' tables")
+    recorded, columns = _recorded_relations(header)
+    written_by_fit = (header.get("metadata") or {}).get("written_by") == "polylite fit"
+    if written_by_fit and not recorded:
+        raise _Failure(f"--relation: {args.model} was fitted without relations")
+    widths = _relation_widths(args, dtype, "test")
+    if columns is not None and list(widths) != list(columns):
+        fitted = ", ".join(f"{os.path.basename(name)} ({width} columns)"
+                           for name, width in zip(recorded, columns))
+        given = ", ".join(f"{name} ({width} columns)"
+                          for name, width in zip(args.relation, widths))
+        raise _Failure(f"--relation: {args.model} was fitted with the relations "
+                       f"{fitted}, in this order; given {given}")
+    if sum(widths) > estimator.n_features_in_:
+        raise _Failure(f"--relation: the tables have {sum(widths)} columns, more than "
+                       f"the model's {estimator.n_features_in_}")
 
 
 def _model_dtype(estimator):
@@ -836,11 +881,19 @@ def _model_dtype(estimator):
 
 
 def _warn_dropped(args, stats, estimator):
-    if stats.dropped_nonzeros:
-        _note(args, f"polylite {args.command}: warning: {stats.dropped_nonzeros} "
-                    f"nonzeros in {stats.dropped_rows} rows of {args.data} have feature "
-                    f"indices beyond the model's {estimator.n_features_in_} features "
-                    f"(unseen in training); they were ignored")
+    if not stats.dropped_nonzeros:
+        return
+    if args.relation:
+        own = estimator.n_features_in_ - sum(_relation_widths(args, _model_dtype(estimator),
+                                                              "test"))
+        beyond = (f"beyond the data file's own {own} columns (the relations' tables "
+                  f"take the columns after them)")
+    else:
+        beyond = (f"beyond the model's {estimator.n_features_in_} features (unseen in "
+                  f"training)")
+    _note(args, f"polylite {args.command}: warning: {stats.dropped_nonzeros} nonzeros in "
+                f"{stats.dropped_rows} rows of {args.data} have feature indices {beyond}; "
+                f"they were ignored")
 
 
 def _predictions(estimator, X):
@@ -1078,6 +1131,7 @@ def main(argv=None):
     """
     parser = _build_parser()
     args = None
+    _RELATION_CACHE.clear()  # the files are read once per command, not once per process
     try:
         args = parser.parse_args(argv)
         return args.run(args, args.parser)

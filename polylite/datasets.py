@@ -248,8 +248,10 @@ def _recommender_table(X, sizes, offset=2):
     two fields (unless ``offset`` is 0) are the user and the item."""
     n_fields = len(sizes)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    indices = X.indices.reshape(X.shape[0], -1)
-    data = X.data.reshape(X.shape[0], -1)
+    # Every row holds one entry per categorical field, then every numeric column.
+    width = n_fields + X.shape[1] - int(offsets[-1])
+    indices = X.indices.reshape(X.shape[0], width)
+    data = X.data.reshape(X.shape[0], width)
     levels = [(indices[:, f] - offsets[f]).astype(np.int64) for f in range(n_fields)]
     ids = {"user_id": levels[0], "item_id": levels[1]} if offset else {}
     return {**ids, **{f"field_{j}": level for j, level in enumerate(levels[offset:])},

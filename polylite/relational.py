@@ -4,7 +4,7 @@ In recommender data every rating of a user carries the same user part (the user'
 side features, the items the user rated) and every rating of an item the same item part.
 A :class:`RelationalMatrix` stores each such part once, as a row of a table
 (:class:`RelationBlock`), with an index from each interaction to its table row (Rendle,
-"Scaling Factorization Machines to Relational Data", VLDB 2013; libFM's ``--relation``,
+"Scaling Factorization Machines to Relational Data", VLDB 2013; libFM's ``-relation``,
 myFM's ``RelationBlock``).  The rows it stands for are the concatenation
 
     x_i = [direct part of row i | table_1[index_1[i]] | table_2[index_2[i]] | ...]
@@ -88,15 +88,15 @@ def _checked_index(index, n_rows, name):
                          f"{array.shape}")
     if array.dtype.kind == "b" or (array.dtype.kind not in "iu" and array.size > 0):
         raise ValueError(f"{name} must hold integer table rows, got dtype {array.dtype}")
-    array = array.astype(np.intp, copy=False)
     if array.size:
+        # Checked before the conversion to intp, which would wrap large unsigned values.
         low, high = array.min(), array.max()
         if low < 0:
             raise ValueError(f"{name} holds a negative table row ({low})")
         if high >= n_rows:
             raise ValueError(f"{name} holds table row {high}, out of range for a table of "
                              f"{n_rows} rows")
-    return np.ascontiguousarray(array)
+    return np.ascontiguousarray(array, dtype=np.intp)
 
 
 class RelationalMatrix:
@@ -304,8 +304,9 @@ class RelationalMatrix:
     # ---- rows ----------------------------------------------------------------------
 
     def __getitem__(self, key):
-        """The interactions ``key`` (an integer array, a boolean mask or a slice) as a
-        RelationalMatrix sharing the tables; ``X[rows, :]`` and ``X[rows, ...]`` too."""
+        """The interactions ``key`` (an integer, a 1-D integer array, a boolean mask of
+        one entry per interaction or a slice) as a RelationalMatrix sharing the tables;
+        ``X[rows, :]`` and ``X[rows, ...]`` too."""
         if isinstance(key, tuple):
             if len(key) != 2 or not (key[1] is Ellipsis or key[1] == slice(None)):
                 raise TypeError("a RelationalMatrix selects rows only: X[rows] or "
@@ -313,6 +314,17 @@ class RelationalMatrix:
             key = key[0]
         if isinstance(key, numbers.Integral) and not isinstance(key, (bool, np.bool_)):
             key = [key]
+        if not isinstance(key, slice):
+            key = np.asarray(key)
+            if key.ndim != 1 or not (key.dtype.kind in "iu" or key.dtype.kind == "b"
+                                     or key.size == 0):
+                raise IndexError(f"a RelationalMatrix selects rows by an integer, a slice "
+                                 f"or a 1-D array of integers or booleans, got "
+                                 f"{key.ndim}-D {key.dtype}")
+            if key.dtype.kind == "b" and key.shape[0] != self.shape[0]:
+                raise IndexError(f"a boolean mask needs one entry per interaction "
+                                 f"({self.shape[0]}), got {key.shape[0]}")
+            key = key.astype(np.intp, copy=False) if key.size == 0 else key
         rows = np.arange(self.shape[0])[key]
         parts = [RelationBlock(part.index[rows], part.table)
                  if isinstance(part, RelationBlock) else part[rows]
@@ -321,6 +333,14 @@ class RelationalMatrix:
         out.parts, out.dtype, out.offsets = parts, self.dtype, self.offsets
         out.shape = (int(rows.shape[0]), self.shape[1])
         return out
+
+    def __array__(self, dtype=None, copy=None):
+        # NumPy and scikit-learn's checks would make a 0-d object array of it and fail
+        # with an unrelated message: say what to do instead.
+        raise TypeError("a RelationalMatrix is taken by the factorization machines "
+                        "(FactorizationMachine*, BayesianFactorizationMachine*) and "
+                        "polylite.kernels.predict; give other estimators and "
+                        "transformers its expanded rows, X.to_csr()")
 
     def astype(self, dtype):
         """The same rows with values of another dtype.
@@ -355,6 +375,14 @@ def _buffer(buffers, name, size, dtype):
     if kept is None or kept.dtype != dtype or kept.shape[0] < size:
         kept = buffers[name] = np.empty(max(size, 1), dtype=dtype)
     return kept[:size]
+
+
+def require_interactions(X, estimator):
+    """Refuse a RelationalMatrix of no interactions, as scikit-learn's checks refuse an
+    array of no rows."""
+    if X.shape[0] == 0:
+        raise ValueError(f"Found a RelationalMatrix of 0 interactions (shape={X.shape}) "
+                         f"while a minimum of 1 is required by {type(estimator).__name__}.")
 
 
 def is_relational(X):

@@ -24,6 +24,15 @@ def test_make_recommender_shape_and_structure():
     np.testing.assert_array_equal(y, y2)
 
 
+@pytest.mark.parametrize("options", [{}, {"field_sizes": (3,)}, {"return_table": True},
+                                     {"implicit": "both", "output": "relational"}])
+def test_make_recommender_of_no_rows(options):
+    X, y = make_recommender(0, 20, 20, 1, random_state=0, **options)
+    assert y.shape == (0,)
+    if not options.get("return_table"):
+        assert X.shape[0] == 0
+
+
 def test_make_recommender_dtypes():
     X, _ = make_recommender(100, 5, 5, dtype=np.float32, index_dtype=np.int64,
                             random_state=0)

@@ -175,3 +175,81 @@ def test_relations_misused_are_one_line_errors(libfm_files, capsys):
     status, _, err = _run(capsys, "evaluate", tmp / "m.npz", tmp / "five.libfm",
                           "--relation", files["relations"])
     assert status != 0 and "lines" in err
+
+
+def test_predict_refuses_relations_other_than_the_models(libfm_files, capsys):
+    """Fewer relations, or the same in another order, would put the tables' columns at
+    other columns of the model: refused, naming what the model was fitted with."""
+    files, tmp = libfm_files
+    status, _, _ = _run(capsys, "fit", files["train"], "--relation", files["relations"],
+                        "-m", tmp / "m.npz", "--zero-based", "--max-iter", "2")
+    assert status == 0
+    for relations in (f"{tmp / 'user'}", f"{tmp / 'item'},{tmp / 'user'}"):
+        status, out, err = _run(capsys, "predict", tmp / "m.npz", files["test"],
+                                "--relation", relations)
+        assert status != 0 and out == ""
+        assert "fitted with the relations user (8 columns), item (6 columns)" in err
+    # A model fitted without relations takes none.
+    _run(capsys, "fit", files["train_full"], "-m", tmp / "plain.npz", "--zero-based",
+         "--max-iter", "2")
+    status, _, err = _run(capsys, "predict", tmp / "plain.npz", files["test"],
+                          "--relation", files["relations"])
+    assert status != 0 and "fitted without relations" in err
+
+
+def test_every_relations_index_length_is_checked_by_name(libfm_files, capsys):
+    files, tmp = libfm_files
+    _run(capsys, "fit", files["train"], "--relation", files["relations"], "-m",
+         tmp / "m.npz", "--zero-based", "--max-iter", "2")
+    # The second relation's files: a table like item's, indices two lines too many.
+    (tmp / "long.x").write_bytes((tmp / "item.x").read_bytes())
+    index = np.loadtxt(tmp / "item.test", dtype=int)
+    np.savetxt(tmp / "long.test", np.concatenate([index, [0, 1]]), fmt="%d")
+    np.savetxt(tmp / "long.train", np.concatenate([np.loadtxt(tmp / "item.train"), [0, 1]]),
+               fmt="%d")
+    relations = f"{tmp / 'user'},{tmp / 'long'}"
+    status, _, err = _run(capsys, "evaluate", tmp / "m.npz", files["test"], "--relation",
+                          relations)
+    assert status != 0 and "long.test: table rows for 302 lines" in err and "has 300" in err
+    status, _, err = _run(capsys, "fit", files["train"], "--relation", relations, "-m",
+                          tmp / "n.npz", "--zero-based")
+    assert status != 0 and "long.train: table rows for 1202 lines" in err
+    assert "has 1200" in err
+    # Too few, found in a chunk before the file's end.
+    np.savetxt(tmp / "long.test", index[:100], fmt="%d")
+    status, _, err = _run(capsys, "predict", tmp / "m.npz", files["test"], "--relation",
+                          relations, "--chunk-bytes", "2000")
+    assert status != 0 and "long.test: table rows for 100 lines" in err
+
+
+def test_relations_refused_by_polynomial_networks_and_bad_indices(libfm_files, capsys):
+    files, tmp = libfm_files
+    status, _, err = _run(capsys, "fit", files["train"], "--relation", files["relations"],
+                          "--estimator", "pn", "-m", tmp / "pn.npz")
+    assert status == 2 and "taken by factorization machines" in err
+    _run(capsys, "fit", files["train_full"], "--estimator", "pn", "-m", tmp / "pn.npz",
+         "--zero-based", "--max-iter", "2")
+    status, _, err = _run(capsys, "predict", tmp / "pn.npz", files["test"], "--relation",
+                          files["relations"])
+    assert status != 0 and "takes no relations' tables" in err
+    status, _, err = _run(capsys, "fit", files["train"], "--relation", ",", "-m",
+                          tmp / "x.npz")
+    assert status == 2 and "names no relation" in err
+    (tmp / "big.x").write_bytes((tmp / "user.x").read_bytes())
+    lines = (tmp / "user.train").read_text().splitlines()
+    (tmp / "big.train").write_text("\n".join(["1e20"] + lines[1:]) + "\n")
+    status, _, err = _run(capsys, "fit", files["train"], "--relation",
+                          f"{tmp / 'big'},{tmp / 'item'}", "-m", tmp / "x.npz")
+    assert status != 0 and "big.train: value 1 ('1e20') is not a table row" in err
+
+
+def test_a_data_files_column_past_its_own_is_named_so(libfm_files, capsys):
+    files, tmp = libfm_files
+    _run(capsys, "fit", files["train"], "--relation", files["relations"], "-m",
+         tmp / "m.npz", "--zero-based", "--max-iter", "2")
+    lines = open(files["test"]).read().splitlines()
+    lines[0] += " 4:1.0"  # column 4: past the data file's 3, inside the model's 17
+    (tmp / "extra.libfm").write_text("\n".join(lines) + "\n")
+    status, _, err = _run(capsys, "predict", tmp / "m.npz", tmp / "extra.libfm",
+                          "--relation", files["relations"])
+    assert status == 0 and "beyond the data file's own 3 columns" in err

@@ -73,6 +73,19 @@ def test_rows_are_selected_with_the_tables_shared():
                                   X.to_csr()[y_train].toarray())
     with pytest.raises(TypeError, match="selects rows only"):
         X[:, 3]
+    assert X[-1].shape == (1, X.shape[1]) and X[[]].shape == (0, X.shape[1])
+    for key in (np.array([[0, 1], [2, 3]]), True, None, [0.5], mask[:-1]):
+        with pytest.raises(IndexError):
+            X[key]
+
+
+def test_numpy_and_other_estimators_are_told_to_expand_it():
+    X, _ = _relational()
+    with pytest.raises(TypeError, match=r"X.to_csr\(\)"):
+        np.asarray(X)
+    from sklearn.linear_model import Ridge
+    with pytest.raises(TypeError, match="factorization machines"):
+        Ridge().fit(X, np.zeros(X.shape[0]))
 
 
 def test_dtypes_follow_the_parts_or_the_argument():
@@ -90,6 +103,8 @@ def test_dtypes_follow_the_parts_or_the_argument():
     (lambda t: [RelationBlock([0.0, 1.0], t)], "integer table rows"),
     (lambda t: [RelationBlock([True, False], t)], "integer table rows"),
     (lambda t: [RelationBlock([[0, 1]], t)], "must be 1-D"),
+    (lambda t: [RelationBlock(np.array([0, 2**63], np.uint64), t)],
+     "table row 9223372036854775808, out of range"),
     (lambda t: [RelationBlock([0, 1, 2], t), sp.csr_matrix(np.ones((2, 2)))],
      "gives 2 interactions, the parts before it 3"),
     (lambda t: [RelationBlock([0, 1], t.astype(np.float32)), sp.csr_matrix(np.ones((2, 2)))],
@@ -332,6 +347,15 @@ def test_auto_solver_takes_coordinate_descent_and_the_others_work_too():
     y = _targets(X, rng)
     est = FactorizationMachineRegressor(n_components=2, random_state=0, max_iter=3)
     assert est.fit(X, y).solver_ == "cd"
+    # Dense expanded rows get L-BFGS, as their CSR form does: the same model either way.
+    dense = RelationalMatrix([RelationBlock(np.arange(X.shape[0]) % 5,
+                                            sp.csr_matrix(rng.rand(5, 4)))])
+    rel = FactorizationMachineRegressor(n_components=2, random_state=0).fit(dense, y)
+    csr = FactorizationMachineRegressor(n_components=2, random_state=0).fit(dense.to_csr(),
+                                                                           y)
+    assert rel.solver_ == csr.solver_ == "lbfgs"
+    np.testing.assert_allclose(rel.predict(dense), csr.predict(dense.to_csr()), rtol=1e-8,
+                               atol=1e-10)
     for solver in ("sgd", "adagrad", "lbfgs"):
         kw = dict(n_components=2, random_state=0, max_iter=3, solver=solver)
         rel = FactorizationMachineRegressor(**kw).fit(X, y)
@@ -433,6 +457,10 @@ def test_relational_input_of_the_wrong_width_or_length_is_refused():
         est.predict(narrow)
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         FactorizationMachineRegressor().fit(X, y[:-1])
+    for model in (est, BayesianFactorizationMachineRegressor(n_components=2, n_iter=2,
+                                                             n_burn_in=1).fit(X, y)):
+        with pytest.raises(ValueError, match="0 interactions"):
+            model.predict(X[[]])
 
 
 # ---- FieldEncoder -----------------------------------------------------------------------

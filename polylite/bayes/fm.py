@@ -18,7 +18,7 @@ from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
 from ..polynomial import _solvers
 from ..polynomial._base import _OutputParams
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, fm_structure
-from ..relational import RelationalMatrix
+from ..relational import RelationalMatrix, require_interactions
 from ._sampler import FeatureGroups, GibbsChain
 
 __all__ = ["BayesianFactorizationMachineRegressor",
@@ -81,6 +81,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     def _validate_fit_data(self, X, y):
         if isinstance(X, RelationalMatrix):
             X = kernels.check_X(X, dtype=_FLOAT_DTYPES)
+            require_interactions(X, self)
             self.n_features_in_ = X.shape[1]
             self.__dict__.pop("feature_names_in_", None)
             y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if
@@ -97,7 +98,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
         check_is_fitted(self)
         dtype = self.P_samples_.dtype
         if isinstance(X, RelationalMatrix):
-            return kernels.check_X(X, dtype=dtype, n_features=self.n_features_in_)
+            X = kernels.check_X(X, dtype=dtype, n_features=self.n_features_in_)
+            require_interactions(X, self)
+            return X
         X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
                           accept_large_sparse=True)
         return kernels.check_X(X, dtype=dtype)

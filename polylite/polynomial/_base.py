@@ -28,7 +28,7 @@ from .._io import (ModelFileError, check_array_names, check_float_arrays,
                    save_model)
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
-from ..relational import RelationalMatrix
+from ..relational import RelationalMatrix, require_interactions
 from . import _cd, _solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -110,11 +110,10 @@ DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
 
 
 def is_dense(X):
-    """Whether CSR ``X`` counts as dense for the choice of a solver (``DENSE_FRACTION``);
-    a relational input never does (its tables hold the long, sparse parts of rows)."""
-    if isinstance(X, RelationalMatrix):
-        return False
-    return X.nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
+    """Whether ``X`` (CSR, or relational: its expanded rows) counts as dense for the
+    choice of a solver (``DENSE_FRACTION``), so that either form gets the same one."""
+    nnz = X.expanded_nnz if isinstance(X, RelationalMatrix) else X.nnz
+    return nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
 
 
 def _partial_fit_available(est):
@@ -266,6 +265,7 @@ class _PolynomialModel(BaseEstimator):
                             f"is for factorization machines; give X.to_csr()")
         X = kernels.check_X(X, dtype=dtype,
                             n_features=None if reset else self.n_features_in_)
+        require_interactions(X, self)
         if reset:
             self.n_features_in_ = X.shape[1]
             self.__dict__.pop("feature_names_in_", None)
