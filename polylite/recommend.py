@@ -193,6 +193,8 @@ def _prepare(estimator, users, items, encoder, context, method):
     items = (encoder.categories_[encoder.item] if items is None else np.asarray(items))
     if items.ndim != 1:
         raise ValueError(f"items must be a 1-D array of item ids, got shape {items.shape}")
+    if items.shape[0] == 0:
+        raise ValueError("items is empty: there is no item to score")
     Xu = _user_rows(encoder, users, context, dtype)
     Xi = kernels.check_X(encoder.transform_items(items).astype(dtype), dtype=dtype)
     if use_factors:

@@ -66,7 +66,7 @@ class RelationBlock:
 def _part_dtype(part, name):
     dtype = np.asarray(part.data if sp.issparse(part) else part).dtype
     if dtype.kind not in "biuf":
-        raise ValueError(f"{name} holds values of dtype {dtype}, not numbers")
+        raise ValueError(f"{name} holds values of dtype {dtype}: real numbers are needed")
     return dtype
 
 
@@ -188,8 +188,10 @@ class RelationalMatrix:
             return dtype
         floats = {}
         for p, part in enumerate(parts):
-            matrix = part.table if isinstance(part, RelationBlock) else part
-            kind = _part_dtype(matrix, f"part {p}")
+            block = isinstance(part, RelationBlock)
+            matrix = part.table if block else part
+            kind = _part_dtype(matrix, f"the table of block {p} (part {p})" if block
+                               else f"part {p}")
             if kind.kind == "f":
                 floats.setdefault(np.dtype(kind), p)
         if len(floats) > 1:

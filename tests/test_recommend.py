@@ -200,6 +200,9 @@ def test_invalid_calls():
         score_items(pipe, u, method="fast")
     with pytest.raises(ValueError, match="users must be a 1-D array"):
         score_items(pipe, [u])
+    for method in ("factored", "pairs"):
+        with pytest.raises(ValueError, match="items is empty"):
+            recommend(pipe, u, items=[], method=method)
     with pytest.raises(ValueError, match="n must be >= 1"):
         recommend(pipe, u, n=0)
     multi, _, users, _ = _fitted(FactorizationMachineClassifier(**PARAMS), "multiclass")

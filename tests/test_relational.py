@@ -111,6 +111,8 @@ def test_dtypes_follow_the_parts_or_the_argument():
      "different dtypes"),
     (lambda t: [RelationBlock([], sp.csr_matrix((0, 3)))], "has no rows"),
     (lambda t: [], "at least one part"),
+    (lambda t: [RelationBlock([0, 1], t.astype(np.complex128))],
+     "table of block 0 .* complex128: real numbers are needed"),
     (lambda t: [RelationBlock([0, 1], sp.csr_matrix(np.array([[np.nan, 1], [0, 1]])))],
      "NaN"),
 ])
