@@ -5,7 +5,7 @@ power-law popularity and 3 numeric columns, 5 nonzeros per row; 10^6 rows by def
 Targets: c = 5 binary outputs, the ordinal McRank reduction of the planted ratings cut at
 their quantiles (``Y[i, l] = +1 if y_i <= level l``), fitted by
 ``MultiOutputPolynomialRegressor(loss="logistic", kernel="fm")`` with ``refit="output"``
-(the issue's target) and the penalty of ``--penalty``.
+(the default) and the penalty of ``--penalty``.
 
 Per basis vector (one iteration of the conditional gradient: selection by the power method
 on all outputs at once, then the output refit), the median of the iterations' seconds

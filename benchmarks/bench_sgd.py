@@ -49,8 +49,8 @@ import numpy as np
 
 from _timing import proc_status_kib, recommender_arguments, reset_peak_rss, timings
 
-# Target ratio of a plain SGD epoch to X @ P (float64), the comparison with a C++
-# library's SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
+# Target ratio of a plain SGD epoch to X @ P (float64), about that of a C++ library's
+# SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
 # root and a division per coordinate (k per nonzero), which the CPU's divider serialises:
 # about 2.5x X @ P on top of the SGD pass at k = 10 here.
 TARGETS = {("sgd", 2): 4.0}
