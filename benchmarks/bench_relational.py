@@ -55,7 +55,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_bayes_movielens import encoder_for  # noqa: E402
+from bench_bayes_movielens import encoder_for, rmse  # noqa: E402
 from bench_link_prediction import side_tables  # noqa: E402
 
 from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
@@ -85,10 +85,6 @@ def movielens_side(path):
     return dict(csr=csr, relational=relational, y=(ratings.rating[train_rows],
                                                    ratings.rating[test_rows]),
                 fields=fields, widths=[f.stop - f.start for f in encoder.fields_])
-
-
-def rmse(prediction, y):
-    return float(np.sqrt(np.mean((np.clip(prediction, 1, 5) - y) ** 2)))
 
 
 def cpu_seconds(fn):

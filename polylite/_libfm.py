@@ -139,16 +139,21 @@ def read_groups(path, n_columns):
     return groups[:n_columns]
 
 
-def relation_blocks(names, split, n_rows=None, dtype=np.float64):
+def relation_blocks(names, split, n_rows=None, dtype=np.float64, tables=None):
     """The relation blocks ``names`` (base paths of libFM's relation files) for the
     ``n_rows`` lines of a data file (None: as many as the index files give): ``split``
-    "train" reads ``R.train``, "test" reads ``R.test``.
+    "train" reads ``R.train``, "test" reads ``R.test``.  ``tables``, a dict, keeps the
+    tables read (``R.x``, under ``(R, dtype)``) for the next call.
 
     Returns the blocks and each one's column groups (``R.groups``, or one group).
     """
     blocks, groups = [], []
+    tables = {} if tables is None else tables
     for name in names:
-        table = read_table(name + ".x", dtype)
+        key = (name, np.dtype(dtype).name)
+        if key not in tables:
+            tables[key] = read_table(name + ".x", dtype)
+        table = tables[key]
         index = read_row_index(f"{name}.{split}", n_rows)
         if index.size and index.max() >= table.shape[0]:
             raise DataFileError(f"{name}.{split}: table row {int(index.max())} out of "

@@ -444,17 +444,14 @@ def _read_for_fit(args, dtype):
     for X, y, _ in parts:
         out.append((X if zero_based else _svmlight.from_one_based(X),
                     _labels_for(args.task, y)))
-    n_features = max(X.shape[1] for X, _ in out)
+    # The data file's own columns (with relations, none when its lines hold targets only).
+    relations = getattr(args, "relation", None)
+    n_features = max(X.shape[1] if X.nnz or not relations else 0 for X, _ in out)
     if args.n_features is not None:
         if args.n_features < n_features:
             raise _Failure(f"--n-features {args.n_features} is smaller than the "
                            f"{n_features} features the data uses")
         n_features = args.n_features
-    if getattr(args, "relation", None):
-        # The data file's own columns (none when its lines hold targets only).
-        n_features = max(X.shape[1] if X.nnz else 0 for X, _ in out)
-        if args.n_features is not None:
-            n_features = args.n_features
     out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
     if getattr(args, "relation", None):
         out = [(_with_relations(args, X, split, dtype, path), y)
@@ -468,7 +465,7 @@ def _with_relations(args, X, split, dtype, path, rows=None):
     after them: a RelationalMatrix; ``rows``, the slice of the file's lines X holds (a
     chunk: then the index files are checked against the whole file at its end)."""
     from .relational import RelationalMatrix, RelationBlock
-    blocks, _ = _relation_files(args, split, dtype)
+    blocks, _ = _relation_files(args, split, dtype)  # checked
     for name, block in zip(args.relation, blocks):
         lines = block.index.shape[0]
         if rows is None and lines != X.shape[0]:
@@ -479,22 +476,28 @@ def _with_relations(args, X, split, dtype, path, rows=None):
                                 f"has more")
     if rows is not None:
         blocks = [RelationBlock(block.index[rows], block.table) for block in blocks]
-    try:
-        return RelationalMatrix([X, *blocks], dtype=dtype)
-    except ValueError as exc:
-        raise DataFileError(f"--relation: {exc}") from None
-
-
-_RELATION_CACHE = {}
+    from .kernels import check_X
+    # The tables were checked when read: only the data file's columns are, here.
+    return RelationalMatrix._from_checked([check_X(X, dtype=dtype), *blocks], dtype)
 
 
 def _relation_files(args, split, dtype):
-    """The blocks and groups of ``args.relation`` for ``split``, read once per command."""
+    """The blocks and groups of ``args.relation`` for ``split``, read once per command
+    (kept on ``args``; the splits share the tables)."""
     from ._libfm import relation_blocks
-    key = (tuple(args.relation), split, np.dtype(dtype).name)
-    if key not in _RELATION_CACHE:
-        _RELATION_CACHE[key] = relation_blocks(args.relation, split, None, dtype)
-    return _RELATION_CACHE[key]
+    from .relational import RelationalMatrix
+    read = args.__dict__.setdefault("_relations_read", {"tables": {}})
+    key = (split, np.dtype(dtype).name)
+    if key not in read:
+        blocks, groups = relation_blocks(args.relation, split, None, dtype, read["tables"])
+        checked = []  # each block once, whatever the chunks of the data file
+        for name, block in zip(args.relation, blocks):
+            try:
+                checked.extend(RelationalMatrix([block], dtype=dtype).blocks)
+            except ValueError as exc:
+                raise DataFileError(f"--relation {name}: {exc}") from None
+        read[key] = checked, groups
+    return read[key]
 
 
 def _relation_widths(args, dtype, split="train"):
@@ -1131,7 +1134,6 @@ def main(argv=None):
     """
     parser = _build_parser()
     args = None
-    _RELATION_CACHE.clear()  # the files are read once per command, not once per process
     try:
         args = parser.parse_args(argv)
         return args.run(args, args.parser)

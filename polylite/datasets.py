@@ -113,7 +113,8 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
     if implicit is None:
         X = _recommender_rows(n_samples, sizes, n_numeric, dtype, index_dtype, gen,
                               popularity_exponent)
-        table = _recommender_table(X, sizes)
+        table = (_recommender_table(X, sizes) if return_table or output == "relational"
+                 else None)
         if output == "relational":
             X = _relational_rows(table, n_users, n_items, None, X[:, n_users + n_items:],
                                  dtype)
@@ -126,8 +127,7 @@ def make_recommender(n_samples=100_000, n_users=5_000, n_items=3_000, n_numeric=
         context = _recommender_rows(n_samples, sizes[2:], n_numeric, dtype, index_dtype,
                                     gen, popularity_exponent)
         table = {"user_id": users, "item_id": items,
-                 **{key: value for key, value in
-                    _recommender_table(context, sizes[2:], offset=0).items()}}
+                 **_recommender_table(context, sizes[2:], offset=0)}
         X = _relational_rows(table, n_users, n_items, implicit, context, dtype)
     model = _planted_model(X.shape[1], degree, rank, gen)
     out = [X, _planted_targets(X, model, noise, gen)]
@@ -298,28 +298,18 @@ def _distinct_pairs(n_samples, n_users, n_items, exponent, gen):
     return keys // n_items, keys % n_items
 
 
-def _implicit_table(owners, members, n_owners, n_members, dtype):
-    """Row o: one column per id (o's own), then the members paired with owner o, each
-    1 / sqrt(the set's size)."""
-    members_of = sp.csr_matrix((np.ones(owners.shape[0], dtype), (owners, members)),
-                               shape=(n_owners, n_members))
-    members_of.sum_duplicates()
-    size = np.diff(members_of.indptr)
-    members_of.data = np.repeat(1.0 / np.sqrt(np.maximum(size, 1)), size).astype(dtype)
-    return members_of
-
-
 def _relational_rows(table, n_users, n_items, implicit, context, dtype):
     """A RelationalMatrix of users and items (with their implicit sets) as blocks and
     ``context`` (CSR) as its direct part."""
+    from .preprocessing import _implicit_sets
     from .relational import RelationalMatrix, RelationBlock
     users, items = table["user_id"], table["item_id"]
     user_parts = [sp.identity(n_users, dtype=dtype, format="csr")]
     item_parts = [sp.identity(n_items, dtype=dtype, format="csr")]
     if implicit in ("user", "both"):
-        user_parts.append(_implicit_table(users, items, n_users, n_items, dtype))
+        user_parts.append(_implicit_sets(users, items, n_users, n_items, "sqrt", dtype))
     if implicit in ("item", "both"):
-        item_parts.append(_implicit_table(items, users, n_items, n_users, dtype))
+        item_parts.append(_implicit_sets(items, users, n_items, n_users, "sqrt", dtype))
     return RelationalMatrix(
         [RelationBlock(users, sp.hstack(user_parts, format="csr", dtype=dtype)),
          RelationBlock(items, sp.hstack(item_parts, format="csr", dtype=dtype)),

@@ -191,6 +191,21 @@ def _one_hot(codes, width, dtype):
                          shape=(len(codes), width))
 
 
+def _implicit_sets(owners, members, n_owners, n_members, norm, dtype):
+    """Implicit-feedback rows: row o holds the members paired with owner o (each pair
+    once), each valued by ``norm`` of the set's size n ("sqrt": 1/sqrt(n), "sum": 1/n,
+    "none": 1); CSR of shape (n_owners, n_members)."""
+    block = sp.csr_matrix((np.ones(len(owners), dtype), (owners, members)),
+                          shape=(n_owners, n_members))
+    block.sum_duplicates()
+    block.data[:] = 1
+    size = np.diff(block.indptr).astype(dtype)
+    scale = {"sqrt": lambda s: 1 / np.sqrt(s), "sum": lambda s: 1 / s,
+             "none": np.ones_like}[norm](np.maximum(size, 1))
+    block.data *= np.repeat(scale, np.diff(block.indptr)).astype(dtype)
+    return block
+
+
 # ---- the encoder ------------------------------------------------------------------------
 
 @register_model
@@ -452,28 +467,16 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
                 blocks.append(block)
         if side in self._implicit_sides():
             other = self.item if side == "user" else self.user
-            blocks.append(self._implicit_block(
+            blocks.append(_implicit_sets(
                 _codes(vocabulary, rated[key], key, "error"),
                 _codes(categories[other], rated[other], other, "error"),
-                n, categories[other].size, dtype))
+                n, categories[other].size, self.implicit_norm, dtype))
             specs.append((RATED_ITEMS if side == "user" else RATERS, "implicit",
                           categories[other].size))
         self._add_fields(side, specs)
         if not blocks:
             blocks.append(sp.csr_matrix((n, 0), dtype=dtype))
         return blocks
-
-    def _implicit_block(self, owners, members, n_owners, n_members, dtype):
-        """Row o: the members paired with owner o, normalised by implicit_norm."""
-        block = sp.csr_matrix((np.ones(len(owners), dtype), (owners, members)),
-                              shape=(n_owners, n_members))
-        block.sum_duplicates()
-        block.data[:] = 1
-        size = np.diff(block.indptr).astype(dtype)
-        scale = {"sqrt": lambda s: 1 / np.sqrt(s), "sum": lambda s: 1 / s,
-                 "none": np.ones_like}[self.implicit_norm](np.maximum(size, 1))
-        block.data *= np.repeat(scale, np.diff(block.indptr)).astype(dtype)
-        return block
 
     # ---- transform --------------------------------------------------------------------
 

@@ -142,13 +142,13 @@ def _pair_scores(model, Xu, Xi, widths):
     """Scores of every (user row, item row) pair, by the model on the pair rows: for a
     model that takes relational input, the user rows (with their context) and the item
     rows as relation blocks (each row stored once, its share computed once), else the
-    expanded CSR rows.  ``widths``: the columns of the user part and of the item part."""
+    expanded CSR rows.  ``widths``: the columns of the user part and of the item part;
+    for relational pairs, ``Xi`` holds the item part's columns alone."""
     n_u, n_i = Xu.shape[0], Xi.shape[0]
     user_index, item_index = np.repeat(np.arange(n_u), n_i), np.tile(np.arange(n_i), n_u)
     if getattr(model, "_takes_relational", False):
         u_w, i_w = widths
-        parts = [RelationBlock(user_index, Xu[:, :u_w]),
-                 RelationBlock(item_index, Xi[:, u_w:u_w + i_w])]
+        parts = [RelationBlock(user_index, Xu[:, :u_w]), RelationBlock(item_index, Xi)]
         if Xu.shape[1] > u_w + i_w:  # the context, per user
             parts.append(RelationBlock(user_index, Xu[:, u_w + i_w:]))
         rows = RelationalMatrix(parts, dtype=Xu.dtype)
@@ -200,7 +200,10 @@ def _prepare(estimator, users, items, encoder, context, method):
     if use_factors:
         factors = _Factors(model, Xu, Xi)
         return (lambda rows: factors.scores(rows)), encoder, users, items
-    widths = (encoder._side_rows["user"].shape[1], encoder._side_rows["item"].shape[1])
+    widths = u_w, i_w = (encoder._side_rows["user"].shape[1],
+                         encoder._side_rows["item"].shape[1])
+    if getattr(model, "_takes_relational", False):
+        Xi = Xi[:, u_w:u_w + i_w]  # the item part's columns, once for every batch
     return (lambda rows: _pair_scores(model, Xu[rows], Xi, widths)), encoder, users, items
 
 

@@ -285,7 +285,7 @@ class RelationalMatrix:
         for part, offset in zip(self.parts, self.offsets[:-1]):
             matrix = part.table if isinstance(part, RelationBlock) else part
             row_of = part.index[rows] if isinstance(part, RelationBlock) else rows
-            sizes += np.diff(matrix.indptr)[row_of]
+            sizes += matrix.indptr[row_of + 1] - matrix.indptr[row_of]
             sources.append((matrix, row_of, int(offset)))
         nnz = int(sizes.sum())
         index_dtype = np.int32 if max(d, nnz) <= 2**31 - 1 else np.int64
@@ -328,12 +328,23 @@ class RelationalMatrix:
                                  f"({self.shape[0]}), got {key.shape[0]}")
             key = key.astype(np.intp, copy=False) if key.size == 0 else key
         rows = np.arange(self.shape[0])[key]
-        parts = [RelationBlock(part.index[rows], part.table)
-                 if isinstance(part, RelationBlock) else part[rows]
-                 for part in self.parts]
-        out = object.__new__(RelationalMatrix)
-        out.parts, out.dtype, out.offsets = parts, self.dtype, self.offsets
-        out.shape = (int(rows.shape[0]), self.shape[1])
+        return RelationalMatrix._from_checked(
+            [RelationBlock(part.index[rows], part.table) if isinstance(part, RelationBlock)
+             else part[rows] for part in self.parts], self.dtype)
+
+    @classmethod
+    def _from_checked(cls, parts, dtype):
+        """A RelationalMatrix of parts checked already (as ``parts`` holds them: canonical
+        CSR of ``dtype``, intp indices in their tables' range, one length): no check, no
+        copy."""
+        out = object.__new__(cls)
+        out.parts, out.dtype = list(parts), np.dtype(dtype)
+        widths = [part.table.shape[1] if isinstance(part, RelationBlock) else part.shape[1]
+                  for part in out.parts]
+        out.offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
+        first = out.parts[0]
+        n = first.index.shape[0] if isinstance(first, RelationBlock) else first.shape[0]
+        out.shape = (int(n), int(out.offsets[-1]))
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -379,14 +390,27 @@ def _buffer(buffers, name, size, dtype):
     return kept[:size]
 
 
-def require_interactions(X, estimator):
-    """Refuse a RelationalMatrix of no interactions, as scikit-learn's checks refuse an
-    array of no rows."""
+def check_relational_input(estimator, X, y=None, *, reset, dtype):
+    """An estimator's check of a RelationalMatrix ``X`` (and targets ``y``), as
+    scikit-learn's ``validate_data`` checks arrays: the estimator takes relational input,
+    X has the model's columns (``reset``: sets ``n_features_in_``) and at least one
+    interaction, its values one of ``dtype``; returns X, or (X, y)."""
+    from sklearn.utils import check_array, check_consistent_length, column_or_1d
+    from .kernels import check_X
+    if not getattr(estimator, "_takes_relational", False):
+        raise TypeError(f"{type(estimator).__name__} takes a CSR matrix: relational input "
+                        f"is for factorization machines; give X.to_csr()")
+    X = check_X(X, dtype=dtype, n_features=None if reset else estimator.n_features_in_)
     if X.shape[0] == 0:
         raise ValueError(f"Found a RelationalMatrix of 0 interactions (shape={X.shape}) "
                          f"while a minimum of 1 is required by {type(estimator).__name__}.")
-
-
-def is_relational(X):
-    """Whether ``X`` is a :class:`RelationalMatrix`."""
-    return isinstance(X, RelationalMatrix)
+    if reset:
+        estimator.n_features_in_ = X.shape[1]
+        estimator.__dict__.pop("feature_names_in_", None)
+    if y is None:
+        return X
+    classifier = estimator._is_classifier
+    y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if classifier else "numeric",
+                                 ensure_all_finite=not classifier), warn=True)
+    check_consistent_length(X, y)
+    return X, y

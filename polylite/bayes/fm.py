@@ -5,8 +5,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import (check_array, check_consistent_length, check_random_state,
-                           column_or_1d)
+from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -18,7 +17,7 @@ from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
 from ..polynomial import _solvers
 from ..polynomial._base import _OutputParams
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, fm_structure
-from ..relational import RelationalMatrix, require_interactions
+from ..relational import RelationalMatrix, check_relational_input
 from ._sampler import FeatureGroups, GibbsChain
 
 __all__ = ["BayesianFactorizationMachineRegressor",
@@ -80,16 +79,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
 
     def _validate_fit_data(self, X, y):
         if isinstance(X, RelationalMatrix):
-            X = kernels.check_X(X, dtype=_FLOAT_DTYPES)
-            require_interactions(X, self)
-            self.n_features_in_ = X.shape[1]
-            self.__dict__.pop("feature_names_in_", None)
-            y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if
-                                         self._is_classifier else "numeric",
-                                         ensure_all_finite=not self._is_classifier),
-                             warn=True)
-            check_consistent_length(X, y)
-            return X, y
+            return check_relational_input(self, X, y, reset=True, dtype=_FLOAT_DTYPES)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_FLOAT_DTYPES,
                              accept_large_sparse=True, y_numeric=not self._is_classifier)
         return kernels.check_X(X, dtype=X.dtype, accept_dense=False), y
@@ -98,9 +88,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
         check_is_fitted(self)
         dtype = self.P_samples_.dtype
         if isinstance(X, RelationalMatrix):
-            X = kernels.check_X(X, dtype=dtype, n_features=self.n_features_in_)
-            require_interactions(X, self)
-            return X
+            return check_relational_input(self, X, reset=False, dtype=dtype)
         X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
                           accept_large_sparse=True)
         return kernels.check_X(X, dtype=dtype)

@@ -18,8 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import (check_array, check_consistent_length, check_random_state,
-                           column_or_1d)
+from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
@@ -28,7 +27,7 @@ from .._io import (ModelFileError, check_array_names, check_float_arrays,
                    save_model)
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
-from ..relational import RelationalMatrix, require_interactions
+from ..relational import RelationalMatrix, check_relational_input
 from . import _cd, _solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -260,23 +259,10 @@ class _PolynomialModel(BaseEstimator):
 
     def _prepare_relational(self, X, *, reset, y, dtype):
         """_prepare_X of a RelationalMatrix (its parts were checked when it was made)."""
-        if not self._takes_relational:
-            raise TypeError(f"{type(self).__name__} takes a CSR matrix: relational input "
-                            f"is for factorization machines; give X.to_csr()")
-        X = kernels.check_X(X, dtype=dtype,
-                            n_features=None if reset else self.n_features_in_)
-        require_interactions(X, self)
+        out = check_relational_input(self, X, y, reset=reset, dtype=dtype)
         if reset:
-            self.n_features_in_ = X.shape[1]
-            self.__dict__.pop("feature_names_in_", None)
-            self._fit_dtype = X.dtype
-        if y is None:
-            return X
-        y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if self._is_classifier
-                                     else "numeric",
-                                     ensure_all_finite=not self._is_classifier), warn=True)
-        check_consistent_length(X, y)
-        return X, y
+            self._fit_dtype = (out if y is None else out[0]).dtype
+        return out
 
     def _validation_set(self, X_val, y_val):
         """Validate an explicit validation set like the training data."""
@@ -425,7 +411,8 @@ class _PolynomialModel(BaseEstimator):
         # threads of their own, the rest of n_jobs sharing each output's passes.
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         kernel, degrees, _ = self._structure()
-        if self.solver_ == "cd" or isinstance(X, RelationalMatrix):
+        if self.solver_ == "cd" or (self.solver_ == "lbfgs"
+                                    and isinstance(X, RelationalMatrix)):
             # (L-BFGS on relational input: its gradient from coordinate descent's sums
             # over table rows, see _solvers.fit_lbfgs.)
             solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)

@@ -6,14 +6,15 @@ rows gamma first (shared-parameter model), then the features in column order (th
 of :func:`column_groups`; a relational input's blocks take their steps in the table
 domain, _cd_tables.pyx, between the direct part's groups that precede and follow them).
 
-Column groups.  The nonzeros are regrouped once per fit into groups of consecutive columns
-that share no row (maximal runs in column order; a one-hot field is one group) and, within
-a group, listed in row order.  Steps of such columns do not interact, so a group is updated in two passes over its
-entries, gradients then updates, each reading the per-row records in increasing address
-order instead of at random as through the rows of a CSC column; the result is exactly that
-of updating the columns one after the other.  Groups with an entry in every row share a
-pass between the updates of one and the gradients of the next, also across components:
-the last group of component s with the first of component s + 1.
+Column groups.  The nonzeros are regrouped once per fit into groups of consecutive
+columns that share no row (maximal runs in column order; a one-hot field is one group)
+and, within a group, listed in row order.  Steps of such columns do not interact, so a
+group is updated in two passes over its entries, gradients then updates, each reading the
+per-row records in increasing address order instead of at random as through the rows of a
+CSC column; the result is exactly that of updating the columns one after the other.
+Groups with an entry in every row share a pass between the updates of one and the
+gradients of the next, also across components: the last group of component s with the
+first of component s + 1.
 
 Each coordinate takes the step of ALGORITHMS.md section 3, the minimiser of a quadratic
 upper bound of the objective along that coordinate,
@@ -72,11 +73,13 @@ from libc.math cimport fabs
 from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
 
-from .._kernels cimport index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL
+from .._kernels cimport (index_t, floating, thread_range, ANOVA, ALL_SUBSETS,
+                        POLYNOMIAL)
 from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
-from ._cd_tables cimport (Table, Moments, table_moments, table_fill, table_gather, table_gradients, table_updates, table_push,
+from ._cd_tables cimport (MAX_TABLE_DEGREE, Table, Moments, table_moments, table_fill,
+                          table_gather, table_gradients, table_updates, table_push,
                           table_column_sums, table_column_update, table_start_rows)
 
 
@@ -125,15 +128,6 @@ cdef inline const floating* _group_values(const Groups* G, const floating* value
     if G.val_ptr[g + 1] == G.val_ptr[g]:
         return NULL
     return values + G.val_ptr[g]
-
-
-# ---- Gibbs sampling: the draw that replaces the step -----------------------------------
-
-
-# ---- ANOVA: power-sum caches ------------------------------------------------------------
-
-
-# ---- all-subsets: (product of nonzero factors, number of zero factors) -----------------
 
 
 # ---- the caches of one component -------------------------------------------------------
@@ -239,7 +233,7 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
     cdef Py_ssize_t i, z, t_, lo, hi, end
     cdef double q
     cdef double* D
-    if not _chunk(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     end = csr_indptr[hi]
     for i in range(lo, hi):
@@ -347,6 +341,30 @@ cdef struct Sweep:
     double* gradient     # or, not NULL: no step, each column's data-term gradient
                          # sum_i s_i l'_i g_i recorded here (at the parameter's place)
     double gradient_scale  # the weight the sums leave out (see cd_epoch), or 1
+
+
+cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* support,
+                         Py_ssize_t cur, Py_ssize_t nxt, bint has_next, int degree,
+                         double* scratch, double* A, const double* base,
+                         const Prior* prior, double* gradient,
+                         double gradient_scale) noexcept nogil:
+    """A :c:type:`Sweep` of these fields (the linear weights': cur 0, nxt -1, no next,
+    degree 0, base NULL)."""
+    cdef Sweep sweep
+    sweep.L = L[0]
+    sweep.threads = threads
+    sweep.support = support
+    sweep.cur = cur
+    sweep.nxt = nxt
+    sweep.has_next = has_next
+    sweep.degree = degree
+    sweep.scratch = scratch
+    sweep.A = A
+    sweep.base = base
+    sweep.prior = prior
+    sweep.gradient = gradient
+    sweep.gradient_scale = gradient_scale
+    return sweep
 
 
 cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
@@ -668,7 +686,7 @@ cdef void _pass_chunk(Py_ssize_t t, Py_ssize_t threads, const index_t* rows,
     cdef const index_t* chunk_rows
     cdef const floating* chunk_values
     cdef double* chunk_state
-    if not _chunk(t, threads, count, &lo, &hi):
+    if not thread_range(t, threads, count, &lo, &hi):
         return
     _thread_sweep(&local, t, not update)
     # A group with an entry in every row lists no rows: its entry z is row z.
@@ -707,7 +725,7 @@ cdef void _fused_chunk(Py_ssize_t t, Py_ssize_t threads, const Pending* done,
     cdef Py_ssize_t lo, hi
     cdef Sweep local = sw[0]
     cdef Pending local_done = done[0]
-    if not _chunk(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     _thread_sweep(&local, t, True)
     _thread_sweep(&local_done.sweep, t, False)
@@ -799,7 +817,7 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
     cdef double p, delta, largest = 0
-    if _chunk(t, threads, count, &lo, &hi):
+    if thread_range(t, threads, count, &lo, &hi):
         for c in range(lo, hi):
             j = group_columns[c]
             col = scratch + j * COL_STRIDE
@@ -848,7 +866,7 @@ cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
     cdef Py_ssize_t c, j, other, lo, hi
     cdef double* col
     cdef const Threads* th = sw.threads
-    if not _chunk(t, threads, count, &lo, &hi):
+    if not thread_range(t, threads, count, &lo, &hi):
         return
     for c in range(lo, hi):
         j = group_columns[c]
@@ -878,7 +896,7 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                         Py_ssize_t count, const Sweep* sw, int pass_threads) noexcept nogil:
     cdef Py_ssize_t c, j, other, lo, hi
     cdef const Threads* th = sw.threads
-    if not _chunk(t, threads, count, &lo, &hi):
+    if not thread_range(t, threads, count, &lo, &hi):
         return
     for c in range(lo, hi):
         j = group_columns[c]
@@ -914,6 +932,29 @@ cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns
         pending.group = -1
 
 
+cdef inline double _unseen_columns(const index_t* group_columns, Py_ssize_t count,
+                                   floating* param, Py_ssize_t param_stride,
+                                   const Sweep* sw, double mu, double reg) noexcept nogil:
+    """The steps of ``count`` columns no row shows: each the unseen rule's (to 0, see
+    _unseen_or_step; the sampler's: a draw from the prior), from sums of zero and
+    without scratch records; a gradient pass records their gradients, 0.  Returns the
+    largest |step|."""
+    cdef Py_ssize_t c, j
+    cdef double max_change = 0
+    cdef double unseen[N_TERMS]
+    _zero_terms(unseen)
+    for c in range(count):
+        j = group_columns[c]
+        if sw.gradient != NULL:
+            sw.gradient[j * param_stride] = 0
+            continue
+        max_change = max(max_change, fabs(_take_step(
+            param + j * param_stride,
+            _coordinate_step(sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
+                             param[j * param_stride]))))
+    return max_change
+
+
 cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
                        const index_t* group_columns, const index_t* rows,
                        const index_t* columns, const floating* values, Py_ssize_t n,
@@ -930,12 +971,10 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
     of the previous component (no column in common with the first group here); with
     ``keep_last``, the last group here may be left pending on return.
     """
-    cdef Py_ssize_t g, e0, e1, c0, c1, c, j
+    cdef Py_ssize_t g, e0, e1, c0, c1
     cdef bint single, full
     cdef int pass_threads
     cdef double max_change = 0
-    cdef double unseen[N_TERMS]  # the sums of a column no row shows
-    _zero_terms(unseen)
     for g in range(g_begin, g_end):
         e0 = G.group_ptr[g]
         e1 = G.group_ptr[g + 1]
@@ -944,18 +983,8 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
         single = c1 - c0 == 1
         full = e1 - e0 == n and n > 0
         if e1 == e0:
-            # Columns no row shows: each step is the unseen rule's (to 0, see
-            # _unseen_or_step; the sampler's: a draw from the prior), without their
-            # scratch records.
-            for c in range(c0, c1):
-                j = group_columns[c]
-                if sw.gradient != NULL:
-                    sw.gradient[j * param_stride] = 0
-                    continue
-                max_change = max(max_change, fabs(_take_step(
-                    param + j * param_stride,
-                    _coordinate_step(sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
-                                     param[j * param_stride]))))
+            max_change = max(max_change, _unseen_columns(
+                group_columns + c0, c1 - c0, param, param_stride, sw, mu, reg))
             continue
         # The threads of this group's gradient pass, and their scratch records.
         pass_threads = _row_threads(sw.threads, e1 - e0)
@@ -993,10 +1022,6 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
 
 # ---- relation blocks: their columns between the direct groups ---------------------------
 
-cdef enum:
-    # The highest ANOVA degree of coordinate descent on relation blocks (_cd_tables).
-    MAX_TABLE_DEGREE = 16
-
 cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
                         floating* param, Py_ssize_t param_stride, double reg,
                         double* state, Py_ssize_t n, const Sweep* sw,
@@ -1007,10 +1032,9 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     from them.  The table rows' caches B of the component must be current; the pass
     ends with table_push (the caller's, or the next block's gather).  Returns the
     largest |step|."""
-    cdef Py_ssize_t g, e0, e1, c0, c1, c, j
+    cdef Py_ssize_t g, e0, e1, c0, c1, j
     cdef int pass_threads
     cdef double max_change = 0, p, delta
-    cdef double unseen[N_TERMS]
     cdef double sums[N_TERMS]
     cdef Moments TM = table_moments(kind, degree)
     TM.squared = sw.L.loss == SQUARED
@@ -1018,7 +1042,6 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     cdef Sweep tsw = sw[0]
     tsw.L.third = 0
     tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
-    _zero_terms(unseen)
     if not gathered:  # (else the component's start gathered it)
         table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
     for g in range(T.n_groups):
@@ -1027,15 +1050,8 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
         c0 = T.columns_ptr[g]
         c1 = T.columns_ptr[g + 1]
         if e1 == e0:
-            for c in range(c0, c1):
-                j = T.group_columns[c]
-                if tsw.gradient != NULL:
-                    tsw.gradient[j * param_stride] = 0
-                    continue
-                max_change = max(max_change, fabs(_take_step(
-                    param + j * param_stride,
-                    _coordinate_step(tsw.prior, j, 0.0, unseen, 1.0, 0.0, reg,
-                                     param[j * param_stride]))))
+            max_change = max(max_change, _unseen_columns(
+                T.group_columns + c0, c1 - c0, param, param_stride, &tsw, 1.0, reg))
             continue
         pass_threads = _row_threads(tsw.threads, e1 - e0)
         if c1 - c0 == 1 and pass_threads == 1:
@@ -1160,20 +1176,10 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
         _slot_base(base, kernel, L.width, gamma, n_dummy, k, s + 1)
         if not first_full:
             _reset_slot(state, L, n, nxt, base)
-    cdef Sweep sweep
-    sweep.L = L[0]
-    sweep.threads = threads
-    sweep.support = support
-    sweep.cur = cur
-    sweep.nxt = nxt
-    sweep.has_next = has_next
-    sweep.degree = degree
-    sweep.scratch = scratch
-    sweep.A = A
-    sweep.base = base if has_next and first_full else NULL
-    sweep.prior = &features if block_prior != NULL else NULL
-    sweep.gradient = gradient + s if gradient != NULL else NULL
-    sweep.gradient_scale = gradient_scale
+    cdef Sweep sweep = _sweep(L, threads, support, cur, nxt, has_next, degree, scratch, A,
+                              base if has_next and first_full else NULL,
+                              &features if block_prior != NULL else NULL,
+                              gradient + s if gradient != NULL else NULL, gradient_scale)
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
@@ -1609,7 +1615,7 @@ cdef void _load_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
     """Start the rows' records: prediction (residual for the squared loss), label, weight."""
     cdef Py_ssize_t i, lo, hi
     cdef double* row
-    if not _chunk(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     for i in range(lo, hi):
         row = state + i * L.stride
@@ -1625,7 +1631,7 @@ cdef void _load_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
 cdef void _store_chunk(Py_ssize_t t, int threads, const double* state, const Layout* L,
                        const double* y, double* y_pred, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i, lo, hi
-    if not _chunk(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     for i in range(lo, hi):
         y_pred[i] = state[i * L.stride] + (0 if L.label >= 0 else y[i])
@@ -1658,7 +1664,7 @@ cdef void _intercept_chunk(Py_ssize_t t, int threads, const double* state,
     cdef double* own = sums + N_TERMS * t
     cdef const double* row
     _zero_terms(own)
-    if _chunk(t, threads, n, &lo, &hi):
+    if thread_range(t, threads, n, &lo, &hi):
         for i in range(lo, hi):
             row = state + i * L.stride
             weight = _weight(row, L)
@@ -1674,7 +1680,7 @@ cdef void _intercept_chunk(Py_ssize_t t, int threads, const double* state,
 cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                        Py_ssize_t n, double delta) noexcept nogil:
     cdef Py_ssize_t i, lo, hi
-    if not _chunk(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     for i in range(lo, hi):
         state[i * L.stride + PRED] += delta
@@ -1824,7 +1830,7 @@ def _check_epoch(data, problem, params, y_pred, gradient):
     pointers = [np.asarray(groups.group_ptr), np.asarray(groups.columns_ptr),
                 np.asarray(groups.row_ptr), np.asarray(groups.col_ptr),
                 np.asarray(groups.val_ptr)]
-    n_groups = pointers[0].shape[0] - 1
+    n_groups = groups.n_groups
     direct_columns = d - sum([block.stop - block.start for block in data.blocks])
     agree = (all(pointer.shape[0] == n_groups + 1 for pointer in pointers)
              and groups.group_columns.shape[0] == direct_columns
@@ -1937,27 +1943,6 @@ cdef double _intercept_pass(floating* intercept, double* state, const Layout* L,
         for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
             _shift_chunk(t, n_threads, state, L, n, delta)
     return fabs(delta)
-
-
-cdef Sweep _linear_sweep(const Layout* L, const Threads* threads, const double* support,
-                         double* scratch, double* A, const Prior* prior, double* gradient,
-                         double gradient_scale) noexcept nogil:
-    """What the linear weights' passes share (no cache: no component, no next)."""
-    cdef Sweep sweep
-    sweep.L = L[0]
-    sweep.threads = threads
-    sweep.support = support
-    sweep.cur = 0
-    sweep.nxt = -1
-    sweep.has_next = False
-    sweep.degree = 0
-    sweep.scratch = scratch
-    sweep.A = A
-    sweep.base = NULL
-    sweep.prior = prior
-    sweep.gradient = gradient
-    sweep.gradient_scale = gradient_scale
-    return sweep
 
 
 cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_degree,
@@ -2120,9 +2105,9 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     &grad_intercept[0] if gradient_pass else NULL, weight)
                 max_change = max(max_change, change)
             if fit_linear and d > 0:
-                linear = _linear_sweep(&L, &threads, &col_support[0], scratch, A,
-                                       &linear_prior if sampling else NULL,
-                                       &grad_w[0] if gradient_pass else NULL, weight)
+                linear = _sweep(&L, &threads, &col_support[0], 0, -1, False, 0, scratch, A,
+                                NULL, &linear_prior if sampling else NULL,
+                                &grad_w[0] if gradient_pass else NULL, weight)
                 # The last block's push waits for the first component's start (its
                 # rows' predictions only: no cache to move).
                 blocks.defer = n_blocks > 0 and kernel != POLYNOMIAL

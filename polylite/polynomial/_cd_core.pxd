@@ -17,10 +17,10 @@
 from libc.math cimport fabs, sqrt, log, cos
 from libc.stdint cimport uint64_t
 
-from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
+from .._kernels cimport (index_t, floating, ALL_SUBSETS,
                         POLYLITE_PREFETCH, anova_from_power_sums,
                         anova_coordinate_derivative)
-from .._losses cimport SQUARED, LOGISTIC, loss_derivative, loss_derivatives
+from .._losses cimport LOGISTIC, loss_derivative, loss_derivatives
 
 
 cdef enum:
@@ -54,13 +54,6 @@ cdef enum:
 cdef enum:
     # A loop over a group's columns is shared by the threads from this many per thread.
     MIN_COLUMNS_PER_THREAD = 4096
-
-
-cdef inline bint _is_noise(double curvature, double noise) noexcept nogil:
-    """A derivative whose magnitude is below 1e4 eps times the size of the terms it was
-    computed from is rounding noise: ``curvature`` (sum_i s_i g_i^2) is then at most
-    (1e4 eps)^2 ``noise`` (sum_i s_i magnitude_i^2)."""
-    return curvature <= (1e4 * 2.220446049250313e-16) ** 2 * noise
 
 
 cdef struct Layout:
@@ -135,14 +128,6 @@ cdef inline Py_ssize_t _row_of(const index_t* rows, Py_ssize_t z) noexcept nogil
     return rows[z] if rows != NULL else z
 
 
-cdef inline bint _chunk(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
-                        Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    """Thread t's entries lo..hi-1 of ``count``; false when it has none."""
-    lo[0] = count * t // threads
-    hi[0] = count * (t + 1) // threads
-    return hi[0] > lo[0]
-
-
 cdef inline double _step(double grad, double curvature, double reg,
                          double value) noexcept nogil:
     """Minimiser of the quadratic bound along one coordinate (no step without curvature)."""
@@ -154,8 +139,11 @@ cdef inline double _step(double grad, double curvature, double reg,
 
 cdef inline bint _uninformed(double curvature, double noise) noexcept nogil:
     """The curvature sum is rounding noise (``noise``: sum of s_i magnitude_i^2): the
-    coordinate's derivatives carry no information, so its sums count as 0."""
-    return _is_noise(curvature, noise)
+    coordinate's derivatives carry no information, so its sums count as 0.  (A
+    derivative whose magnitude is below 1e4 eps times the size of the terms it was
+    computed from is rounding noise: ``curvature``, sum_i s_i g_i^2, is then at most
+    (1e4 eps)^2 ``noise``.)"""
+    return curvature <= (1e4 * 2.220446049250313e-16) ** 2 * noise
 
 
 cdef inline double _cubic_step(double grad, double hess, double cube, double reg,

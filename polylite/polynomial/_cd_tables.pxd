@@ -5,6 +5,12 @@ from libc.stdint cimport int64_t
 from ._cd_core cimport Layout, Threads
 
 
+cdef enum:
+    # The highest ANOVA degree of the table passes: their records' and the stack arrays'
+    # size (_cd.pyx refuses higher degrees on relational input).
+    MAX_TABLE_DEGREE = 16
+
+
 cdef struct Table:
     # One relation block: its table (CSR, the model's column numbers), each
     # interaction's table row, the table's nonzeros regrouped by runs (column_groups, with

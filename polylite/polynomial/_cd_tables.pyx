@@ -52,14 +52,9 @@ from libc.math cimport fabs
 from libc.stdint cimport int64_t
 from cython.parallel cimport prange
 
-from .._kernels cimport anova_from_power_sums, POLYLITE_PREFETCH
-from .._losses cimport SQUARED, loss_majorizer
+from .._kernels cimport anova_from_power_sums, thread_range, POLYLITE_PREFETCH
+from .._losses cimport loss_majorizer
 from ._cd_core cimport *
-
-
-cdef enum:
-    # The moments a record can hold: ANOVA degrees up to this (the estimators check).
-    MAX_MOMENTS = 16
 
 
 cdef Moments table_moments(int kind, int degree) noexcept nogil:
@@ -132,11 +127,6 @@ cdef inline double _noise(const Moments* tm, const double* rec, const double* bo
     return noise
 
 
-cdef inline bint _range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count,
-                        Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
-    return _chunk(t, threads, count, lo, hi)
-
-
 # ---- phi and psi -----------------------------------------------------------------------
 
 cdef inline void _newton_bounds(const double* D, Py_ssize_t width, double* bound) noexcept nogil:
@@ -178,8 +168,8 @@ cdef inline void _psi(const Moments* TM, const double* B, double q, double* psi,
     """psi of a table row whose block part has the cache B, for an entry of factor
     q = p_j x: the block part's terms without the entry, and their bounds."""
     cdef Py_ssize_t m = TM.degree, t
-    cdef double A[MAX_MOMENTS]
-    cdef double bA[MAX_MOMENTS]
+    cdef double A[MAX_TABLE_DEGREE]
+    cdef double bA[MAX_TABLE_DEGREE]
     cdef double c, cb
     if TM.kind == KIND_LINEAR:
         psi[0] = 1
@@ -297,7 +287,7 @@ cdef inline void _fill_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
 cdef void _fill_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
                      const double* factors) noexcept nogil:
     cdef Py_ssize_t lo, hi
-    if not _range(t, threads, T.n_rows, &lo, &hi):
+    if not thread_range(t, threads, T.n_rows, &lo, &hi):
         return
     if TM.kind == KIND_SUBSETS:
         _fill_loop(lo, hi, T, TM, factors, KIND_SUBSETS)
@@ -331,7 +321,7 @@ cdef void _start_records(Py_ssize_t t, int threads, const Table* T,
     the next component's caches emptied (the sums passes build them)."""
     cdef Py_ssize_t r, u, other, lo, hi
     cdef double* rec
-    if not _range(t, threads, T.n_rows, &lo, &hi):
+    if not thread_range(t, threads, T.n_rows, &lo, &hi):
         return
     for r in range(lo, hi):
         rec = T.records + r * TM.stride
@@ -374,9 +364,9 @@ cdef inline void _gather_row(const Table* T, const Moments* tm, const double* ro
     moments of the record ``rec`` (the table row's, or a local sum of a run of them)."""
     cdef Py_ssize_t u
     cdef double dl, kappa, weight, y
-    cdef double E[MAX_MOMENTS]
-    cdef double phi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    cdef double E[MAX_TABLE_DEGREE]
+    cdef double phi[MAX_TABLE_DEGREE]
+    cdef double bound[MAX_TABLE_DEGREE]
     if tm.kind == 2:  # no change yet: B itself
         E[0] = row[cur] - T.cache[r]
     elif tm.kind != KIND_LINEAR:
@@ -409,9 +399,9 @@ cdef inline void _push_row(const Table* T, const double* cache, const Moments* t
     table row's new block part (the pass's caches ``cache``: T.cache, or what was it
     before a swap)."""
     cdef Py_ssize_t u, r = T.index[i]
-    cdef double E[MAX_MOMENTS]
-    cdef double phi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    cdef double E[MAX_TABLE_DEGREE]
+    cdef double phi[MAX_TABLE_DEGREE]
+    cdef double bound[MAX_TABLE_DEGREE]
     cdef double* D = row + cur
     cdef const double* rec = T.records + r * tm.stride
     cdef const double* B = cache + r * tm.width
@@ -458,8 +448,9 @@ cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Table* d
                        Py_ssize_t cur) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef double* sums = T.records if t == 0 else T.private + (t - 1) * T.n_rows * TM.stride
-    cdef bint simple = L.label < 0 and L.weight < 0 and L.loss == SQUARED
-    if not _range(t, threads, n, &lo, &hi):
+    # (The squared loss with uniform weights: no label, no weight in the records.)
+    cdef bint simple = L.label < 0 and L.weight < 0
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
         if simple:
@@ -487,7 +478,7 @@ cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
     cdef Py_ssize_t r, u, other, lo, hi
     cdef double* rec
     cdef const double* own
-    if not _range(t, threads, T.n_rows, &lo, &hi):
+    if not thread_range(t, threads, T.n_rows, &lo, &hi):
         return
     for r in range(lo, hi):
         rec = T.records + r * TM.stride
@@ -564,11 +555,12 @@ cdef void _start_rows(Py_ssize_t t, int threads, const Table* tables, Py_ssize_t
                       bint from_base) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef double* sums = NULL
-    cdef bint simple = L.label < 0 and L.weight < 0 and L.loss == SQUARED
+    # (The squared loss with uniform weights: no label, no weight in the records.)
+    cdef bint simple = L.label < 0 and L.weight < 0
     if gather != NULL:
         sums = (gather.records if t == 0
                 else gather.private + (t - 1) * gather.n_rows * TM.stride)
-    if not _range(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     if TM.kind == KIND_SUBSETS:
         _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
@@ -644,8 +636,8 @@ cdef inline void _entry_sums(const Table* T, const Moments* tm, Py_ssize_t r, do
     the column's sums (gradient, curvature, noise bound), and its factor in the next
     component (``p_next``) to the row's next cache."""
     cdef double noise
-    cdef double psi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    cdef double psi[MAX_TABLE_DEGREE]
+    cdef double bound[MAX_TABLE_DEGREE]
     cdef const double* rec = T.records + r * tm.stride
     if tm.kind != KIND_LINEAR:
         _add_factor(T.next + r * tm.width, tm.kind, tm.width, p_next * x)
@@ -732,7 +724,7 @@ cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Mom
     cdef Entries ent = _entries(T, g)
     cdef bint single = ent.columns == NULL
     cdef double* own = scratch if t == 0 else th.private + (t - 1) * th.stride
-    if not _range(t, threads, ent.count, &lo, &hi):
+    if not thread_range(t, threads, ent.count, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
         if single:
@@ -777,8 +769,8 @@ cdef inline void _entry_update(const Table* T, const Moments* tm, Py_ssize_t r, 
     x: the row's interactions move by delta x <phi_i, psi>, so their derivatives' sum R
     by delta x W psi and the block part's terms by delta x psi."""
     cdef Py_ssize_t u
-    cdef double psi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    cdef double psi[MAX_TABLE_DEGREE]
+    cdef double bound[MAX_TABLE_DEGREE]
     cdef double* rec = T.records + r * tm.stride
     cdef double* B = T.cache + r * tm.width
     _psi(tm, B, p * x, psi, bound)
@@ -792,12 +784,9 @@ cdef inline void _entry_update(const Table* T, const Moments* tm, Py_ssize_t r, 
 cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                               const Table* T, const Moments* TM, const double* scratch,
                               int kind, int degree, Py_ssize_t M) noexcept nogil:
-    cdef Py_ssize_t e, r, u
-    cdef double x, p, delta
-    cdef double psi[MAX_MOMENTS]
-    cdef double bound[MAX_MOMENTS]
+    cdef Py_ssize_t e, r
+    cdef double p, delta
     cdef const double* col = scratch + ent.column * COL_STRIDE
-    cdef double* rec
     cdef Moments tm = _layout(kind, degree)
     tm.squared = TM.squared
     delta = col[COL_STEP]
@@ -819,7 +808,7 @@ cdef void _update_entries(Py_ssize_t t, int threads, const Table* T, const Momen
                           Py_ssize_t g, const double* scratch) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef Entries ent = _entries(T, g)
-    if not _range(t, threads, ent.count, &lo, &hi):
+    if not thread_range(t, threads, ent.count, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
         _update_loop(&ent, lo, hi, T, TM, scratch, KIND_LINEAR, 0, 1)
@@ -917,7 +906,7 @@ cdef void _push_rows(Py_ssize_t t, int threads, const Table* T, const Moments* T
                      double* state, const Layout* L, Py_ssize_t n,
                      Py_ssize_t cur) noexcept nogil:
     cdef Py_ssize_t lo, hi
-    if not _range(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, n, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
         _push_loop(lo, hi, T, TM, state, L, cur, KIND_LINEAR, 0, 1)

@@ -176,8 +176,7 @@ def _relational_cd_data(X, sw, kernel, n_jobs):
         table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
         position = int(np.count_nonzero(with_entries & (firsts < start)))
         row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
-        support += np.bincount(indices, weights=np.repeat(row_weight, np.diff(indptr)),
-                               minlength=d)
+        support += _cd.column_support(indices, indptr, row_weight, d)
         row_count = np.bincount(block.index, minlength=table.shape[0]).astype(np.float64)
         blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
                                  start, stop, position, row_weight, row_count))
@@ -256,6 +255,7 @@ class StochasticGradient:
         self.kernel_code = kernels.KERNELS[kernel]
         self.degrees_arr = _degrees_array(degrees)
         self.rng, self.state = rng, state
+        self._chunk_buffers = {}  # a relational input's expanded chunks (_row_chunks)
         self.adagrad = state.adagrad
         self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
         if est.eta0 is not None:
@@ -324,10 +324,11 @@ class StochasticGradient:
             return
         batch = int(self.est.batch_size)
         chunk = max(batch, RELATIONAL_CHUNK_ROWS // batch * batch)
-        buffers = {}  # the chunks' arrays, reused
         for start in range(0, order.shape[0], chunk):
             rows = order[start:start + chunk]
-            yield (np.arange(rows.shape[0], dtype=np.intp), X._expanded(rows, buffers),
+            # (Arrays reused from one chunk and one epoch to the next.)
+            yield (np.arange(rows.shape[0], dtype=np.intp),
+                   X._expanded(rows, self._chunk_buffers),
                    np.ascontiguousarray(self.y[rows]), np.ascontiguousarray(self.sw[rows]))
 
     def predictions(self):
@@ -351,17 +352,19 @@ def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jo
         grads["gamma"], grads["lam"], n_threads)
 
 
-def cd_data_gradient(est, X, data, problem, params, kernel, degrees, grads):
+def cd_data_gradient(est, X, data, problem, params, kernel, degrees, grads,
+                     workspace=None):
     """:func:`data_gradient` from a gradient pass of coordinate descent
     (``polylite._cd.cd_epoch`` with ``gradient``) on ``data`` (:func:`cd_data` of X): on
     a relational input, each block column's gradient is a sum over table rows, so the
-    pass costs the tables' nonzeros and one visit of each interaction per component."""
+    pass costs the tables' nonzeros and one visit of each interaction per component.
+    ``workspace`` keeps cd_epoch's work arrays from one call to the next."""
     y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
     value = _cd.weighted_loss(problem.y, y_pred, problem.sample_weight, problem.loss)
-    gradient = Gradient(*(np.zeros(grads[name].shape) for name in
+    # (cd_epoch zeroes them before the pass.)
+    gradient = Gradient(*(np.empty(grads[name].shape) for name in
                           ("intercept", "w", "P", "gamma")))
-    _cd.cd_epoch(data, problem._replace(alpha=0.0, beta=0.0), params, y_pred,
-                 gradient=gradient)
+    _cd.cd_epoch(data, problem, params, y_pred, gradient=gradient, workspace=workspace)
     for name in ("intercept", "w", "P", "gamma"):
         grads[name] += getattr(gradient, name)
     return value
@@ -386,8 +389,9 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
     of X), from coordinate descent's sums when ``cd_data`` is given
     (:func:`cd_data_gradient`; relational X, whose sums are over table rows), or from
     ``data_term(params, grads)`` when given (same contract; :mod:`polylite.dask` sums it
-    over a cluster's row blocks, and passes None for X, y and sw).  ``callback(objective)`` is called after each iteration with the parameters
-    in place; returning True stops the optimiser.
+    over a cluster's row blocks, and passes None for X, y and sw).
+    ``callback(objective)`` is called after each iteration with the parameters in place;
+    returning True stops the optimiser.
     """
     names = ["P", "gamma"]
     if est.fit_intercept:
@@ -402,11 +406,15 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
     penalty = {"w": est.alpha, "P": est.beta, "gamma": est.beta, "lam": est.beta,
                "intercept": 0.0}
     if data_term is None and cd_data is not None:
-        problem = cd_problem(est, y, sw, loss_code, kernel, degrees)
+        # The data term alone (the penalties are added below), and the pass's work
+        # arrays kept from one evaluation to the next.
+        problem = cd_problem(est, y, sw, loss_code, kernel, degrees)._replace(alpha=0.0,
+                                                                             beta=0.0)
+        workspace = {}
 
         def data_term(params, grads):
             return cd_data_gradient(est, X, cd_data, problem, params, kernel, degrees,
-                                    grads)
+                                    grads, workspace)
     elif data_term is None and X_dense is not None:
         def data_term(params, grads):
             return _dense.dense_data_gradient(X_dense, y, sw, params, loss_code, kernel,
