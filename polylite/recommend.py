@@ -195,6 +195,13 @@ def _prepare(estimator, users, items, encoder, context, method):
         raise ValueError(f"items must be a 1-D array of item ids, got shape {items.shape}")
     if items.shape[0] == 0:
         raise ValueError("items is empty: there is no item to score")
+    values, counts = np.unique(items, return_counts=True)
+    if np.any(counts > 1):
+        # A repeated candidate would take several places in a user's top n.
+        repeated = counts > 1
+        raise ValueError(f"items must list each candidate once; "
+                         f"{values[repeated].tolist()[0]!r} is listed "
+                         f"{counts[repeated][0]} times")
     Xu = _user_rows(encoder, users, context, dtype)
     Xi = kernels.check_X(encoder.transform_items(items).astype(dtype), dtype=dtype)
     if use_factors:
@@ -231,7 +238,8 @@ def score_items(estimator, users, items=None, *, encoder=None, context=None,
         User ids.  Unknown users raise ValueError, or with the encoder's
         ``handle_unknown="ignore"`` are scored without a user part.
     items : array-like of shape (n_items,) or None, default=None
-        Candidate item ids (None: every item the encoder knows, in sorted order).
+        Candidate item ids, each listed once (None: every item the encoder knows, in
+        sorted order).
     encoder : FieldEncoder or None, default=None
         The fitted encoder of the model's rows, when ``estimator`` is a bare model.
     context : table or None, default=None
@@ -275,7 +283,7 @@ def recommend(estimator, users, n=10, *, encoder=None, items=None, exclude=None,
     encoder : FieldEncoder or None, default=None
         The fitted encoder of the model's rows, when ``estimator`` is a bare model.
     items : array-like or None, default=None
-        Candidate item ids (None: every item the encoder knows).
+        Candidate item ids, each listed once (None: every item the encoder knows).
     exclude : table or None, default=None
         (user, item) pairs never to recommend, for instance the training ratings (a table
         with the encoder's ``user`` and ``item`` columns).  Pairs of other users or items

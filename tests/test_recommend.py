@@ -205,6 +205,12 @@ def test_invalid_calls():
             recommend(pipe, u, items=[], method=method)
     with pytest.raises(ValueError, match="n must be >= 1"):
         recommend(pipe, u, n=0)
+    # A candidate listed twice would fill two places of a top-n list.
+    for method in ("factored", "pairs"):
+        with pytest.raises(ValueError, match="each candidate once; 'i1' is listed 3 times"):
+            recommend(pipe, u, items=["i1", "i1", "i1", "i2"], method=method)
+        with pytest.raises(ValueError, match="each candidate once; 'i3' is listed 2 times"):
+            score_items(pipe, u, items=np.array(["i3", "i0", "i3"]), method=method)
     multi, _, users, _ = _fitted(FactorizationMachineClassifier(**PARAMS), "multiclass")
     with pytest.raises(ValueError, match="the classifier has 3 classes"):
         recommend(multi, users["user_id"])
