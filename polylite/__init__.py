@@ -9,7 +9,8 @@ Layout (dependencies point down):
   and factorization machines with a shared basis, by conditional gradient),
   :mod:`polylite.ordinal` (ordinal regression by McRank on them), :mod:`polylite.bayes`
   (Bayesian factorization machines, sampled with the coordinate descent passes of
-  :mod:`polylite.polynomial`);
+  :mod:`polylite.polynomial`), :mod:`polylite.ranking` (factorization machines ranked
+  by pairwise losses on positive-only data);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
   ranking metrics) and :mod:`polylite.recommend` (top-N recommendation);
@@ -34,11 +35,12 @@ from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
                          FactorizationMachineRegressor, PolynomialNetworkClassifier,
                          PolynomialNetworkRegressor)
 from .preprocessing import FieldEncoder  # noqa: E402
+from .ranking import FactorizationMachineRanker  # noqa: E402
 from .relational import RelationalMatrix, RelationBlock  # noqa: E402
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
            "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
            "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
            "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
-           "OrdinalMcRankRegressor", "FieldEncoder", "RelationalMatrix", "RelationBlock",
+           "OrdinalMcRankRegressor", "FactorizationMachineRanker", "FieldEncoder", "RelationalMatrix", "RelationBlock",
            "load", "save", "ModelFileError", "__version__"]

@@ -48,6 +48,17 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
                          int degree, floating* table, floating* adj,
                          floating* grad, floating* grad_gamma) noexcept nogil
 
+cdef void anova_table(const floating* P, Py_ssize_t k,
+                      const floating* gamma, Py_ssize_t n_dummy,
+                      const index_t* ind, const floating* val, Py_ssize_t nnz,
+                      int degree, floating* table) noexcept nogil
+
+cdef void anova_backward(const floating* P, Py_ssize_t k,
+                         const floating* gamma, Py_ssize_t n_dummy,
+                         const index_t* ind, const floating* val, Py_ssize_t nnz,
+                         int degree, const floating* table, floating* adj,
+                         floating* grad, floating* grad_gamma) noexcept nogil
+
 cdef void all_subsets_forward(const floating* P, Py_ssize_t k,
                               const index_t* ind, const floating* val, Py_ssize_t nnz,
                               floating* out) noexcept nogil

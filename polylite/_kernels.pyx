@@ -138,6 +138,23 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
     table[n_items*(degree+1)*k : ...], holds A_t for t = 0..degree (as anova_forward).
     Every inner loop runs over the k components, so the compiler can vectorise it.
     """
+    cdef Py_ssize_t s
+    anova_table(P, k, gamma, n_dummy, ind, val, nnz, degree, table)
+    for s in range((degree + 1) * k):
+        adj[s] = 0
+    for s in range(k):
+        adj[degree * k + s] = 1
+    anova_backward(P, k, gamma, n_dummy, ind, val, nnz, degree, table, adj, grad,
+                   grad_gamma)
+
+
+cdef void anova_table(const floating* P, Py_ssize_t k,
+                      const floating* gamma, Py_ssize_t n_dummy,
+                      const index_t* ind, const floating* val, Py_ssize_t nnz,
+                      int degree, floating* table) noexcept nogil:
+    """The dynamic programme's state after each item of the augmented row, kept for
+    :func:`anova_backward`: table[e*(degree+1)*k + t*k + s] = A_t of the first e items,
+    e = 0..n_dummy + nnz (the last block: A_t of the whole row)."""
     cdef Py_ssize_t s, e, t
     cdef Py_ssize_t n_items = n_dummy + nnz
     cdef Py_ssize_t block = (degree + 1) * k
@@ -145,8 +162,6 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
     cdef floating x
     cdef floating* cur
     cdef floating* nxt
-    cdef floating* g
-    # Forward: table[e] = DP state after e items, each row written once from the last.
     for s in range(k):
         table[s] = 1
     for s in range(k, block):
@@ -160,11 +175,25 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
             nxt[s] = 1
         for t in range(1, degree + 1):
             _dp_row(nxt + t * k, cur + t * k, cur + (t - 1) * k, row, x, k)
-    # Backward: adj[t] = dA_degree / d a[e, t], from e = n_items down to 1.
-    for s in range(block):
-        adj[s] = 0
-    for s in range(k):
-        adj[degree * k + s] = 1
+
+
+cdef void anova_backward(const floating* P, Py_ssize_t k,
+                         const floating* gamma, Py_ssize_t n_dummy,
+                         const index_t* ind, const floating* val, Py_ssize_t nnz,
+                         int degree, const floating* table, floating* adj,
+                         floating* grad, floating* grad_gamma) noexcept nogil:
+    """Reverse mode of the dynamic programme: the gradient of sum_t c_t,s A_t(p_s, x)
+    (t = 0..degree) on the row's support, for cotangents c given in ``adj``
+    (adj[t*k + s] = c_t,s; overwritten).  ``table``: from :func:`anova_table`.  Output
+    as :func:`anova_gradient`."""
+    cdef Py_ssize_t s, e, t
+    cdef Py_ssize_t n_items = n_dummy + nnz
+    cdef Py_ssize_t block = (degree + 1) * k
+    cdef const floating* row
+    cdef floating x
+    cdef const floating* cur
+    cdef floating* g
+    # adj[t] = d(output) / d a[e, t], from e = n_items down to 1.
     for e in range(n_items - 1, -1, -1):
         row = _item_row(P, k, gamma, n_dummy, ind, e)
         x = _item_value(val, n_dummy, e)

@@ -1,0 +1,238 @@
+"""Positive interactions as the pairwise passes walk them.
+
+A positive row is a query part (the user's columns and the context) and an item part
+on other columns.  The passes need the query rows, the catalogue of item rows (each
+item stored once: the negatives are drawn from it), each positive's item and user, and
+every user's seen items, whichever form the positives came in:
+
+- a :class:`~polylite.relational.RelationalMatrix` (``FieldEncoder(output="relational")``):
+  the item part is a relation block (by default the second, as the encoder lays the
+  blocks out), its table the catalogue; the user is the row of the first other block;
+- CSR rows: the item part is the columns ``item_columns``; the catalogue is the distinct
+  item parts of the positives, the user the distinct parts before the item columns.
+"""
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..relational import RelationalMatrix, RelationBlock
+
+# Positives per chunk of expanded query rows (the passes expand a chunk at a time).
+CHUNK_ROWS = 65536
+
+
+class Positives(NamedTuple):
+    """Positive interactions, as the passes and the validation score walk them."""
+    query: RelationalMatrix      # the query rows, item columns empty
+    item: np.ndarray             # int64: each positive's row of the catalogue
+    user: np.ndarray             # int64: each positive's user
+    weight: np.ndarray           # float64: sample weights, mean 1
+
+
+class Catalogue(NamedTuple):
+    """The candidate items and every user's seen ones."""
+    items: sp.csr_matrix         # one row per item, at its columns of the model, int64
+    seen_indptr: np.ndarray      # int64: user u's seen items are seen[seen_indptr[u]:...]
+    seen: np.ndarray             # int64, sorted per user
+    seen_hash: np.ndarray        # int64: the seen (user, item) pairs, hashed
+    seen_bits: np.ndarray        # uint64: their bitmap (users x items), or empty
+    cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
+    item_ids: np.ndarray         # catalogue row -> the item's key in the input
+    n_users: int
+
+
+class Chunk(NamedTuple):
+    """The positives of one chunk of a pass, in the order they are visited."""
+    query: sp.csr_matrix
+    positive: np.ndarray
+    user: np.ndarray
+    weight: np.ndarray
+
+
+def _int64_csr(X):
+    """X (CSR) with int64 indices, sorted, as the passes read it (SciPy's constructor
+    would narrow them)."""
+    X = sp.csr_matrix(X)
+    X.sort_indices()
+    out = sp.csr_matrix(X.shape, dtype=X.dtype)
+    out.data, out.indices, out.indptr = (X.data, X.indices.astype(np.int64),
+                                         X.indptr.astype(np.int64))
+    out.has_sorted_indices = True
+    return out
+
+
+def distinct_rows(X):
+    """Codes of the distinct rows of CSR ``X`` (equal rows, equal codes; codes in order
+    of first appearance) and the first row of each code.
+
+    Rows are grouped by two random projections and their size, then checked entry by
+    entry against their group's first row; should two different rows ever share a
+    group, an exact (slower) grouping by the rows' bytes is used instead.
+    """
+    X = sp.csr_matrix(X)
+    X.sum_duplicates()
+    X.sort_indices()
+    n = X.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rng = np.random.default_rng(0)
+    keys = np.column_stack([X @ rng.standard_normal(X.shape[1]),
+                            X @ rng.standard_normal(X.shape[1]),
+                            np.diff(X.indptr)])
+    _, first, codes = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    codes = codes.ravel()
+    # Renumber in order of first appearance.
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    codes, first = rank[codes], first[order]
+    if (X - X[first[codes]]).count_nonzero() == 0:
+        return codes.astype(np.int64), first.astype(np.int64)
+    seen, codes, first = {}, np.empty(n, np.int64), []
+    for r in range(n):
+        lo, hi = X.indptr[r], X.indptr[r + 1]
+        key = X.indices[lo:hi].tobytes() + X.data[lo:hi].tobytes()
+        if key not in seen:
+            seen[key] = len(first)
+            first.append(r)
+        codes[r] = seen[key]
+    return codes, np.asarray(first, np.int64)
+
+
+def check_item_columns(item_columns, X):
+    """The (start, stop) of the item part of X's columns, checked."""
+    if isinstance(X, RelationalMatrix):
+        blocks = X.block_columns()
+        if item_columns is None:
+            if len(blocks) < 2:
+                raise ValueError(
+                    f"the positives have {len(blocks)} relation block(s): the ranker "
+                    f"takes the item part from the second block (a user block, then an "
+                    f"item block, as FieldEncoder(output='relational') makes them), or "
+                    f"from the block whose columns item_columns names")
+            return blocks[1]
+        columns = _pair(item_columns, X.shape[1])
+        if columns not in blocks:
+            raise ValueError(f"item_columns={item_columns!r} is not the column range of "
+                             f"a relation block of the positives ({blocks})")
+        return columns
+    if item_columns is None:
+        raise ValueError(
+            "CSR positives need item_columns=(start, stop), the columns of the item part "
+            "(FieldEncoder.fields_ gives them), or give a RelationalMatrix: "
+            "FieldEncoder(output='relational') makes one whose second block is the items")
+    return _pair(item_columns, X.shape[1])
+
+
+def _pair(item_columns, n_features):
+    try:
+        start, stop = (int(v) for v in item_columns)
+        ok = [start, stop] == [v for v in item_columns]
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not 0 <= start < stop <= n_features:
+        raise ValueError(f"item_columns must be a pair (start, stop) of integers with "
+                         f"0 <= start < stop <= n_features={n_features}, got "
+                         f"{item_columns!r}")
+    return start, stop
+
+
+def split_positives(X, columns, dtype):
+    """(query RelationalMatrix, item rows per positive as codes and a table, user codes)
+    of positives ``X`` whose item part lies at ``columns``."""
+    start, stop = columns
+    if isinstance(X, RelationalMatrix):
+        parts, item_block, user_block = [], None, None
+        for part, offset in zip(X.parts, X.offsets[:-1]):
+            if isinstance(part, RelationBlock) and int(offset) == start:
+                item_block = part
+                parts.append(sp.csr_matrix((X.shape[0], part.table.shape[1]), dtype=dtype))
+                continue
+            if isinstance(part, RelationBlock) and user_block is None:
+                user_block = part
+            parts.append(part)
+        query = RelationalMatrix._from_checked(parts, dtype)
+        table = _placed(item_block.table, start, X.shape[1])
+        item, users = item_block.index.astype(np.int64), None
+        if user_block is not None:
+            users = user_block.index.astype(np.int64)
+        return query, item, table, users
+    X = sp.csr_matrix(X)
+    inside = (X.indices >= start) & (X.indices < stop)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    item_part = sp.csr_matrix((X.data[inside], (rows[inside], X.indices[inside])),
+                              shape=X.shape, dtype=dtype)
+    query = sp.csr_matrix((X.data[~inside], (rows[~inside], X.indices[~inside])),
+                          shape=X.shape, dtype=dtype)
+    item, first = distinct_rows(item_part)
+    users = None
+    if start > 0:
+        user_part = query[:, :start]
+        users = distinct_rows(user_part)[0]
+    return RelationalMatrix._from_checked([query], dtype), item, item_part[first], users
+
+
+def _placed(table, start, n_features):
+    """A block's table at its columns of the whole row."""
+    table = sp.csr_matrix(table)
+    return sp.csr_matrix((table.data, table.indices.astype(np.int64) + start,
+                          table.indptr.astype(np.int64)), shape=(table.shape[0], n_features))
+
+
+def user_codes(query, users):
+    """Each positive's user: ``users`` if known, else the distinct query rows."""
+    if users is not None:
+        return users
+    return distinct_rows(query.to_csr())[0]
+
+
+def catalogue_of(table, item, users, n_users, sample_weight_positive=None):
+    """The catalogue (the table's rows that have features) and each positive's row of
+    it; raises for a positive whose item has no features."""
+    nonempty = np.diff(table.indptr) > 0
+    row_of = np.cumsum(nonempty) - 1
+    if not nonempty[item].all():
+        bad = int((~nonempty[item]).sum())
+        raise ValueError(
+            f"{bad} positive(s) have an item part without any feature (an item unknown "
+            f"to the encoder?): the ranker cannot score them; drop them, or encode their "
+            f"items")
+    items = _int64_csr(table[nonempty])
+    codes = row_of[item].astype(np.int64)
+    return items, codes, np.flatnonzero(nonempty)
+
+
+def seen_sets(user, item, n_users, n_items):
+    """Every user's seen items, sorted, as (indptr, items, hash table of the pairs,
+    bitmap of the pairs or an empty array): the bitmap when it is no larger than the
+    hash table (a dense catalogue), as it is faster to look up."""
+    from ._pairwise import seen_bitmap, seen_hash_table
+    pairs = sp.csr_matrix((np.ones(user.shape[0], dtype=np.int8), (user, item)),
+                          shape=(n_users, n_items))
+    pairs.sum_duplicates()
+    pairs.sort_indices()
+    indptr, seen = pairs.indptr.astype(np.int64), pairs.indices.astype(np.int64)
+    owners = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(indptr))
+    table = seen_hash_table(owners, seen, n_items)
+    bitmap_bytes = n_users * ((n_items + 63) // 64) * 8
+    bits = (seen_bitmap(owners, seen, n_users, n_items) if bitmap_bytes <= table.nbytes
+            else np.zeros(0, dtype=np.uint64))
+    return indptr, seen, table, bits
+
+
+def popularity(item, n_items):
+    """Cumulative sampling weights: 1 + the item's positives (items without positives
+    are still drawn)."""
+    return np.cumsum(1.0 + np.bincount(item, minlength=n_items)).astype(np.float64)
+
+
+def chunks(positives, order, buffers):
+    """The positives in ``order``, a chunk at a time, query rows expanded."""
+    for lo in range(0, order.shape[0], CHUNK_ROWS):
+        rows = order[lo:lo + CHUNK_ROWS]
+        query = positives.query._expanded(rows, buffers)
+        if query.indices.dtype != np.int64:
+            query = _int64_csr(query)
+        yield Chunk(query, positives.item[rows], positives.user[rows],
+                    positives.weight[rows])

@@ -1,0 +1,782 @@
+"""Stochastic passes of pairwise ranking losses (BPR, WARP) over positive interactions.
+
+A positive is a query row q (the user's part and the context) and an item i; a negative
+is another item j of the catalogue, sampled.  Their rows are q + x_i and q + x_j, on
+disjoint columns, so every FM score splits over the query and the item part
+(:mod:`polylite.recommend`): the ANOVA kernel of degree m gives, per component,
+
+    A_m(q + x) = sum_{t=0..m} A_t(q) A_{m-t}(x),
+
+and the all-subsets kernel S(q + x) = S(q) S(x).  The terms of q alone are the same for
+every item, so a pair's score difference needs only the item score
+
+    s(q, x) = <w, x> + sum_blocks sum_s sum_{t<m} A_t(q) A_{m-t}(x)   (ANOVA)
+    s(q, x) = <w, x> + sum_s S(q) S(x)                                 (all-subsets)
+
+with the query's A_t computed once per positive and shared by every negative tried.
+The gradient of a loss of s(q, x_i) - s(q, x_j) reaches the query's parameters through
+the A_t(q) and each item's through its A_{m-t}(x): the reverse mode of the ANOVA
+programme with the other side's values as cotangents (``anova_backward``).
+
+Regularisation is that of the objective's mean over positives: a parameter is penalised
+when a step touches it, for every step since it was last touched (AdaGrad: the penalty
+gradient times the steps elapsed; SGD: the decay factor to that power), as the
+factorization machines' stochastic solvers do.
+"""
+from libc.math cimport exp, log, log1p, sqrt, isfinite, pow
+from libc.stdint cimport uint64_t, int64_t
+from libc.stdlib cimport malloc, free
+from cython.parallel cimport parallel, threadid
+
+from .._kernels cimport (floating, ANOVA, anova_forward, anova_table, anova_backward,
+                        all_subsets_forward, all_subsets_gradient, polylite_team_size,
+                        thread_range)
+
+cdef double ADAGRAD_EPS = 1e-8
+# Rejections of a popularity-drawn negative the user has seen before the draw falls
+# back to a uniform one among the unseen items (a user who saw most popular items).
+cdef int MAX_REJECTIONS = 32
+
+cdef enum:
+    TOTALS_STRIDE = 4   # Totals apart in the per-thread array (4 * 48 bytes)
+
+cdef enum:
+    BPR = 0
+    WARP = 1
+
+cdef enum:
+    CONSTANT = 0
+    INVSCALING = 1
+    ADAGRAD = 2
+
+
+cdef struct Settings:
+    # The model and the pass: named, as the estimator builds them.
+    int kernel              # ANOVA or ALL_SUBSETS (polylite._kernels)
+    int loss                # BPR or WARP
+    int schedule            # CONSTANT, INVSCALING or ADAGRAD
+    int max_trials          # WARP: negatives tried per positive
+    bint popularity         # negatives drawn by popularity (else uniformly)
+    bint fit_linear
+    double alpha            # L2 of w, per sample
+    double beta             # L2 of P and gamma, per sample
+    double eta0
+    double power_t
+    double margin           # WARP's margin
+    Py_ssize_t n_blocks
+    Py_ssize_t n_dummy
+    Py_ssize_t max_degree
+    Py_ssize_t max_query_nnz
+    Py_ssize_t max_item_nnz
+    bint item_tables        # the backward pass needs items' tables (ANOVA, degree > 2)
+
+
+cdef struct Totals:
+    double loss             # sum of weighted losses
+    double weight           # sum of the weights of the positives stepped on
+    long long updates       # positives that changed the model
+    long long trials        # negatives drawn (WARP: all trials)
+    long long skipped       # positives without any negative (no step)
+    bint finite
+
+
+# ---- random numbers: one xoshiro256** stream per thread ---------------------------------
+
+cdef struct Rng:
+    uint64_t s0
+    uint64_t s1
+    uint64_t s2
+    uint64_t s3
+
+
+cdef inline uint64_t _rotl(uint64_t x, int k) noexcept nogil:
+    return (x << k) | (x >> (64 - k))
+
+
+cdef inline uint64_t _next(Rng* r) noexcept nogil:
+    cdef uint64_t result = _rotl(r.s1 * 5, 7) * 9
+    cdef uint64_t t = r.s1 << 17
+    r.s2 ^= r.s0
+    r.s3 ^= r.s1
+    r.s1 ^= r.s2
+    r.s0 ^= r.s3
+    r.s2 ^= t
+    r.s3 = _rotl(r.s3, 45)
+    return result
+
+
+cdef inline double _uniform(Rng* r) noexcept nogil:
+    """Uniform on [0, 1)."""
+    return (_next(r) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline Py_ssize_t _below(Rng* r, Py_ssize_t n) noexcept nogil:
+    """Uniform on 0..n-1."""
+    cdef Py_ssize_t v = <Py_ssize_t> (_uniform(r) * n)
+    return v if v < n else n - 1
+
+
+cdef inline void _seed(Rng* r, uint64_t seed) noexcept nogil:
+    # splitmix64 spreads one seed over the four words (never all zero).
+    cdef int i
+    cdef uint64_t z
+    cdef uint64_t words[4]
+    for i in range(4):
+        seed += <uint64_t> 0x9E3779B97F4A7C15
+        z = seed
+        z = (z ^ (z >> 30)) * <uint64_t> 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) * <uint64_t> 0x94D049BB133111EB
+        words[i] = z ^ (z >> 31)
+    r.s0, r.s1, r.s2, r.s3 = words[0], words[1], words[2], words[3]
+
+
+# ---- negatives -------------------------------------------------------------------------
+
+cdef struct Negatives:
+    const int64_t* seen_ptr     # user u's seen items: seen[seen_ptr[u]:seen_ptr[u + 1]]
+    const int64_t* seen         # sorted per user
+    const int64_t* seen_hash    # the (user, item) keys of the seen pairs, hashed
+    Py_ssize_t hash_mask        # the hash table's size - 1 (a power of two)
+    const uint64_t* seen_bits   # or a bit per (user, item), rows of user_words words
+    Py_ssize_t user_words
+    const double* cumulative    # popularity: cumulative weights of the items (or NULL)
+    Py_ssize_t n_items
+
+
+cdef inline uint64_t _slot(int64_t key, Py_ssize_t mask) noexcept nogil:
+    # Fibonacci hashing: the high bits of key * 2^64 / golden ratio.
+    return ((<uint64_t> key * <uint64_t> 0x9E3779B97F4A7C15) >> 20) & <uint64_t> mask
+
+
+cdef inline bint _is_seen(const Negatives* neg, Py_ssize_t user,
+                          Py_ssize_t item) noexcept nogil:
+    """Whether the user has seen the item: a bit of the users x items bitmap when it is
+    small (it then stays in cache), else one probe sequence of the open-addressing table
+    (at most half full), usually one cache line; a bisection of the user's list would
+    wait on a chain of loads."""
+    if neg.seen_bits != NULL:
+        return (neg.seen_bits[user * neg.user_words + (item >> 6)] >> (item & 63)) & 1
+    cdef int64_t key = user * neg.n_items + item
+    cdef uint64_t i = _slot(key, neg.hash_mask)
+    while neg.seen_hash[i] != -1:
+        if neg.seen_hash[i] == key:
+            return True
+        i = (i + 1) & <uint64_t> neg.hash_mask
+    return False
+
+
+cdef inline Py_ssize_t _uniform_unseen(Rng* r, const int64_t* seen, Py_ssize_t lo,
+                                       Py_ssize_t hi, Py_ssize_t n_items) noexcept nogil:
+    """An item drawn uniformly among those not in the sorted seen[lo:hi] (at least one
+    exists): the rank-th unseen item is rank + (seen items below it), the count of j
+    with seen[j] - j <= rank (seen[j] - j, the unseen items below seen[j], grows with
+    j), found by a branch-free bisection."""
+    cdef Py_ssize_t rank = _below(r, n_items - (hi - lo))
+    cdef Py_ssize_t base = 0, n = hi - lo, half
+    if n == 0:
+        return rank
+    while n > 1:
+        half = n // 2
+        base = base + half if seen[lo + base + half] - (base + half) <= rank else base
+        n -= half
+    return rank + base + (1 if seen[lo + base] - base <= rank else 0)
+
+
+cdef inline Py_ssize_t _negative(Rng* r, const Negatives* neg, Py_ssize_t user) noexcept nogil:
+    """A negative item of ``user``, never one the user has seen: drawn (uniformly or by
+    popularity) until unseen, at most MAX_REJECTIONS times, then uniformly among the
+    unseen items by :func:`_uniform_unseen` (uniform draws stay exactly uniform over
+    the unseen items either way)."""
+    cdef Py_ssize_t item, a, b, mid, attempt
+    cdef double u
+    for attempt in range(MAX_REJECTIONS):
+        if neg.cumulative != NULL:
+            u = _uniform(r) * neg.cumulative[neg.n_items - 1]
+            a, b = 0, neg.n_items - 1
+            while a < b:  # the first item whose cumulative weight exceeds u
+                mid = (a + b) // 2
+                if neg.cumulative[mid] > u:
+                    b = mid
+                else:
+                    a = mid + 1
+            item = a
+        else:
+            item = _below(r, neg.n_items)
+        if not _is_seen(neg, user, item):
+            return item
+    return _uniform_unseen(r, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
+                           neg.n_items)
+
+
+def seen_bitmap(const int64_t[::1] users, const int64_t[::1] items, Py_ssize_t n_users,
+                Py_ssize_t n_items):
+    """The bitmap of the (user, item) pairs, a row of ceil(n_items / 64) words per user."""
+    import numpy as np
+    cdef Py_ssize_t words = (n_items + 63) // 64, i
+    out = np.zeros(n_users * words, dtype=np.uint64)
+    cdef uint64_t[::1] bits = out
+    with nogil:
+        for i in range(users.shape[0]):
+            bits[users[i] * words + (items[i] >> 6)] |= (<uint64_t> 1) << (items[i] & 63)
+    return out
+
+
+def seen_hash_table(const int64_t[::1] users, const int64_t[::1] items,
+                    Py_ssize_t n_items):
+    """The open-addressing table of the (user, item) pairs the passes look negatives up
+    in (-1: an empty slot; at most half full)."""
+    import numpy as np
+    cdef Py_ssize_t n = users.shape[0], size = 2, i
+    while size < 2 * n + 2:
+        size *= 2
+    out = np.full(size, -1, dtype=np.int64)
+    cdef int64_t[::1] table = out
+    cdef int64_t key
+    cdef uint64_t slot
+    cdef Py_ssize_t mask = size - 1
+    with nogil:
+        for i in range(n):
+            key = users[i] * n_items + items[i]
+            slot = _slot(key, mask)
+            while table[slot] != -1 and table[slot] != key:
+                slot = (slot + 1) & <uint64_t> mask
+            table[slot] = key
+    return out
+
+
+cdef inline double _harmonic(Py_ssize_t n) noexcept nogil:
+    """WARP's rank weight L(n) = sum_{i=1..n} 1/i (Weston et al. 2011)."""
+    cdef double total = 0
+    cdef Py_ssize_t i
+    if n <= 64:
+        for i in range(1, n + 1):
+            total += 1.0 / i
+        return total
+    return log(<double> n) + 0.5772156649015329 + 0.5 / n - 1.0 / (12.0 * n * n)
+
+
+# ---- scores ----------------------------------------------------------------------------
+
+cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize_t k,
+                               const floating* w, const floating* query_values,
+                               const floating* item_values, Py_ssize_t stride,
+                               const int64_t* ind, const floating* val,
+                               Py_ssize_t nnz) noexcept nogil:
+    """s(q, x): the item's linear term and, per block, sum_s sum_{t<m} A_t(q) A_{m-t}(x)
+    (all-subsets: sum_s S(q) S(x)).  ``query_values`` and ``item_values`` hold each
+    block's A_0..A_m (or S) at blocks ``stride`` apart."""
+    cdef double total = 0
+    cdef Py_ssize_t b, t, s, z, m
+    cdef const floating* aq
+    cdef const floating* ax
+    if cfg.fit_linear:
+        for z in range(nnz):
+            total += w[ind[z]] * val[z]
+    if cfg.kernel != ANOVA:
+        for s in range(k):
+            total += query_values[s] * item_values[s]
+        return total
+    for b in range(cfg.n_blocks):
+        m = degrees[b]
+        aq = query_values + b * stride
+        ax = item_values + b * stride
+        for t in range(m):
+            for s in range(k):
+                total += aq[t * k + s] * ax[(m - t) * k + s]
+    return total
+
+
+cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
+                          const floating* val, Py_ssize_t nnz,
+                          floating* values) noexcept nogil:
+    """A_0, A_1, A_2 of a row for a block of degree 2 (no dummies): the dynamic
+    programme written out, without the table its general backward pass needs (that of
+    degree 2 has a closed form, :func:`_backward2`)."""
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x, q
+    for s in range(k):
+        values[s] = 1
+        values[k + s] = 0
+        values[2 * k + s] = 0
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            q = x * row[s]
+            values[2 * k + s] += q * values[k + s]
+            values[k + s] += q
+
+
+cdef inline void _backward2(const floating* P, Py_ssize_t k, const int64_t* ind,
+                            const floating* val, Py_ssize_t nnz, const floating* values,
+                            const floating* adj, floating* grad) noexcept nogil:
+    """The gradient of c_1 A_1 + c_2 A_2 (cotangents in ``adj``) on the row's support, for
+    a block of degree 2: dA_1/dp_j = x_j, dA_2/dp_j = x_j (A_1 - x_j p_j)."""
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            grad[z * k + s] = x * (adj[k + s] + adj[2 * k + s] * (values[k + s] - x * row[s]))
+
+
+cdef inline void _item_forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
+                               Py_ssize_t k, const floating* P, const int64_t* ind,
+                               const floating* val, Py_ssize_t nnz, floating* values,
+                               Py_ssize_t stride) noexcept nogil:
+    """Each block's A_0..A_m (or S) of an item row, at blocks ``stride`` apart."""
+    cdef Py_ssize_t b
+    if cfg.kernel != ANOVA:
+        all_subsets_forward(P, k, ind, val, nnz, values)
+        return
+    for b in range(cfg.n_blocks):
+        if degrees[b] == 2:
+            _values2(P + b * d * k, k, ind, val, nnz, values + b * stride)
+        else:
+            anova_forward(P + b * d * k, k, <const floating*> NULL, 0, ind, val, nnz,
+                          degrees[b], values + b * stride)
+
+
+# ---- steps -----------------------------------------------------------------------------
+
+cdef inline double _step_size(const Settings* cfg, long long step) noexcept nogil:
+    if cfg.schedule == INVSCALING:
+        return cfg.eta0 / pow(<double> step, cfg.power_t)
+    return cfg.eta0
+
+
+cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ssize_t k,
+                         double reg, double elapsed, double eta,
+                         const Settings* cfg) noexcept nogil:
+    """One step on k parameters: the loss gradient ``grad`` and the penalty of the steps
+    ``elapsed`` since they were last touched."""
+    cdef Py_ssize_t s
+    cdef double g, decay
+    if cfg.schedule == ADAGRAD:
+        for s in range(k):
+            g = grad[s] + reg * elapsed * p[s]
+            acc[s] = acc[s] + g * g
+            p[s] = p[s] - cfg.eta0 * g / (sqrt(acc[s]) + ADAGRAD_EPS)
+        return
+    decay = pow(1 - eta * reg, elapsed) if eta * reg < 1 else 0
+    for s in range(k):
+        p[s] = p[s] * decay - eta * grad[s]
+
+
+cdef struct Work:
+    # One thread's scratch, in units of floating values (offsets into one buffer).
+    Py_ssize_t stride           # one block's A_0..A_m (or S): (max_degree + 1) k
+    Py_ssize_t query_table      # per block: (n_dummy + max_query_nnz + 1) stride
+    Py_ssize_t item_table       # per block: (max_item_nnz + 1) stride
+    Py_ssize_t size
+
+
+cdef inline Work _work_layout(const Settings* cfg, Py_ssize_t k) noexcept nogil:
+    cdef Work work
+    work.stride = (cfg.max_degree + 1) * k
+    work.query_table = (cfg.n_dummy + cfg.max_query_nnz + 1) * work.stride
+    work.item_table = (cfg.max_item_nnz + 1) * work.stride
+    work.size = (cfg.n_blocks * (work.query_table + 2 * work.item_table + 3 * work.stride)
+                 + work.stride + (cfg.n_dummy + cfg.max_query_nnz
+                                  + 2 * cfg.max_item_nnz + 1) * k)
+    return work
+
+
+cdef inline void _scale_rows(floating* grad, Py_ssize_t rows, const floating* coef,
+                             Py_ssize_t k) noexcept nogil:
+    cdef Py_ssize_t z, s
+    for z in range(rows):
+        for s in range(k):
+            grad[z * k + s] = grad[z * k + s] * coef[s]
+
+
+cdef inline double _elapsed(const long long* last_touch, Py_ssize_t j,
+                            long long step) noexcept nogil:
+    # Threads share the parameters without locks (as LightFM and Hogwild!): another
+    # thread may have touched j at a later step; count at least this one.
+    cdef long long e = step - last_touch[j]
+    return <double> (e if e > 0 else 1)
+
+
+cdef struct Step:
+    # One positive's pair, as the pass found it.
+    double g                # d loss / d (s(q, x_i) - s(q, x_j)), times the weight
+    long long step
+    double eta
+
+
+cdef void _apply_items(const Settings* cfg, const Step* st, Py_ssize_t k, floating* w,
+                       floating* acc_w, floating* Pb, floating* acc_Pb, bint linear,
+                       const long long* last_touch,
+                       const int64_t* p_ind, const floating* p_val, Py_ssize_t p_nnz,
+                       floating* gp,
+                       const int64_t* n_ind, const floating* n_val, Py_ssize_t n_nnz,
+                       floating* gn) noexcept nogil:
+    """The steps on the positive's and the negative's item features (one block), a
+    feature in both rows stepping once on the sum of its two gradients."""
+    cdef Py_ssize_t zp = 0, zn = 0, j, s
+    cdef double elapsed, xp, xn
+    cdef floating gw
+    cdef floating* grad
+    while zp < p_nnz or zn < n_nnz:
+        if zn >= n_nnz or (zp < p_nnz and p_ind[zp] < n_ind[zn]):
+            j, xp, xn, grad = p_ind[zp], p_val[zp], 0, gp + zp * k
+            zp += 1
+        elif zp >= p_nnz or n_ind[zn] < p_ind[zp]:
+            j, xp, xn, grad = n_ind[zn], 0, n_val[zn], gn + zn * k
+            zn += 1
+        else:
+            j, xp, xn, grad = p_ind[zp], p_val[zp], n_val[zn], gp + zp * k
+            for s in range(k):
+                grad[s] = grad[s] + gn[zn * k + s]
+            zp += 1
+            zn += 1
+        elapsed = _elapsed(last_touch, j, st.step)
+        _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL, grad, k,
+                cfg.beta, elapsed, st.eta, cfg)
+        if linear:
+            gw = <floating> (st.g * (xp - xn))
+            _update(w + j, acc_w + j if acc_w != NULL else NULL, &gw, 1, cfg.alpha,
+                    elapsed, st.eta, cfg)
+
+
+cdef void _touch(long long* last_touch, const int64_t* ind, Py_ssize_t nnz,
+                 long long step) noexcept nogil:
+    cdef Py_ssize_t z
+    for z in range(nnz):
+        last_touch[ind[z]] = step
+
+
+cdef inline void _forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
+                          Py_ssize_t k, const floating* P, const floating* gamma,
+                          const int64_t* ind, const floating* val, Py_ssize_t nnz,
+                          bint dummies, floating* tables, Py_ssize_t table_size,
+                          floating* values, Py_ssize_t stride) noexcept nogil:
+    """One row's tables (ANOVA: the programme's states, for the backward pass) and each
+    block's final A_0..A_m (all-subsets: S) into ``values``; the shared model's dummies
+    go with the query (``dummies``)."""
+    cdef Py_ssize_t b, s, n_dummy, m
+    if cfg.kernel != ANOVA:
+        all_subsets_forward(P, k, ind, val, nnz, values)
+        return
+    for b in range(cfg.n_blocks):
+        n_dummy = cfg.n_dummy if (dummies and b == 0) else 0
+        m = degrees[b]
+        if m == 2 and n_dummy == 0:  # no table: the backward pass has a closed form
+            _values2(P + b * d * k, k, ind, val, nnz, values + b * stride)
+            continue
+        anova_table(P + b * d * k, k, gamma if n_dummy > 0 else <const floating*> NULL,
+                    n_dummy, ind, val, nnz, m, tables + b * table_size)
+        for s in range((m + 1) * k):
+            values[b * stride + s] = tables[b * table_size + (n_dummy + nnz) * (m + 1) * k + s]
+
+
+cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_t k,
+                floating* w, floating* P, floating* gamma, floating* acc_w,
+                floating* acc_P, floating* acc_gamma, long long* last_touch,
+                const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
+                Py_ssize_t positive, Py_ssize_t user, double weight,
+                const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
+                const Negatives* negatives, long long step, Rng* rng,
+                floating* buf, const Work* work, Totals* totals) noexcept nogil:
+    """One positive: the query's values once, the positive's, negatives drawn (BPR: one;
+    WARP: until one violates the margin), then the step on every parameter the pair
+    touches.  Returns False on a non-finite score."""
+    cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride
+    cdef floating* q_tables = buf
+    cdef floating* p_tables = q_tables + nb * work.query_table
+    cdef floating* n_tables = p_tables + nb * work.item_table
+    cdef floating* q_values = n_tables + nb * work.item_table
+    cdef floating* p_values = q_values + nb * stride
+    cdef floating* n_values = p_values + nb * stride
+    cdef floating* adj = n_values + nb * stride
+    cdef floating* g_gamma = adj + stride
+    cdef floating* g_query = g_gamma + cfg.n_dummy * k
+    cdef floating* g_pos = g_query + cfg.max_query_nnz * k
+    cdef floating* g_neg = g_pos + cfg.max_item_nnz * k
+    cdef const int64_t* p_ind = i_ind + i_ptr[positive]
+    cdef const floating* p_val = i_data + i_ptr[positive]
+    cdef Py_ssize_t p_nnz = i_ptr[positive + 1] - i_ptr[positive]
+    cdef const int64_t* n_ind
+    cdef const floating* n_val
+    cdef Py_ssize_t n_nnz, negative = -1, trials = 0, n_candidates, b, t, s, z, m, j
+    cdef Py_ssize_t n_dummy
+    cdef double score_pos, score_neg = 0, delta, loss, rank_weight
+    cdef Step st
+    cdef floating* Pb
+    cdef floating* acc_Pb
+    n_candidates = negatives.n_items - (negatives.seen_ptr[user + 1] - negatives.seen_ptr[user])
+    if n_candidates <= 0:
+        totals.skipped += 1
+        return True
+    _forward(cfg, degrees, d, k, P, gamma, q_ind, q_val, q_nnz, True, q_tables,
+             work.query_table, q_values, stride)
+    _forward(cfg, degrees, d, k, P, gamma, p_ind, p_val, p_nnz, False, p_tables,
+             work.item_table, p_values, stride)
+    score_pos = _item_score(cfg, degrees, k, w, q_values, p_values, stride, p_ind, p_val,
+                            p_nnz)
+    if not isfinite(score_pos):
+        return False
+    # Negatives: the scores of those tried need only their final values.
+    while trials < (cfg.max_trials if cfg.loss == WARP else 1):
+        trials += 1
+        negative = _negative(rng, negatives, user)
+        n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
+        n_nnz = i_ptr[negative + 1] - i_ptr[negative]
+        _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
+        score_neg = _item_score(cfg, degrees, k, w, q_values, n_values, stride, n_ind,
+                                n_val, n_nnz)
+        if not isfinite(score_neg):
+            return False
+        if cfg.loss == BPR or score_neg > score_pos - cfg.margin:
+            break
+        negative = -1
+    totals.trials += trials
+    if negative < 0:  # WARP: no violation among the trials
+        return True
+    delta = score_pos - score_neg
+    if cfg.loss == BPR:
+        # -log sigmoid(delta), and its derivative -sigmoid(-delta), without overflow.
+        loss = log1p(exp(-delta)) if delta > 0 else -delta + log1p(exp(delta))
+        st.g = -weight / (1 + exp(delta))
+    else:
+        # The rank of the positive among the candidates, estimated from the trials.
+        rank_weight = _harmonic(max(n_candidates // trials, 1))
+        loss = rank_weight * (cfg.margin - delta)
+        st.g = -weight * rank_weight
+    totals.loss += weight * loss
+    totals.updates += 1
+    st.step = step
+    st.eta = _step_size(cfg, step)
+    if cfg.item_tables:  # the chosen negative's tables (the trials kept its values)
+        _forward(cfg, degrees, d, k, P, gamma, n_ind, n_val, n_nnz, False, n_tables,
+                 work.item_table, n_values, stride)
+    for b in range(nb):
+        m = degrees[b] if cfg.kernel == ANOVA else 0
+        n_dummy = cfg.n_dummy if b == 0 else 0
+        Pb = P + b * d * k
+        acc_Pb = acc_P + b * d * k if acc_P != NULL else NULL
+        if cfg.kernel == ANOVA:
+            # Cotangents: of the query's A_t, g (A_{m-t}(x_i) - A_{m-t}(x_j)); of an
+            # item's A_t, +-g A_{m-t}(q).
+            for t in range(m + 1):
+                for s in range(k):
+                    adj[t * k + s] = st.g * (p_values[b * stride + (m - t) * k + s]
+                                             - n_values[b * stride + (m - t) * k + s])
+            if m == 2 and n_dummy == 0:
+                _backward2(Pb, k, q_ind, q_val, q_nnz, q_values + b * stride, adj, g_query)
+            else:
+                anova_backward(Pb, k, gamma if n_dummy > 0 else <floating*> NULL,
+                               n_dummy, q_ind, q_val, q_nnz, m,
+                               q_tables + b * work.query_table, adj, g_query, g_gamma)
+            for t in range(m + 1):
+                for s in range(k):
+                    adj[t * k + s] = st.g * q_values[b * stride + (m - t) * k + s]
+            if m == 2:
+                _backward2(Pb, k, p_ind, p_val, p_nnz, p_values + b * stride, adj, g_pos)
+            else:
+                anova_backward(Pb, k, <floating*> NULL, 0, p_ind, p_val, p_nnz, m,
+                               p_tables + b * work.item_table, adj, g_pos,
+                               <floating*> NULL)
+            for t in range(m + 1):
+                for s in range(k):
+                    adj[t * k + s] = -st.g * q_values[b * stride + (m - t) * k + s]
+            if m == 2:
+                _backward2(Pb, k, n_ind, n_val, n_nnz, n_values + b * stride, adj, g_neg)
+            else:
+                anova_backward(Pb, k, <floating*> NULL, 0, n_ind, n_val, n_nnz, m,
+                               n_tables + b * work.item_table, adj, g_neg,
+                               <floating*> NULL)
+        else:
+            # S(q + x) = S(q) S(x): dS(q)/dp times g (S(x_i) - S(x_j)), dS(x)/dp times
+            # +-g S(q).  ``adj`` is the suffix workspace, the tables the prefixes.
+            all_subsets_gradient(P, k, q_ind, q_val, q_nnz, q_tables, adj, g_query)
+            all_subsets_gradient(P, k, p_ind, p_val, p_nnz, p_tables, adj, g_pos)
+            all_subsets_gradient(P, k, n_ind, n_val, n_nnz, n_tables, adj, g_neg)
+            for s in range(k):
+                adj[s] = st.g * (p_values[s] - n_values[s])
+            _scale_rows(g_query, q_nnz, adj, k)
+            for s in range(k):
+                adj[s] = st.g * q_values[s]
+            _scale_rows(g_pos, p_nnz, adj, k)
+            for s in range(k):
+                adj[s] = -st.g * q_values[s]
+            _scale_rows(g_neg, n_nnz, adj, k)
+        for z in range(q_nnz):
+            j = q_ind[z]
+            _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL,
+                    g_query + z * k, k, cfg.beta, _elapsed(last_touch, j, step), st.eta,
+                    cfg)
+        for z in range(n_dummy):
+            _update(gamma + z * k, acc_gamma + z * k if acc_gamma != NULL else NULL,
+                    g_gamma + z * k, k, cfg.beta, _elapsed(last_touch, d, step), st.eta,
+                    cfg)
+        _apply_items(cfg, &st, k, w, acc_w, Pb, acc_Pb, cfg.fit_linear and b == 0,
+                     last_touch, p_ind, p_val, p_nnz, g_pos, n_ind, n_val, n_nnz, g_neg)
+    _touch(last_touch, q_ind, q_nnz, step)
+    _touch(last_touch, p_ind, p_nnz, step)
+    _touch(last_touch, n_ind, n_nnz, step)
+    last_touch[d] = step  # the dummies
+    return True
+
+
+def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model,
+                  floating[:, :, ::1] P, long long step0, const uint64_t[::1] seeds):
+    """One pass of pairwise steps over the positives of ``chunk``, in their order, in
+    place on ``model``'s parameters (``P`` is ``model.P``, typed).
+
+    ``settings``: the fields of :c:type:`Settings`.  ``chunk``: the query rows
+    (``query``, CSR of int64 indices, the item columns empty), each positive's item
+    (``positive``, a row of the catalogue), user (``user``) and weight (``weight``).
+    ``catalogue``: the item rows (``items``, CSR of int64 indices), every user's seen
+    items (``seen_indptr``, ``seen``, sorted per user; ``seen_hash``, the pairs'
+    table from :func:`seen_hash_table`; ``seen_bits``, their bitmap from
+    :func:`seen_bitmap`, or empty) and, for popularity sampling,
+    the items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
+    ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD) and
+    ``last_touch`` (n_features + 1 entries, the last for the dummies).  ``step0``: the
+    steps taken before this pass (a positive is one step).  Each of the ``len(seeds)``
+    threads takes a contiguous share of the chunk with its own random stream, the
+    threads stepping on the shared parameters without locks.
+
+    Returns a dict: summed weighted ``loss`` and ``weight`` of the positives stepped on
+    or tried, ``updates``, ``trials``, ``skipped`` (positives whose user has seen every
+    item) and ``finite`` (False: a score was not finite, the pass stopped).
+    """
+    cdef Settings cfg = settings
+    cdef Py_ssize_t d = P.shape[1], k = P.shape[2]
+    cdef floating[::1] w = model.w
+    cdef floating[:, ::1] gamma = model.gamma
+    cdef floating[::1] acc_w = model.acc_w
+    cdef floating[:, :, ::1] acc_P = model.acc_P
+    cdef floating[:, ::1] acc_gamma = model.acc_gamma
+    cdef long long[::1] last_touch = model.last_touch
+    query = chunk.query
+    cdef const floating[::1] q_data = query.data
+    cdef const int64_t[::1] q_ind = query.indices
+    cdef const int64_t[::1] q_ptr = query.indptr
+    cdef const int64_t[::1] positive = chunk.positive
+    cdef const int64_t[::1] user = chunk.user
+    cdef const double[::1] weight = chunk.weight
+    items = catalogue.items
+    cdef const floating[::1] i_data = items.data
+    cdef const int64_t[::1] i_ind = items.indices
+    cdef const int64_t[::1] i_ptr = items.indptr
+    cdef const int64_t[::1] seen_ptr = catalogue.seen_indptr
+    cdef const int64_t[::1] seen = catalogue.seen
+    cdef const int64_t[::1] seen_hash = catalogue.seen_hash
+    cdef const uint64_t[::1] seen_bits = catalogue.seen_bits
+    cdef const double[::1] cumulative = catalogue.cumulative
+    cdef Py_ssize_t n_rows = positive.shape[0], n_threads = seeds.shape[0]
+    cdef Negatives negatives
+    cdef Work work
+    cdef Totals* totals
+    cdef Totals* mine
+    cdef Totals total
+    cdef bint adagrad = cfg.schedule == ADAGRAD
+    cdef int t, threads
+    cdef Py_ssize_t lo, hi, pos, start
+    cdef Rng rng
+    cdef floating* buf
+    cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
+    cdef floating* acc_P_ptr = &acc_P[0, 0, 0] if adagrad else NULL
+    cdef floating* acc_gamma_ptr = (&acc_gamma[0, 0] if adagrad and gamma.shape[0] > 0
+                                    else NULL)
+    cdef floating* gamma_ptr = &gamma[0, 0] if gamma.shape[0] > 0 else NULL
+    # The loops below run without bounds checks: the shapes must agree.
+    if (w.shape[0] != d or gamma.shape[1] != k or last_touch.shape[0] != d + 1
+            or q_ptr.shape[0] != n_rows + 1 or user.shape[0] != n_rows
+            or weight.shape[0] != n_rows or items.shape[1] != d or query.shape[1] != d
+            or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
+            or seen_hash.shape[0] < 2 * seen.shape[0]
+            or (seen_bits.shape[0] > 0 and seen_bits.shape[0] !=
+                (seen_ptr.shape[0] - 1) * ((i_ptr.shape[0] - 1 + 63) // 64))
+            or (seen_hash.shape[0] & (seen_hash.shape[0] - 1)) != 0
+            or cfg.n_blocks != P.shape[0] or cfg.n_dummy != gamma.shape[0]
+            or (adagrad and (acc_w.shape[0] != d or acc_P.shape[0] != P.shape[0]
+                             or acc_P.shape[1] != d or acc_P.shape[2] != k
+                             or acc_gamma.shape[0] != gamma.shape[0]))
+            or (cfg.popularity and cumulative.shape[0] != i_ptr.shape[0] - 1)
+            or n_threads < 1):
+        raise ValueError("pairwise_pass: parameter or data shapes disagree")
+    negatives.seen_ptr = &seen_ptr[0]
+    negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
+    negatives.seen_hash = &seen_hash[0]
+    negatives.hash_mask = seen_hash.shape[0] - 1
+    negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
+    negatives.user_words = (i_ptr.shape[0] - 1 + 63) // 64
+    negatives.cumulative = &cumulative[0] if cfg.popularity else NULL
+    negatives.n_items = i_ptr.shape[0] - 1
+    work = _work_layout(&cfg, k)
+    # Each thread's totals a cache line apart at least: it updates them every positive.
+    totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
+    if totals == NULL:
+        raise MemoryError()
+    for t in range(n_threads):
+        mine = &totals[t * TOTALS_STRIDE]
+        mine.loss = mine.weight = 0
+        mine.updates = mine.trials = mine.skipped = 0
+        mine.finite = True
+    with nogil, parallel(num_threads=n_threads):
+        t = threadid()
+        threads = polylite_team_size()
+        mine = &totals[t * TOTALS_STRIDE]
+        buf = <floating*> malloc(work.size * sizeof(floating))
+        if buf == NULL:
+            mine.finite = False
+        elif thread_range(t, threads, n_rows, &lo, &hi):
+            _seed(&rng, seeds[t])
+            for pos in range(lo, hi):
+                start = q_ptr[pos]
+                if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,
+                             acc_w_ptr, acc_P_ptr, acc_gamma_ptr, &last_touch[0],
+                             &q_ind[0] + start, &q_data[0] + start,
+                             q_ptr[pos + 1] - start, positive[pos], user[pos],
+                             weight[pos], &i_data[0], &i_ind[0], &i_ptr[0], &negatives,
+                             step0 + pos + 1, &rng, buf, &work, mine):
+                    mine.finite = False
+                    break
+                mine.weight += weight[pos]
+        free(buf)
+    total = totals[0]
+    for t in range(1, n_threads):
+        mine = &totals[t * TOTALS_STRIDE]
+        total.loss += mine.loss
+        total.weight += mine.weight
+        total.updates += mine.updates
+        total.trials += mine.trials
+        total.skipped += mine.skipped
+        total.finite = total.finite and mine.finite
+    free(totals)
+    return total
+
+
+def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
+                   const int64_t[::1] seen_hash, const uint64_t[::1] seen_bits,
+                   const double[::1] cumulative,
+                   Py_ssize_t n_items, Py_ssize_t user, Py_ssize_t n_draws, uint64_t seed):
+    """``n_draws`` negatives of ``user`` as the passes draw them (popularity when
+    ``cumulative`` is not empty); for the tests of their distribution."""
+    import numpy as np
+    out = np.empty(n_draws, dtype=np.int64)
+    cdef int64_t[::1] draws = out
+    cdef Negatives negatives
+    cdef Rng rng
+    cdef Py_ssize_t i
+    if seen_indptr[user + 1] - seen_indptr[user] >= n_items:
+        raise ValueError("the user has seen every item")
+    negatives.seen_ptr = &seen_indptr[0]
+    negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
+    negatives.seen_hash = &seen_hash[0]
+    negatives.hash_mask = seen_hash.shape[0] - 1
+    negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
+    negatives.user_words = (n_items + 63) // 64
+    negatives.cumulative = &cumulative[0] if cumulative.shape[0] > 0 else NULL
+    negatives.n_items = n_items
+    _seed(&rng, seed)
+    for i in range(n_draws):
+        draws[i] = _negative(&rng, &negatives, user)
+    return out

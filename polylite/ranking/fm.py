@@ -1,0 +1,636 @@
+"""Factorization machines of any degree ranked by pairwise losses on positive-only data."""
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .. import kernels
+from .._io import register_model
+from .._validation import (check_bool, check_choice, check_number, row_threads,
+                           store_init_params)
+from ..polynomial._base import _FLOAT_DTYPES, EpochReport
+from ..polynomial.fm import _BaseFactorizationMachine
+from ..relational import RelationalMatrix, RelationBlock, check_relational_input
+from . import _data
+from ._pairwise import pairwise_pass
+
+__all__ = ["FactorizationMachineRanker"]
+
+LOSSES = {"bpr": 0, "warp": 1}
+NEGATIVES = ("uniform", "popularity")
+SCHEDULES = {"constant": 0, "invscaling": 1}
+_ADAGRAD = 2
+_KERNELS = {"anova": 0, "all-subsets": 1}
+# A thread of a pass takes at least this many positives of a chunk.
+MIN_POSITIVES_PER_THREAD = 2048
+# Validation positives scored against the whole catalogue after each epoch: at most this
+# many scores (so at most this many / n_items positives), and at least 100 positives.
+VALIDATION_SCORES = 2 * 10 ** 7
+
+
+class _Model:
+    """The parameters a pass updates, with AdaGrad's state (attributes the pass reads)."""
+
+    def __init__(self, stack, adagrad):
+        self.w, self.P, self.gamma = stack["w"][0], stack["P"][0], stack["gamma"][0]
+        d = self.w.shape[0]
+
+        def state(a):
+            # AdaGrad's sums of squared gradients start at 1 (as LightFM's): the first
+            # steps are then at most eta0 times the gradient, not eta0 in every
+            # coordinate whatever the gradient's size.
+            return np.ones_like(a) if adagrad else np.zeros((0,) * a.ndim, a.dtype)
+
+        self.acc_w, self.acc_P, self.acc_gamma = state(self.w), state(self.P), \
+            state(self.gamma)
+        self.last_touch = np.zeros(d + 1, dtype=np.int64)
+        self.step = 0
+
+
+@register_model
+class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
+    """Factorization machine of any degree that ranks items for users, learned from
+    positive interactions only (clicks, plays, purchases).
+
+    Each positive is a row of a user's part (the user's id and side features, and the
+    context) and an item's part, as :class:`~polylite.preprocessing.FieldEncoder` makes
+    them; the ranker learns to score each positive's item above items the user has not
+    interacted with, drawn from the catalogue of items as negatives:
+
+    - ``loss="bpr"``: ``-log sigmoid(f(u, i) - f(u, j))`` for one negative j per
+      positive (Rendle et al., "BPR", UAI 2009);
+    - ``loss="warp"``: negatives are drawn until one scores within ``margin`` of the
+      positive (at most ``max_trials``); the hinge ``margin - f(u, i) + f(u, j)`` is
+      weighted by ``L(rank)``, the harmonic number of the positive's rank estimated
+      from the draws (Weston et al., "WSABIE", IJCAI 2011): pushes the top of the list.
+
+    The model is a factorization machine (``f`` as
+    :class:`~polylite.FactorizationMachineRegressor`'s ``predict``; terms of the user's
+    part alone are the same for every item, so only its interactions with the item's
+    part matter).  The user's part of a positive is computed once for all its
+    negatives.  ``predict`` scores rows; :func:`polylite.recommend.recommend` ranks every
+    item for users.
+
+    The objective is the weighted mean of the loss over the positives, plus
+    ``alpha/2 ||w||^2 + beta/2 (||P||^2 + ||gamma||^2)``: the penalties are per
+    positive, so the same values suit small and large data.  It is minimised by
+    stochastic steps over the positives in random order (AdaGrad or SGD), a positive at
+    a time.
+
+    Parameters
+    ----------
+    degree : int, default=2
+        Degree m >= 2 of the interactions (as :class:`~polylite.
+        FactorizationMachineRegressor`).
+    n_components : int, default=10
+        Rank k of each factor matrix.
+    lower_degrees : {"separate", "shared", "none"}, default="separate"
+        How the degrees 2..m-1 are modelled (ANOVA kernel), as in the regressor.
+    kernel : {"anova", "all-subsets"}, default="anova"
+    loss : {"warp", "bpr"}, default="warp"
+    negatives : {"uniform", "popularity"}, default="uniform"
+        How negatives are drawn from the items the user has not interacted with:
+        uniformly, or in proportion to 1 + the item's number of positives (popular
+        items, often those the user knows and skipped, more often).  A popularity draw
+        that lands on an item the user has seen is redrawn, 32 times at most, then drawn
+        uniformly among the unseen.
+    max_trials : int, default=10
+        "warp": negatives drawn per positive at most; a positive that no draw violates
+        is skipped (its rank is already good enough).  More trials train the top of the
+        list harder and cost more time per epoch.
+    margin : float, default=1.0
+        "warp": the margin of the hinge.
+    fit_linear : bool, default=True
+        Fit the linear term (only its item part matters to the ranking).
+    alpha : float, default=1e-6
+        L2 regularisation of the linear weights, per positive.
+    beta : float, default=1e-6
+        L2 regularisation of the factors, per positive.
+    init_scale : float, default=0.05
+        Standard deviation of the normal initialisation of the factors (degree 2 on
+        MovieLens ranks best from small values; degrees 3 and more, whose gradients
+        shrink like init_scale^(m-1), may need 0.1 or more epochs).
+    max_iter : int, default=30
+        Epochs (passes over the positives) at most.
+    tol : float or None, default=None
+        None: run ``max_iter`` epochs (or until early stopping stops).  A number: also
+        stop when the epoch's objective (the losses met during its pass) has not
+        improved by ``tol`` (relative) for ``n_iter_no_change`` epochs.  WARP's
+        objective can grow as the model improves (each violation found weighs more), so
+        early stopping on the validation AUC is the better test.  With
+        ``early_stopping``, the AUC must improve by ``tol`` (absolute; None: 1e-4).
+    solver : {"adagrad", "sgd"}, default="adagrad"
+        AdaGrad divides ``eta0`` by the root of each coordinate's summed squared
+        gradients (the sums start at 1).
+    learning_rate : {"constant", "invscaling"}, default="invscaling"
+        Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
+    eta0 : float or None, default=None
+        Initial step size (None: 0.05 for "adagrad", 0.01 for "sgd").
+    power_t : float, default=0.25
+    shuffle : bool, default=True
+        Visit the positives in a new random order every epoch.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the positives (or take ``X_val`` given to
+        ``fit``) and stop when their AUC (each held-out positive against every item its
+        user has not interacted with) has not improved by ``tol`` for
+        ``n_iter_no_change`` epochs; the best model is kept.  Up to
+        ``2e7 / n_items`` held-out positives (at least 100) are scored.
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=5
+    item_columns : (int, int) or None, default=None
+        The columns ``start:stop`` of the item part.  For a
+        :class:`~polylite.relational.RelationalMatrix` the item part is a relation
+        block: None takes the second block (as ``FieldEncoder(output="relational")``
+        lays them out), and the user is the row of the first other block.  CSR rows
+        need it: the items are then the distinct item parts of the positives, the users
+        the distinct parts of the columns before ``start``.
+    warm_start : bool, default=False
+        Continue from the previous fit's parameters.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation, the order of the positives and the negatives.
+    verbose : int, default=0
+        Print the objective (and the validation AUC) after every epoch when > 0.
+    n_jobs : int or None, default=None
+        Threads (None: 1; -1: every CPU).  The threads share each chunk of positives
+        and step on the shared parameters without locks, as LightFM does (Hogwild!).
+        Reproducibility: with one thread a fit is the same from run to run for a fixed
+        ``random_state``; with more, the order in which threads update shared
+        parameters varies from run to run, and so do the results, a little.
+
+    Attributes
+    ----------
+    intercept_ : float
+        0 (it does not change the ranking).
+    w_ : ndarray of shape (n_features,)
+    P_ : ndarray of shape (n_blocks, n_features, n_components)
+    gamma_ : ndarray of shape (n_dummy, n_components)
+    n_iter_ : int
+        Epochs run.
+    solver_ : str
+    loss_curve_ : list of float
+        The objective of every epoch, as met during its pass.
+    validation_scores_ : list of float
+        With early stopping: the validation AUC after every epoch.
+    n_items_ : int
+        Items of the catalogue negatives were drawn from.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from polylite import FieldEncoder
+    >>> from polylite.ranking import FactorizationMachineRanker
+    >>> from polylite.recommend import recommend
+    >>> clicks = {"user_id": np.array([1, 1, 2, 2, 3]),
+    ...           "item_id": np.array([10, 20, 10, 30, 20])}
+    >>> model = make_pipeline(FieldEncoder(output="relational"),
+    ...                       FactorizationMachineRanker(n_components=4, random_state=0))
+    >>> model = model.fit(clicks)
+    >>> items, scores = recommend(model, [1], n=1, exclude=clicks)
+    >>> items.shape
+    (1, 1)
+    """
+
+    _solvers = ("sgd", "adagrad")
+    # Fixed for ranking (the intercept does not change an order; one positive a step).
+    fit_intercept = False
+    batch_size = 1
+
+    def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
+                 kernel="anova", loss="warp", negatives="uniform", max_trials=10,
+                 margin=1.0, fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
+                 max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
+                 eta0=None, power_t=0.25, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, item_columns=None,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
+        store_init_params(self, locals())
+
+    # ---- parameters ------------------------------------------------------------------
+
+    def _check_params(self):
+        if self.max_iter is None:
+            raise ValueError("max_iter must be a positive integer, got None")
+        tol, self.tol = self.tol, 0 if self.tol is None else self.tol
+        try:
+            super()._check_params()
+        finally:
+            self.tol = tol
+        check_choice(self.loss, "loss", tuple(LOSSES))
+        check_choice(self.negatives, "negatives", NEGATIVES)
+        check_number(self.max_trials, "max_trials", low=1, integer=True)
+        check_number(self.margin, "margin", low=0, low_open=True)
+        check_bool(self.shuffle, "shuffle")
+
+    @property
+    def _eta0(self):
+        if self.eta0 is not None:
+            return float(self.eta0)
+        return 0.05 if self.solver == "adagrad" else 0.01
+
+    def _settings(self, positives, catalogue):
+        kernel, degrees, n_dummy = self._structure()
+        return dict(
+            kernel=_KERNELS[kernel], loss=LOSSES[self.loss],
+            schedule=_ADAGRAD if self.solver == "adagrad" else
+            SCHEDULES[self.learning_rate],
+            max_trials=int(self.max_trials), popularity=self.negatives == "popularity",
+            fit_linear=bool(self.fit_linear), alpha=float(self.alpha),
+            beta=float(self.beta), eta0=self._eta0, power_t=float(self.power_t),
+            margin=float(self.margin), n_blocks=len(degrees), n_dummy=n_dummy,
+            max_degree=max(degrees), max_query_nnz=_max_row_nnz(positives.query),
+            max_item_nnz=int(np.diff(catalogue.items.indptr).max()),
+            item_tables=kernel == "anova" and max(degrees) > 2)
+
+    # ---- input -----------------------------------------------------------------------
+
+    def _check_positives(self, X, *, reset):
+        dtype = _FLOAT_DTYPES if reset else self.P_.dtype
+        if isinstance(X, RelationalMatrix):
+            X = check_relational_input(self, X, reset=reset, dtype=dtype)
+        else:
+            X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=reset,
+                              accept_large_sparse=True)
+            X = kernels.check_X(X, dtype=X.dtype, accept_dense=False)
+        if reset:
+            self._fit_dtype = X.dtype
+        return X
+
+    def _positives(self, X, y, sample_weight, X_val=None):
+        """The training positives, the catalogue and the validation positives (None
+        without a validation set) of ``X`` (checked; ``y``: which rows are positives)
+        and ``X_val``."""
+        n = X.shape[0]
+        positive = _check_labels(y, n)
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if np.any(sw < 0) or not np.all(np.isfinite(sw)):
+            raise ValueError("sample_weight must be finite and >= 0")
+        if X_val is not None:
+            X_val = self._check_positives(X_val, reset=False)
+            X = _stack_rows(X, X_val)
+            sw = np.concatenate([sw, np.ones(X_val.shape[0])])
+        columns = _data.check_item_columns(self.item_columns, X)
+        query, item_rows, table, users = _data.split_positives(X, columns, X.dtype)
+        users = _data.user_codes(query, users)
+        n_users = int(users.max()) + 1
+        items, item, _ = _data.catalogue_of(table, item_rows, users, n_users)
+        n_items = items.shape[0]
+        seen_indptr, seen, seen_hash, seen_bits = _data.seen_sets(users, item, n_users,
+                                                                   n_items)
+        cumulative = (_data.popularity(item[:n][positive], n_items)
+                      if self.negatives == "popularity" else np.zeros(0))
+        catalogue = _data.Catalogue(items, seen_indptr, seen, seen_hash, seen_bits,
+                                    cumulative, None, n_users)
+        everything = _data.Positives(query, item, users, sw)
+
+        def subset(rows):
+            w = everything.weight[rows]
+            return _data.Positives(query[rows], item[rows], users[rows], w)
+
+        rows = np.flatnonzero(positive)
+        if rows.size == 0:
+            raise ValueError("y marks no row as a positive: nothing to rank")
+        validation = None
+        if X_val is not None:
+            validation = subset(np.arange(n, X.shape[0]))
+        elif self.early_stopping:
+            rng = check_random_state(self.random_state)
+            held = rng.permutation(rows)[:max(1, int(round(self.validation_fraction *
+                                                           rows.size)))]
+            if held.size >= rows.size:
+                raise ValueError(f"early_stopping holds out {held.size} of {rows.size} "
+                                 f"positives: none would be left to fit; lower "
+                                 f"validation_fraction")
+            validation, rows = subset(np.sort(held)), np.setdiff1d(rows, held)
+        training = subset(rows)
+        # A user who has seen every item has no negative: those positives are skipped.
+        full = np.diff(seen_indptr)[training.user] >= n_items
+        if full.all():
+            raise ValueError(f"every positive's user has interacted with every one of the "
+                             f"{n_items} items: there is no negative item to rank below "
+                             f"the positives")
+        if full.any():
+            warnings.warn(f"{int(full.sum())} positive(s) belong to users who have "
+                          f"interacted with every item: with no negative to rank below "
+                          f"them, they are skipped", UserWarning, stacklevel=4)
+        if training.weight.sum() <= 0:
+            raise ValueError("sample_weight is zero for every positive")
+        training = training._replace(weight=training.weight / training.weight.mean())
+        return training, catalogue, validation
+
+    # ---- fit -------------------------------------------------------------------------
+
+    def fit(self, X, y=None, sample_weight=None, *, X_val=None):
+        """Learn the ranking from positive interactions.
+
+        Parameters
+        ----------
+        X : RelationalMatrix or {array-like, sparse matrix} of shape (n_positives, n_features)
+            The positives: rows of a user's part and an item's part (see
+            ``item_columns``), as :class:`~polylite.preprocessing.FieldEncoder` encodes
+            a table of (user, item) interactions.
+        y : array-like of shape (n_positives,) or None, default=None
+            None: every row is a positive.  Else 1 marks a positive and 0 another
+            interaction of the user with the item (a low rating, a skipped item): not
+            trained on, and never drawn as the user's negative.
+        sample_weight : array-like of shape (n_positives,), default=None
+            Weight of each positive in the objective.
+        X_val : RelationalMatrix or sparse matrix, default=None
+            Validation positives for early stopping (with the same tables as X, for
+            relational input), instead of a held-out fraction of X.
+
+        Returns
+        -------
+        self : FactorizationMachineRanker
+        """
+        with self._fitting():
+            self._check_params()
+            X = self._check_positives(X, reset=True)
+            self._check_against_data(X, 1)
+            training, catalogue, validation = self._positives(X, y, sample_weight, X_val)
+            rng = check_random_state(self.random_state)
+            stack = self._warm_stack(1, X.shape[1], X.dtype)
+            if stack is None:
+                stack = self._allocate(1, X.shape[1], X.dtype)
+                self._init_nonlinear(self._output(stack, 0), rng)
+            model = _Model(stack, self.solver == "adagrad")
+            self.loss_curve_, self.validation_scores_ = [], []
+            self.n_iter_ = self._epochs(training, catalogue, validation, model, stack,
+                                        rng, self.max_iter)
+            self.solver_ = self.solver
+            self.n_items_ = catalogue.items.shape[0]
+            self._publish(stack)
+            self._ranking_state = None
+        return self
+
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One epoch over the positives ``X``, continuing the previous calls' fit.
+
+        The negatives of a call are drawn from the catalogue of ``X`` (for relational
+        input, the item block's table) and avoid the items each user has among the
+        positives of this call.
+
+        Parameters
+        ----------
+        X : RelationalMatrix or sparse matrix of shape (n_positives, n_features)
+        y : array-like of shape (n_positives,) or None, default=None
+            As in :meth:`fit`.
+        sample_weight : array-like of shape (n_positives,), default=None
+
+        Returns
+        -------
+        self : FactorizationMachineRanker
+        """
+        first = getattr(self, "_ranking_state", None) is None or not hasattr(self, "P_")
+        with self._fitting():
+            self._check_params()
+            X = self._check_positives(X, reset=first)
+            if first:
+                self._check_against_data(X, 1)
+            early_stopping, self.early_stopping = self.early_stopping, False
+            try:
+                training, catalogue, _ = self._positives(X, y, sample_weight)
+            finally:
+                self.early_stopping = early_stopping
+            if first:
+                rng = check_random_state(self.random_state)
+                stack = self._allocate(1, X.shape[1], X.dtype)
+                self._init_nonlinear(self._output(stack, 0), rng)
+                model = _Model(stack, self.solver == "adagrad")
+                self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
+            else:
+                stack = self._stacked(copy=True)
+                model, rng = self._ranking_state
+                model.w, model.P, model.gamma = (stack["w"][0], stack["P"][0],
+                                                 stack["gamma"][0])
+            self.n_iter_ += self._epochs(training, catalogue, None, model, stack, rng, 1)
+            self.solver_ = self.solver
+            self.n_items_ = catalogue.items.shape[0]
+            self._publish(stack)
+            self._ranking_state = (model, rng)
+        return self
+
+    def _epochs(self, training, catalogue, validation, model, stack, rng, max_iter):
+        """Run up to ``max_iter`` epochs; returns the number run."""
+        settings = self._settings(training, catalogue)
+        _, degrees, _ = self._structure()
+        degrees = np.asarray(degrees, dtype=np.intc)
+        threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
+                              MIN_POSITIVES_PER_THREAD)
+        scorer = None if validation is None else _ValidationScore(self, validation,
+                                                                   catalogue, rng)
+        buffers, best, best_params, stalled = {}, np.inf, None, 0
+        start = time.perf_counter()
+        n = training.item.shape[0]
+        for epoch in range(1, max_iter + 1):
+            order = rng.permutation(n) if self.shuffle else np.arange(n)
+            loss = weight = 0.0
+            for chunk in _data.chunks(training, order, buffers):
+                seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
+                out = pairwise_pass(settings, degrees, chunk, catalogue, model, model.P,
+                                    model.step, seeds)
+                model.step += chunk.positive.shape[0]
+                if not out["finite"]:
+                    raise FloatingPointError(
+                        f"the scores became non-finite during {self.solver}; use a smaller "
+                        f"eta0, increase beta or scale the features")
+                loss += out["loss"]
+                weight += out["weight"]
+            objective = loss / max(weight, 1e-300) + self._penalty(model)
+            self.loss_curve_.append(objective)
+            if scorer is not None:
+                score = scorer(stack)
+                self.validation_scores_.append(score)
+                improved = best_params is None or score > best + (
+                    1e-4 if self.tol is None else self.tol)
+                if improved:
+                    best = max(score, best) if best_params is not None else score
+                    best_params = {name: stack[name].copy() for name in ("w", "P", "gamma")}
+                stalled = 0 if improved else stalled + 1
+            elif self.tol is not None:
+                stalled = stalled + 1 if objective > best - self.tol * abs(best) else 0
+                best = min(best, objective)
+            if self.verbose:
+                print(f"epoch {epoch:4d}  objective {objective:.6e}" +
+                      (f"  validation AUC {score:.4f}" if scorer is not None else "") +
+                      f"  {time.perf_counter() - start:.2f}s")
+            if self._epoch_callback is not None:
+                self._epoch_callback(EpochReport(
+                    0, 1, epoch, max_iter, objective,
+                    self.validation_scores_[-1] if scorer is not None else np.nan,
+                    time.perf_counter() - start))
+            if stalled >= self.n_iter_no_change and max_iter > 1:
+                break
+        if best_params is not None:
+            for name, value in best_params.items():
+                stack[name][...] = value
+        return epoch
+
+    def _penalty(self, model):
+        def squares(a):  # not np.dot: BLAS threads would spin through the next pass
+            return float(np.square(a, dtype=np.float64).sum())
+        return 0.5 * (self.alpha * squares(model.w) +
+                      self.beta * (squares(model.P) + squares(model.gamma)))
+
+    # ---- prediction --------------------------------------------------------------------
+
+    def predict(self, X):
+        """Scores of rows (higher ranks first).
+
+        Parameters
+        ----------
+        X : RelationalMatrix or {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X = self._check_positives(X, reset=False)
+        if X.shape[0] == 0:
+            return np.zeros(0, dtype=self.P_.dtype)
+        return self._decision(X)[:, 0]
+
+    decision_function = predict
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean AUC of the positives ``X``: each against every catalogue item its user
+        has no positive with in ``X``.
+
+        Parameters
+        ----------
+        X : RelationalMatrix or sparse matrix of shape (n_positives, n_features)
+        y : array-like of shape (n_positives,) or None, default=None
+            As in :meth:`fit`: the rows of label 0 are not scored, and are no
+            candidates of their users.
+        sample_weight : None
+            Ignored.
+
+        Returns
+        -------
+        auc : float
+        """
+        check_is_fitted(self)
+        X = self._check_positives(X, reset=False)
+        early_stopping, self.early_stopping = self.early_stopping, False
+        try:
+            positives, catalogue, _ = self._positives(X, y, None)
+        finally:
+            self.early_stopping = early_stopping
+        return _ValidationScore(self, positives, catalogue, None, limit=False)(
+            self._stacked())
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False
+        return tags
+
+
+def _check_labels(y, n):
+    """Which of the n rows are positives: all for ``y=None``, else the rows of label 1
+    (``y`` of 0/1 or booleans)."""
+    if y is None:
+        return np.ones(n, dtype=bool)
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must be None or hold one label per row ({n}), got shape "
+                         f"{y.shape}")
+    if y.dtype.kind not in "biuf" or not np.all(np.isin(y, (0, 1))):
+        raise ValueError("y must hold 1 for a positive and 0 for an interaction that is "
+                         "not one (never drawn as a negative), or be None (every row a "
+                         "positive)")
+    return y.astype(bool)
+
+
+def _max_row_nnz(query):
+    """The longest expanded row of a RelationalMatrix, without expanding it."""
+    sizes = np.zeros(query.shape[0], dtype=np.int64)
+    for part in query.parts:
+        if isinstance(part, RelationBlock):
+            sizes += np.diff(part.table.indptr)[part.index]
+        else:
+            sizes += np.diff(part.indptr)
+    return int(sizes.max()) if sizes.size else 0
+
+
+def _stack_rows(X, X_val):
+    """The rows of X, then those of X_val (the same layout)."""
+    if isinstance(X, RelationalMatrix) != isinstance(X_val, RelationalMatrix):
+        raise ValueError("X_val must have the form of X (both CSR, or both relational)")
+    if not isinstance(X, RelationalMatrix):
+        return sp.vstack([X, X_val], format="csr")
+    parts = []
+    for p, (a, b) in enumerate(zip(X.parts, X_val.parts)):
+        if isinstance(a, RelationBlock) != isinstance(b, RelationBlock) or (
+                isinstance(a, RelationBlock) and not _same_table(a.table, b.table)):
+            raise ValueError(f"part {p} of X_val differs from X's: validation positives "
+                             f"need the same relation blocks' tables (encode both with "
+                             f"one FieldEncoder)")
+        parts.append(RelationBlock(np.concatenate([a.index, b.index]), a.table)
+                     if isinstance(a, RelationBlock) else sp.vstack([a, b], format="csr"))
+    if len(X.parts) != len(X_val.parts):
+        raise ValueError("X_val has another number of parts than X")
+    return RelationalMatrix._from_checked(parts, X.dtype)
+
+
+def _same_table(a, b):
+    return a is b or (a.shape == b.shape and a.nnz == b.nnz and
+                      np.array_equal(a.indptr, b.indptr) and
+                      np.array_equal(a.indices, b.indices) and
+                      np.array_equal(a.data, b.data))
+
+
+class _ValidationScore:
+    """Mean AUC of validation positives: each positive's score against those of every
+    catalogue item its user has not interacted with (ties count half)."""
+
+    def __init__(self, est, positives, catalogue, rng, limit=True):
+        n = positives.item.shape[0]
+        n_items = catalogue.items.shape[0]
+        if limit:
+            keep = max(100, VALIDATION_SCORES // max(n_items, 1))
+            if n > keep:
+                rows = np.sort(rng.choice(n, keep, replace=False))
+                positives = _data.Positives(positives.query[rows], positives.item[rows],
+                                            positives.user[rows], positives.weight[rows])
+        self.est, self.catalogue = est, catalogue
+        self.query = positives.query.to_csr()
+        self.item, self.user = positives.item, positives.user
+        seen = sp.csr_matrix((np.ones(catalogue.seen.shape[0], dtype=bool),
+                              catalogue.seen, catalogue.seen_indptr),
+                             shape=(catalogue.n_users, n_items))
+        self.seen = seen[self.user]
+
+    def __call__(self, stack):
+        from ..recommend import _Factors
+        est = self.est
+        est._publish(stack)
+        factors = _Factors(est, self.query, self.catalogue.items)
+        n, n_items = self.item.shape[0], self.catalogue.items.shape[0]
+        total, counted = 0.0, 0
+        step = max(1, 2 ** 22 // max(n_items, 1))
+        for lo in range(0, n, step):
+            rows = slice(lo, min(lo + step, n))
+            scores = factors.scores(rows).astype(np.float64)
+            positive = scores[np.arange(scores.shape[0]), self.item[rows]][:, None]
+            seen = self.seen[rows]
+            below = (scores < positive).sum(axis=1) + 0.5 * (
+                (scores == positive).sum(axis=1) - 1)
+            # Seen items are not candidates: take them out of the counts.
+            seen_rows = np.repeat(np.arange(seen.shape[0]), np.diff(seen.indptr))
+            seen_scores = scores[seen_rows, seen.indices]
+            seen_positive = positive[seen_rows, 0]
+            seen_below = np.bincount(seen_rows, weights=(seen_scores < seen_positive) +
+                                     0.5 * (seen_scores == seen_positive),
+                                     minlength=seen.shape[0])
+            # The positive itself is seen and counted half among the ties: 0.5 back.
+            below = below - seen_below + 0.5
+            candidates = n_items - np.diff(seen.indptr)
+            ok = candidates > 0
+            total += float((below[ok] / candidates[ok]).sum())
+            counted += int(ok.sum())
+        return total / counted if counted else float("nan")

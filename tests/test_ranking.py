@@ -1,0 +1,306 @@
+"""The pairwise ranker: its steps against finite differences of the score difference,
+its negatives against their distributions, its inputs, and fits that rank."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.pipeline import make_pipeline
+
+from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
+from polylite.ranking import _data
+from polylite.ranking._pairwise import draw_negatives, seen_bitmap, seen_hash_table
+from polylite.recommend import recommend
+from polylite.relational import RelationalMatrix, RelationBlock
+
+STRUCTURES = [dict(degree=2), dict(degree=3), dict(degree=4),
+              dict(degree=3, lower_degrees="shared"), dict(degree=3, lower_degrees="none"),
+              dict(kernel="all-subsets")]
+
+
+def _score(est, rows):
+    return kernels.predict(rows, est.P_, degrees=est._structure()[1],
+                           kernel=est._structure()[0], w=est.w_, gamma=est.gamma_)
+
+
+def _one_pair(rng, dtype=np.float64):
+    """One positive (user 0, item 0) of a catalogue of two items: item 1 is the only
+    negative.  The query has three columns (user part and context), the items share
+    column 5 (a genre) and have one of their own each."""
+    users = RelationBlock([0], sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 2))))
+    items = RelationBlock([0], sp.csr_matrix(np.array([[1.0, 0, 0.7], [0, 1.3, 0.4]])))
+    context = sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 1)))
+    return RelationalMatrix([users, items, context], dtype=dtype)
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
+@pytest.mark.parametrize("loss", ["bpr", "warp"])
+def test_step_is_the_gradient_of_the_score_difference(structure, loss, rng):
+    X = _one_pair(rng)
+    rows = [RelationalMatrix([X.parts[0], RelationBlock([i], X.parts[1].table),
+                              X.parts[2]]) for i in (0, 1)]
+    est = FactorizationMachineRanker(n_components=3, loss=loss, margin=1e6, alpha=0,
+                                     beta=0, solver="sgd", learning_rate="constant",
+                                     eta0=1e-6, max_iter=1, init_scale=0.5,
+                                     random_state=0, **structure)
+    # The parameters before the step: a fit of no step (eta0 tiny is not zero, so take
+    # them from a zero-iteration start with the same seed).
+    start = FactorizationMachineRanker(**{**est.get_params(), "eta0": 1e-300}).fit(X)
+    start.w_[:] = rng.normal(0, 0.5, start.w_.shape)
+
+    def delta(w, P, gamma):
+        start.w_[...], start.P_[...], start.gamma_[...] = w, P, gamma
+        return float(_score(start, rows[0].to_csr())[0] - _score(start, rows[1].to_csr())[0])
+
+    w0, P0, g0 = start.w_.copy(), start.P_.copy(), start.gamma_.copy()
+    d0 = delta(w0, P0, g0)
+    est.set_params(warm_start=True)
+    est.__dict__.update(w_=w0.copy(), P_=P0.copy(), gamma_=g0.copy(), intercept_=0.0,
+                        n_features_in_=X.shape[1], n_iter_=0, solver_="sgd")
+    est.fit(X)
+    # d loss / d delta: BPR -sigmoid(-delta); WARP (every draw violates, rank weight
+    # L(1) = 1) -1.  A step moves the parameters by -eta0 dl grad(delta).
+    dl = -1 / (1 + np.exp(d0)) if loss == "bpr" else -1.0
+    scale = -1e-6 * dl
+    eps = 1e-6
+    for name, before, after in [("w", w0, est.w_), ("P", P0, est.P_),
+                                ("gamma", g0, est.gamma_)]:
+        numeric = np.zeros_like(before)
+        for idx in np.ndindex(before.shape):
+            args = {"w": w0, "P": P0, "gamma": g0}
+            plus = {k: v.copy() for k, v in args.items()}
+            minus = {k: v.copy() for k, v in args.items()}
+            plus[name][idx] += eps
+            minus[name][idx] -= eps
+            numeric[idx] = (delta(plus["w"], plus["P"], plus["gamma"]) -
+                            delta(minus["w"], minus["P"], minus["gamma"])) / (2 * eps)
+        if name == "w":  # the query's linear weights cancel: the step leaves them
+            numeric[:2] = numeric[5:] = 0
+        np.testing.assert_allclose((after - before) / scale, numeric, rtol=1e-5,
+                                   atol=1e-7, err_msg=name)
+
+
+def _draws(seen_indptr, seen, cumulative, n_items, user, n_draws, seed, bits=False):
+    seen_indptr, seen = np.asarray(seen_indptr, np.int64), np.asarray(seen, np.int64)
+    owners = np.repeat(np.arange(seen_indptr.size - 1), np.diff(seen_indptr))
+    bitmap = (seen_bitmap(owners, seen, seen_indptr.size - 1, n_items) if bits else
+              np.zeros(0, np.uint64))
+    return draw_negatives(seen_indptr, seen, seen_hash_table(owners, seen, n_items),
+                          bitmap, np.asarray(cumulative, np.float64), n_items, user,
+                          n_draws, seed)
+
+
+@pytest.mark.parametrize("bits", [False, True])
+def test_negatives_are_uniform_over_unseen_items(bits):
+    n_items = 70
+    seen_indptr, seen = [0, 3, 3], [1, 2, 65]
+    draws = _draws(seen_indptr, seen, [], n_items, 0, 67000, 1, bits)
+    counts = np.bincount(draws, minlength=n_items)
+    assert counts[[1, 2, 65]].sum() == 0
+    np.testing.assert_allclose(np.delete(counts, [1, 2, 65]) / 67000, 1 / 67, atol=0.003)
+    # A user who has seen nothing draws from every item.
+    counts = np.bincount(_draws(seen_indptr, seen, [], n_items, 1, 70000, 2, bits),
+                         minlength=n_items)
+    np.testing.assert_allclose(counts / 70000, 1 / n_items, atol=0.003)
+
+
+def test_negatives_by_popularity_skip_seen_items():
+    positives = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 3])  # items' positives
+    cumulative = _data.popularity(positives, 5)
+    draws = _draws([0, 1], [1], cumulative, 5, 0, 60000, 3)
+    weights = 1.0 + np.bincount(positives, minlength=5)
+    weights[1] = 0
+    np.testing.assert_allclose(np.bincount(draws, minlength=5) / 60000,
+                               weights / weights.sum(), atol=0.01)
+
+
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("popularity", [False, True])
+def test_a_user_who_saw_almost_everything_still_gets_the_unseen_items(popularity, bits):
+    # Draws land on seen items 32 times in a row, then a uniform draw among the unseen
+    # items ends the search (never a hang), uniform over them.
+    n_items = 1000
+    unseen = [17, 617, 999]
+    seen = [i for i in range(n_items) if i not in unseen]
+    cumulative = np.cumsum(np.ones(n_items)) if popularity else []
+    draws = _draws([0, len(seen)], seen, cumulative, n_items, 0, 30000, 4, bits)
+    counts = np.bincount(draws, minlength=n_items)
+    assert counts.sum() == counts[unseen].sum()
+    np.testing.assert_allclose(counts[unseen] / 30000, 1 / 3, atol=0.015)
+
+
+def test_seen_pairs_are_found_by_their_hash():
+    rng = np.random.default_rng(0)
+    users, items = rng.integers(0, 50, 300), rng.integers(0, 80, 300)
+    indptr, seen, table, bits = _data.seen_sets(users, items, 50, 80)
+    keys = set((users * 80 + items).tolist())
+    assert set(table[table >= 0].tolist()) == keys
+    dense = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(50, -1)[:, :80]
+    assert set(np.flatnonzero(dense.ravel()).tolist()) == keys
+    assert table.size >= 2 * len(keys) and table.size & (table.size - 1) == 0
+
+
+def _clicks(n_users=60, n_items=40, per_user=8, seed=0):
+    """Positives with planted tastes: each user clicks the items nearest its taste."""
+    rng = np.random.default_rng(seed)
+    u, i = rng.normal(size=(n_users, 3)), rng.normal(size=(n_items, 3))
+    affinity = u @ i.T + 0.3 * rng.normal(size=(n_users, n_items))
+    top = np.argsort(-affinity, axis=1)[:, :per_user]
+    users = np.repeat(np.arange(n_users), per_user)
+    items = top.ravel()
+    genre = (i[:, 0] > 0).astype(float)
+    return ({"user_id": users, "item_id": items},
+            {"item_id": np.arange(n_items), "genre": genre}, affinity)
+
+
+def _held_out_auc(model, table, affinity, n_items):
+    scores = np.vstack([model[-1].predict(model[0].transform(
+        {"user_id": np.full(n_items, u), "item_id": np.arange(n_items)}))
+        for u in range(affinity.shape[0])])
+    seen = np.zeros_like(affinity, dtype=bool)
+    seen[table["user_id"], table["item_id"]] = True
+    # The next best items of each user (not clicked) should outrank the worst ones.
+    order = np.argsort(-np.where(seen, -np.inf, affinity), axis=1)
+    n_unseen = n_items - seen.sum(axis=1).max()
+    good, bad = order[:, :5], order[:, n_unseen - 10:n_unseen]
+    rows = np.arange(affinity.shape[0])[:, None]
+    return np.mean(scores[rows, good][:, :, None] > scores[rows, bad][:, None, :])
+
+
+@pytest.mark.parametrize("loss", ["warp", "bpr"])
+@pytest.mark.parametrize("structure", [dict(), dict(degree=3, lower_degrees="shared"),
+                                       dict(kernel="all-subsets")])
+def test_fits_rank_the_users_next_items_first(loss, structure):
+    table, items, affinity = _clicks()
+    model = make_pipeline(FieldEncoder(output="relational"), FactorizationMachineRanker(
+        n_components=4, loss=loss, max_iter=40, eta0=0.2, init_scale=0.1, random_state=0,
+        **structure))
+    model.fit(table, fieldencoder__items=items)
+    assert _held_out_auc(model, table, affinity, 40) > 0.8
+
+
+def test_relational_and_csr_positives_give_the_same_fit():
+    table, items, _ = _clicks()
+    # CSR positives number users and items by first appearance, relational ones by
+    # their tables (in id order): let every user and item appear first in id order.
+    first = {"user_id": np.arange(60), "item_id": np.arange(60) % 40}
+    table = {k: np.concatenate([first[k], table[k]]) for k in table}
+    enc = FieldEncoder(item_features={"genre": "numeric"}).fit(table, items=items)
+    X = enc.transform(table)
+    X_rel = enc.set_params(output="relational").transform(table)
+    item_columns = (enc.fields_[1].start, enc.fields_[2].stop)
+    params = dict(n_components=3, max_iter=3, random_state=0)
+    a = FactorizationMachineRanker(**params).fit(X_rel)
+    b = FactorizationMachineRanker(item_columns=item_columns, **params).fit(X)
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-12)
+    np.testing.assert_allclose(a.w_, b.w_, rtol=1e-12)
+
+
+def test_recommend_save_load_and_float32(tmp_path):
+    table, items, _ = _clicks()
+    model = make_pipeline(
+        FieldEncoder(item_features={"genre": "numeric"}, output="relational",
+                     dtype=np.float32),
+        FactorizationMachineRanker(n_components=4, max_iter=5, random_state=0))
+    model.fit(table, fieldencoder__items=items)
+    ranker = model[-1]
+    assert ranker.P_.dtype == np.float32
+    top, scores = recommend(model, np.arange(60), n=5, exclude=table)
+    for u in range(60):
+        assert not set(top[u]) & set(table["item_id"][table["user_id"] == u])
+    ranker.save(tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz")
+    X = model[0].transform(table)
+    np.testing.assert_array_equal(loaded.predict(X), ranker.predict(X))
+    assert loaded.get_params() == ranker.get_params()
+
+
+def test_same_fit_from_run_to_run_on_one_thread_and_close_on_two():
+    table, items, affinity = _clicks(n_users=300, per_user=10)
+    fits = [make_pipeline(FieldEncoder(output="relational"), FactorizationMachineRanker(
+        n_components=4, max_iter=10, random_state=0, n_jobs=jobs)).fit(
+            table, fieldencoder__items=items) for jobs in (1, 1, 2)]
+    np.testing.assert_array_equal(fits[0][-1].P_, fits[1][-1].P_)
+    aucs = [_held_out_auc(f, table, affinity, 40) for f in fits]
+    assert abs(aucs[2] - aucs[0]) < 0.05
+
+
+def test_a_zero_weight_positive_takes_no_step():
+    # Two positives in a fixed order, the second of weight 0: the same fit as the first
+    # alone (its weight, normalised to mean 1, is 2: twice the step size).
+    rng = np.random.default_rng(0)
+    users = RelationBlock([0, 1], sp.csr_matrix(rng.uniform(0.5, 1.5, (2, 2))))
+    items = sp.csr_matrix(np.array([[1.0, 0, 0.7], [0, 1.3, 0.4], [0.2, 0, 1.0]]))
+    both = RelationalMatrix([users, RelationBlock([0, 1], items)])
+    first = both[[0]]
+    params = dict(n_components=2, alpha=0, beta=0, solver="sgd", learning_rate="constant",
+                  shuffle=False, max_iter=3, random_state=0, loss="bpr")
+    a = FactorizationMachineRanker(eta0=0.01, **params).fit(both, sample_weight=[1, 0])
+    b = FactorizationMachineRanker(eta0=0.02, **params).fit(first)
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-12)
+    np.testing.assert_allclose(a.w_, b.w_, rtol=1e-12)
+    with pytest.raises(ValueError, match="non-zero"):
+        FactorizationMachineRanker(**params).fit(both, sample_weight=[0, 0])
+
+
+def test_early_stopping_keeps_the_best_epoch_and_partial_fit_continues():
+    table, _, affinity = _clicks(n_users=200)
+    est = FactorizationMachineRanker(n_components=4, max_iter=30, early_stopping=True,
+                                     n_iter_no_change=3, random_state=0)
+    model = make_pipeline(FieldEncoder(output="relational"), est).fit(table)
+    scores = est.validation_scores_
+    assert len(scores) == est.n_iter_ and 0.5 < max(scores) <= 1
+    X = model[0].transform(table)
+    partial = FactorizationMachineRanker(n_components=4, random_state=0)
+    for _ in range(15):
+        partial.partial_fit(X)
+    assert partial.n_iter_ == 15 and len(partial.loss_curve_) == 15
+    assert partial.score(X) > 0.8
+
+
+def test_bad_input_is_refused_with_the_reason():
+    table, items, _ = _clicks()
+    enc = FieldEncoder().fit(table)
+    with pytest.raises(ValueError, match="item_columns"):
+        FactorizationMachineRanker().fit(enc.transform(table))
+    with pytest.raises(ValueError, match="item_columns"):
+        FactorizationMachineRanker(item_columns=(3, 2)).fit(enc.transform(table))
+    X = enc.set_params(output="relational").transform(table)
+    with pytest.raises(ValueError, match="item_columns"):
+        FactorizationMachineRanker(item_columns=(0, 5)).fit(X)
+    with pytest.raises(ValueError, match="loss"):
+        FactorizationMachineRanker(loss="hinge").fit(X)
+    with pytest.raises(ValueError, match="max_trials"):
+        FactorizationMachineRanker(max_trials=0).fit(X)
+    with pytest.raises(ValueError, match="0 interactions"):
+        FactorizationMachineRanker().fit(X[np.zeros(0, dtype=int)])
+    # Unknown items encode as the zero row: nothing to score them by.
+    lenient = FieldEncoder(output="relational", handle_unknown="ignore").fit(table)
+    with pytest.raises(ValueError, match="without any feature"):
+        FactorizationMachineRanker().fit(lenient.transform(
+            {"user_id": np.array([0, 1]), "item_id": np.array([0, 999])}))
+    # One item only: every user has seen all of it.
+    with pytest.raises(ValueError, match="every one of the 1 items"):
+        make_pipeline(FieldEncoder(output="relational"), FactorizationMachineRanker()).fit(
+            {"user_id": np.array([0, 1]), "item_id": np.array([5, 5])})
+    # Some users have seen everything: skipped, with a warning.
+    with pytest.warns(UserWarning, match="2 positive"):
+        make_pipeline(FieldEncoder(output="relational"),
+                      FactorizationMachineRanker(max_iter=2)).fit(
+            {"user_id": np.array([0, 0, 1]), "item_id": np.array([5, 6, 5])})
+
+
+def test_distinct_rows_groups_equal_rows_exactly():
+    X = sp.csr_matrix(np.array([[1, 0, 2], [0, 1, 0], [1, 0, 2], [0, 0, 0], [0, 1, 0]],
+                               dtype=float))
+    codes, first = _data.distinct_rows(X)
+    np.testing.assert_array_equal(codes, [0, 1, 0, 2, 1])
+    np.testing.assert_array_equal(first, [0, 1, 3])
+
+
+def test_unused_warnings_are_not_raised_on_clean_fits():
+    table, _, _ = _clicks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_pipeline(FieldEncoder(output="relational"),
+                      FactorizationMachineRanker(max_iter=2)).fit(table)
