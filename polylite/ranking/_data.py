@@ -18,8 +18,10 @@ import scipy.sparse as sp
 
 from ..relational import RelationalMatrix, RelationBlock
 
-# Positives per chunk of expanded query rows (the passes expand a chunk at a time).
+# Positives per chunk of a pass: its query rows are expanded a chunk at a time, unless
+# all of them together hold at most EXPANDED_NNZ nonzeros (then once for every pass).
 CHUNK_ROWS = 65536
+EXPANDED_NNZ = 2 ** 22
 
 
 class Positives(NamedTuple):
@@ -44,7 +46,8 @@ class Catalogue(NamedTuple):
 
 class Chunk(NamedTuple):
     """The positives of one chunk of a pass, in the order they are visited."""
-    query: sp.csr_matrix
+    query: sp.csr_matrix         # query rows (int64 indices)
+    query_row: np.ndarray        # int64: each positive's row of ``query``
     positive: np.ndarray
     user: np.ndarray
     weight: np.ndarray
@@ -53,6 +56,9 @@ class Chunk(NamedTuple):
 def _int64_csr(X):
     """X (CSR) with int64 indices, sorted, as the passes read it (SciPy's constructor
     would narrow them)."""
+    if X.indices.dtype == np.int64 and X.indptr.dtype == np.int64 and \
+            X.has_sorted_indices:
+        return X
     X = sp.csr_matrix(X)
     X.sort_indices()
     out = sp.csr_matrix(X.shape, dtype=X.dtype)
@@ -228,11 +234,16 @@ def popularity(item, n_items):
 
 
 def chunks(positives, order, buffers):
-    """The positives in ``order``, a chunk at a time, query rows expanded."""
+    """The positives in ``order``, a chunk at a time, with their query rows (expanded
+    once and kept in ``buffers`` when they are few, else a chunk at a time)."""
+    if "query" not in buffers and positives.query.expanded_nnz <= EXPANDED_NNZ:
+        buffers["query"] = _int64_csr(positives.query.to_csr())
     for lo in range(0, order.shape[0], CHUNK_ROWS):
         rows = order[lo:lo + CHUNK_ROWS]
-        query = positives.query._expanded(rows, buffers)
-        if query.indices.dtype != np.int64:
-            query = _int64_csr(query)
-        yield Chunk(query, positives.item[rows], positives.user[rows],
+        if "query" in buffers:
+            query, query_row = buffers["query"], rows.astype(np.int64)
+        else:
+            query = _int64_csr(positives.query._expanded(rows, buffers))
+            query_row = np.arange(rows.shape[0], dtype=np.int64)
+        yield Chunk(query, query_row, positives.item[rows], positives.user[rows],
                     positives.weight[rows])

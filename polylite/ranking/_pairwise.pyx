@@ -257,6 +257,23 @@ cdef inline double _harmonic(Py_ssize_t n) noexcept nogil:
 
 # ---- scores ----------------------------------------------------------------------------
 
+cdef inline double _dot(const floating* a, const floating* b, Py_ssize_t k) noexcept nogil:
+    """sum_s a[s] b[s] in four partial sums: one running sum would make every addition
+    wait for the one before (scores are computed for every negative tried)."""
+    cdef double s0 = 0, s1 = 0, s2 = 0, s3 = 0
+    cdef Py_ssize_t s = 0
+    while s + 4 <= k:
+        s0 += a[s] * b[s]
+        s1 += a[s + 1] * b[s + 1]
+        s2 += a[s + 2] * b[s + 2]
+        s3 += a[s + 3] * b[s + 3]
+        s += 4
+    while s < k:
+        s0 += a[s] * b[s]
+        s += 1
+    return (s0 + s1) + (s2 + s3)
+
+
 cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize_t k,
                                const floating* w, const floating* query_values,
                                const floating* item_values, Py_ssize_t stride,
@@ -273,16 +290,13 @@ cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize
         for z in range(nnz):
             total += w[ind[z]] * val[z]
     if cfg.kernel != ANOVA:
-        for s in range(k):
-            total += query_values[s] * item_values[s]
-        return total
+        return total + _dot(query_values, item_values, k)
     for b in range(cfg.n_blocks):
         m = degrees[b]
         aq = query_values + b * stride
         ax = item_values + b * stride
         for t in range(m):
-            for s in range(k):
-                total += aq[t * k + s] * ax[(m - t) * k + s]
+            total += _dot(aq + t * k, ax + (m - t) * k, k)
     return total
 
 
@@ -623,13 +637,25 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     return True
 
 
+cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
+                         const int64_t[::1] positive, Py_ssize_t n_items,
+                         const int64_t[::1] user, Py_ssize_t n_users) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(query_row.shape[0]):
+        if not (0 <= query_row[i] < n_query and 0 <= positive[i] < n_items
+                and 0 <= user[i] < n_users):
+            return False
+    return True
+
+
 def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model,
                   floating[:, :, ::1] P, long long step0, const uint64_t[::1] seeds):
     """One pass of pairwise steps over the positives of ``chunk``, in their order, in
     place on ``model``'s parameters (``P`` is ``model.P``, typed).
 
     ``settings``: the fields of :c:type:`Settings`.  ``chunk``: the query rows
-    (``query``, CSR of int64 indices, the item columns empty), each positive's item
+    (``query``, CSR of int64 indices, the item columns empty) and each positive's row of
+    them (``query_row``), item
     (``positive``, a row of the catalogue), user (``user``) and weight (``weight``).
     ``catalogue``: the item rows (``items``, CSR of int64 indices), every user's seen
     items (``seen_indptr``, ``seen``, sorted per user; ``seen_hash``, the pairs'
@@ -658,6 +684,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef const floating[::1] q_data = query.data
     cdef const int64_t[::1] q_ind = query.indices
     cdef const int64_t[::1] q_ptr = query.indptr
+    cdef const int64_t[::1] q_row = chunk.query_row
     cdef const int64_t[::1] positive = chunk.positive
     cdef const int64_t[::1] user = chunk.user
     cdef const double[::1] weight = chunk.weight
@@ -678,7 +705,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef Totals total
     cdef bint adagrad = cfg.schedule == ADAGRAD
     cdef int t, threads
-    cdef Py_ssize_t lo, hi, pos, start
+    cdef Py_ssize_t lo, hi, pos, start, row
     cdef Rng rng
     cdef floating* buf
     cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
@@ -688,7 +715,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.shape[0] > 0 else NULL
     # The loops below run without bounds checks: the shapes must agree.
     if (w.shape[0] != d or gamma.shape[1] != k or last_touch.shape[0] != d + 1
-            or q_ptr.shape[0] != n_rows + 1 or user.shape[0] != n_rows
+            or q_row.shape[0] != n_rows or user.shape[0] != n_rows
             or weight.shape[0] != n_rows or items.shape[1] != d or query.shape[1] != d
             or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
             or seen_hash.shape[0] < 2 * seen.shape[0]
@@ -702,6 +729,9 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
             or (cfg.popularity and cumulative.shape[0] != i_ptr.shape[0] - 1)
             or n_threads < 1):
         raise ValueError("pairwise_pass: parameter or data shapes disagree")
+    if not _rows_in_range(q_row, q_ptr.shape[0] - 1, positive, i_ptr.shape[0] - 1, user,
+                          seen_ptr.shape[0] - 1):
+        raise ValueError("pairwise_pass: a query row, item or user index is out of range")
     negatives.seen_ptr = &seen_ptr[0]
     negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
     negatives.seen_hash = &seen_hash[0]
@@ -730,11 +760,12 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         elif thread_range(t, threads, n_rows, &lo, &hi):
             _seed(&rng, seeds[t])
             for pos in range(lo, hi):
-                start = q_ptr[pos]
+                row = q_row[pos]
+                start = q_ptr[row]
                 if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,
                              acc_w_ptr, acc_P_ptr, acc_gamma_ptr, &last_touch[0],
                              &q_ind[0] + start, &q_data[0] + start,
-                             q_ptr[pos + 1] - start, positive[pos], user[pos],
+                             q_ptr[row + 1] - start, positive[pos], user[pos],
                              weight[pos], &i_data[0], &i_ind[0], &i_ptr[0], &negatives,
                              step0 + pos + 1, &rng, buf, &work, mine):
                     mine.finite = False

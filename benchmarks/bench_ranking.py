@@ -1,0 +1,433 @@
+"""Implicit-feedback top-N recommendation on MovieLens 100K: ranking factorization
+machines beside LightFM and a popularity baseline, all evaluated by one code path.
+
+Protocol (positive-only feedback, the u1 split): a rating of 4 or 5 is a positive.  The
+models are fitted on the positives of u1.base only (ratings below 4 are not shown to
+them).  Every user with at least one positive in u1.test is evaluated (456 users): the
+model scores all 1,682 items, the items the user rated in u1.base (any rating) are set
+aside, and the rest are ranked.  The user's u1.test positives are the relevant items;
+every other remaining item is a negative, including the test items rated below 4.
+Metrics, averaged over the evaluated users:
+
+- P@10: relevant items among the first 10, over 10;
+- R@10: relevant items among the first 10, over the user's relevant items;
+- nDCG@10: binary relevance, DCG = sum over the first 10 of rel_r / log2(r + 1), divided
+  by the DCG of the ideal order (min(10, relevant) hits first);
+- MAP@10: sum over the hits among the first 10 of the precision at the hit's rank,
+  divided by min(10, relevant);
+- AUC: for each user, the probability that a relevant item scores above a negative one
+  (all remaining items; ties count one half).
+
+Models, each fitted with --seeds seeds (0, 1, ...); the table gives the mean +- standard
+deviation over the seeds, and the fit's CPU seconds (``time.process_time``: every thread
+of the process) and wall-clock seconds:
+
+- popularity: an item's score is its number of training positives (no seed dependence);
+- LightFM (Kula, "Metadata Embeddings for User and Item Cold-start Recommendations",
+  CBRecSys 2015) with the WARP loss (Weston, Bengio, Usunier, "WSABIE", IJCAI 2011) and
+  with the BPR loss (Rendle et al., UAI 2009): 10 components, learning rate 0.05, 50
+  epochs, 2 threads, the library's defaults otherwise; "ids": users and items are their
+  ids alone; "ids+side": a user is its id, age band, gender and occupation, an item its
+  id and genres, each row of features scaled to sum to one (LightFM's default
+  normalisation, built by ``lightfm.data.Dataset``).  Age bands: under 18, 18-24, 25-34,
+  35-44, 45-49, 50-55, 56 and over (as MovieLens 1M groups ages).  LightFM's interaction
+  matrix holds the positives alone: any other stored entry, even a zero, would change
+  its training (its BPR draws negatives among the stored entries, and neither loss takes
+  a stored item as a negative).  With several threads its updates are asynchronous
+  (Hogwild), so a seed does not fix its result;
+- polylite's ``FactorizationMachineRanker`` (``POLYLITE_CONFIGS``) with the same
+  losses, sizes and threads, its other parameters at their defaults: degree 2 with ids
+  at its default 30 epochs and at LightFM's, BPR, and with side features (the users'
+  one-hot age band, gender and occupation, the items' 19 genre columns as they are) at
+  degree 2 and at degree 3 (separate and shared lower degrees).  A pipeline of a
+  ``FieldEncoder`` (relational output) and the ranker, scored by
+  ``polylite.recommend.score_items``.
+
+LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
+lightfm-next`` (a maintained build of LightFM for current Pythons); without it the LightFM
+rows are skipped.  Its random draws differ from polylite's, so equal seeds do not mean
+equal initialisations.
+
+Output: the table, the machine (CPU model, cores) and the versions, and the per-seed
+rows, the summary and the settings in ``benchmarks/results/ranking_movielens.json``
+(--output; --quick, a check that everything runs with 1 seed and 5 epochs, writes no file
+unless --output is given).  Times are from a machine that may be running other work.
+
+    python benchmarks/bench_ranking.py [--data ../shared/data/movielens/ml-100k]
+        [--seeds 3] [--epochs 50] [--threads 2] [--quick] [--output PATH]
+"""
+import argparse
+import json
+import os
+import platform
+import time
+import types
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+import polylite
+from polylite import metrics
+from polylite.datasets import load_movielens
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
+DEFAULT_OUTPUT = os.path.join(HERE, "results", "ranking_movielens.json")
+SPLIT = "u1"
+POSITIVE = 4            # ratings >= POSITIVE are positives
+K = 10                  # the cut-off of the top-N metrics
+COMPONENTS = 10
+EPOCHS = 50
+THREADS = 2
+LEARNING_RATE = 0.05
+AGE_BANDS = (18, 25, 35, 45, 50, 56)   # lower bounds of the bands after the first
+
+# polylite's encoders: ids only, and ids with the users' and items' side features (the
+# genres are one block of 19 numeric 0/1 columns).
+POLYLITE_IDS = dict(output="relational", handle_unknown="ignore")
+POLYLITE_SIDE = dict(user_features={"age_band": "categorical", "gender": "categorical",
+                                    "occupation": "categorical"},
+                     item_features={"genres": "numeric"}, **POLYLITE_IDS)
+
+METRICS = (("precision@10", "P@10"), ("recall@10", "R@10"), ("ndcg@10", "nDCG@10"),
+           ("map@10", "MAP@10"), ("auc", "AUC"))
+TIMES = (("fit_cpu_s", "fit CPU s"), ("fit_wall_s", "fit wall s"))
+
+
+# ---- data -----------------------------------------------------------------------------
+
+def side_tables(movielens):
+    """The users and items tables of a MovieLens 100K release (mappings of column name ->
+    array, one row per user or item): ``user_id``, ``age_band`` (0-6, see AGE_BANDS),
+    ``gender``, ``occupation``; ``item_id``, ``genres`` (float64 of shape (n_items, 19))."""
+    users, items = movielens.users, movielens.items
+    users = {"user_id": np.asarray(users.user_id),
+             "age_band": np.searchsorted(AGE_BANDS, users.age, side="right"),
+             "gender": np.asarray(users.gender), "occupation": np.asarray(users.occupation)}
+    items = {"item_id": np.asarray(items.item_id),
+             "genres": np.asarray(items.genres, dtype=np.float64)}
+    return users, items
+
+
+def load_data(path):
+    """The protocol's data (see the module docstring), as a namespace:
+
+    - ``users``, ``items``: the side tables (:func:`side_tables`), ``genre_names``;
+    - ``user_ids``, ``item_ids``: every user and item id, sorted (rows and columns of
+      the matrices below and of every score matrix);
+    - ``train``: the u1.base positives as a table (``user_id``, ``item_id``);
+    - ``positives``: the same as a CSR matrix of ones (n_users, n_items);
+    - ``test_users``: the ids of the evaluated users, ``test_rows`` their rows;
+    - ``relevant``, ``exclude``: bool arrays (n_test_users, n_items), the u1.test
+      positives and the items rated in u1.base, of the evaluated users.
+    """
+    movielens = load_movielens(path, splits=[SPLIT])
+    users, items = side_tables(movielens)
+    order_u, order_i = np.argsort(users["user_id"]), np.argsort(items["item_id"])
+    users = {key: value[order_u] for key, value in users.items()}
+    items = {key: value[order_i] for key, value in items.items()}
+    user_ids, item_ids = users["user_id"], items["item_id"]
+    shape = (len(user_ids), len(item_ids))
+
+    def matrix(rows, positive_only):
+        ratings = {key: value[rows] for key, value in movielens.ratings.items()}
+        if positive_only:
+            ratings = {key: value[ratings["rating"] >= POSITIVE]
+                       for key, value in ratings.items()}
+        u = np.searchsorted(user_ids, ratings["user_id"])
+        i = np.searchsorted(item_ids, ratings["item_id"])
+        M = sp.csr_matrix((np.ones(len(u), dtype=np.float32), (u, i)), shape=shape)
+        return ratings, M
+
+    train_rows, test_rows = movielens.splits[SPLIT]
+    train, positives = matrix(train_rows, True)
+    _, rated = matrix(train_rows, False)
+    _, test_positives = matrix(test_rows, True)
+    rows = np.flatnonzero(test_positives.getnnz(axis=1) > 0)
+    return types.SimpleNamespace(
+        users=users, items=items, genre_names=movielens.genre_names, user_ids=user_ids,
+        item_ids=item_ids,
+        train={"user_id": train["user_id"], "item_id": train["item_id"]},
+        positives=positives, test_users=user_ids[rows], test_rows=rows,
+        relevant=test_positives[rows].toarray() > 0, exclude=rated[rows].toarray() > 0)
+
+
+# ---- metrics --------------------------------------------------------------------------
+
+def top_k(scores, exclude, k=K):
+    """The column indices of each row's k highest scores, best first, skipping the
+    excluded items (ties: the lower column first, as polylite.recommend orders them)."""
+    scores = np.where(exclude, -np.inf, np.asarray(scores, dtype=np.float64))
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+
+
+def evaluate(scores, data):
+    """The protocol's metrics of a score matrix: rows ``data.test_users``, columns
+    ``data.item_ids`` (as ``score_items(model, data.test_users, data.item_ids)`` gives
+    them), averaged over the users by :mod:`polylite.metrics`."""
+    scores = np.asarray(scores)
+    expected = (len(data.test_users), len(data.item_ids))
+    if scores.shape != expected:
+        raise ValueError(f"scores of shape {scores.shape}, expected {expected}")
+    top = top_k(scores, data.exclude)
+    relevant = [np.flatnonzero(row) for row in data.relevant]
+    return {"precision@10": metrics.precision_at_k(top, relevant),
+            "recall@10": metrics.recall_at_k(top, relevant),
+            "ndcg@10": metrics.binary_ndcg_at_k(top, relevant),
+            "map@10": metrics.map_at_k(top, relevant),
+            "auc": metrics.auc_score(scores, data.relevant, exclude=data.exclude)}
+
+
+# ---- runs -----------------------------------------------------------------------------
+
+def fit_timed(fit):
+    """Call ``fit()``; return (CPU seconds of every thread, wall-clock seconds)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    fit()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def make_row(model, features, k, epochs, seed, metrics, times):
+    """One fit's result: the model, its features ("ids", "ids+side" or "-"), rank and
+    epochs (None when not applicable), the seed, the metrics of :func:`evaluate` and the
+    (CPU, wall) seconds of :func:`fit_timed`."""
+    return {"model": model, "features": features, "k": k, "epochs": epochs, "seed": seed,
+            **{key: float(value) for key, value in metrics.items()},
+            "fit_cpu_s": float(times[0]), "fit_wall_s": float(times[1])}
+
+
+def popularity_runs(data, seeds):
+    """Score = the item's number of training positives (the same for every user)."""
+    rows = []
+    for seed in seeds:
+        counts = np.zeros(len(data.item_ids))
+
+        def fit():
+            counts[:] = np.asarray(data.positives.sum(axis=0)).ravel()
+        times = fit_timed(fit)
+        scores = np.broadcast_to(counts, (len(data.test_users), len(data.item_ids)))
+        rows.append(make_row("popularity", "-", None, None, seed,
+                             evaluate(scores, data), times))
+    return rows
+
+
+def lightfm_features(data):
+    """LightFM's user and item feature matrices: identity plus side features, each row
+    scaled to sum to one (``lightfm.data.Dataset``'s defaults)."""
+    from lightfm.data import Dataset
+    users, items = data.users, data.items
+    user_side = [[f"age_band={b}", f"gender={g}", f"occupation={o}"]
+                 for b, g, o in zip(users["age_band"], users["gender"],
+                                    users["occupation"])]
+    item_side = [[f"genre={data.genre_names[j]}" for j in np.flatnonzero(row)]
+                 for row in items["genres"]]
+    dataset = Dataset()
+    dataset.fit(users["user_id"].tolist(), items["item_id"].tolist(),
+                user_features=sorted({f for row in user_side for f in row}),
+                item_features=sorted({f for row in item_side for f in row}))
+    user_map, _, item_map, _ = dataset.mapping()
+    # The matrices' rows must be data.user_ids and data.item_ids, in order.
+    assert [user_map[u] for u in users["user_id"].tolist()] == list(range(len(user_map)))
+    assert [item_map[i] for i in items["item_id"].tolist()] == list(range(len(item_map)))
+    return (dataset.build_user_features(zip(users["user_id"].tolist(), user_side)),
+            dataset.build_item_features(zip(items["item_id"].tolist(), item_side)))
+
+
+def lightfm_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
+    """LightFM WARP and BPR on ids, and WARP on ids and side features."""
+    from lightfm import LightFM
+    interactions = data.positives.tocoo()
+    user_features, item_features = lightfm_features(data)
+    n_items = len(data.item_ids)
+    pair_users = np.repeat(data.test_rows, n_items).astype(np.int32)
+    pair_items = np.tile(np.arange(n_items), len(data.test_rows)).astype(np.int32)
+    configs = [("warp", "ids", {}), ("bpr", "ids", {}),
+               ("warp", "ids+side", dict(user_features=user_features,
+                                         item_features=item_features))]
+    rows = []
+    for loss, features, side in configs:
+        for seed in seeds:
+            model = LightFM(no_components=COMPONENTS, loss=loss,
+                            learning_rate=LEARNING_RATE, random_state=seed)
+            times = fit_timed(lambda: model.fit(interactions, epochs=epochs,
+                                                num_threads=threads, **side))
+            scores = model.predict(pair_users, pair_items, num_threads=threads, **side)
+            metrics = evaluate(scores.reshape(len(data.test_rows), n_items), data)
+            rows.append(make_row(f"LightFM {loss.upper()}", features, COMPONENTS, epochs,
+                                 seed, metrics, times))
+            print(f"  {rows[-1]['model']} {features} seed {seed}: "
+                  f"P@10 {metrics['precision@10']:.4f}, AUC {metrics['auc']:.4f}, "
+                  f"fit {times[0]:.2f} CPU s", flush=True)
+    return rows
+
+
+# polylite's configurations: (label, features, encoder, ranker parameters, epochs: None
+# for the run's --epochs).  Degree 2 with defaults (30 epochs) and at LightFM's epochs;
+# BPR; side features at degrees 2 and 3 (separate and shared lower degrees).
+POLYLITE_CONFIGS = [
+    ("polylite FM WARP", "ids", POLYLITE_IDS, {}, 30),
+    ("polylite FM WARP", "ids", POLYLITE_IDS, {}, None),
+    ("polylite FM BPR", "ids", POLYLITE_IDS, {"loss": "bpr"}, None),
+    ("polylite FM WARP", "ids+side", POLYLITE_SIDE, {}, None),
+    ("polylite FM3 WARP", "ids+side", POLYLITE_SIDE, {"degree": 3}, None),
+    ("polylite FM3s WARP", "ids+side", POLYLITE_SIDE,
+     {"degree": 3, "lower_degrees": "shared"}, None),
+]
+
+
+def polylite_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
+    """polylite's FactorizationMachineRanker in each of POLYLITE_CONFIGS: fitted on
+    ``data.train`` through a FieldEncoder (relational output), scored by
+    ``score_items``.  FM3: degree 3 (separate factors per degree), FM3s: degree 3 with
+    shared lower degrees."""
+    from sklearn.pipeline import make_pipeline
+    from polylite import FieldEncoder
+    from polylite.ranking import FactorizationMachineRanker
+    from polylite.recommend import score_items
+
+    rows = []
+    for label, features, encoder, params, config_epochs in POLYLITE_CONFIGS:
+        n_epochs = config_epochs or epochs
+        for seed in seeds:
+            model = make_pipeline(FieldEncoder(**encoder), FactorizationMachineRanker(
+                n_components=COMPONENTS, max_iter=n_epochs, n_jobs=threads,
+                random_state=seed, **params))
+            times = fit_timed(lambda: model.fit(data.train, fieldencoder__users=data.users,
+                                                fieldencoder__items=data.items))
+            scores = score_items(model, data.test_users, data.item_ids)
+            result = evaluate(scores, data)
+            rows.append(make_row(label, features, COMPONENTS, n_epochs, seed, result,
+                                 times))
+            print(f"  {label} {features} {n_epochs} epochs seed {seed}: "
+                  f"P@10 {result['precision@10']:.4f}, AUC {result['auc']:.4f}, "
+                  f"fit {times[0]:.2f} CPU s", flush=True)
+    return rows
+
+
+# ---- output ---------------------------------------------------------------------------
+
+def summarize(rows):
+    """Mean and standard deviation over the seeds of each (model, features, k, epochs)."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["model"], row["features"], row["k"], row["epochs"]),
+                          []).append(row)
+    summary = []
+    for (model, features, k, epochs), group in groups.items():
+        entry = {"model": model, "features": features, "k": k, "epochs": epochs,
+                 "seeds": [row["seed"] for row in group]}
+        for key, _ in METRICS + TIMES:
+            values = np.array([row[key] for row in group])
+            entry[key] = float(values.mean())
+            entry[key + "_std"] = float(values.std())
+        summary.append(entry)
+    return summary
+
+
+def print_table(summary):
+    def cell(entry, key, digits):
+        return f"{entry[key]:.{digits}f} ±{entry[key + '_std']:.{digits}f}"
+
+    header = (f"{'model':<20}{'features':<10}{'k':>4}{'epochs':>8}"
+              + "".join(f"{label:>16}" for _, label in METRICS)
+              + "".join(f"{label:>13}" for _, label in TIMES))
+    print(header)
+    print("-" * len(header))
+    for entry in summary:
+        k = "-" if entry["k"] is None else entry["k"]
+        epochs = "-" if entry["epochs"] is None else entry["epochs"]
+        print(f"{entry['model']:<20}{entry['features']:<10}{k:>4}{epochs:>8}"
+              + "".join(f"{cell(entry, key, 4):>16}" for key, _ in METRICS)
+              + "".join(f"{cell(entry, key, 2):>13}" for key, _ in TIMES))
+
+
+def machine():
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f
+                     if line.startswith("model name")]
+        model = names[0] if names else model
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def versions():
+    found = {"polylite": polylite.__version__, "numpy": np.__version__}
+    try:
+        import lightfm
+        found["lightfm"] = lightfm.__version__
+    except ImportError:
+        found["lightfm"] = None
+    return found
+
+
+def write(path, payload):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(payload, f, indent=1)
+    os.replace(path + ".tmp", path)     # atomic: a killed run never leaves half a file
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="number of seeds: 0, 1, ... (default 3)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help=f"epochs of the factorization models (default {EPOCHS}; "
+                             f"--quick: 5)")
+    parser.add_argument("--threads", type=int, default=THREADS)
+    parser.add_argument("--quick", action="store_true",
+                        help="check that everything runs: 1 seed, 5 epochs, no file "
+                             "written unless --output is given")
+    parser.add_argument("--output", default=None,
+                        help="the JSON file of the results (default: "
+                             "benchmarks/results/ranking_movielens.json)")
+    args = parser.parse_args()
+    seeds = list(range(1 if args.quick else args.seeds))
+    epochs = args.epochs or (5 if args.quick else EPOCHS)
+    output = args.output or (None if args.quick else DEFAULT_OUTPUT)
+
+    if not os.path.exists(os.path.join(args.data, "u.data")):
+        print(f"MovieLens 100K not found at {os.path.normpath(args.data)}: skipped "
+              f"(give the ml-100k folder with --data)")
+        return
+    warnings.simplefilter("ignore")
+    data = load_data(args.data)
+    found = versions()
+    info = machine()
+    print(f"MovieLens 100K {SPLIT}: {len(data.train['user_id'])} training positives "
+          f"(rating >= {POSITIVE}), {len(data.test_users)} test users with "
+          f"{int(data.relevant.sum())} test positives, {len(data.item_ids)} items; "
+          f"seeds {seeds}", flush=True)
+
+    rows = popularity_runs(data, seeds)
+    if found["lightfm"] is None:
+        print("lightfm is not installed (pip install lightfm-next): LightFM skipped")
+    else:
+        rows += lightfm_runs(data, seeds, epochs=epochs, threads=args.threads)
+    rows += polylite_runs(data, seeds, epochs=epochs, threads=args.threads)
+    summary = summarize(rows)
+
+    print()
+    print(f"{info['cpu']}, {info['cores']} cores; "
+          + ", ".join(f"{name} {version}" for name, version in found.items() if version))
+    print(f"mean ±std over {len(seeds)} seed(s); fit CPU s counts every thread")
+    print()
+    print_table(summary)
+    if output:
+        settings = dict(split=SPLIT, positive_rating=POSITIVE, k=K, seeds=seeds,
+                        epochs=epochs, threads=args.threads, components=COMPONENTS,
+                        learning_rate=LEARNING_RATE, test_users=len(data.test_users),
+                        items=len(data.item_ids))
+        write(output, {"settings": settings, "machine": info, "versions": found,
+                       "summary": summary, "runs": rows})
+        print(f"\nresults: {os.path.relpath(output)}")
+
+
+if __name__ == "__main__":
+    main()
