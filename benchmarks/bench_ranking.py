@@ -39,8 +39,9 @@ of the process) and wall-clock seconds:
   losses, sizes and threads, its other parameters at their defaults: degree 2 with ids
   at its default 30 epochs and at LightFM's, BPR, and with side features (the users'
   one-hot age band, gender and occupation, the items' 19 genre columns as they are) at
-  degree 2 and at degree 3 (separate and shared lower degrees).  A pipeline of a
-  ``FieldEncoder`` (relational output) and the ranker, scored by
+  degree 2 and at degree 3 (separate and shared lower degrees), and with each user's
+  training positives as a field of the user's part ("rated", 10 epochs).  A pipeline
+  of a ``FieldEncoder`` (relational output) and the ranker, scored by
   ``polylite.recommend.score_items``.
 
 LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
@@ -89,6 +90,10 @@ POLYLITE_IDS = dict(output="relational", handle_unknown="ignore")
 POLYLITE_SIDE = dict(user_features={"age_band": "categorical", "gender": "categorical",
                                     "occupation": "categorical"},
                      item_features={"genres": "numeric"}, **POLYLITE_IDS)
+# ... and with the items each user has among the training positives as a field of the
+# user's part ("rated": implicit feedback, each of n items 1/sqrt(n), as SVD++).
+POLYLITE_RATED = dict(implicit="user", **POLYLITE_IDS)
+POLYLITE_SIDE_RATED = dict(implicit="user", **POLYLITE_SIDE)
 
 METRICS = (("precision@10", "P@10"), ("recall@10", "R@10"), ("ndcg@10", "nDCG@10"),
            ("map@10", "MAP@10"), ("auc", "AUC"))
@@ -264,7 +269,8 @@ def lightfm_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
 
 # polylite's configurations: (label, features, encoder, ranker parameters, epochs: None
 # for the run's --epochs).  Degree 2 with defaults (30 epochs) and at LightFM's epochs;
-# BPR; side features at degrees 2 and 3 (separate and shared lower degrees).
+# BPR; side features at degrees 2 and 3 (separate and shared lower degrees); the users'
+# rated items, which need fewer epochs (10: chosen on the u2 and u3 splits).
 POLYLITE_CONFIGS = [
     ("polylite FM WARP", "ids", POLYLITE_IDS, {}, 30),
     ("polylite FM WARP", "ids", POLYLITE_IDS, {}, None),
@@ -273,6 +279,8 @@ POLYLITE_CONFIGS = [
     ("polylite FM3 WARP", "ids+side", POLYLITE_SIDE, {"degree": 3}, None),
     ("polylite FM3s WARP", "ids+side", POLYLITE_SIDE,
      {"degree": 3, "lower_degrees": "shared"}, None),
+    ("polylite FM WARP", "ids+rated", POLYLITE_RATED, {}, 10),
+    ("polylite FM WARP", "ids+side+rated", POLYLITE_SIDE_RATED, {}, 10),
 ]
 
 

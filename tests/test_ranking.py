@@ -304,3 +304,20 @@ def test_unused_warnings_are_not_raised_on_clean_fits():
         warnings.simplefilter("error")
         make_pipeline(FieldEncoder(output="relational"),
                       FactorizationMachineRanker(max_iter=2)).fit(table)
+
+
+def test_partial_fit_continues_a_fit_and_a_loaded_model(tmp_path):
+    table, items, _ = _clicks(n_users=200)
+    enc = FieldEncoder(output="relational").fit(table, items=items)
+    X = enc.transform(table)
+    est = FactorizationMachineRanker(n_components=4, max_iter=20, random_state=0).fit(X)
+    auc = est.score(X)
+    before = est.P_.copy()
+    est.partial_fit(X)
+    assert est.n_iter_ == 21 and est.score(X) > auc - 0.02
+    # A step of an epoch, not a new start: the factors moved little.
+    assert np.abs(est.P_ - before).max() < 0.5 * np.abs(before).max()
+    est.save(tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz")
+    loaded.partial_fit(X)
+    assert loaded.n_iter_ == 22 and loaded.score(X) > auc - 0.02

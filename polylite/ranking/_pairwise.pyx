@@ -28,9 +28,9 @@ from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from .._kernels cimport (floating, ANOVA, anova_forward, anova_table, anova_backward,
-                        all_subsets_forward, all_subsets_gradient, polylite_team_size,
-                        thread_range)
+from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, anova_forward, anova_table,
+                        anova_backward, all_subsets_forward, all_subsets_gradient,
+                        polylite_team_size, thread_range)
 
 cdef double ADAGRAD_EPS = 1e-8
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
@@ -39,6 +39,10 @@ cdef int MAX_REJECTIONS = 32
 
 cdef enum:
     TOTALS_STRIDE = 4   # Totals apart in the per-thread array (4 * 48 bytes)
+    # A positive's query row, item row and their parameters sit at random places in
+    # memory: request the rows' pointers this far ahead, the rows (their indices) two
+    # thirds as far, their parameters a third as far.
+    PREFETCH_AHEAD = 12
 
 cdef enum:
     BPR = 0
@@ -637,6 +641,47 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     return True
 
 
+cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floating* P,
+                               const floating* acc_P, const long long* last_touch,
+                               Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
+    """Request the factor rows (both ends: a row may straddle two cache lines),
+    AdaGrad's sums and the last touches of a row's features."""
+    cdef Py_ssize_t z, b, j
+    for z in range(nnz):
+        j = ind[z]
+        POLYLITE_PREFETCH(last_touch + j)
+        for b in range(n_blocks):
+            POLYLITE_PREFETCH(P + (b * d + j) * k)
+            POLYLITE_PREFETCH(P + (b * d + j) * k + k - 1)
+            if acc_P != NULL:
+                POLYLITE_PREFETCH(acc_P + (b * d + j) * k)
+                POLYLITE_PREFETCH(acc_P + (b * d + j) * k + k - 1)
+
+
+cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const int64_t* q_row,
+                                 const int64_t* q_ptr, const int64_t* q_ind,
+                                 const int64_t* positive, const int64_t* i_ptr,
+                                 const int64_t* i_ind, const floating* P,
+                                 const floating* acc_P, const long long* last_touch,
+                                 Py_ssize_t n_blocks, Py_ssize_t d,
+                                 Py_ssize_t k) noexcept nogil:
+    """The three stages of PREFETCH_AHEAD for the positives after ``pos``."""
+    cdef Py_ssize_t r
+    if pos + PREFETCH_AHEAD < end:
+        POLYLITE_PREFETCH(q_ptr + q_row[pos + PREFETCH_AHEAD])
+        POLYLITE_PREFETCH(i_ptr + positive[pos + PREFETCH_AHEAD])
+    if pos + 2 * PREFETCH_AHEAD // 3 < end:
+        POLYLITE_PREFETCH(q_ind + q_ptr[q_row[pos + 2 * PREFETCH_AHEAD // 3]])
+        POLYLITE_PREFETCH(i_ind + i_ptr[positive[pos + 2 * PREFETCH_AHEAD // 3]])
+    if pos + PREFETCH_AHEAD // 3 < end:
+        r = q_row[pos + PREFETCH_AHEAD // 3]
+        _prefetch_row(q_ind + q_ptr[r], q_ptr[r + 1] - q_ptr[r], P, acc_P, last_touch,
+                      n_blocks, d, k)
+        r = positive[pos + PREFETCH_AHEAD // 3]
+        _prefetch_row(i_ind + i_ptr[r], i_ptr[r + 1] - i_ptr[r], P, acc_P, last_touch,
+                      n_blocks, d, k)
+
+
 cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
                          const int64_t[::1] positive, Py_ssize_t n_items,
                          const int64_t[::1] user, Py_ssize_t n_users) noexcept nogil:
@@ -760,6 +805,9 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         elif thread_range(t, threads, n_rows, &lo, &hi):
             _seed(&rng, seeds[t])
             for pos in range(lo, hi):
+                _prefetch_ahead(pos, hi, &q_row[0], &q_ptr[0], &q_ind[0], &positive[0],
+                                &i_ptr[0], &i_ind[0], &P[0, 0, 0], acc_P_ptr,
+                                &last_touch[0], cfg.n_blocks, d, k)
                 row = q_row[pos]
                 start = q_ptr[row]
                 if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,

@@ -364,15 +364,17 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             self.solver_ = self.solver
             self.n_items_ = catalogue.items.shape[0]
             self._publish(stack)
-            self._ranking_state = None
+            self._ranking_state = (model, rng)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
-        """One epoch over the positives ``X``, continuing the previous calls' fit.
+        """One epoch over the positives ``X``, continuing from the fitted model (of
+        :meth:`fit`, earlier calls, or a loaded file) or from a fresh one.
 
         The negatives of a call are drawn from the catalogue of ``X`` (for relational
         input, the item block's table) and avoid the items each user has among the
-        positives of this call.
+        rows of this call.  AdaGrad's sums continue from the previous call or
+        :meth:`fit` of this estimator (a loaded model starts them afresh).
 
         Parameters
         ----------
@@ -385,7 +387,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         -------
         self : FactorizationMachineRanker
         """
-        first = getattr(self, "_ranking_state", None) is None or not hasattr(self, "P_")
+        first = not hasattr(self, "P_")
         with self._fitting():
             self._check_params()
             X = self._check_positives(X, reset=first)
@@ -403,16 +405,35 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 model = _Model(stack, self.solver == "adagrad")
                 self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
             else:
-                stack = self._stacked(copy=True)
-                model, rng = self._ranking_state
+                stack = self._warm_stack_of(X)
+                state = getattr(self, "_ranking_state", None)
+                if state is None:  # a loaded model: its solver's sums start afresh
+                    state = (_Model(stack, self.solver == "adagrad"),
+                             check_random_state(self.random_state))
+                    self.loss_curve_, self.validation_scores_ = [], []
+                model, rng = state
                 model.w, model.P, model.gamma = (stack["w"][0], stack["P"][0],
                                                  stack["gamma"][0])
+                if model.acc_P.shape not in ((0, 0, 0), model.P.shape):
+                    model = _Model(stack, self.solver == "adagrad")
             self.n_iter_ += self._epochs(training, catalogue, None, model, stack, rng, 1)
             self.solver_ = self.solver
             self.n_items_ = catalogue.items.shape[0]
             self._publish(stack)
             self._ranking_state = (model, rng)
         return self
+
+    def _warm_stack_of(self, X):
+        """A copy of the fitted parameters to continue from on X, checked against the
+        current structure."""
+        stack = self._stacked(copy=True)
+        _, degrees, n_dummy = self._structure()
+        expected = (1, len(degrees), X.shape[1], self.n_components)
+        if stack["P"].shape != expected or stack["gamma"].shape[1] != n_dummy:
+            raise ValueError(f"partial_fit continues the fitted model, whose factors have "
+                             f"shape {stack['P'].shape[1:]}, but the current parameters "
+                             f"ask for {expected[1:]}")
+        return {name: a.astype(X.dtype, copy=False) for name, a in stack.items()}
 
     def _epochs(self, training, catalogue, validation, model, stack, rng, max_iter):
         """Run up to ``max_iter`` epochs; returns the number run."""
