@@ -4,7 +4,8 @@ Commands::
 
     polylite fit TRAIN --model MODEL [options]   fit a model on an svmlight/libFM file
     polylite predict MODEL DATA [-o FILE]        one prediction per line
-    polylite evaluate MODEL DATA                 RMSE/MAE/R^2 or accuracy/log-loss/AUC
+    polylite evaluate MODEL DATA                 RMSE/MAE/R^2, accuracy/log-loss/AUC, or
+                                                 a ranker's mean AUC
     polylite info MODEL                          estimator, parameters, shapes, version
     polylite demo                                an FM on a synthetic recommender
 
@@ -58,10 +59,13 @@ def _estimators():
     from .polynomial import (FactorizationMachineClassifier,
                              FactorizationMachineRegressor, PolynomialNetworkClassifier,
                              PolynomialNetworkRegressor)
+    from .ranking import FactorizationMachineRanker
     epochs = dict(unit="epoch", validation=("X_val", "y_val"), callback="_epoch_callback")
     return {
+        # The ranker's validation data are positives only: fit gets X_val, no y_val.
         "fm": _Family({"regression": FactorizationMachineRegressor,
-                       "classification": FactorizationMachineClassifier}, **epochs),
+                       "classification": FactorizationMachineClassifier,
+                       "ranking": FactorizationMachineRanker}, **epochs),
         "pn": _Family({"regression": PolynomialNetworkRegressor,
                        "classification": PolynomialNetworkClassifier}, **epochs),
         "bayes-fm": _Family({"regression": BayesianFactorizationMachineRegressor,
@@ -84,6 +88,8 @@ def _parameters():
     from .polynomial._classifier import CLASSIFIER_LOSSES
     from .polynomial.fm import FM_KERNELS, LOWER_DEGREES
     from .polynomial.pn import OUTPUT_WEIGHTS, PN_LOWER_DEGREES
+    from .ranking.fm import LOSSES as RANKING_LOSSES
+    from .ranking.fm import NEGATIVES
     return [
         ("degree", int, None, "degree m >= 2 of the interactions"),
         ("n_components", int, None, "rank k of the factor matrices (hidden units of a PN)"),
@@ -91,7 +97,14 @@ def _parameters():
          "how degrees below m are modelled (fm: separate, shared, none; pn: augment, none)"),
         ("kernel", str, FM_KERNELS, "interaction kernel of an fm"),
         ("output_weights", str, OUTPUT_WEIGHTS, "weights of the units of a pn"),
-        ("loss", str, CLASSIFIER_LOSSES, "loss of a classifier (logistic gives --proba)"),
+        # One option for both: the estimator refuses the other task's losses by name.
+        ("loss", str, _choices(CLASSIFIER_LOSSES, RANKING_LOSSES),
+         "loss of a classifier (logistic, squared_hinge; logistic gives --proba) or of a "
+         "ranker (warp, bpr)"),
+        ("negatives", str, NEGATIVES, "how a ranker draws negative items: uniformly, or "
+                                      "by popularity"),
+        ("max_trials", int, None, "negatives a warp ranker draws per positive at most"),
+        ("margin", float, None, "margin of a warp ranker's hinge"),
         ("fit_linear", "bool", None, "fit the linear term"),
         ("fit_intercept", "bool", None, "fit the intercept"),
         ("alpha", float, None, "L2 penalty of the linear weights, per sample (the "
@@ -109,8 +122,8 @@ def _parameters():
         ("batch_size", int, None, "rows per stochastic step"),
         ("shuffle", "bool", None, "visit the rows in a new random order every epoch"),
         ("early_stopping", "bool", None, "hold out --validation-fraction of TRAIN and stop "
-                                         "when its loss stops improving (or give "
-                                         "--validation)"),
+                                         "when its loss (a ranker's: AUC) stops improving "
+                                         "(or give --validation)"),
         ("validation_fraction", float, None, "share of TRAIN held out by --early-stopping"),
         ("n_iter_no_change", int, None, "epochs without improvement before stopping"),
         ("random_state", int, None, "seed of the initialisation and shuffling (also "
@@ -131,10 +144,11 @@ def _default_text(name):
     """The defaults of parameter ``name`` in the estimators that have it, for --help."""
     defaults = {}
     for family, entry in _estimators().items():
-        for cls in entry.classes.values():
+        for task, cls in entry.classes.items():
             params = cls().get_params()
             if name in params:
-                defaults.setdefault(repr(params[name]), []).append(family)
+                label = "ranking" if task == "ranking" else family
+                defaults.setdefault(repr(params[name]), []).append(label)
     if len(defaults) == 1:
         return f"default {next(iter(defaults))}"
     return "default " + ", ".join(f"{value} ({'/'.join(sorted(set(fams)))})"
@@ -173,6 +187,18 @@ def _byte_size(text):
     return value
 
 
+def _column_range(text):
+    """'40:70' -> (40, 70), the columns start..stop-1."""
+    try:
+        start, stop = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid column range {text!r} (expected "
+                                         f"START:STOP, e.g. 40:70)") from None
+    if not 0 <= start < stop:
+        raise argparse.ArgumentTypeError(f"needs 0 <= START < STOP, got {text}")
+    return start, stop
+
+
 def _add_index_base(parser, default_text):
     """--zero-based / --one-based (default: ``default_text``) and --chunk-bytes."""
     group = parser.add_mutually_exclusive_group()
@@ -204,27 +230,36 @@ def _build_parser():
     fit.add_argument("train", metavar="TRAIN", help="training data")
     fit.add_argument("--model", "-m", required=True, metavar="MODEL",
                      help="where to save the fitted model (.npz; written only on success)")
-    fit.add_argument("--task", choices=("regression", "classification"),
-                     default="regression", help="default regression")
+    fit.add_argument("--task", choices=("regression", "classification", "ranking"),
+                     default="regression",
+                     help="default regression; ranking: rank items for users from "
+                          "positive interactions (label 1; 0: another interaction), "
+                          "with --item-columns or --relation USERS,ITEMS")
     fit.add_argument("--estimator", choices=tuple(_estimators()), default="fm",
                      help="fm: factorization machine, pn: polynomial network, bayes-fm: "
                           "Bayesian factorization machine by Gibbs sampling (libFM's "
                           "-method mcmc) (default fm)")
     fit.add_argument("--validation", metavar="FILE",
-                     help="validation data: its loss is reported every epoch, training "
-                          "stops after --n-iter-no-change epochs without improving it, "
-                          "and the best model is kept (bayes-fm: the error of the "
-                          "averaged prediction is reported every sweep)")
+                     help="validation data: its loss (ranking: the AUC of its positives) "
+                          "is reported every epoch, training stops after "
+                          "--n-iter-no-change epochs without improving it, and the best "
+                          "model is kept (bayes-fm: the error of the averaged prediction "
+                          "is reported every sweep)")
     fit.add_argument("--stream", action="store_true",
                      help="read TRAIN one block at a time (files larger than memory) and "
                           "train by partial_fit (solver sgd or adagrad; adagrad if "
-                          "--solver is not given); --max-iter counts passes over TRAIN")
+                          "--solver is not given); --max-iter counts passes over TRAIN "
+                          "(not for --task ranking)")
     fit.add_argument("--n-features", type=_positive_int, metavar="N",
                      help="number of features (default: the largest index in TRAIN and "
                           "--validation)")
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                      help="precision of the data and the model (default float64)")
     _add_relation_option(fit, "R.train for TRAIN, R.test for --validation")
+    fit.add_argument("--item-columns", type=_column_range, metavar="START:STOP",
+                     help="--task ranking: the zero-based columns START..STOP-1 of the "
+                          "item part of the rows (for a one-based file, its indices minus "
+                          "one); the columns before START identify the user")
     fit.add_argument("--meta", metavar="FILE",
                      help="libFM's groups file of TRAIN's features (one group number per "
                           "line): each group gets its own prior (bayes-fm)")
@@ -337,9 +372,8 @@ class _Progress:
         if mode == "auto":
             mode = "bar" if self.stream.isatty() else "lines"
         if mode == "bar":
-            try:
-                import tqdm  # noqa: F401
-            except ImportError:  # pragma: no cover - tqdm is a dependency
+            import importlib.util
+            if importlib.util.find_spec("tqdm") is None:  # pragma: no cover - a dependency
                 mode = "lines"
         self.mode = mode
         self.bar = None
@@ -394,11 +428,18 @@ class _Progress:
                 self.epoch(0, 1, sweep, n_sweeps, {name: score}, seconds, unit="sweep")
             return report_sweep
 
+        # A ranker reports the validation AUC (higher is better) where others a loss.
+        name = "validation AUC" if _is_ranker(estimator) else "validation loss"
+
         def report(r):
             self.epoch(r.output, r.n_outputs, r.epoch, r.max_iter,
-                       {"objective": r.objective, "validation loss": r.validation_loss},
-                       r.seconds)
+                       {"objective": r.objective, name: r.validation_loss}, r.seconds)
         return report
+
+
+def _is_ranker(estimator):
+    from .ranking import FactorizationMachineRanker
+    return isinstance(estimator, FactorizationMachineRanker)
 
 
 def _note(args, message):
@@ -421,8 +462,9 @@ def _labels_for(task, y):
     return y
 
 
-def _read_for_fit(args, dtype):
-    """Training (and validation) data of a non-streamed fit, their index base and size."""
+def _read_for_fit(args, dtype, least_features=0):
+    """Training (and validation) data of a non-streamed fit, their index base and size
+    (at least ``least_features`` columns of the data file's own)."""
     stats = _svmlight.ReadStats()
     X, y = _svmlight.read_file(args.train, dtype=dtype, chunk_bytes=args.chunk_bytes,
                                stats=stats)
@@ -446,7 +488,8 @@ def _read_for_fit(args, dtype):
                     _labels_for(args.task, y)))
     # The data file's own columns (with relations, none when its lines hold targets only).
     relations = getattr(args, "relation", None)
-    n_features = max(X.shape[1] if X.nnz or not relations else 0 for X, _ in out)
+    n_features = max([X.shape[1] if X.nnz or not relations else 0 for X, _ in out] +
+                     [least_features])
     if args.n_features is not None:
         if args.n_features < n_features:
             raise _Failure(f"--n-features {args.n_features} is smaller than the "
@@ -556,8 +599,15 @@ def _check_writable(path, what):
 def _fit(args, parser):
     from .polynomial import _solvers
     family = _estimators()[args.estimator]
+    if args.task not in family.classes:
+        parser.error(f"argument --task: {args.task} is fitted by --estimator fm, not by "
+                     f"--estimator {args.estimator}")
     cls = family.classes[args.task]
     params = _chosen_parameters(args, parser, cls)
+    if args.task == "ranking":
+        _check_ranking_options(args, parser, params)
+    elif args.item_columns is not None:
+        parser.error("argument --item-columns: only with --task ranking")
     if args.stream:
         if not hasattr(cls, "partial_fit"):
             parser.error(f"argument --stream: trains by partial_fit, which "
@@ -595,7 +645,9 @@ def _fit(args, parser):
         progress.close()
     seconds = time.perf_counter() - start
     for warning in caught:
-        if issubclass(warning.category, ConvergenceWarning):
+        # A ranker's UserWarnings are about the data (users who saw every item).
+        if issubclass(warning.category, ConvergenceWarning) or (
+                args.task == "ranking" and warning.category is UserWarning):
             _note(args, f"polylite fit: warning: {warning.message}")
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
@@ -625,6 +677,58 @@ def _fit(args, parser):
     return 0
 
 
+def _check_ranking_options(args, parser, params):
+    """The options of --task ranking: where the item part is (item_columns in
+    ``params``), and no --stream."""
+    if args.stream:
+        parser.error("argument --stream: not with --task ranking (the ranker draws "
+                     "negatives among every item a user has not interacted with, which "
+                     "needs all of TRAIN in memory)")
+    if args.item_columns is not None:
+        if args.n_features is not None and args.item_columns[1] > args.n_features:
+            parser.error(f"argument --item-columns: STOP {args.item_columns[1]} is beyond "
+                         f"--n-features {args.n_features}")
+        params["item_columns"] = args.item_columns
+    elif not args.relation:
+        parser.error("argument --item-columns: --task ranking needs the item part of the "
+                     "rows: give --item-columns START:STOP (its columns), or --relation "
+                     "USERS,ITEMS (the second relation's table)")
+    elif len(args.relation) < 2:
+        parser.error("argument --relation: --task ranking takes the item part from the "
+                     "second relation (--relation USERS,ITEMS), or from the columns "
+                     "--item-columns names")
+
+
+def _check_ranking_labels(path, y):
+    """A ranker's labels are 1 (a positive) and 0 (another interaction)."""
+    other = np.setdiff1d(np.unique(y), (0, 1))
+    if other.size:
+        shown = ", ".join(f"{value:g}" for value in other[:5])
+        raise DataFileError(f"{path}: the labels of a ranker's data are 1 (a positive) "
+                            f"and 0 (another interaction of the user with the item), "
+                            f"found {shown}{', ...' if other.size > 5 else ''}")
+
+
+def _ranking_fit_args(args, validation):
+    """fit's X_val: the positive rows of --validation (its other rows are dropped)."""
+    if not args.validation:
+        return {}
+    X_val, y_val = validation
+    _check_ranking_labels(args.validation, y_val)
+    if not np.any(y_val == 1):
+        raise DataFileError(f"{args.validation}: no positive (label 1) to validate on")
+    return {"X_val": X_val[np.flatnonzero(y_val == 1)]}
+
+
+def _auc_text(estimator, name, X, y):
+    """``name`` AUC of the positives X (by ``score``), or nothing if it cannot be
+    measured (every user of X has interacted with every item of X)."""
+    try:
+        return [f"{name} AUC {estimator.score(X, y):.4f}"]
+    except ValueError:
+        return []
+
+
 class _Fitted(NamedTuple):
     """What a fit tells the summary line and the model file's metadata."""
     rows: int
@@ -651,10 +755,18 @@ def _epochs_text(estimator, unit):
 
 
 def _fit_in_memory(args, family, estimator, dtype, progress):
-    data, zero_based, n_features = _read_for_fit(args, dtype)
+    ranking = args.task == "ranking"
+    # The item columns are the model's even when TRAIN lacks the last items.
+    least = args.item_columns[1] if ranking and args.item_columns and not args.relation \
+        else 0
+    data, zero_based, n_features = _read_for_fit(args, dtype, least)
     (X, y) = data[0]
     _hint_task(args, y)
-    fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
+    if ranking:
+        _check_ranking_labels(args.train, y)
+        fit_args = _ranking_fit_args(args, data[1] if args.validation else None)
+    else:
+        fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
     if args.estimator == "bayes-fm" and (args.meta or args.relation):
         fit_args["feature_groups"] = _feature_groups(args, n_features, dtype)
     setattr(estimator, family.callback, progress.callback(family.unit, estimator))
@@ -664,9 +776,18 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
         raise _Failure(str(exc)) from None
     finally:
         setattr(estimator, family.callback, None)
-    scores = [f"training {_score_text(estimator, X, y)}"]
-    if args.validation:
-        scores.append(f"validation {_score_text(estimator, *data[1])}")
+    if ranking and args.validation:
+        # As the epochs measure it: TRAIN's rows (label 0) are the users' interactions,
+        # not candidates; the validation positives are ranked against the other items.
+        X_val, y_val = data[1]
+        scores = _auc_text(estimator, "validation", _stack_rows([X, X_val]),
+                           np.concatenate([np.zeros(X.shape[0]), y_val]))
+    elif ranking:  # one AUC only: each costs a score per positive and catalogue item
+        scores = _auc_text(estimator, "training", X, y)
+    else:
+        scores = [f"training {_score_text(estimator, X, y)}"]
+        if args.validation:
+            scores.append(f"validation {_score_text(estimator, *data[1])}")
     return _Fitted(X.shape[0], zero_based, n_features,
                    _epochs_text(estimator, family.unit), scores)
 
@@ -917,8 +1038,9 @@ def _check_proba(args, estimator, parser):
     if not args.proba:
         return
     if not estimator._is_classifier:
+        what = "scores" if _is_ranker(estimator) else "values"
         parser.error(f"argument --proba: {args.model} holds a {type(estimator).__name__}, "
-                     f"which predicts values, not probabilities")
+                     f"which predicts {what}, not probabilities")
     if not hasattr(estimator, "predict_proba"):
         parser.error(f"argument --proba: {args.model} was fitted with "
                      f"loss={estimator.loss!r}, which gives no probabilities (fit with "
@@ -1005,6 +1127,11 @@ def _metrics(estimator, y, predicted, scores, proba):
 def _evaluate(args, parser):
     estimator, header = _load(args.model)
     stats = _svmlight.ReadStats()
+    if _is_ranker(estimator):
+        result = _ranking_metrics(args, header, estimator, stats)
+        _warn_dropped(args, stats, estimator)
+        _print_metrics(args, result)
+        return 0
     parts = []
     for X, y in _iter_data(args, header, estimator, stats):
         if X.shape[0]:
@@ -1023,12 +1150,63 @@ def _evaluate(args, parser):
     if len(unknown):
         _note(args, f"polylite evaluate: warning: {args.data} has labels the model does "
                     f"not know: {unknown.tolist()} (no log-loss or AUC)")
+    _print_metrics(args, result)
+    return 0
+
+
+def _print_metrics(args, result):
     if args.json:
         print(json.dumps(result))
-    else:
-        for name, value in result.items():
-            print(f"{name:<9}{value:.6g}" if name != "rows" else f"{name:<9}{value}")
-    return 0
+        return
+    width = max(9, max(len(name) for name in result) + 1)
+    for name, value in result.items():
+        print(f"{name:<{width}}{value}" if isinstance(value, int) else
+              f"{name:<{width}}{value:.6g}")
+
+
+def _ranking_metrics(args, header, estimator, stats):
+    """The rows and positives of DATA and their mean AUC.  DATA is read whole: each
+    positive is ranked against every item its user has no interaction with in DATA."""
+    blocks = [(X, y) for X, y in _iter_data(args, header, estimator, stats) if X.shape[0]]
+    if not blocks:
+        raise _Failure(f"{args.data}: no data")
+    X = _stack_rows([X for X, _ in blocks])
+    y = np.concatenate([y for _, y in blocks])
+    _check_ranking_labels(args.data, y)
+    if not np.any(y == 1):
+        raise _Failure(f"{args.data}: no positive (label 1) to score")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            auc = estimator.score(X, y)
+        except ValueError as exc:
+            raise _Failure(f"{args.data}: {exc}") from None
+    for warning in caught:  # positives of users who interacted with every item
+        _note(args, f"polylite evaluate: warning: {warning.message}")
+    return {"rows": int(y.shape[0]), "positives": int(np.sum(y == 1)), "auc": float(auc)}
+
+
+def _stack_rows(blocks):
+    """The rows of several matrices of one layout in one matrix (relational ones read
+    with the same relations' tables: the first's are kept)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    import scipy.sparse as sp
+
+    from .relational import RelationalMatrix, RelationBlock
+    first = blocks[0]
+    if not isinstance(first, RelationalMatrix):
+        return sp.vstack(blocks, format="csr")
+    parts = []
+    for p, part in enumerate(first.parts):
+        if isinstance(part, RelationBlock):
+            parts.append(RelationBlock(np.concatenate([b.parts[p].index for b in blocks]),
+                                       part.table))
+        else:
+            stacked = sp.vstack([b.parts[p] for b in blocks], format="csr")
+            stacked.sum_duplicates()  # canonical, as the blocks were
+            parts.append(stacked)
+    return RelationalMatrix._from_checked(parts, first.dtype)
 
 
 def _info(args, parser):

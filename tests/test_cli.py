@@ -306,6 +306,225 @@ def test_features_beyond_the_model_are_ignored_with_a_warning(binary, tmp_path, 
     assert out.split() == [str(v) for v in expected]
 
 
+# ---- ranking -----------------------------------------------------------------------------
+
+N_USERS, N_ITEMS = 40, 20
+
+
+def _interactions(seed=0):
+    """Rows of user-item interactions: the user's one-hot columns, then the item's; the
+    users of each of four groups interact with the group's items.  Every tenth label is
+    0 (an interaction that is not a positive), the others 1."""
+    rng = np.random.RandomState(seed)
+    users = np.repeat(np.arange(N_USERS), 6)
+    items = (users % 4) * (N_ITEMS // 4) + rng.randint(N_ITEMS // 4, size=users.size)
+    pairs = np.unique(np.column_stack([users, items]), axis=0)
+    pairs = pairs[rng.permutation(pairs.shape[0])]
+    n = pairs.shape[0]
+    columns = np.column_stack([pairs[:, 0], N_USERS + pairs[:, 1]]).ravel()
+    X = sp.csr_matrix((np.ones(2 * n), columns, np.arange(0, 2 * n + 1, 2)),
+                      shape=(n, N_USERS + N_ITEMS))
+    y = np.ones(n)
+    y[::10] = 0
+    return X, y, pairs
+
+
+@pytest.fixture
+def interactions(tmp_path):
+    """Zero-based train/test files of interactions, and their rows."""
+    X, y, pairs = _interactions()
+    k = int(0.8 * X.shape[0])
+    train = _write(tmp_path / "r_train.svm", X[:k], y[:k])
+    test = _write(tmp_path / "r_test.svm", X[k:], y[k:])
+    return X, y, pairs, k, train, test
+
+
+ITEMS = f"{N_USERS}:{N_USERS + N_ITEMS}"  # --item-columns of _interactions' rows
+
+
+def test_ranker_fit_predict_evaluate_info(interactions, tmp_path, capsys):
+    from polylite.ranking import FactorizationMachineRanker
+    X, y, _, k, train, test = interactions
+    model = tmp_path / "r.npz"
+    status, out, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                            "--item-columns", ITEMS, "--n-components", 4, "--max-iter", 5,
+                            "--seed", 0, "--progress", "lines")
+    assert status == 0, err
+    assert out == ""
+    assert "epoch 5/5  objective" in err and "training AUC" in err and "saved" in err
+    saved = polylite.load(model)
+    assert isinstance(saved, FactorizationMachineRanker)
+    # The same estimator fitted from Python on the same rows.
+    ranker = FactorizationMachineRanker(n_components=4, max_iter=5, random_state=0,
+                                        item_columns=(N_USERS, N_USERS + N_ITEMS))
+    ranker.fit(X[:k], y[:k])
+    np.testing.assert_allclose(saved.P_, ranker.P_)
+    assert f"training AUC {ranker.score(X[:k], y[:k]):.4f}" in err
+
+    status, out, err = _run(capsys, "predict", model, test)
+    assert status == 0, err
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), saved.predict(X[k:]),
+                               rtol=1e-14)
+    status, _, err = _run(capsys, "predict", model, test, "--proba")
+    assert status == 2 and "which predicts scores, not probabilities" in err
+
+    # The mean AUC of the test file's positives, read in many blocks or in one.
+    status, out, err = _run(capsys, "evaluate", model, test, "--json", "--chunk-bytes", 64)
+    assert status == 0, err
+    scores = json.loads(out)
+    assert scores == {"rows": X.shape[0] - k, "positives": int(np.sum(y[k:] == 1)),
+                      "auc": pytest.approx(saved.score(X[k:], y[k:]), rel=1e-12)}
+    status, out, _ = _run(capsys, "evaluate", model, test)
+    assert out.splitlines()[1].split() == ["positives", str(scores["positives"])]
+    assert out.splitlines()[2].startswith("auc ")
+
+    status, out, _ = _run(capsys, "info", model, "--json")
+    info = json.loads(out)
+    assert info["estimator"] == "FactorizationMachineRanker"
+    assert list(info["parameters"]["item_columns"]) == [N_USERS, N_USERS + N_ITEMS]
+    status, out, _ = _run(capsys, "info", model)
+    assert status == 0 and "FactorizationMachineRanker" in out
+
+
+@pytest.mark.parametrize("loss", ["bpr", "warp"])
+def test_ranker_losses_and_ranker_options(interactions, tmp_path, capsys, loss):
+    _, _, _, _, train, test = interactions
+    model = tmp_path / "r.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--item-columns", ITEMS, "--loss", loss, "--negatives",
+                          "popularity", "--max-trials", 3, "--margin", 0.5, "--solver",
+                          "sgd", "--max-iter", 3, "--seed", 0, "-q")
+    assert status == 0, err
+    saved = polylite.load(model)
+    assert (saved.loss, saved.negatives, saved.max_trials, saved.margin, saved.solver) \
+        == (loss, "popularity", 3, 0.5, "sgd")
+    assert _run(capsys, "evaluate", model, test)[0] == 0
+
+
+def test_ranker_item_columns_count_after_the_index_base(interactions, tmp_path, capsys):
+    # A one-based file of the same rows: its indices are one more, the columns the same.
+    X, y, _, k, train, _ = interactions
+    one = _write(tmp_path / "one.svm", X[:k], y[:k], zero_based=False)
+    models = []
+    for path in (train, one):
+        models.append(tmp_path / f"{os.path.basename(path)}.npz")
+        assert _run(capsys, "fit", path, "-m", models[-1], "--task", "ranking",
+                    "--item-columns", ITEMS, "--max-iter", 2, "--seed", 0, "-q")[0] == 0
+    np.testing.assert_array_equal(polylite.load(models[0]).P_, polylite.load(models[1]).P_)
+
+
+def test_ranker_early_stopping_reports_the_validation_auc(interactions, tmp_path, capsys):
+    _, _, _, _, train, _ = interactions
+    status, _, err = _run(capsys, "fit", train, "-m", tmp_path / "r.npz", "--task",
+                          "ranking", "--item-columns", ITEMS, "--early-stopping",
+                          "--validation-fraction", 0.2, "--max-iter", 4, "--seed", 0,
+                          "--progress", "lines")
+    assert status == 0, err
+    assert "validation AUC" in err and "validation loss" not in err
+
+
+def test_ranker_validation_file(interactions, tmp_path, capsys):
+    X, y, _, k, train, test = interactions
+    model = tmp_path / "r.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--item-columns", ITEMS, "--validation", test, "--max-iter", 8,
+                          "--seed", 0, "--progress", "lines")
+    assert status == 0, err
+    assert "epoch 1/8  objective" in err and "validation AUC" in err
+    # The summary ranks the validation positives as the epochs do: against the items
+    # their users have no interaction with in either file.
+    saved = polylite.load(model)
+    auc = saved.score(X, np.concatenate([np.zeros(k), y[k:]]))
+    assert f"validation AUC {auc:.4f}" in err
+
+
+def test_ranker_on_libfm_relations(tmp_path, capsys):
+    # libFM's relation files, written by the relations' tests' helper.
+    from test_libfm_relations import write_table
+    X, y, pairs = _interactions()
+    k = int(0.8 * X.shape[0])
+    write_table(tmp_path / "user.x", sp.identity(N_USERS, format="csr"))
+    write_table(tmp_path / "item.x", sp.identity(N_ITEMS, format="csr"))
+    for name, column in (("user", 0), ("item", 1)):
+        np.savetxt(tmp_path / f"{name}.train", pairs[:k, column], fmt="%d")
+        np.savetxt(tmp_path / f"{name}.test", pairs[k:, column], fmt="%d")
+    # The lines hold only their labels: the rows are the relations' tables.
+    train, test = tmp_path / "train.libfm", tmp_path / "test.libfm"
+    train.write_text("".join(f"{label:g}\n" for label in y[:k]))
+    test.write_text("".join(f"{label:g}\n" for label in y[k:]))
+    relations = f"{tmp_path / 'user'},{tmp_path / 'item'}"
+    model = tmp_path / "rel.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--relation", relations, "--max-iter", 3, "--seed", 0,
+                          "--progress", "lines")
+    assert status == 0, err
+    assert "training AUC" in err
+    saved = polylite.load(model)
+    assert saved.n_features_in_ == N_USERS + N_ITEMS
+    # The relations' rows are the interactions' one-hot rows (user, then item columns).
+    status, out, _ = _run(capsys, "predict", model, test, "--relation", relations)
+    np.testing.assert_allclose(np.array(out.split(), dtype=float), saved.predict(X[k:]),
+                               rtol=1e-12)
+    status, out, err = _run(capsys, "evaluate", model, test, "--relation", relations,
+                            "--json", "--chunk-bytes", 16)
+    assert status == 0, err
+    assert json.loads(out)["positives"] == int(np.sum(y[k:] == 1))
+    # One relation gives no item part.
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--relation", tmp_path / "user")
+    assert status == 2 and "from the second relation (--relation USERS,ITEMS)" in err
+
+
+@pytest.mark.parametrize("options, named", [
+    ([], "--task ranking needs the item part of the rows: give --item-columns "
+         "START:STOP (its columns), or --relation USERS,ITEMS"),
+    (["--item-columns", ITEMS, "--stream"], "argument --stream: not with --task ranking"),
+    (["--item-columns", ITEMS, "--loss", "logistic"],
+     "argument --loss: must be one of ['bpr', 'warp'], got 'logistic'"),
+    (["--item-columns", ITEMS, "--solver", "cd"],
+     "argument --solver: must be one of ['sgd', 'adagrad']"),
+    (["--item-columns", ITEMS, "--estimator", "pn"],
+     "argument --task: ranking is fitted by --estimator fm"),
+    (["--item-columns", "60:40"], "argument --item-columns: needs 0 <= START < STOP"),
+    (["--item-columns", "40"], "argument --item-columns: invalid column range '40'"),
+    (["--item-columns", "40:70", "--n-features", 60],
+     "argument --item-columns: STOP 70 is beyond --n-features 60"),
+])
+def test_ranker_usage_errors(interactions, tmp_path, capsys, options, named):
+    _, _, _, _, train, _ = interactions
+    model = tmp_path / "r.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking", *options)
+    assert status == 2
+    assert named in err and "usage: polylite fit" in err
+    assert not model.exists()
+
+
+def test_ranking_options_need_the_ranking_task(binary, tmp_path, capsys):
+    _, _, train, _ = binary
+    status, _, err = _run(capsys, "fit", train, "-m", tmp_path / "m.npz",
+                          "--item-columns", "2:4")
+    assert status == 2 and "argument --item-columns: only with --task ranking" in err
+    status, _, err = _run(capsys, "fit", train, "-m", tmp_path / "m.npz", "--task",
+                          "classification", "--loss", "warp")
+    assert status == 2 and "argument --loss: must be one of ['logistic'" in err
+
+
+def test_ranker_labels_other_than_0_and_1(interactions, tmp_path, capsys):
+    X, y, _, k, train, _ = interactions
+    bad = _write(tmp_path / "bad.svm", X[:k], np.where(y[:k] == 1, 2, -1))
+    model = tmp_path / "r.npz"
+    status, _, err = _run(capsys, "fit", bad, "-m", model, "--task", "ranking",
+                          "--item-columns", ITEMS)
+    assert status == 1 and not model.exists()
+    assert err.strip().splitlines() == [
+        f"polylite fit: error: {bad}: the labels of a ranker's data are 1 (a positive) "
+        f"and 0 (another interaction of the user with the item), found -1, 2"]
+    assert _run(capsys, "fit", train, "-m", model, "--task", "ranking", "--item-columns",
+                ITEMS, "--max-iter", 1, "-q")[0] == 0
+    status, _, err = _run(capsys, "evaluate", model, bad)
+    assert status == 1 and "found -1, 2" in err and "Traceback" not in err
+
+
 # ---- errors ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("line, message", [

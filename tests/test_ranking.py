@@ -321,3 +321,19 @@ def test_partial_fit_continues_a_fit_and_a_loaded_model(tmp_path):
     loaded = load(tmp_path / "r.npz")
     loaded.partial_fit(X)
     assert loaded.n_iter_ == 22 and loaded.score(X) > auc - 0.02
+
+
+def test_early_stopping_on_given_validation_positives():
+    table, items, _ = _clicks(n_users=200)
+    enc = FieldEncoder(output="relational").fit(table, items=items)
+    X = enc.transform(table)
+    rows = np.random.default_rng(0).permutation(X.shape[0])
+    est = FactorizationMachineRanker(n_components=4, max_iter=30, early_stopping=True,
+                                     n_iter_no_change=3, random_state=0)
+    est.fit(X[np.sort(rows[200:])], X_val=X[np.sort(rows[:200])])
+    assert len(est.validation_scores_) == est.n_iter_ and max(est.validation_scores_) > 0.7
+    # X_val of other tables (same width, rows in another order) is refused by name.
+    users = X.parts[0]
+    other = RelationalMatrix([RelationBlock(users.index, users.table[::-1])] + X.parts[1:])
+    with pytest.raises(ValueError, match="same relation blocks' tables"):
+        est.fit(X, X_val=other)

@@ -91,7 +91,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     lower_degrees : {"separate", "shared", "none"}, default="separate"
         How the degrees 2..m-1 are modelled (ANOVA kernel), as in the regressor.
     kernel : {"anova", "all-subsets"}, default="anova"
+        "anova": interactions of distinct features of the degrees above.
+        "all-subsets": ``prod_j (1 + p_j x_j)``, every subset of features at once.
     loss : {"warp", "bpr"}, default="warp"
+        The pairwise loss (see above): "warp" trains the top of the list, "bpr" the
+        order of the whole list (its AUC).
     negatives : {"uniform", "popularity"}, default="uniform"
         How negatives are drawn from the items the user has not interacted with:
         uniformly, or in proportion to 1 + the item's number of positives (popular
@@ -113,7 +117,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     init_scale : float, default=0.05
         Standard deviation of the normal initialisation of the factors (degree 2 on
         MovieLens ranks best from small values; degrees 3 and more, whose gradients
-        shrink like init_scale^(m-1), may need 0.1 or more epochs).
+        shrink like init_scale^(m-1), may need 0.1 or more, or more epochs).
     max_iter : int, default=30
         Epochs (passes over the positives) at most.
     tol : float or None, default=None
@@ -131,6 +135,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     eta0 : float or None, default=None
         Initial step size (None: 0.05 for "adagrad", 0.01 for "sgd").
     power_t : float, default=0.25
+        Exponent of the "invscaling" schedule.
     shuffle : bool, default=True
         Visit the positives in a new random order every epoch.
     early_stopping : bool, default=False
@@ -140,7 +145,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         ``n_iter_no_change`` epochs; the best model is kept.  Up to
         ``2e7 / n_items`` held-out positives (at least 100) are scored.
     validation_fraction : float, default=0.1
+        Share of the positives held out when ``early_stopping`` (without ``X_val``).
     n_iter_no_change : int, default=5
+        Epochs without improvement before stopping (see ``tol``).
     item_columns : (int, int) or None, default=None
         The columns ``start:stop`` of the item part.  For a
         :class:`~polylite.relational.RelationalMatrix` the item part is a relation
@@ -249,7 +256,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     # ---- input -----------------------------------------------------------------------
 
     def _check_positives(self, X, *, reset):
-        dtype = _FLOAT_DTYPES if reset else self.P_.dtype
+        # Validation positives are checked in fit before P_ exists: the fit's dtype.
+        dtype = (_FLOAT_DTYPES if reset else
+                 self.P_.dtype if hasattr(self, "P_") else self._fit_dtype)
         if isinstance(X, RelationalMatrix):
             X = check_relational_input(self, X, reset=reset, dtype=dtype)
         else:
