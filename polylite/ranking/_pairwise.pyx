@@ -23,12 +23,13 @@ when a step touches it, for every step since it was last touched (AdaGrad: the p
 gradient times the steps elapsed; SGD: the decay factor to that power), as the
 factorization machines' stochastic solvers do.
 """
-from libc.math cimport exp, log, log1p, sqrt, isfinite, pow
+from libc.math cimport exp, log, log1p, sqrt, sqrtf, isfinite, pow
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, anova_forward, anova_table,
+from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, polylite_prefetch_block,
+                        anova_forward, anova_table,
                         anova_backward, all_subsets_forward, all_subsets_gradient,
                         polylite_team_size, thread_range)
 
@@ -373,11 +374,15 @@ cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ss
     ``elapsed`` since they were last touched."""
     cdef Py_ssize_t s
     cdef double g, decay
+    cdef float scale
     if cfg.schedule == ADAGRAD:
         for s in range(k):
             g = grad[s] + reg * elapsed * p[s]
             acc[s] = acc[s] + g * g
-            p[s] = p[s] - cfg.eta0 * g / (sqrt(acc[s]) + ADAGRAD_EPS)
+            # The step's scale in single precision: its square root and division,
+            # the costliest operations of a step, run twice as wide.
+            scale = <float> cfg.eta0 / (sqrtf(<float> acc[s]) + <float> ADAGRAD_EPS)
+            p[s] = p[s] - g * scale
         return
     decay = pow(1 - eta * reg, elapsed) if eta * reg < 1 else 0
     for s in range(k):
@@ -660,6 +665,7 @@ cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floatin
 
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const int64_t* q_row,
                                  const int64_t* q_ptr, const int64_t* q_ind,
+                                 const floating* q_data,
                                  const int64_t* positive, const int64_t* i_ptr,
                                  const int64_t* i_ind, const floating* P,
                                  const floating* acc_P, const long long* last_touch,
@@ -671,7 +677,11 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const int64_t* 
         POLYLITE_PREFETCH(q_ptr + q_row[pos + PREFETCH_AHEAD])
         POLYLITE_PREFETCH(i_ptr + positive[pos + PREFETCH_AHEAD])
     if pos + 2 * PREFETCH_AHEAD // 3 < end:
-        POLYLITE_PREFETCH(q_ind + q_ptr[q_row[pos + 2 * PREFETCH_AHEAD // 3]])
+        # The whole query row: with implicit feedback it spans many cache lines.
+        r = q_row[pos + 2 * PREFETCH_AHEAD // 3]
+        polylite_prefetch_block(q_ind + q_ptr[r], (q_ptr[r + 1] - q_ptr[r]) * sizeof(int64_t))
+        polylite_prefetch_block(q_data + q_ptr[r],
+                                (q_ptr[r + 1] - q_ptr[r]) * sizeof(floating))
         POLYLITE_PREFETCH(i_ind + i_ptr[positive[pos + 2 * PREFETCH_AHEAD // 3]])
     if pos + PREFETCH_AHEAD // 3 < end:
         r = q_row[pos + PREFETCH_AHEAD // 3]
@@ -805,9 +815,9 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         elif thread_range(t, threads, n_rows, &lo, &hi):
             _seed(&rng, seeds[t])
             for pos in range(lo, hi):
-                _prefetch_ahead(pos, hi, &q_row[0], &q_ptr[0], &q_ind[0], &positive[0],
-                                &i_ptr[0], &i_ind[0], &P[0, 0, 0], acc_P_ptr,
-                                &last_touch[0], cfg.n_blocks, d, k)
+                _prefetch_ahead(pos, hi, &q_row[0], &q_ptr[0], &q_ind[0], &q_data[0],
+                                &positive[0], &i_ptr[0], &i_ind[0], &P[0, 0, 0],
+                                acc_P_ptr, &last_touch[0], cfg.n_blocks, d, k)
                 row = q_row[pos]
                 start = q_ptr[row]
                 if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,
