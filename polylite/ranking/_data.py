@@ -235,7 +235,8 @@ def popularity(item, n_items):
 
 def chunks(positives, order, buffers):
     """The positives in ``order``, a chunk at a time, with their query rows (expanded
-    once and kept in ``buffers`` when they are few, else a chunk at a time)."""
+    once and kept in ``buffers`` when they are few, else a chunk at a time), and
+    whether the chunk is the last."""
     if "query" not in buffers and positives.query.expanded_nnz <= EXPANDED_NNZ:
         buffers["query"] = _int64_csr(positives.query.to_csr())
     for lo in range(0, order.shape[0], CHUNK_ROWS):
@@ -245,5 +246,5 @@ def chunks(positives, order, buffers):
         else:
             query = _int64_csr(positives.query._expanded(rows, buffers))
             query_row = np.arange(rows.shape[0], dtype=np.int64)
-        yield Chunk(query, query_row, positives.item[rows], positives.user[rows],
-                    positives.weight[rows])
+        yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
+                     positives.weight[rows]), lo + CHUNK_ROWS >= order.shape[0])

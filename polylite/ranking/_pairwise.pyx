@@ -29,9 +29,9 @@ from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
 from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, polylite_prefetch_block,
-                        anova_forward, anova_table,
-                        anova_backward, all_subsets_forward, all_subsets_gradient,
-                        polylite_team_size, thread_range)
+                        anova_forward, anova_table, anova_backward, all_subsets_forward,
+                        all_subsets_gradient, polylite_barrier, polylite_team_size,
+                        thread_range)
 
 cdef double ADAGRAD_EPS = 1e-8
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
@@ -417,17 +417,17 @@ cdef inline void _scale_rows(floating* grad, Py_ssize_t rows, const floating* co
 
 
 cdef inline double _elapsed(const long long* last_touch, Py_ssize_t j,
-                            long long step) noexcept nogil:
-    # Threads share the parameters without locks (as LightFM and Hogwild!): another
-    # thread may have touched j at a later step; count at least this one.
-    cdef long long e = step - last_touch[j]
-    return <double> (e if e > 0 else 1)
+                            long long own) noexcept nogil:
+    """The thread's steps since it last touched feature j (each thread keeps its own
+    count: the threads' counts add up to every step of the epoch, and no thread writes
+    another's, which on shared features would bounce cache lines between the cores)."""
+    return <double> (own - last_touch[j])
 
 
 cdef struct Step:
     # One positive's pair, as the pass found it.
     double g                # d loss / d (s(q, x_i) - s(q, x_j)), times the weight
-    long long step
+    long long own           # the thread's steps in this epoch (for the penalties)
     double eta
 
 
@@ -457,7 +457,7 @@ cdef void _apply_items(const Settings* cfg, const Step* st, Py_ssize_t k, floati
                 grad[s] = grad[s] + gn[zn * k + s]
             zp += 1
             zn += 1
-        elapsed = _elapsed(last_touch, j, st.step)
+        elapsed = _elapsed(last_touch, j, st.own)
         _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL, grad, k,
                 cfg.beta, elapsed, st.eta, cfg)
         if linear:
@@ -503,7 +503,7 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
                 const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
                 Py_ssize_t positive, Py_ssize_t user, double weight,
                 const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
-                const Negatives* negatives, long long step, Rng* rng,
+                const Negatives* negatives, long long step, long long own, Rng* rng,
                 floating* buf, const Work* work, Totals* totals) noexcept nogil:
     """One positive: the query's values once, the positive's, negatives drawn (BPR: one;
     WARP: until one violates the margin), then the step on every parameter the pair
@@ -572,7 +572,7 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
         st.g = -weight * rank_weight
     totals.loss += weight * loss
     totals.updates += 1
-    st.step = step
+    st.own = own
     st.eta = _step_size(cfg, step)
     if cfg.item_tables:  # the chosen negative's tables (the trials kept its values)
         _forward(cfg, degrees, d, k, P, gamma, n_ind, n_val, n_nnz, False, n_tables,
@@ -631,18 +631,18 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
         for z in range(q_nnz):
             j = q_ind[z]
             _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL,
-                    g_query + z * k, k, cfg.beta, _elapsed(last_touch, j, step), st.eta,
+                    g_query + z * k, k, cfg.beta, _elapsed(last_touch, j, own), st.eta,
                     cfg)
         for z in range(n_dummy):
             _update(gamma + z * k, acc_gamma + z * k if acc_gamma != NULL else NULL,
-                    g_gamma + z * k, k, cfg.beta, _elapsed(last_touch, d, step), st.eta,
+                    g_gamma + z * k, k, cfg.beta, _elapsed(last_touch, d, own), st.eta,
                     cfg)
         _apply_items(cfg, &st, k, w, acc_w, Pb, acc_Pb, cfg.fit_linear and b == 0,
                      last_touch, p_ind, p_val, p_nnz, g_pos, n_ind, n_val, n_nnz, g_neg)
-    _touch(last_touch, q_ind, q_nnz, step)
-    _touch(last_touch, p_ind, p_nnz, step)
-    _touch(last_touch, n_ind, n_nnz, step)
-    last_touch[d] = step  # the dummies
+    _touch(last_touch, q_ind, q_nnz, own)
+    _touch(last_touch, p_ind, p_nnz, own)
+    _touch(last_touch, n_ind, n_nnz, own)
+    last_touch[d] = own  # the dummies
     return True
 
 
@@ -703,25 +703,63 @@ cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
     return True
 
 
+cdef void _settle(const Settings* cfg, int t, int threads, long long* last_touch,
+                  const long long* own_steps, Py_ssize_t n_threads, floating* w,
+                  floating* acc_w, floating* P, floating* acc_P, floating* gamma,
+                  floating* acc_gamma, Py_ssize_t d, Py_ssize_t k, double eta,
+                  floating* zeros) noexcept nogil:
+    """The penalty of the steps since each feature was last touched, for thread t's
+    share of the features (the last "feature" is the dummies), at the end of an
+    epoch: every parameter then carries the penalty of every step, and the touch
+    counts start again from 0."""
+    cdef Py_ssize_t lo, hi, j, u, b
+    cdef double elapsed
+    for j in range(k):
+        zeros[j] = 0
+    if not thread_range(t, threads, d + 1, &lo, &hi):
+        return
+    for j in range(lo, hi):
+        elapsed = 0
+        for u in range(n_threads):
+            elapsed += own_steps[u] - last_touch[u * (d + 1) + j]
+            last_touch[u * (d + 1) + j] = 0
+        if elapsed <= 0:
+            continue
+        if j == d:
+            for u in range(cfg.n_dummy):
+                _update(gamma + u * k, acc_gamma + u * k if acc_gamma != NULL else NULL,
+                        zeros, k, cfg.beta, elapsed, eta, cfg)
+            continue
+        _update(w + j, acc_w + j if acc_w != NULL else NULL, zeros, 1, cfg.alpha,
+                elapsed, eta, cfg)
+        for b in range(cfg.n_blocks):
+            _update(P + (b * d + j) * k, acc_P + (b * d + j) * k if acc_P != NULL
+                    else NULL, zeros, k, cfg.beta, elapsed, eta, cfg)
+
+
 def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model,
-                  floating[:, :, ::1] P, long long step0, const uint64_t[::1] seeds):
+                  floating[:, :, ::1] P, long long step0, const uint64_t[::1] seeds,
+                  bint flush):
     """One pass of pairwise steps over the positives of ``chunk``, in their order, in
     place on ``model``'s parameters (``P`` is ``model.P``, typed).
 
     ``settings``: the fields of :c:type:`Settings`.  ``chunk``: the query rows
-    (``query``, CSR of int64 indices, the item columns empty) and each positive's row of
-    them (``query_row``), item
-    (``positive``, a row of the catalogue), user (``user``) and weight (``weight``).
-    ``catalogue``: the item rows (``items``, CSR of int64 indices), every user's seen
-    items (``seen_indptr``, ``seen``, sorted per user; ``seen_hash``, the pairs'
-    table from :func:`seen_hash_table`; ``seen_bits``, their bitmap from
-    :func:`seen_bitmap`, or empty) and, for popularity sampling,
-    the items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
-    ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD) and
-    ``last_touch`` (n_features + 1 entries, the last for the dummies).  ``step0``: the
-    steps taken before this pass (a positive is one step).  Each of the ``len(seeds)``
-    threads takes a contiguous share of the chunk with its own random stream, the
-    threads stepping on the shared parameters without locks.
+    (``query``, CSR of int64 indices, the item columns empty), and for each positive its
+    row of them (``query_row``), its item (``positive``, a row of the catalogue), user
+    (``user``) and weight (``weight``).  ``catalogue``: the item rows (``items``, CSR of
+    int64 indices), every user's seen items (``seen_indptr``, ``seen``, sorted per
+    user; ``seen_hash``, the pairs' table from :func:`seen_hash_table`; ``seen_bits``,
+    their bitmap from :func:`seen_bitmap`, or empty) and, for popularity sampling, the
+    items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
+    ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD), and per
+    thread its steps in the epoch (``thread_steps``) and the step at which it last
+    touched each feature (``last_touch``, n_threads x (n_features + 1), the last column
+    for the dummies).  ``step0``: the steps taken before this pass (a positive is one
+    step; the step size's schedule).  Each of the ``len(seeds)`` threads takes a
+    contiguous share of the chunk with its own random stream, the threads stepping on
+    the shared parameters without locks.  ``flush`` (the epoch's last chunk): settle
+    every feature's penalty (:func:`_settle`); the caller then sets ``thread_steps`` to
+    0.
 
     Returns a dict: summed weighted ``loss`` and ``weight`` of the positives stepped on
     or tried, ``updates``, ``trials``, ``skipped`` (positives whose user has seen every
@@ -734,7 +772,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef floating[::1] acc_w = model.acc_w
     cdef floating[:, :, ::1] acc_P = model.acc_P
     cdef floating[:, ::1] acc_gamma = model.acc_gamma
-    cdef long long[::1] last_touch = model.last_touch
+    cdef long long[:, ::1] last_touch = model.last_touch
+    cdef long long[::1] own_steps = model.thread_steps
     query = chunk.query
     cdef const floating[::1] q_data = query.data
     cdef const int64_t[::1] q_ind = query.indices
@@ -761,6 +800,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef bint adagrad = cfg.schedule == ADAGRAD
     cdef int t, threads
     cdef Py_ssize_t lo, hi, pos, start, row
+    cdef long long own
+    cdef long long* touched
     cdef Rng rng
     cdef floating* buf
     cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
@@ -769,7 +810,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
                                     else NULL)
     cdef floating* gamma_ptr = &gamma[0, 0] if gamma.shape[0] > 0 else NULL
     # The loops below run without bounds checks: the shapes must agree.
-    if (w.shape[0] != d or gamma.shape[1] != k or last_touch.shape[0] != d + 1
+    if (w.shape[0] != d or gamma.shape[1] != k or last_touch.shape[1] != d + 1
+            or last_touch.shape[0] != n_threads or own_steps.shape[0] != n_threads
             or q_row.shape[0] != n_rows or user.shape[0] != n_rows
             or weight.shape[0] != n_rows or items.shape[1] != d or query.shape[1] != d
             or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
@@ -809,6 +851,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         t = threadid()
         threads = polylite_team_size()
         mine = &totals[t * TOTALS_STRIDE]
+        touched = &last_touch[t, 0]
+        own = own_steps[t]
         buf = <floating*> malloc(work.size * sizeof(floating))
         if buf == NULL:
             mine.finite = False
@@ -817,18 +861,27 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
             for pos in range(lo, hi):
                 _prefetch_ahead(pos, hi, &q_row[0], &q_ptr[0], &q_ind[0], &q_data[0],
                                 &positive[0], &i_ptr[0], &i_ind[0], &P[0, 0, 0],
-                                acc_P_ptr, &last_touch[0], cfg.n_blocks, d, k)
+                                acc_P_ptr, touched, cfg.n_blocks, d, k)
                 row = q_row[pos]
                 start = q_ptr[row]
+                own = own + 1
                 if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,
-                             acc_w_ptr, acc_P_ptr, acc_gamma_ptr, &last_touch[0],
+                             acc_w_ptr, acc_P_ptr, acc_gamma_ptr, touched,
                              &q_ind[0] + start, &q_data[0] + start,
                              q_ptr[row + 1] - start, positive[pos], user[pos],
                              weight[pos], &i_data[0], &i_ind[0], &i_ptr[0], &negatives,
-                             step0 + pos + 1, &rng, buf, &work, mine):
+                             step0 + pos + 1, own, &rng, buf, &work, mine):
                     mine.finite = False
                     break
                 mine.weight += weight[pos]
+        own_steps[t] = own
+        if flush:
+            # Every thread's steps are counted before any thread settles a feature.
+            polylite_barrier()
+            if buf != NULL:
+                _settle(&cfg, t, threads, &last_touch[0, 0], &own_steps[0], n_threads,
+                        &w[0], acc_w_ptr, &P[0, 0, 0], acc_P_ptr, gamma_ptr,
+                        acc_gamma_ptr, d, k, _step_size(&cfg, step0 + n_rows), buf)
         free(buf)
     total = totals[0]
     for t in range(1, n_threads):

@@ -33,11 +33,11 @@ VALIDATION_SCORES = 2 * 10 ** 7
 
 
 class _Model:
-    """The parameters a pass updates, with AdaGrad's state (attributes the pass reads)."""
+    """The parameters a pass updates, with AdaGrad's state and the threads' touch
+    counts of the features (attributes the pass reads)."""
 
     def __init__(self, stack, adagrad):
         self.w, self.P, self.gamma = stack["w"][0], stack["P"][0], stack["gamma"][0]
-        d = self.w.shape[0]
 
         def state(a):
             # AdaGrad's sums of squared gradients start at 1 (as LightFM's): the first
@@ -47,8 +47,15 @@ class _Model:
 
         self.acc_w, self.acc_P, self.acc_gamma = state(self.w), state(self.P), \
             state(self.gamma)
-        self.last_touch = np.zeros(d + 1, dtype=np.int64)
+        self.threads(1)
         self.step = 0
+
+    def threads(self, n_threads):
+        """Touch counts for ``n_threads`` threads (all zero between epochs)."""
+        d = self.w.shape[0]
+        if getattr(self, "last_touch", np.zeros((0, 0))).shape != (n_threads, d + 1):
+            self.last_touch = np.zeros((n_threads, d + 1), dtype=np.int64)
+            self.thread_steps = np.zeros(n_threads, dtype=np.int64)
 
 
 @register_model
@@ -456,14 +463,17 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         buffers, best, best_params, stalled = {}, np.inf, None, 0
         start = time.perf_counter()
         n = training.item.shape[0]
+        model.threads(threads)
         for epoch in range(1, max_iter + 1):
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             loss = weight = 0.0
-            for chunk in _data.chunks(training, order, buffers):
+            for chunk, last in _data.chunks(training, order, buffers):
                 seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
                 out = pairwise_pass(settings, degrees, chunk, catalogue, model, model.P,
-                                    model.step, seeds)
+                                    model.step, seeds, last)
                 model.step += chunk.positive.shape[0]
+                if last:
+                    model.thread_steps[:] = 0
                 if not out["finite"]:
                     raise FloatingPointError(
                         f"the scores became non-finite during {self.solver}; use a smaller "
