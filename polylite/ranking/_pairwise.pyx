@@ -327,6 +327,25 @@ cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
             values[k + s] += q
 
 
+cdef inline void _values1(const floating* P, Py_ssize_t k, const int64_t* ind,
+                          const floating* val, Py_ssize_t nnz,
+                          floating* values) noexcept nogil:
+    """A_0 and A_1 of a query row for a block of degree 2, A_2 left 0: the query's own
+    A_2 is the same for every item and never enters a score difference."""
+    cdef Py_ssize_t s, z
+    cdef const floating* row
+    cdef floating x
+    for s in range(k):
+        values[s] = 1
+        values[k + s] = 0
+        values[2 * k + s] = 0
+    for z in range(nnz):
+        row = P + ind[z] * k
+        x = val[z]
+        for s in range(k):
+            values[k + s] += x * row[s]
+
+
 cdef inline void _backward2(const floating* P, Py_ssize_t k, const int64_t* ind,
                             const floating* val, Py_ssize_t nnz, const floating* values,
                             const floating* adj, floating* grad) noexcept nogil:
@@ -369,15 +388,15 @@ cdef inline double _step_size(const Settings* cfg, long long step) noexcept nogi
 
 cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ssize_t k,
                          double reg, double elapsed, double eta,
-                         const Settings* cfg) noexcept nogil:
-    """One step on k parameters: the loss gradient ``grad`` and the penalty of the steps
-    ``elapsed`` since they were last touched."""
+                         const Settings* cfg, double x=1) noexcept nogil:
+    """One step on k parameters: the loss gradient ``x * grad`` and the penalty of the
+    steps ``elapsed`` since they were last touched."""
     cdef Py_ssize_t s
     cdef double g, decay
     cdef float scale
     if cfg.schedule == ADAGRAD:
         for s in range(k):
-            g = grad[s] + reg * elapsed * p[s]
+            g = x * grad[s] + reg * elapsed * p[s]
             acc[s] = acc[s] + g * g
             # The step's scale in single precision: its square root and division,
             # the costliest operations of a step, run twice as wide.
@@ -386,7 +405,7 @@ cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ss
         return
     decay = pow(1 - eta * reg, elapsed) if eta * reg < 1 else 0
     for s in range(k):
-        p[s] = p[s] * decay - eta * grad[s]
+        p[s] = p[s] * decay - eta * x * grad[s]
 
 
 cdef struct Work:
@@ -466,6 +485,30 @@ cdef void _apply_items(const Settings* cfg, const Step* st, Py_ssize_t k, floati
                     elapsed, st.eta, cfg)
 
 
+cdef void _query_steps(const Settings* cfg, const Step* st, Py_ssize_t k, Py_ssize_t d,
+                       floating* Pb, floating* acc_Pb, floating* gamma,
+                       floating* acc_gamma, const long long* last_touch,
+                       const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
+                       const floating* grad_rows, const floating* shared,
+                       const floating* g_gamma, Py_ssize_t n_dummy) noexcept nogil:
+    """The steps on the query's factor rows of one block: gradients ``grad_rows`` (a
+    row per nonzero), or x_j ``shared`` (one row for all), and on the dummies."""
+    cdef Py_ssize_t z, j
+    for z in range(q_nnz):
+        j = q_ind[z]
+        if shared != NULL:
+            _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL, shared, k,
+                    cfg.beta, _elapsed(last_touch, j, st.own), st.eta, cfg, q_val[z])
+        else:
+            _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL,
+                    grad_rows + z * k, k, cfg.beta, _elapsed(last_touch, j, st.own),
+                    st.eta, cfg)
+    for z in range(n_dummy):
+        _update(gamma + z * k, acc_gamma + z * k if acc_gamma != NULL else NULL,
+                g_gamma + z * k, k, cfg.beta, _elapsed(last_touch, d, st.own), st.eta,
+                cfg)
+
+
 cdef void _touch(long long* last_touch, const int64_t* ind, Py_ssize_t nnz,
                  long long step) noexcept nogil:
     cdef Py_ssize_t z
@@ -489,7 +532,10 @@ cdef inline void _forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
         n_dummy = cfg.n_dummy if (dummies and b == 0) else 0
         m = degrees[b]
         if m == 2 and n_dummy == 0:  # no table: the backward pass has a closed form
-            _values2(P + b * d * k, k, ind, val, nnz, values + b * stride)
+            if dummies:
+                _values1(P + b * d * k, k, ind, val, nnz, values + b * stride)
+            else:
+                _values2(P + b * d * k, k, ind, val, nnz, values + b * stride)
             continue
         anova_table(P + b * d * k, k, gamma if n_dummy > 0 else <const floating*> NULL,
                     n_dummy, ind, val, nnz, m, tables + b * table_size)
@@ -590,11 +636,18 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
                     adj[t * k + s] = st.g * (p_values[b * stride + (m - t) * k + s]
                                              - n_values[b * stride + (m - t) * k + s])
             if m == 2 and n_dummy == 0:
-                _backward2(Pb, k, q_ind, q_val, q_nnz, q_values + b * stride, adj, g_query)
+                # The query's gradient at degree 2 is x_j c_1, c_1 = adj[k:2k]: formed
+                # in each step, not written out first.  (The steps on the query's
+                # rows come before the items' backward passes, which read only the
+                # items' rows.)
+                _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                             q_ind, q_val, q_nnz, NULL, adj + k, g_gamma, 0)
             else:
                 anova_backward(Pb, k, gamma if n_dummy > 0 else <floating*> NULL,
                                n_dummy, q_ind, q_val, q_nnz, m,
                                q_tables + b * work.query_table, adj, g_query, g_gamma)
+                _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                             q_ind, q_val, q_nnz, g_query, NULL, g_gamma, n_dummy)
             for t in range(m + 1):
                 for s in range(k):
                     adj[t * k + s] = st.g * q_values[b * stride + (m - t) * k + s]
@@ -628,15 +681,8 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
             for s in range(k):
                 adj[s] = -st.g * q_values[s]
             _scale_rows(g_neg, n_nnz, adj, k)
-        for z in range(q_nnz):
-            j = q_ind[z]
-            _update(Pb + j * k, acc_Pb + j * k if acc_Pb != NULL else NULL,
-                    g_query + z * k, k, cfg.beta, _elapsed(last_touch, j, own), st.eta,
-                    cfg)
-        for z in range(n_dummy):
-            _update(gamma + z * k, acc_gamma + z * k if acc_gamma != NULL else NULL,
-                    g_gamma + z * k, k, cfg.beta, _elapsed(last_touch, d, own), st.eta,
-                    cfg)
+            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, 0)
         _apply_items(cfg, &st, k, w, acc_w, Pb, acc_Pb, cfg.fit_linear and b == 0,
                      last_touch, p_ind, p_val, p_nnz, g_pos, n_ind, n_val, n_nnz, g_neg)
     _touch(last_touch, q_ind, q_nnz, own)
