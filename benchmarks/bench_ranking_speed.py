@@ -3,8 +3,8 @@ synthetic positives, polylite's FactorizationMachineRanker beside LightFM on the
 (user, item) pairs.
 
 Data: ``polylite.datasets.make_recommender`` draws (user, item) pairs with long-tailed
-user activity and item popularity (100,000 users, 20,000 items by default); the distinct
-pairs are the positives.  Both models see ids only, k = 10 components, learning rate
+user activity and item popularity (100,000 users, 20,000 items by default); 10^7
+distinct pairs are the positives.  Both models see ids only, k = 10 components, learning rate
 0.05 (AdaGrad), and run one epoch from a fresh model (the first epoch: a WARP pass
 then finds a violating negative within few draws, as it does early in any fit; later
 epochs draw more negatives per positive and run longer, for both libraries alike).
@@ -37,10 +37,16 @@ LEARNING_RATE = 0.05
 
 
 def pairs(n_positives, n_users, n_items, seed=0):
-    """Distinct (user, item) pairs drawn by make_recommender (its rows repeat some)."""
-    table, _ = make_recommender(n_positives, n_users=n_users, n_items=n_items,
-                                n_numeric=0, return_table=True, random_state=seed)
-    keys = np.unique(table["user_id"] * n_items + table["item_id"])
+    """``n_positives`` distinct (user, item) pairs drawn by make_recommender (its rows
+    repeat popular pairs: more are drawn until enough are distinct), in random order."""
+    keys, draws = np.zeros(0, dtype=np.int64), n_positives
+    while keys.size < n_positives:
+        table, _ = make_recommender(draws, n_users=n_users, n_items=n_items,
+                                    n_numeric=0, return_table=True, random_state=seed)
+        keys = np.unique(np.concatenate([keys, table["user_id"] * n_items +
+                                         table["item_id"]]))
+        seed, draws = seed + 1, 2 * draws
+    keys = np.random.default_rng(seed).permutation(keys)[:n_positives]
     return keys // n_items, keys % n_items
 
 

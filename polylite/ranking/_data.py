@@ -22,6 +22,9 @@ from ..relational import RelationalMatrix, RelationBlock
 # all of them together hold at most EXPANDED_NNZ nonzeros (then once for every pass).
 CHUNK_ROWS = 65536
 EXPANDED_NNZ = 2 ** 22
+# The seen pairs as a bitmap when it takes at most this much memory (it then mostly
+# stays in cache; larger, a lookup would be a miss to memory).
+BITMAP_BYTES = 2 ** 22
 
 
 class Positives(NamedTuple):
@@ -37,10 +40,8 @@ class Catalogue(NamedTuple):
     items: sp.csr_matrix         # one row per item, at its columns of the model, int64
     seen_indptr: np.ndarray      # int64: user u's seen items are seen[seen_indptr[u]:...]
     seen: np.ndarray             # int64, sorted per user
-    seen_hash: np.ndarray        # int64: the seen (user, item) pairs, hashed
     seen_bits: np.ndarray        # uint64: their bitmap (users x items), or empty
     cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
-    item_ids: np.ndarray         # catalogue row -> the item's key in the input
     n_users: int
 
 
@@ -193,7 +194,7 @@ def user_codes(query, users):
     return distinct_rows(query.to_csr())[0]
 
 
-def catalogue_of(table, item, users, n_users, sample_weight_positive=None):
+def catalogue_of(table, item):
     """The catalogue (the table's rows that have features) and each positive's row of
     it; raises for a positive whose item has no features."""
     nonempty = np.diff(table.indptr) > 0
@@ -206,25 +207,24 @@ def catalogue_of(table, item, users, n_users, sample_weight_positive=None):
             f"items")
     items = _int64_csr(table[nonempty])
     codes = row_of[item].astype(np.int64)
-    return items, codes, np.flatnonzero(nonempty)
+    return items, codes
 
 
 def seen_sets(user, item, n_users, n_items):
-    """Every user's seen items, sorted, as (indptr, items, hash table of the pairs,
-    bitmap of the pairs or an empty array): the bitmap when it is no larger than the
-    hash table (a dense catalogue), as it is faster to look up."""
-    from ._pairwise import seen_bitmap, seen_hash_table
+    """Every user's seen items, sorted, as (indptr, items), and their bitmap (users x
+    items, a row of ceil(n_items / 64) words per user) when it is small enough to stay
+    in cache (else an empty array): the passes look draws up in it, or in the user's
+    sorted list."""
+    from ._pairwise import seen_bitmap
     pairs = sp.csr_matrix((np.ones(user.shape[0], dtype=np.int8), (user, item)),
                           shape=(n_users, n_items))
     pairs.sum_duplicates()
     pairs.sort_indices()
     indptr, seen = pairs.indptr.astype(np.int64), pairs.indices.astype(np.int64)
+    if n_users * ((n_items + 63) // 64) * 8 > BITMAP_BYTES:
+        return indptr, seen, np.zeros(0, dtype=np.uint64)
     owners = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(indptr))
-    table = seen_hash_table(owners, seen, n_items)
-    bitmap_bytes = n_users * ((n_items + 63) // 64) * 8
-    bits = (seen_bitmap(owners, seen, n_users, n_items) if bitmap_bytes <= table.nbytes
-            else np.zeros(0, dtype=np.uint64))
-    return indptr, seen, table, bits
+    return indptr, seen, seen_bitmap(owners, seen, n_users, n_items)
 
 
 def popularity(item, n_items):

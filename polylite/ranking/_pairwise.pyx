@@ -140,34 +140,28 @@ cdef inline void _seed(Rng* r, uint64_t seed) noexcept nogil:
 cdef struct Negatives:
     const int64_t* seen_ptr     # user u's seen items: seen[seen_ptr[u]:seen_ptr[u + 1]]
     const int64_t* seen         # sorted per user
-    const int64_t* seen_hash    # the (user, item) keys of the seen pairs, hashed
-    Py_ssize_t hash_mask        # the hash table's size - 1 (a power of two)
-    const uint64_t* seen_bits   # or a bit per (user, item), rows of user_words words
+    const uint64_t* seen_bits   # or NULL: a bit per (user, item), user_words per user
     Py_ssize_t user_words
     const double* cumulative    # popularity: cumulative weights of the items (or NULL)
     Py_ssize_t n_items
 
 
-cdef inline uint64_t _slot(int64_t key, Py_ssize_t mask) noexcept nogil:
-    # Fibonacci hashing: the high bits of key * 2^64 / golden ratio.
-    return ((<uint64_t> key * <uint64_t> 0x9E3779B97F4A7C15) >> 20) & <uint64_t> mask
-
-
 cdef inline bint _is_seen(const Negatives* neg, Py_ssize_t user,
                           Py_ssize_t item) noexcept nogil:
     """Whether the user has seen the item: a bit of the users x items bitmap when it is
-    small (it then stays in cache), else one probe sequence of the open-addressing table
-    (at most half full), usually one cache line; a bisection of the user's list would
-    wait on a chain of loads."""
+    small enough to stay in cache, else a branch-free bisection of the user's sorted
+    list (which stays in cache over the draws of one positive, all of one user)."""
+    cdef Py_ssize_t base, n, half
     if neg.seen_bits != NULL:
         return (neg.seen_bits[user * neg.user_words + (item >> 6)] >> (item & 63)) & 1
-    cdef int64_t key = user * neg.n_items + item
-    cdef uint64_t i = _slot(key, neg.hash_mask)
-    while neg.seen_hash[i] != -1:
-        if neg.seen_hash[i] == key:
-            return True
-        i = (i + 1) & <uint64_t> neg.hash_mask
-    return False
+    base, n = neg.seen_ptr[user], neg.seen_ptr[user + 1] - neg.seen_ptr[user]
+    if n == 0:
+        return False
+    while n > 1:
+        half = n // 2
+        base = base + half if neg.seen[base + half] <= item else base
+        n -= half
+    return neg.seen[base] == item
 
 
 cdef inline Py_ssize_t _uniform_unseen(Rng* r, const int64_t* seen, Py_ssize_t lo,
@@ -223,29 +217,6 @@ def seen_bitmap(const int64_t[::1] users, const int64_t[::1] items, Py_ssize_t n
     with nogil:
         for i in range(users.shape[0]):
             bits[users[i] * words + (items[i] >> 6)] |= (<uint64_t> 1) << (items[i] & 63)
-    return out
-
-
-def seen_hash_table(const int64_t[::1] users, const int64_t[::1] items,
-                    Py_ssize_t n_items):
-    """The open-addressing table of the (user, item) pairs the passes look negatives up
-    in (-1: an empty slot; at most half full)."""
-    import numpy as np
-    cdef Py_ssize_t n = users.shape[0], size = 2, i
-    while size < 2 * n + 2:
-        size *= 2
-    out = np.full(size, -1, dtype=np.int64)
-    cdef int64_t[::1] table = out
-    cdef int64_t key
-    cdef uint64_t slot
-    cdef Py_ssize_t mask = size - 1
-    with nogil:
-        for i in range(n):
-            key = users[i] * n_items + items[i]
-            slot = _slot(key, mask)
-            while table[slot] != -1 and table[slot] != key:
-                slot = (slot + 1) & <uint64_t> mask
-            table[slot] = key
     return out
 
 
@@ -306,11 +277,13 @@ cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize
 
 
 cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
-                          const floating* val, Py_ssize_t nnz,
-                          floating* values) noexcept nogil:
+                          const floating* val, Py_ssize_t nnz, floating* values,
+                          bint top=True) noexcept nogil:
     """A_0, A_1, A_2 of a row for a block of degree 2 (no dummies): the dynamic
     programme written out, without the table its general backward pass needs (that of
-    degree 2 has a closed form, :func:`_backward2`)."""
+    degree 2 has a closed form, :func:`_backward2`).  ``top=False`` (a query row) leaves
+    A_2 at 0: the query's own A_2 is the same for every item and never enters a score
+    difference."""
     cdef Py_ssize_t s, z
     cdef const floating* row
     cdef floating x, q
@@ -321,29 +294,14 @@ cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
     for z in range(nnz):
         row = P + ind[z] * k
         x = val[z]
-        for s in range(k):
-            q = x * row[s]
-            values[2 * k + s] += q * values[k + s]
-            values[k + s] += q
-
-
-cdef inline void _values1(const floating* P, Py_ssize_t k, const int64_t* ind,
-                          const floating* val, Py_ssize_t nnz,
-                          floating* values) noexcept nogil:
-    """A_0 and A_1 of a query row for a block of degree 2, A_2 left 0: the query's own
-    A_2 is the same for every item and never enters a score difference."""
-    cdef Py_ssize_t s, z
-    cdef const floating* row
-    cdef floating x
-    for s in range(k):
-        values[s] = 1
-        values[k + s] = 0
-        values[2 * k + s] = 0
-    for z in range(nnz):
-        row = P + ind[z] * k
-        x = val[z]
-        for s in range(k):
-            values[k + s] += x * row[s]
+        if top:
+            for s in range(k):
+                q = x * row[s]
+                values[2 * k + s] += q * values[k + s]
+                values[k + s] += q
+        else:
+            for s in range(k):
+                values[k + s] += x * row[s]
 
 
 cdef inline void _backward2(const floating* P, Py_ssize_t k, const int64_t* ind,
@@ -532,10 +490,7 @@ cdef inline void _forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
         n_dummy = cfg.n_dummy if (dummies and b == 0) else 0
         m = degrees[b]
         if m == 2 and n_dummy == 0:  # no table: the backward pass has a closed form
-            if dummies:
-                _values1(P + b * d * k, k, ind, val, nnz, values + b * stride)
-            else:
-                _values2(P + b * d * k, k, ind, val, nnz, values + b * stride)
+            _values2(P + b * d * k, k, ind, val, nnz, values + b * stride, not dummies)
             continue
         anova_table(P + b * d * k, k, gamma if n_dummy > 0 else <const floating*> NULL,
                     n_dummy, ind, val, nnz, m, tables + b * table_size)
@@ -794,8 +749,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     row of them (``query_row``), its item (``positive``, a row of the catalogue), user
     (``user``) and weight (``weight``).  ``catalogue``: the item rows (``items``, CSR of
     int64 indices), every user's seen items (``seen_indptr``, ``seen``, sorted per
-    user; ``seen_hash``, the pairs' table from :func:`seen_hash_table`; ``seen_bits``,
-    their bitmap from :func:`seen_bitmap`, or empty) and, for popularity sampling, the
+    user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty) and, for popularity sampling, the
     items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
     ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD), and per
     thread its steps in the epoch (``thread_steps``) and the step at which it last
@@ -834,7 +788,6 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef const int64_t[::1] i_ptr = items.indptr
     cdef const int64_t[::1] seen_ptr = catalogue.seen_indptr
     cdef const int64_t[::1] seen = catalogue.seen
-    cdef const int64_t[::1] seen_hash = catalogue.seen_hash
     cdef const uint64_t[::1] seen_bits = catalogue.seen_bits
     cdef const double[::1] cumulative = catalogue.cumulative
     cdef Py_ssize_t n_rows = positive.shape[0], n_threads = seeds.shape[0]
@@ -861,10 +814,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
             or q_row.shape[0] != n_rows or user.shape[0] != n_rows
             or weight.shape[0] != n_rows or items.shape[1] != d or query.shape[1] != d
             or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
-            or seen_hash.shape[0] < 2 * seen.shape[0]
             or (seen_bits.shape[0] > 0 and seen_bits.shape[0] !=
                 (seen_ptr.shape[0] - 1) * ((i_ptr.shape[0] - 1 + 63) // 64))
-            or (seen_hash.shape[0] & (seen_hash.shape[0] - 1)) != 0
             or cfg.n_blocks != P.shape[0] or cfg.n_dummy != gamma.shape[0]
             or (adagrad and (acc_w.shape[0] != d or acc_P.shape[0] != P.shape[0]
                              or acc_P.shape[1] != d or acc_P.shape[2] != k
@@ -877,8 +828,6 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         raise ValueError("pairwise_pass: a query row, item or user index is out of range")
     negatives.seen_ptr = &seen_ptr[0]
     negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
-    negatives.seen_hash = &seen_hash[0]
-    negatives.hash_mask = seen_hash.shape[0] - 1
     negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
     negatives.user_words = (i_ptr.shape[0] - 1 + 63) // 64
     negatives.cumulative = &cumulative[0] if cfg.popularity else NULL
@@ -943,7 +892,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
 
 
 def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
-                   const int64_t[::1] seen_hash, const uint64_t[::1] seen_bits,
+                   const uint64_t[::1] seen_bits,
                    const double[::1] cumulative,
                    Py_ssize_t n_items, Py_ssize_t user, Py_ssize_t n_draws, uint64_t seed):
     """``n_draws`` negatives of ``user`` as the passes draw them (popularity when
@@ -958,8 +907,6 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
         raise ValueError("the user has seen every item")
     negatives.seen_ptr = &seen_indptr[0]
     negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
-    negatives.seen_hash = &seen_hash[0]
-    negatives.hash_mask = seen_hash.shape[0] - 1
     negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
     negatives.user_words = (n_items + 63) // 64
     negatives.cumulative = &cumulative[0] if cumulative.shape[0] > 0 else NULL

@@ -293,14 +293,13 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         query, item_rows, table, users = _data.split_positives(X, columns, X.dtype)
         users = _data.user_codes(query, users)
         n_users = int(users.max()) + 1
-        items, item, _ = _data.catalogue_of(table, item_rows, users, n_users)
+        items, item = _data.catalogue_of(table, item_rows)
         n_items = items.shape[0]
-        seen_indptr, seen, seen_hash, seen_bits = _data.seen_sets(users, item, n_users,
-                                                                   n_items)
+        seen_indptr, seen, seen_bits = _data.seen_sets(users, item, n_users, n_items)
         cumulative = (_data.popularity(item[:n][positive], n_items)
                       if self.negatives == "popularity" else np.zeros(0))
-        catalogue = _data.Catalogue(items, seen_indptr, seen, seen_hash, seen_bits,
-                                    cumulative, None, n_users)
+        catalogue = _data.Catalogue(items, seen_indptr, seen, seen_bits, cumulative,
+                                    n_users)
         everything = _data.Positives(query, item, users, sw)
 
         def subset(rows):
