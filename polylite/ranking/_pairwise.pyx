@@ -44,6 +44,7 @@ cdef enum:
     # memory: request the rows' pointers this far ahead, the rows (their indices) two
     # thirds as far, their parameters a third as far.
     PREFETCH_AHEAD = 12
+    RING = 16           # > PREFETCH_AHEAD: the first negatives drawn ahead
 
 cdef enum:
     BPR = 0
@@ -181,26 +182,33 @@ cdef inline Py_ssize_t _uniform_unseen(Rng* r, const int64_t* seen, Py_ssize_t l
     return rank + base + (1 if seen[lo + base] - base <= rank else 0)
 
 
-cdef inline Py_ssize_t _negative(Rng* r, const Negatives* neg, Py_ssize_t user) noexcept nogil:
+cdef inline Py_ssize_t _draw(Rng* r, const Negatives* neg) noexcept nogil:
+    """An item drawn uniformly or by popularity (seen or not)."""
+    cdef Py_ssize_t a, b, mid
+    cdef double u
+    if neg.cumulative == NULL:
+        return _below(r, neg.n_items)
+    u = _uniform(r) * neg.cumulative[neg.n_items - 1]
+    a, b = 0, neg.n_items - 1
+    while a < b:  # the first item whose cumulative weight exceeds u
+        mid = (a + b) // 2
+        if neg.cumulative[mid] > u:
+            b = mid
+        else:
+            a = mid + 1
+    return a
+
+
+cdef inline Py_ssize_t _negative(Rng* r, const Negatives* neg, Py_ssize_t user,
+                                 Py_ssize_t first) noexcept nogil:
     """A negative item of ``user``, never one the user has seen: drawn (uniformly or by
     popularity) until unseen, at most MAX_REJECTIONS times, then uniformly among the
     unseen items by :func:`_uniform_unseen` (uniform draws stay exactly uniform over
-    the unseen items either way)."""
-    cdef Py_ssize_t item, a, b, mid, attempt
-    cdef double u
+    the unseen items either way).  ``first``: the first draw, made ahead of time (its
+    memory requested early), or -1."""
+    cdef Py_ssize_t item, attempt
     for attempt in range(MAX_REJECTIONS):
-        if neg.cumulative != NULL:
-            u = _uniform(r) * neg.cumulative[neg.n_items - 1]
-            a, b = 0, neg.n_items - 1
-            while a < b:  # the first item whose cumulative weight exceeds u
-                mid = (a + b) // 2
-                if neg.cumulative[mid] > u:
-                    b = mid
-                else:
-                    a = mid + 1
-            item = a
-        else:
-            item = _below(r, neg.n_items)
+        item = first if attempt == 0 and first >= 0 else _draw(r, neg)
         if not _is_seen(neg, user, item):
             return item
     return _uniform_unseen(r, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
@@ -504,7 +512,8 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
                 const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
                 Py_ssize_t positive, Py_ssize_t user, double weight,
                 const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
-                const Negatives* negatives, long long step, long long own, Rng* rng,
+                const Negatives* negatives, Py_ssize_t first, long long step,
+                long long own, Rng* rng,
                 floating* buf, const Work* work, Totals* totals) noexcept nogil:
     """One positive: the query's values once, the positive's, negatives drawn (BPR: one;
     WARP: until one violates the margin), then the step on every parameter the pair
@@ -547,7 +556,7 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
-        negative = _negative(rng, negatives, user)
+        negative = _negative(rng, negatives, user, first if trials == 1 else -1)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
         _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
@@ -664,33 +673,66 @@ cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floatin
                 POLYLITE_PREFETCH(acc_P + (b * d + j) * k + k - 1)
 
 
-cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const int64_t* q_row,
-                                 const int64_t* q_ptr, const int64_t* q_ind,
-                                 const floating* q_data,
-                                 const int64_t* positive, const int64_t* i_ptr,
-                                 const int64_t* i_ind, const floating* P,
-                                 const floating* acc_P, const long long* last_touch,
-                                 Py_ssize_t n_blocks, Py_ssize_t d,
-                                 Py_ssize_t k) noexcept nogil:
-    """The three stages of PREFETCH_AHEAD for the positives after ``pos``."""
-    cdef Py_ssize_t r
-    if pos + PREFETCH_AHEAD < end:
-        POLYLITE_PREFETCH(q_ptr + q_row[pos + PREFETCH_AHEAD])
-        POLYLITE_PREFETCH(i_ptr + positive[pos + PREFETCH_AHEAD])
-    if pos + 2 * PREFETCH_AHEAD // 3 < end:
+cdef struct Ahead:
+    # What the passes read of the positives still to come (see PREFETCH_AHEAD).
+    const int64_t* q_row
+    const int64_t* q_ptr
+    const int64_t* q_ind
+    const int64_t* positive
+    const int64_t* user
+    const int64_t* i_ptr
+    const int64_t* i_ind
+    const Negatives* negatives
+    Py_ssize_t* first       # each positive's first negative drawn ahead: RING entries
+    Py_ssize_t end
+
+
+cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, Rng* rng,
+                                 const floating* q_data, const floating* i_data,
+                                 const floating* P, const floating* acc_P,
+                                 const long long* last_touch, Py_ssize_t n_blocks,
+                                 Py_ssize_t d, Py_ssize_t k) noexcept nogil:
+    """The three stages of PREFETCH_AHEAD for the positives after ``pos``: the rows'
+    pointers, the rows, then their parameters, of the query, the positive item and the
+    first negative, drawn that far ahead (a negative is a random item: its memory
+    would otherwise be a miss at every draw on a large catalogue)."""
+    cdef Py_ssize_t r, c, u
+    cdef const Negatives* neg = a.negatives
+    if pos + PREFETCH_AHEAD < a.end:
+        POLYLITE_PREFETCH(a.q_ptr + a.q_row[pos + PREFETCH_AHEAD])
+        POLYLITE_PREFETCH(a.i_ptr + a.positive[pos + PREFETCH_AHEAD])
+        c = _draw(rng, neg)
+        a.first[(pos + PREFETCH_AHEAD) % RING] = c
+        POLYLITE_PREFETCH(a.i_ptr + c)
+        u = a.user[pos + PREFETCH_AHEAD]
+        if neg.seen_bits != NULL:
+            POLYLITE_PREFETCH(neg.seen_bits + u * neg.user_words + (c >> 6))
+        else:
+            POLYLITE_PREFETCH(neg.seen_ptr + u)
+    if pos + 2 * PREFETCH_AHEAD // 3 < a.end:
         # The whole query row: with implicit feedback it spans many cache lines.
-        r = q_row[pos + 2 * PREFETCH_AHEAD // 3]
-        polylite_prefetch_block(q_ind + q_ptr[r], (q_ptr[r + 1] - q_ptr[r]) * sizeof(int64_t))
-        polylite_prefetch_block(q_data + q_ptr[r],
-                                (q_ptr[r + 1] - q_ptr[r]) * sizeof(floating))
-        POLYLITE_PREFETCH(i_ind + i_ptr[positive[pos + 2 * PREFETCH_AHEAD // 3]])
-    if pos + PREFETCH_AHEAD // 3 < end:
-        r = q_row[pos + PREFETCH_AHEAD // 3]
-        _prefetch_row(q_ind + q_ptr[r], q_ptr[r + 1] - q_ptr[r], P, acc_P, last_touch,
-                      n_blocks, d, k)
-        r = positive[pos + PREFETCH_AHEAD // 3]
-        _prefetch_row(i_ind + i_ptr[r], i_ptr[r + 1] - i_ptr[r], P, acc_P, last_touch,
-                      n_blocks, d, k)
+        r = a.q_row[pos + 2 * PREFETCH_AHEAD // 3]
+        polylite_prefetch_block(a.q_ind + a.q_ptr[r],
+                                (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(int64_t))
+        polylite_prefetch_block(q_data + a.q_ptr[r],
+                                (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(floating))
+        POLYLITE_PREFETCH(a.i_ind + a.i_ptr[a.positive[pos + 2 * PREFETCH_AHEAD // 3]])
+        c = a.first[(pos + 2 * PREFETCH_AHEAD // 3) % RING]
+        POLYLITE_PREFETCH(a.i_ind + a.i_ptr[c])
+        POLYLITE_PREFETCH(i_data + a.i_ptr[c])
+        if neg.seen_bits == NULL:  # the start of the user's list, which the search reads
+            u = a.user[pos + 2 * PREFETCH_AHEAD // 3]
+            POLYLITE_PREFETCH(neg.seen + neg.seen_ptr[u])
+    if pos + PREFETCH_AHEAD // 3 < a.end:
+        r = a.q_row[pos + PREFETCH_AHEAD // 3]
+        _prefetch_row(a.q_ind + a.q_ptr[r], a.q_ptr[r + 1] - a.q_ptr[r], P, acc_P,
+                      last_touch, n_blocks, d, k)
+        r = a.positive[pos + PREFETCH_AHEAD // 3]
+        _prefetch_row(a.i_ind + a.i_ptr[r], a.i_ptr[r + 1] - a.i_ptr[r], P, acc_P,
+                      last_touch, n_blocks, d, k)
+        c = a.first[(pos + PREFETCH_AHEAD // 3) % RING]
+        _prefetch_row(a.i_ind + a.i_ptr[c], a.i_ptr[c + 1] - a.i_ptr[c], P, acc_P,
+                      last_touch, n_blocks, d, k)
 
 
 cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
@@ -801,6 +843,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef Py_ssize_t lo, hi, pos, start, row
     cdef long long own
     cdef long long* touched
+    cdef Ahead common, ahead
+    cdef Py_ssize_t* ring
     cdef Rng rng
     cdef floating* buf
     cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
@@ -833,6 +877,9 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     negatives.cumulative = &cumulative[0] if cfg.popularity else NULL
     negatives.n_items = i_ptr.shape[0] - 1
     work = _work_layout(&cfg, k)
+    common.q_row, common.q_ptr, common.q_ind = &q_row[0], &q_ptr[0], &q_ind[0]
+    common.positive, common.user = &positive[0], &user[0]
+    common.i_ptr, common.i_ind, common.negatives = &i_ptr[0], &i_ind[0], &negatives
     # Each thread's totals a cache line apart at least: it updates them every positive.
     totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
     if totals == NULL:
@@ -848,14 +895,19 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         mine = &totals[t * TOTALS_STRIDE]
         touched = &last_touch[t, 0]
         own = own_steps[t]
+        ahead = common  # each thread its own copy, and its own ring of draws
+        ring = <Py_ssize_t*> malloc(RING * sizeof(Py_ssize_t))
+        ahead.first = ring
         buf = <floating*> malloc(work.size * sizeof(floating))
-        if buf == NULL:
+        if buf == NULL or ring == NULL:
             mine.finite = False
         elif thread_range(t, threads, n_rows, &lo, &hi):
             _seed(&rng, seeds[t])
+            ahead.end = hi
+            for pos in range(lo, min(lo + PREFETCH_AHEAD, hi)):
+                ring[pos % RING] = _draw(&rng, &negatives)
             for pos in range(lo, hi):
-                _prefetch_ahead(pos, hi, &q_row[0], &q_ptr[0], &q_ind[0], &q_data[0],
-                                &positive[0], &i_ptr[0], &i_ind[0], &P[0, 0, 0],
+                _prefetch_ahead(pos, &ahead, &rng, &q_data[0], &i_data[0], &P[0, 0, 0],
                                 acc_P_ptr, touched, cfg.n_blocks, d, k)
                 row = q_row[pos]
                 start = q_ptr[row]
@@ -865,7 +917,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
                              &q_ind[0] + start, &q_data[0] + start,
                              q_ptr[row + 1] - start, positive[pos], user[pos],
                              weight[pos], &i_data[0], &i_ind[0], &i_ptr[0], &negatives,
-                             step0 + pos + 1, own, &rng, buf, &work, mine):
+                             ring[pos % RING], step0 + pos + 1, own, &rng, buf, &work,
+                             mine):
                     mine.finite = False
                     break
                 mine.weight += weight[pos]
@@ -878,6 +931,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
                         &w[0], acc_w_ptr, &P[0, 0, 0], acc_P_ptr, gamma_ptr,
                         acc_gamma_ptr, d, k, _step_size(&cfg, step0 + n_rows), buf)
         free(buf)
+        free(ring)
     total = totals[0]
     for t in range(1, n_threads):
         mine = &totals[t * TOTALS_STRIDE]
@@ -913,5 +967,5 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     negatives.n_items = n_items
     _seed(&rng, seed)
     for i in range(n_draws):
-        draws[i] = _negative(&rng, &negatives, user)
+        draws[i] = _negative(&rng, &negatives, user, -1)
     return out
