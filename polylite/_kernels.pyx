@@ -593,6 +593,9 @@ def table_terms(const floating[::1] data, const index_t[::1] indices,
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
+                # Assigned here, lo and hi are the thread's own (Cython shares, in a
+                # prange, what the body only passes by address).
+                lo = hi = 0
                 if thread_range(t, n_threads, n, &lo, &hi):
                     for i in range(lo, hi):
                         _table_row_terms(val_ptr + indptr[i], ind_ptr + indptr[i],
@@ -724,6 +727,9 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
+                # Assigned here, lo and hi are the thread's own (Cython shares, in a
+                # prange, what the body only passes by address).
+                lo = hi = 0
                 if thread_range(t, n_threads, n, &lo, &hi):
                     _relational_rows(
                         lo, hi, data_ptr, ind_ptr, &indptr[0], intercept, w_ptr, P_ptr,

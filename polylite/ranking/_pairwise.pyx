@@ -44,7 +44,12 @@ cdef enum:
     # memory: request the rows' pointers this far ahead, the rows (their indices) two
     # thirds as far, their parameters a third as far.
     PREFETCH_AHEAD = 12
-    RING = 16           # > PREFETCH_AHEAD: the first negatives drawn ahead
+    # Negatives are drawn this many draws ahead of their use, from one stream per
+    # thread (a positive's draws, then the next positive's): a random item's row and
+    # parameters are requested when it is drawn, and its features' parameters a third
+    # of the way before its use.
+    DRAWS_AHEAD = 12
+    RING = 16           # > DRAWS_AHEAD
 
 cdef enum:
     BPR = 0
@@ -199,19 +204,59 @@ cdef inline Py_ssize_t _draw(Rng* r, const Negatives* neg) noexcept nogil:
     return a
 
 
-cdef inline Py_ssize_t _negative(Rng* r, const Negatives* neg, Py_ssize_t user,
-                                 Py_ssize_t first) noexcept nogil:
-    """A negative item of ``user``, never one the user has seen: drawn (uniformly or by
-    popularity) until unseen, at most MAX_REJECTIONS times, then uniformly among the
-    unseen items by :func:`_uniform_unseen` (uniform draws stay exactly uniform over
-    the unseen items either way).  ``first``: the first draw, made ahead of time (its
-    memory requested early), or -1."""
+cdef struct Draws:
+    # A thread's stream of draws, made DRAWS_AHEAD ahead of their use.
+    Py_ssize_t* ring        # RING entries
+    long long used          # draws taken so far
+    Rng* rng
+    const Negatives* negatives
+    const int64_t* i_ptr
+    const int64_t* i_ind
+
+
+cdef inline void _start_draws(Draws* dr) noexcept nogil:
+    cdef Py_ssize_t i
+    dr.used = 0
+    for i in range(DRAWS_AHEAD):
+        dr.ring[i] = _draw(dr.rng, dr.negatives)
+
+
+cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const floating* P,
+                                  const floating* acc_P, const long long* last_touch,
+                                  Py_ssize_t n_blocks, Py_ssize_t d,
+                                  Py_ssize_t k) noexcept nogil:
+    """The next draw of the stream; draws the one DRAWS_AHEAD later (requesting its
+    row's pointer), and requests the row of the draw two thirds as far ahead and the
+    parameters of the one a third as far."""
+    cdef Py_ssize_t item = dr.ring[dr.used % RING], c
+    c = _draw(dr.rng, dr.negatives)
+    dr.ring[(dr.used + DRAWS_AHEAD) % RING] = c
+    POLYLITE_PREFETCH(dr.i_ptr + c)
+    c = dr.ring[(dr.used + 2 * DRAWS_AHEAD // 3) % RING]
+    POLYLITE_PREFETCH(dr.i_ind + dr.i_ptr[c])
+    POLYLITE_PREFETCH(i_data + dr.i_ptr[c])
+    c = dr.ring[(dr.used + DRAWS_AHEAD // 3) % RING]
+    _prefetch_row(dr.i_ind + dr.i_ptr[c], dr.i_ptr[c + 1] - dr.i_ptr[c], P, acc_P,
+                  last_touch, n_blocks, d, k)
+    dr.used += 1
+    return item
+
+
+cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_data,
+                                 const floating* P, const floating* acc_P,
+                                 const long long* last_touch, Py_ssize_t n_blocks,
+                                 Py_ssize_t d, Py_ssize_t k) noexcept nogil:
+    """A negative item of ``user``, never one the user has seen: draws of the stream
+    (uniform or by popularity) until an unseen one, at most MAX_REJECTIONS, then one
+    uniform among the unseen items by :func:`_uniform_unseen` (uniform draws stay
+    exactly uniform over the unseen items either way)."""
     cdef Py_ssize_t item, attempt
+    cdef const Negatives* neg = dr.negatives
     for attempt in range(MAX_REJECTIONS):
-        item = first if attempt == 0 and first >= 0 else _draw(r, neg)
+        item = _next_draw(dr, i_data, P, acc_P, last_touch, n_blocks, d, k)
         if not _is_seen(neg, user, item):
             return item
-    return _uniform_unseen(r, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
+    return _uniform_unseen(dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
                            neg.n_items)
 
 
@@ -512,8 +557,8 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
                 const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
                 Py_ssize_t positive, Py_ssize_t user, double weight,
                 const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
-                const Negatives* negatives, Py_ssize_t first, long long step,
-                long long own, Rng* rng,
+                const Negatives* negatives, Draws* draws, long long step,
+                long long own,
                 floating* buf, const Work* work, Totals* totals) noexcept nogil:
     """One positive: the query's values once, the positive's, negatives drawn (BPR: one;
     WARP: until one violates the margin), then the step on every parameter the pair
@@ -556,7 +601,7 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
-        negative = _negative(rng, negatives, user, first if trials == 1 else -1)
+        negative = _negative(draws, user, i_data, P, acc_P, last_touch, nb, d, k)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
         _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
@@ -680,35 +725,27 @@ cdef struct Ahead:
     const int64_t* q_ind
     const int64_t* positive
     const int64_t* user
+    const double* weight
     const int64_t* i_ptr
     const int64_t* i_ind
     const Negatives* negatives
-    Py_ssize_t* first       # each positive's first negative drawn ahead: RING entries
     Py_ssize_t end
 
 
-cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, Rng* rng,
-                                 const floating* q_data, const floating* i_data,
+cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, const floating* q_data,
                                  const floating* P, const floating* acc_P,
                                  const long long* last_touch, Py_ssize_t n_blocks,
                                  Py_ssize_t d, Py_ssize_t k) noexcept nogil:
     """The three stages of PREFETCH_AHEAD for the positives after ``pos``: the rows'
-    pointers, the rows, then their parameters, of the query, the positive item and the
-    first negative, drawn that far ahead (a negative is a random item: its memory
-    would otherwise be a miss at every draw on a large catalogue)."""
-    cdef Py_ssize_t r, c, u
+    pointers, the rows, then their parameters, of the query and the positive item, and
+    the user's seen items (the negatives are requested as they are drawn: Draws)."""
+    cdef Py_ssize_t r, u
     cdef const Negatives* neg = a.negatives
     if pos + PREFETCH_AHEAD < a.end:
         POLYLITE_PREFETCH(a.q_ptr + a.q_row[pos + PREFETCH_AHEAD])
         POLYLITE_PREFETCH(a.i_ptr + a.positive[pos + PREFETCH_AHEAD])
-        c = _draw(rng, neg)
-        a.first[(pos + PREFETCH_AHEAD) % RING] = c
-        POLYLITE_PREFETCH(a.i_ptr + c)
-        u = a.user[pos + PREFETCH_AHEAD]
-        if neg.seen_bits != NULL:
-            POLYLITE_PREFETCH(neg.seen_bits + u * neg.user_words + (c >> 6))
-        else:
-            POLYLITE_PREFETCH(neg.seen_ptr + u)
+        if neg.seen_bits == NULL:
+            POLYLITE_PREFETCH(neg.seen_ptr + a.user[pos + PREFETCH_AHEAD])
     if pos + 2 * PREFETCH_AHEAD // 3 < a.end:
         # The whole query row: with implicit feedback it spans many cache lines.
         r = a.q_row[pos + 2 * PREFETCH_AHEAD // 3]
@@ -717,10 +754,7 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, Rng* rng,
         polylite_prefetch_block(q_data + a.q_ptr[r],
                                 (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(floating))
         POLYLITE_PREFETCH(a.i_ind + a.i_ptr[a.positive[pos + 2 * PREFETCH_AHEAD // 3]])
-        c = a.first[(pos + 2 * PREFETCH_AHEAD // 3) % RING]
-        POLYLITE_PREFETCH(a.i_ind + a.i_ptr[c])
-        POLYLITE_PREFETCH(i_data + a.i_ptr[c])
-        if neg.seen_bits == NULL:  # the start of the user's list, which the search reads
+        if neg.seen_bits == NULL:  # the start of the user's list, which a search reads
             u = a.user[pos + 2 * PREFETCH_AHEAD // 3]
             POLYLITE_PREFETCH(neg.seen + neg.seen_ptr[u])
     if pos + PREFETCH_AHEAD // 3 < a.end:
@@ -729,9 +763,6 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, Rng* rng,
                       last_touch, n_blocks, d, k)
         r = a.positive[pos + PREFETCH_AHEAD // 3]
         _prefetch_row(a.i_ind + a.i_ptr[r], a.i_ptr[r + 1] - a.i_ptr[r], P, acc_P,
-                      last_touch, n_blocks, d, k)
-        c = a.first[(pos + PREFETCH_AHEAD // 3) % RING]
-        _prefetch_row(a.i_ind + a.i_ptr[c], a.i_ptr[c + 1] - a.i_ptr[c], P, acc_P,
                       last_touch, n_blocks, d, k)
 
 
@@ -744,6 +775,74 @@ cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
                 and 0 <= user[i] < n_users):
             return False
     return True
+
+
+cdef struct Pass:
+    # What every thread of a pass reads (the typed parameters travel beside it).
+    const Settings* cfg
+    const int* degrees
+    Py_ssize_t d
+    Py_ssize_t k
+    Py_ssize_t n_rows
+    long long step0
+    bint flush
+    Py_ssize_t n_threads    # the threads asked for (rows of last_touch)
+    const uint64_t* seeds
+    long long* own_steps
+    long long* last_touch   # n_threads x (d + 1)
+    Totals* totals
+    const Work* work
+    const Ahead* ahead      # the positives and items of the chunk, and the negatives
+
+
+cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_data,
+                       const floating* i_data, floating* w, floating* P, floating* gamma,
+                       floating* acc_w, floating* acc_P,
+                       floating* acc_gamma) noexcept nogil:
+    """Thread t's share of a pass: its contiguous range of the chunk's positives, with
+    its own random stream, draws, scratch and touch counts (every local here is the
+    thread's own), then its share of the epoch's settling."""
+    cdef const Settings* cfg = ps.cfg
+    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, start
+    cdef Totals* mine = &ps.totals[t * TOTALS_STRIDE]
+    cdef long long* touched = ps.last_touch + t * (d + 1)
+    cdef long long own = ps.own_steps[t]
+    cdef Ahead ahead = ps.ahead[0]
+    cdef const Ahead* a = ps.ahead
+    cdef Py_ssize_t ring[RING]
+    cdef Rng rng
+    cdef Draws draws
+    cdef floating* buf = <floating*> malloc(ps.work.size * sizeof(floating))
+    draws.ring, draws.rng, draws.negatives = ring, &rng, a.negatives
+    draws.i_ptr, draws.i_ind = a.i_ptr, a.i_ind
+    if buf == NULL:
+        mine.finite = False
+    elif thread_range(t, threads, ps.n_rows, &lo, &hi):
+        _seed(&rng, ps.seeds[t])
+        _start_draws(&draws)
+        ahead.end = hi
+        for pos in range(lo, hi):
+            _prefetch_ahead(pos, &ahead, q_data, P, acc_P, touched, cfg.n_blocks, d, k)
+            row = a.q_row[pos]
+            start = a.q_ptr[row]
+            own = own + 1
+            if not _step(cfg, ps.degrees, d, k, w, P, gamma, acc_w, acc_P, acc_gamma,
+                         touched, a.q_ind + start, q_data + start,
+                         a.q_ptr[row + 1] - start, a.positive[pos], a.user[pos],
+                         a.weight[pos], i_data, a.i_ind, a.i_ptr, a.negatives, &draws,
+                         ps.step0 + pos + 1, own, buf, ps.work, mine):
+                mine.finite = False
+                break
+            mine.weight += a.weight[pos]
+    ps.own_steps[t] = own
+    if ps.flush:
+        # Every thread's steps are counted before any thread settles a feature.
+        polylite_barrier()
+        if buf != NULL:
+            _settle(cfg, t, threads, ps.last_touch, ps.own_steps, ps.n_threads, w, acc_w,
+                    P, acc_P, gamma, acc_gamma, d, k,
+                    _step_size(cfg, ps.step0 + ps.n_rows), buf)
+    free(buf)
 
 
 cdef void _settle(const Settings* cfg, int t, int threads, long long* last_touch,
@@ -839,14 +938,9 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef Totals* mine
     cdef Totals total
     cdef bint adagrad = cfg.schedule == ADAGRAD
-    cdef int t, threads
-    cdef Py_ssize_t lo, hi, pos, start, row
-    cdef long long own
-    cdef long long* touched
-    cdef Ahead common, ahead
-    cdef Py_ssize_t* ring
-    cdef Rng rng
-    cdef floating* buf
+    cdef int t
+    cdef Ahead common
+    cdef Pass shared
     cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
     cdef floating* acc_P_ptr = &acc_P[0, 0, 0] if adagrad else NULL
     cdef floating* acc_gamma_ptr = (&acc_gamma[0, 0] if adagrad and gamma.shape[0] > 0
@@ -878,7 +972,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     negatives.n_items = i_ptr.shape[0] - 1
     work = _work_layout(&cfg, k)
     common.q_row, common.q_ptr, common.q_ind = &q_row[0], &q_ptr[0], &q_ind[0]
-    common.positive, common.user = &positive[0], &user[0]
+    common.positive, common.user, common.weight = &positive[0], &user[0], &weight[0]
     common.i_ptr, common.i_ind, common.negatives = &i_ptr[0], &i_ind[0], &negatives
     # Each thread's totals a cache line apart at least: it updates them every positive.
     totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
@@ -889,49 +983,14 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
         mine.loss = mine.weight = 0
         mine.updates = mine.trials = mine.skipped = 0
         mine.finite = True
+    shared.cfg, shared.degrees, shared.d, shared.k = &cfg, &degrees[0], d, k
+    shared.n_rows, shared.step0, shared.flush = n_rows, step0, flush
+    shared.n_threads, shared.seeds, shared.own_steps = n_threads, &seeds[0], &own_steps[0]
+    shared.last_touch, shared.totals, shared.work = &last_touch[0, 0], totals, &work
+    shared.ahead = &common
     with nogil, parallel(num_threads=n_threads):
-        t = threadid()
-        threads = polylite_team_size()
-        mine = &totals[t * TOTALS_STRIDE]
-        touched = &last_touch[t, 0]
-        own = own_steps[t]
-        ahead = common  # each thread its own copy, and its own ring of draws
-        ring = <Py_ssize_t*> malloc(RING * sizeof(Py_ssize_t))
-        ahead.first = ring
-        buf = <floating*> malloc(work.size * sizeof(floating))
-        if buf == NULL or ring == NULL:
-            mine.finite = False
-        elif thread_range(t, threads, n_rows, &lo, &hi):
-            _seed(&rng, seeds[t])
-            ahead.end = hi
-            for pos in range(lo, min(lo + PREFETCH_AHEAD, hi)):
-                ring[pos % RING] = _draw(&rng, &negatives)
-            for pos in range(lo, hi):
-                _prefetch_ahead(pos, &ahead, &rng, &q_data[0], &i_data[0], &P[0, 0, 0],
-                                acc_P_ptr, touched, cfg.n_blocks, d, k)
-                row = q_row[pos]
-                start = q_ptr[row]
-                own = own + 1
-                if not _step(&cfg, &degrees[0], d, k, &w[0], &P[0, 0, 0], gamma_ptr,
-                             acc_w_ptr, acc_P_ptr, acc_gamma_ptr, touched,
-                             &q_ind[0] + start, &q_data[0] + start,
-                             q_ptr[row + 1] - start, positive[pos], user[pos],
-                             weight[pos], &i_data[0], &i_ind[0], &i_ptr[0], &negatives,
-                             ring[pos % RING], step0 + pos + 1, own, &rng, buf, &work,
-                             mine):
-                    mine.finite = False
-                    break
-                mine.weight += weight[pos]
-        own_steps[t] = own
-        if flush:
-            # Every thread's steps are counted before any thread settles a feature.
-            polylite_barrier()
-            if buf != NULL:
-                _settle(&cfg, t, threads, &last_touch[0, 0], &own_steps[0], n_threads,
-                        &w[0], acc_w_ptr, &P[0, 0, 0], acc_P_ptr, gamma_ptr,
-                        acc_gamma_ptr, d, k, _step_size(&cfg, step0 + n_rows), buf)
-        free(buf)
-        free(ring)
+        _thread_pass(threadid(), polylite_team_size(), &shared, &q_data[0], &i_data[0],
+                     &w[0], &P[0, 0, 0], gamma_ptr, acc_w_ptr, acc_P_ptr, acc_gamma_ptr)
     total = totals[0]
     for t in range(1, n_threads):
         mine = &totals[t * TOTALS_STRIDE]
@@ -946,15 +1005,19 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
 
 
 def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
-                   const uint64_t[::1] seen_bits,
-                   const double[::1] cumulative,
+                   const uint64_t[::1] seen_bits, const double[::1] cumulative,
                    Py_ssize_t n_items, Py_ssize_t user, Py_ssize_t n_draws, uint64_t seed):
     """``n_draws`` negatives of ``user`` as the passes draw them (popularity when
     ``cumulative`` is not empty); for the tests of their distribution."""
     import numpy as np
     out = np.empty(n_draws, dtype=np.int64)
-    cdef int64_t[::1] draws = out
+    cdef int64_t[::1] result = out
+    # Item rows without features: the stream's requests have nothing to fetch.
+    cdef int64_t[::1] empty_rows = np.zeros(n_items + 1, dtype=np.int64)
+    cdef double[::1] nothing = np.zeros(1)
     cdef Negatives negatives
+    cdef Draws draws
+    cdef Py_ssize_t ring[RING]
     cdef Rng rng
     cdef Py_ssize_t i
     if seen_indptr[user + 1] - seen_indptr[user] >= n_items:
@@ -966,6 +1029,10 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     negatives.cumulative = &cumulative[0] if cumulative.shape[0] > 0 else NULL
     negatives.n_items = n_items
     _seed(&rng, seed)
+    draws.ring, draws.rng, draws.negatives = ring, &rng, &negatives
+    draws.i_ptr, draws.i_ind = &empty_rows[0], &empty_rows[0]
+    _start_draws(&draws)
     for i in range(n_draws):
-        draws[i] = _negative(&rng, &negatives, user, -1)
+        result[i] = _negative(&draws, user, &nothing[0], &nothing[0], <double*> NULL,
+                              <long long*> &empty_rows[0], 1, 1, 1)
     return out
