@@ -7,6 +7,7 @@ object arrays from their ``.npy`` headers, reads with ``allow_pickle=False`` and
 instantiates classes from polylite's own registry, so a model file never executes code;
 everything in it is checked before it is used.
 """
+import importlib
 import io
 import json
 import math
@@ -48,7 +49,7 @@ def register_model(cls):
 
 
 def _model_classes():
-    import polylite  # noqa: F401  (importing the package registers every family)
+    importlib.import_module("polylite")  # importing the package registers every family
     return dict(_MODEL_CLASSES)
 
 
@@ -145,7 +146,7 @@ def _write_archive(path, header, arrays):
               "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.str}
                          for k, a in arrays.items()}}
     blob = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
-    path = os.fspath(path)
+    path = _file_path(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = _new_file(directory)
     try:
@@ -207,16 +208,20 @@ def _load_pipeline(header, arrays):
     if not isinstance(steps, list) or not steps or not all(isinstance(s, dict)
                                                            for s in steps):
         raise ModelFileError("pipeline file has no valid list of steps")
-    prefixes = {key.split("/", 1)[0] for key in arrays}
-    if not prefixes <= {str(i) for i in range(len(steps))}:
-        raise ModelFileError("pipeline file has arrays of no step")
+    indices = {str(i) for i in range(len(steps))}
+    for key in arrays:
+        index, _, array_name = key.partition("/")
+        if index not in indices or not array_name:
+            raise ModelFileError(f"pipeline file has arrays of no step: {key!r} is not "
+                                 f"named '<step index>/<array name>' with a step index "
+                                 f"from 0 to {len(steps) - 1}")
     built = []
     for i, step in enumerate(steps):
         name = step.get("name")
         if not isinstance(name, str) or name in dict(built):
             raise ModelFileError(f"pipeline step {i} has no valid, unique name")
-        step_arrays = {key.split("/", 1)[1]: a for key, a in arrays.items()
-                       if key.split("/", 1)[0] == str(i)}
+        step_arrays = {key.partition("/")[2]: a for key, a in arrays.items()
+                       if key.partition("/")[0] == str(i)}
         built.append((name, _instantiate(step, step_arrays)))
     return Pipeline(built, verbose=bool(header.get("verbose", False)))
 
@@ -285,6 +290,12 @@ def _array_layout(zf, info, path):
     if dtype.hasobject:
         raise ModelFileError(f"{path!r}: member {info.filename!r} holds Python objects "
                              f"(pickled data), which polylite never loads")
+    if dtype.itemsize == 0:
+        # Its elements would take no bytes of the file, so their number would be bounded
+        # by nothing: 10**10 strings of dtype <U0 are 37 GiB once converted.
+        raise ModelFileError(f"{path!r}: member {info.filename!r} has dtype {dtype}, "
+                             f"whose elements take 0 bytes; a model file's arrays "
+                             f"never do")
     n_bytes = math.prod(shape) * dtype.itemsize
     if head.tell() + n_bytes != info.file_size:
         raise ModelFileError(
@@ -355,6 +366,22 @@ def _declared_arrays(header, members):
     return declared
 
 
+def _file_path(path):
+    """``path`` (a str or an os.PathLike giving one) as a str; TypeError otherwise."""
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        name = None
+    if isinstance(name, bytes):
+        raise TypeError(f"a model file's path must be a str or a path-like object such "
+                        f"as pathlib.Path, not bytes ({path!r}): decode it, for "
+                        f"instance with os.fsdecode")
+    if not isinstance(name, str):
+        raise TypeError(f"a model file's path must be a str or a path-like object such "
+                        f"as pathlib.Path, not {type(path).__name__}")
+    return name
+
+
 def _read_archive(path):
     """The header and the arrays of a model file; never unpickles anything.
 
@@ -363,9 +390,14 @@ def _read_archive(path):
     and the bytes stored, so a crafted file costs no more memory than the model it
     declares, and at most about its own size.
     """
-    path = os.fspath(path)
+    path = _file_path(path)
     if not os.path.exists(path):
         raise ModelFileError(f"no model file at {path!r}")
+    if not os.path.isfile(path):
+        # A directory, a device such as /dev/zero (read until memory runs out) or a FIFO
+        # (opening it waits for a writer, forever).
+        raise ModelFileError(f"{path!r} is not a polylite model file (not a regular "
+                             f"file)")
     if not zipfile.is_zipfile(path):
         try:
             with open(path, "rb") as f:
@@ -411,10 +443,12 @@ def load(path):
     Raises
     ------
     ModelFileError
-        (a ValueError) if the file is missing, truncated, not a polylite model, written by
-        a newer format version, or inconsistent (unknown class or parameters, arrays of the
-        wrong shape or dtype, non-finite values, unsorted classes, pickled object
-        arrays).
+        (a ValueError) if the file is missing, not a regular file, truncated, not a
+        polylite model, written by a newer format version, or inconsistent (unknown class
+        or parameters, parameters that ``fit`` refuses, arrays of the wrong shape or
+        dtype, non-finite values, unsorted classes, pickled object arrays).
+    TypeError
+        If ``path`` is not a str or path-like object (bytes, a file object).
     """
     return load_with_header(path)[0]
 

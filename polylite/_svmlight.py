@@ -6,6 +6,12 @@ after ``#``).  Blocks are parsed by scikit-learn's C parser; only when it reject
 (or the block holds a non-finite number) is the block read again line by line, to say
 which line is wrong and why.  Indices are parsed as they are written; the caller says
 whether they start at 0 or 1 (:func:`detect_zero_based` decides from a whole file).
+
+Compressed files are decompressed as they are read, and bounded: one whose text grows past
+:data:`EXPANSION_CHECKED_AFTER` bytes at more than :data:`MAX_EXPANSION` times the
+compressed bytes read so far is refused (no data file compresses that well; a
+"decompression bomb" of gigabytes of zeros does), as is a line longer than
+:data:`MAX_LINE_BYTES` in any file.
 """
 import bz2
 import gzip
@@ -24,10 +30,20 @@ __all__ = ["DataFileError", "DEFAULT_CHUNK_BYTES", "ReadStats", "iter_file", "re
 #: Bytes of text parsed at once (blocks end at line ends).
 DEFAULT_CHUNK_BYTES = 64 * 2**20
 
+#: A compressed file is refused when its text passes EXPANSION_CHECKED_AFTER bytes at more
+#: than MAX_EXPANSION times the compressed bytes read (text data compresses some 3 to 20
+#: times).
+MAX_EXPANSION = 200
+EXPANSION_CHECKED_AFTER = 64 * 2**20
+
+#: The longest line read (a longer one is refused, as not text data).
+MAX_LINE_BYTES = 256 * 2**20
+
 # scikit-learn's parser reads indices as C ints.
 _MAX_INDEX = 2**31 - 1
 
-_COMPRESSED = ((b"\x1f\x8b", gzip.open), (b"BZh", bz2.open), (b"\xfd7zXZ\x00", lzma.open))
+_COMPRESSED = ((b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f, mode="rb")),
+               (b"BZh", bz2.BZ2File), (b"\xfd7zXZ\x00", lzma.LZMAFile))
 
 
 class DataFileError(ValueError):
@@ -58,7 +74,8 @@ class ReadStats:
 
 
 def _open(path):
-    """``path`` opened for reading bytes, decompressed if it is gzip, bzip2 or xz."""
+    """``path`` opened for reading bytes, and the text read from it: the same file, or a
+    stream decompressing it if it is gzip, bzip2 or xz."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -71,31 +88,51 @@ def _open(path):
     f.seek(0)
     for magic, opener in _COMPRESSED:
         if head.startswith(magic):
-            f.close()
-            return opener(path, "rb")
-    return f
+            return f, opener(f)
+    return f, f
+
+
+def _size_text(n_bytes):
+    return f"{n_bytes / 2**20:.0f} MiB" if n_bytes >= 2**20 else f"{n_bytes} bytes"
 
 
 def _blocks(path, chunk_bytes):
     """Yield (number of the first line, bytes of whole lines) of about ``chunk_bytes``."""
-    with _open(path) as f:
-        line, rest = 1, b""
+    raw, f = _open(path)
+    with raw, f:
+        line, rest, rest_bytes, text_bytes = 1, [], 0, 0  # rest: an unfinished line
         while True:
             try:
                 data = f.read(chunk_bytes)
             except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
                 raise DataFileError(f"{path}: corrupt or truncated compressed file "
                                     f"({exc})") from None
+            text_bytes += len(data)
+            if (f is not raw and text_bytes > EXPANSION_CHECKED_AFTER
+                    and text_bytes > MAX_EXPANSION * raw.tell()):
+                raise DataFileError(
+                    f"{path}: decompresses to more than {MAX_EXPANSION} times its size "
+                    f"({_size_text(text_bytes)} from {_size_text(raw.tell())} so far), "
+                    f"which no data file does; polylite stops reading it (decompress it "
+                    f"yourself to read it anyway)")
             if not data:
-                if rest.strip():
-                    yield line, rest + b"\n"
+                tail = b"".join(rest)
+                if tail.strip():
+                    yield line, tail + b"\n"
                 return
-            data = rest + data
             cut = data.rfind(b"\n") + 1
-            block, rest = data[:cut], data[cut:]
-            if block:  # else a line longer than chunk_bytes: read on
-                yield line, block
-                line += block.count(b"\n")
+            if not cut:  # within a line longer than chunk_bytes: read on
+                rest.append(data)
+                rest_bytes += len(data)
+                if rest_bytes > MAX_LINE_BYTES:
+                    raise DataFileError(f"{path}:{line}: a line longer than "
+                                        f"{_size_text(MAX_LINE_BYTES)}; not svmlight/libFM "
+                                        f"text (a binary file?)")
+                continue
+            block = b"".join(rest) + data[:cut]
+            rest, rest_bytes = [data[cut:]], len(data) - cut
+            yield line, block
+            line += block.count(b"\n")
 
 
 def _data_lines(block):

@@ -11,6 +11,17 @@ Commands::
 
 Data files are svmlight/libsvm/libFM text (``label index:value ...``), zero- or one-based
 (detected, or ``--zero-based``/``--one-based``), optionally gzip, bzip2 or xz compressed.
+Compressed files are decompressed as they are read, within a bound: one whose text grows
+to more than 200 times its compressed size (past its first 64 MiB) is refused as not a
+data file (a decompression bomb), as is any line longer than 256 MiB.
+
+Outputs never overwrite an input (the same file, also through a link).  A new or regular
+file is written beside the target and replaces it only on success (through a symlink:
+the file it points to); predictions to an existing device or FIFO (/dev/null, a named
+pipe) are written into it, as the shell's > does; a model is never saved to one.
+predict and evaluate take the models fit writes (factorization machines, polynomial
+networks, rankers), not multi-output, ordinal or pipeline models saved from Python.
+
 Progress and messages go to stderr, results to stdout.  Exit status: 0 on success, 1
 when the work failed (unreadable data or model, a fit that diverged), 2 for a usage error
 (a bad option or value), 130 when interrupted.
@@ -20,6 +31,7 @@ import contextlib
 import copy
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -229,7 +241,8 @@ def _build_parser():
                          "estimator's default.")
     fit.add_argument("train", metavar="TRAIN", help="training data")
     fit.add_argument("--model", "-m", required=True, metavar="MODEL",
-                     help="where to save the fitted model (.npz; written only on success)")
+                     help="where to save the fitted model (.npz; written only on success): "
+                          "a new or regular file, not a device or FIFO, not an input")
     fit.add_argument("--task", choices=("regression", "classification", "ranking"),
                      default="regression",
                      help="default regression; ranking: rank items for users from "
@@ -286,7 +299,9 @@ def _build_parser():
     predict.add_argument("model", metavar="MODEL")
     predict.add_argument("data", metavar="DATA", help="data (its labels are not used)")
     predict.add_argument("--output", "-o", metavar="FILE", default="-",
-                         help="where to write (default: stdout); written only on success")
+                         help="where to write (default: stdout): a new or regular file, "
+                              "written only on success, or a device or FIFO, written "
+                              "into as the rows are predicted; not an input")
     predict.add_argument("--proba", action="store_true",
                          help="class probabilities (classifiers with the logistic loss)")
     _add_relation_option(predict, "R.test for DATA")
@@ -596,6 +611,50 @@ def _check_writable(path, what):
                        f"writable")
 
 
+_SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_output(path, what, inputs, in_place):
+    """Check that ``what`` can be written to ``path`` without destroying a file: not one
+    of ``inputs`` (pairs of a description and a path or None; the same file through
+    links), not a directory, and (unless ``in_place``) not a device or FIFO.  Returns
+    True when ``path`` is an existing device or FIFO, to be written into, False when it
+    is a new or regular file, to be replaced by a file written beside it."""
+    try:
+        target = os.stat(path)  # through symlinks
+    except FileNotFoundError:
+        target = None
+    except OSError as exc:
+        raise _Failure(f"cannot write {what} to {path!r}: {exc.strerror or exc}") from None
+    if target is not None:
+        for role, name in inputs:
+            try:
+                source = os.stat(name) if name is not None else None
+            except (OSError, ValueError):
+                source = None  # not there: not read, or an error when it is
+            if source is not None and (source.st_dev, source.st_ino) == \
+                    (target.st_dev, target.st_ino):
+                raise _Failure(f"cannot write {what} to {path!r}: it is the same file as "
+                               f"{role} {name!r}, which would be overwritten")
+        if stat.S_ISDIR(target.st_mode):
+            raise _Failure(f"cannot write {what} to {path!r}: it is a directory")
+        kind = next((text for test, text in _SPECIAL_FILES if test(target.st_mode)), None)
+        if kind is not None:
+            if in_place:
+                return True
+            raise _Failure(f"cannot write {what} to {path!r}: it is {kind}, not a regular "
+                           f"file (polylite writes {what} only to a new or regular file)")
+    _check_writable(os.path.realpath(path), what)
+    return False
+
+
+def _relation_inputs(args, splits):
+    """(description, path) of the files of --relation read for ``splits``."""
+    return [("the relation file", f"{name}{suffix}") for name in args.relation or []
+            for suffix in (".x", ".groups") + tuple(f".{split}" for split in splits)]
+
+
 def _fit(args, parser):
     from .polynomial import _solvers
     family = _estimators()[args.estimator]
@@ -629,7 +688,9 @@ def _fit(args, parser):
     if args.meta and args.estimator != "bayes-fm":
         parser.error(f"argument --meta: feature groups are the priors of --estimator "
                      f"bayes-fm, not of {args.estimator}")
-    _check_writable(args.model, "the model")
+    inputs = [("the training data", args.train), ("the validation data", args.validation),
+              ("the groups file", args.meta)] + _relation_inputs(args, ("train", "test"))
+    _check_output(args.model, "the model", inputs, in_place=False)
     dtype = np.dtype(args.dtype)
     estimator = cls(**params)
     progress = _Progress(args)
@@ -664,7 +725,8 @@ def _fit(args, parser):
                          "relation_columns": _relation_widths(args, dtype)}}
     from ._io import save_model
     try:
-        save_model(estimator, args.model, metadata=metadata)
+        # Through a symlink: the file it points to is replaced, not the link.
+        save_model(estimator, os.path.realpath(args.model), metadata=metadata)
     except OSError as exc:
         raise _Failure(f"cannot write the model {args.model!r}: {exc}") from None
     relations = "".join(f" + {name} ({width} columns)" for name, width in
@@ -774,6 +836,8 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
         estimator.fit(X, y, **fit_args)
     except (ValueError, FloatingPointError) as exc:
         raise _Failure(str(exc)) from None
+    except MemoryError as exc:
+        raise _Failure(_memory_text(args, estimator, X.shape[1], exc)) from None
     finally:
         setattr(estimator, family.callback, None)
     if ranking and args.validation:
@@ -790,6 +854,24 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
             scores.append(f"validation {_score_text(estimator, *data[1])}")
     return _Fitted(X.shape[0], zero_based, n_features,
                    _epochs_text(estimator, family.unit), scores)
+
+
+def _memory_text(args, estimator, n_features, exc):
+    """Why a fit ran out of memory: the model of ``n_features`` columns is too large."""
+    columns = " and the relations' columns" if args.relation else ""
+    return (f"not enough memory to fit a {type(estimator).__name__} of {n_features} "
+            f"features (set by the largest feature index in {args.train}{columns}): it "
+            f"{_allocation_text(exc)}; a smaller --n-components or --dtype float32 needs "
+            f"less, as do feature indices numbered without gaps")
+
+
+def _allocation_text(exc):
+    """'needs 2.24 GiB for an array with shape (300000000,) and data type float64', from
+    numpy's MemoryError."""
+    text = str(exc)
+    if text.startswith("Unable to allocate "):
+        return "needs " + text[len("Unable to allocate "):]
+    return "needs more memory than this machine has"
 
 
 def _hint_task(args, y):
@@ -857,6 +939,8 @@ def _fit_stream(args, estimator, dtype, progress):
                 estimator.partial_fit(X, y, **fit_kwargs)
             except (ValueError, FloatingPointError) as exc:
                 raise _Failure(str(exc)) from None
+            except MemoryError as exc:
+                raise _Failure(_memory_text(args, estimator, n_features, exc)) from None
             progress.bytes_read(("pass", passes), stats.text_bytes if stats else None,
                                 f"pass {passes}/{max_iter}", pass_stats.text_bytes - read)
             read = pass_stats.text_bytes
@@ -913,12 +997,35 @@ def _finish_metric(estimator, total, rows):
 
 # ---- predict / evaluate / info -----------------------------------------------------------
 
-def _load(path):
+def _load(path, command=None):
+    """The model in ``path`` and its file's header; for ``command`` (predict, evaluate),
+    only a kind of model ``polylite fit`` writes."""
     from ._io import ModelFileError, load_with_header
     try:
-        return load_with_header(path)
+        estimator, header = load_with_header(path)
     except ModelFileError as exc:
         raise _Failure(str(exc)) from None
+    supported = [cls for family in _estimators().values() for cls in family.classes.values()]
+    if command is not None and type(estimator) not in supported:
+        raise _Failure(f"{path} holds {_kind_text(estimator)}, which polylite {command} "
+                       f"does not take (it takes the factorization machines, polynomial "
+                       f"networks and rankers polylite fit writes); use it from Python "
+                       f"(polylite.load)")
+    return estimator, header
+
+
+def _kind_name(estimator):
+    """'MultiOutputPolynomialRegressor', 'Pipeline of FieldEncoder, ...'."""
+    name = type(estimator).__name__
+    steps = getattr(estimator, "steps", None)
+    if isinstance(steps, list):
+        name += " of " + ", ".join(type(step).__name__ for _, step in steps)
+    return name
+
+
+def _kind_text(estimator):
+    name = _kind_name(estimator)
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 def _data_zero_based(args, header, estimator):
@@ -1048,14 +1155,19 @@ def _check_proba(args, estimator, parser):
 
 
 @contextlib.contextmanager
-def _output_file(path):
-    """A text stream that becomes ``path`` only if the block succeeds (stdout for '-')."""
+def _output_file(path, inputs):
+    """A text stream that becomes ``path`` only if the block succeeds (stdout for '-';
+    an existing device or FIFO is written into); never one of ``inputs``."""
     if path == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
-    _check_writable(path, "the output")
-    directory = os.path.dirname(os.path.abspath(path))
+    if _check_output(path, "the predictions", inputs, in_place=True):
+        with open(path, "w") as f:
+            yield f
+        return
+    path = os.path.realpath(path)  # through a symlink: the file it points to
+    directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".polylite-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -1083,11 +1195,12 @@ def _format_rows(values):
 
 
 def _predict(args, parser):
-    estimator, header = _load(args.model)
+    estimator, header = _load(args.model, "predict")
     _check_proba(args, estimator, parser)
     stats = _svmlight.ReadStats()
     start = time.perf_counter()
-    with _output_file(args.output) as out:
+    inputs = [("the model", args.model), ("the data", args.data)]
+    with _output_file(args.output, inputs + _relation_inputs(args, ("test",))) as out:
         for X, _ in _iter_data(args, header, estimator, stats):
             if X.shape[0] == 0:
                 continue
@@ -1125,7 +1238,7 @@ def _metrics(estimator, y, predicted, scores, proba):
 
 
 def _evaluate(args, parser):
-    estimator, header = _load(args.model)
+    estimator, header = _load(args.model, "evaluate")
     stats = _svmlight.ReadStats()
     if _is_ranker(estimator):
         result = _ranking_metrics(args, header, estimator, stats)
@@ -1211,20 +1324,29 @@ def _stack_rows(blocks):
 
 def _info(args, parser):
     estimator, header = _load(args.model)
-    fitted = {name: {"shape": list(np.shape(value)), "dtype": str(np.asarray(value).dtype)}
-              for name, value in sorted(vars(estimator).items())
+    # A pipeline's steps' parameters and arrays are named "step__name", as sklearn does.
+    steps = getattr(estimator, "steps", None)
+    parts = ([(f"{name}__", step) for name, step in steps] if isinstance(steps, list)
+             else [("", estimator)])
+    fitted = {prefix + name: {"shape": list(np.shape(value)),
+                              "dtype": str(np.asarray(value).dtype)}
+              for prefix, part in parts for name, value in sorted(vars(part).items())
               if name.endswith("_") and not name.startswith("_")}
     result = {
         "file": args.model,
         "estimator": type(estimator).__name__,
         "format_version": header.get("format_version"),
         "polylite_version": header.get("polylite_version"),
-        "parameters": estimator.get_params(),
+        "parameters": {prefix + name: value for prefix, part in parts
+                       for name, value in part.get_params(deep=False).items()},
         "n_features_in_": int(estimator.n_features_in_),
         "fitted": fitted,
     }
-    if estimator._is_classifier:
-        result["classes_"] = estimator.classes_.tolist()
+    if len(parts) > 1:
+        result["steps"] = [type(part).__name__ for _, part in parts]
+    final = parts[-1][1]
+    if getattr(final, "_is_classifier", False):
+        result["classes_"] = final.classes_.tolist()
     if header.get("metadata"):
         result["metadata"] = header["metadata"]
     if args.json:
@@ -1232,7 +1354,7 @@ def _info(args, parser):
         return 0
     print(f"file           {args.model}  (format version {result['format_version']}, "
           f"written by polylite {result['polylite_version']})")
-    print(f"estimator      {result['estimator']}")
+    print(f"estimator      {_kind_name(estimator)}")
     print(f"features       {result['n_features_in_']}")
     if "classes_" in result:
         print(f"classes        {result['classes_']}")
@@ -1327,6 +1449,12 @@ def main(argv=None):
         return 141
     except OSError as exc:  # writing output: a full disk, a vanished directory...
         print(f"polylite {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # reading or predicting: the data or the model too large
+        subject = getattr(args, "data", None) or getattr(args, "train", None) or \
+            getattr(args, "model", None)
+        print(f"polylite {args.command}: error: not enough memory for {subject}: it "
+              f"{_allocation_text(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("polylite: interrupted", file=sys.stderr)

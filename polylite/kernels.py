@@ -144,6 +144,33 @@ def _as_param(a, dtype, shape, name):
     return a
 
 
+def check_finite_predictions(values, estimator, what="predictions", dtype=None):
+    """Return ``values`` (an estimator's ``what`` on the rows of X, computed) if every one
+    is finite, else raise FloatingPointError, as the solvers do when a fit diverges.
+    ``dtype``: the precision the model computes in (default: that of ``values``).
+
+    One test over the result of a prediction call: far cheaper than the prediction.  The
+    outputs overflow when X holds values far beyond those the model was fitted on (a
+    degree-m interaction grows as their m-th power) or when the model's parameters are
+    huge (a model file written by other software, for instance).
+    """
+    values = np.asarray(values)
+    finite = np.isfinite(values)
+    if finite.all():
+        return values
+    rows = ~finite if finite.ndim == 1 else ~finite.all(axis=tuple(range(1, finite.ndim)))
+    n_rows = values.shape[0] if values.ndim else 1
+    dtype = values.dtype if dtype is None else np.dtype(dtype)
+    precision = (f" (the largest {dtype.name} is {np.finfo(dtype).max:.3g})"
+                 if dtype.kind == "f" else "")
+    raise FloatingPointError(
+        f"{type(estimator).__name__}: the {what} on {int(np.count_nonzero(rows))} of the "
+        f"{n_rows} rows of X are not finite (NaN or infinity): the model's outputs "
+        f"overflow{precision}; the values of X are probably far larger than those the "
+        f"model was fitted on (scale X as the training data was), or the model's "
+        f"parameters are too large")
+
+
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
             lam=None, check_input=True, n_jobs=None):
     """Predictions of a polynomial model of any degree on every row of X.

@@ -5,12 +5,14 @@ the scale of X and of the targets over many orders of magnitude, dense or sparse
 or float64, sample weights, labels) and random parameters, then asserts the library's
 contract: no crash, and either a clear ``ValueError`` / ``FloatingPointError`` (the
 estimator then unfitted, or, after a failed ``partial_fit``, unchanged) or finite
-predictions, which survive a save/load round trip exactly.
+predictions, which survive a save/load round trip exactly.  The other families (Bayesian
+FMs, multi-output and ordinal models, pipelines of a FieldEncoder and a model) go through
+fit, predict and save/load under the same contract.
 
-The default runs a few cases per estimator and solver (seconds).  For a long run set
-``POLYLITE_FUZZ_CASES`` to the number of cases per estimator and solver, and optionally
-``POLYLITE_FUZZ_SEED`` to start elsewhere; a failure names the case's seed, and
-``POLYLITE_FUZZ_SEED=<seed> POLYLITE_FUZZ_CASES=1`` replays it::
+The default runs a few cases per estimator and solver, and per family (seconds).  For a
+long run set ``POLYLITE_FUZZ_CASES`` to the number of cases per estimator and solver (and
+per family), and optionally ``POLYLITE_FUZZ_SEED`` to start elsewhere; a failure names the
+case's seed, and ``POLYLITE_FUZZ_SEED=<seed> POLYLITE_FUZZ_CASES=1`` replays it::
 
     POLYLITE_FUZZ_CASES=1000 python -m pytest tests/test_fuzz.py -q
 """
@@ -21,10 +23,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
 
 import polylite
-from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
-                      PolynomialNetworkClassifier, PolynomialNetworkRegressor)
+from polylite import (BayesianFactorizationMachineClassifier,
+                      BayesianFactorizationMachineRegressor, FactorizationMachineClassifier,
+                      FactorizationMachineRegressor, FieldEncoder,
+                      MultiOutputPolynomialClassifier, MultiOutputPolynomialRegressor,
+                      OrdinalMcRankRegressor, PolynomialNetworkClassifier,
+                      PolynomialNetworkRegressor)
 
 CASES = int(os.environ.get("POLYLITE_FUZZ_CASES", "6"))
 FIRST_SEED = int(os.environ.get("POLYLITE_FUZZ_SEED", "0"))
@@ -178,3 +185,183 @@ FOUND = [(FactorizationMachineRegressor, "lbfgs", 25),
                          ids=[f"{c.__name__}-{s}-{n}" for c, s, n in FOUND])
 def test_fuzz_cases_that_found_defects(cls, solver, case, tmp_path):
     _check_case(cls, solver, case, tmp_path)
+
+
+# --------------------------------------------------------------------------------------
+# The other families: Bayesian FMs, multi-output and ordinal models, pipelines
+# --------------------------------------------------------------------------------------
+# Each family draws a random case (estimator, X, y, fit arguments) from a generator; the
+# contract is that of the estimators above: a clear error (estimator unfitted) or finite
+# predictions on X, equal after save/load.
+
+
+def _choice(rng, values):
+    return values[int(rng.integers(len(values)))]
+
+
+def _bayes_case(rng, cls):
+    classifier = cls is BayesianFactorizationMachineClassifier
+    X, y, _ = _problem(rng, classifier)
+    n_iter = int(rng.integers(2, 9))
+    est = cls(degree=int(rng.integers(2, 5)), n_components=int(rng.integers(1, 5)),
+              lower_degrees=_choice(rng, ["separate", "shared", "none"]),
+              kernel=_choice(rng, ["anova", "anova", "all-subsets"]),
+              fit_linear=bool(rng.random() < 0.8), fit_intercept=bool(rng.random() < 0.8),
+              n_iter=n_iter, n_burn_in=int(rng.integers(0, n_iter)),
+              n_kept=int(rng.integers(1, 5)), init_scale=_choice(rng, [0.01, 0.1, 1.0]),
+              random_state=int(rng.integers(1000)))
+    fit_args = {}
+    if rng.random() < 0.3:
+        fit_args["feature_groups"] = rng.integers(0, 3, size=X.shape[1])
+    return est, X, y, fit_args
+
+
+def _multioutput_params(rng):
+    return dict(kernel=_choice(rng, ["pn", "fm"]),
+                penalty=_choice(rng, ["l1/l2", "l1", "l1/linf"]),
+                tau=float(10.0 ** rng.uniform(-2, 3)), max_basis=int(rng.integers(1, 5)),
+                refit=_choice(rng, ["output", "full"]),
+                fit_linear=bool(rng.random() < 0.7), fit_intercept=bool(rng.random() < 0.8),
+                tol=_choice(rng, [0.0, 1e-4, 1e-2]),
+                max_power_iter=int(rng.integers(1, 30)),
+                max_refine_iter=int(rng.integers(1, 10)),
+                max_refit_iter=int(rng.integers(1, 50)),
+                random_state=int(rng.integers(1000)))
+
+
+def _multioutput_case(rng, cls):
+    classifier = cls is MultiOutputPolynomialClassifier
+    X, y, weights = _problem(rng, classifier)
+    params = _multioutput_params(rng)
+    params["loss"] = _choice(rng, list(cls._losses))
+    if not classifier:
+        n, k = X.shape[0], int(rng.integers(1, 4))
+        if params["loss"] == "logistic":
+            y = np.where(rng.random((n, k)) < 0.5, 1.0, -1.0)
+        else:
+            y = rng.standard_normal((n, k)) * 10.0 ** rng.uniform(-3, 6)
+            if rng.random() < 0.2:
+                y[:] = 0.0  # nothing to fit: a model of no basis vector
+        if k == 1 and rng.random() < 0.5:
+            y = y[:, 0]
+    return cls(**params), X, y, {"sample_weight": weights}
+
+
+def _ordinal_case(rng):
+    X, _, weights = _problem(rng, False)
+    levels = np.array(_choice(rng, [[1, 2, 3, 4, 5], [0, 1], [-1.5, 0.5, 2.0]]))
+    y = levels[rng.integers(len(levels), size=X.shape[0])]
+    y[:2] = levels[:2]  # at least two levels
+    return (OrdinalMcRankRegressor(**_multioutput_params(rng)), X, y,
+            {"sample_weight": weights})
+
+
+def _pipeline_case(rng):
+    """A FieldEncoder on a random ratings table, then a model of one of the families."""
+    n = int(rng.integers(4, 40))
+    table = {"user_id": rng.integers(0, int(rng.integers(1, 8)), size=n),
+             "item_id": np.array(list("abcde"))[rng.integers(0, 5, size=n)]}
+    context = {}
+    if rng.random() < 0.5:
+        table["hour"] = rng.integers(0, 24, size=n)
+        context["hour"] = "categorical"
+    if rng.random() < 0.5:
+        table["price"] = rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3)
+        context["price"] = "numeric"
+    y = 1.0 + rng.integers(0, 5, size=n)
+    y[:2] = [1.0, 2.0]
+    model = _choice(rng, ["fm", "bayes", "ordinal", "multioutput"])
+    relational = model in ("fm", "bayes") and rng.random() < 0.5
+    encoder = FieldEncoder(context_features=context,
+                           implicit=_choice(rng, [None, "user", "item", "both"]),
+                           output="relational" if relational else "csr",
+                           dtype=_choice(rng, [np.float64, np.float32]))
+    if model == "fm":
+        est = FactorizationMachineRegressor(
+            solver=_choice(rng, SOLVERS), n_components=int(rng.integers(1, 5)),
+            degree=int(rng.integers(2, 4)), max_iter=int(rng.integers(1, 6)),
+            random_state=int(rng.integers(1000)))
+    elif model == "bayes":
+        est = BayesianFactorizationMachineRegressor(
+            n_components=int(rng.integers(1, 5)), n_iter=4, n_burn_in=1,
+            random_state=int(rng.integers(1000)))
+    elif model == "ordinal":
+        est = OrdinalMcRankRegressor(**_multioutput_params(rng))
+    else:
+        est = MultiOutputPolynomialRegressor(**_multioutput_params(rng))
+    return make_pipeline(encoder, est), table, y, {}
+
+
+FAMILIES = {
+    "BayesianFactorizationMachineRegressor":
+        lambda rng: _bayes_case(rng, BayesianFactorizationMachineRegressor),
+    "BayesianFactorizationMachineClassifier":
+        lambda rng: _bayes_case(rng, BayesianFactorizationMachineClassifier),
+    "MultiOutputPolynomialRegressor":
+        lambda rng: _multioutput_case(rng, MultiOutputPolynomialRegressor),
+    "MultiOutputPolynomialClassifier":
+        lambda rng: _multioutput_case(rng, MultiOutputPolynomialClassifier),
+    "OrdinalMcRankRegressor": _ordinal_case,
+    "Pipeline": _pipeline_case,
+}
+
+
+def _family_outputs(est, X):
+    """Every prediction method's output; each must be finite (class labels aside)."""
+    out = {}
+    for name in ("predict", "decision_function", "predict_proba"):
+        if hasattr(est, name):
+            out[name] = getattr(est, name)(X)
+            if out[name].dtype.kind in "fc":
+                assert np.all(np.isfinite(out[name])), f"{name} is not finite"
+    return out
+
+
+def _run_family_case(family, seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    est, X, y, fit_args = FAMILIES[family](rng)
+    try:
+        est.fit(X, y, **fit_args)
+    except CLEAR_ERRORS:
+        _assert_unfitted(est, X)
+        return "fit refused"
+    before = _family_outputs(est, X)
+    path = tmp_path / f"model-{seed}.npz"
+    polylite.save(est, path)
+    loaded = polylite.load(path)
+    after = _family_outputs(loaded, X)
+    assert after.keys() == before.keys()
+    for name, value in after.items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+    return "fitted"
+
+
+def _family_seed(family):
+    """Each family draws its own cases, after those of the estimators and solvers."""
+    return (len(ESTIMATORS) * len(SOLVERS) + list(FAMILIES).index(family)) * 10**6
+
+
+def _check_family_case(family, case, tmp_path):
+    seed = _family_seed(family) + case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning after a few iterations
+        try:
+            return _run_family_case(family, seed, tmp_path)
+        except Exception as exc:
+            raise AssertionError(
+                f"fuzz case seed {seed} ({family}) failed; replay it with "
+                f"POLYLITE_FUZZ_SEED={case} POLYLITE_FUZZ_CASES=1 (pytest -k "
+                f"'test_fuzz_families and {family}'): "
+                f"{type(exc).__name__}: {exc}") from exc
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_fuzz_families(family, tmp_path):
+    """Bayesian, multi-output, ordinal and pipeline models: a clear error or a finite
+    model that loads as it was saved."""
+    outcomes = {}
+    for case in range(FIRST_SEED, FIRST_SEED + CASES):
+        outcome = _check_family_case(family, case, tmp_path)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    if os.environ.get("POLYLITE_FUZZ_REPORT"):
+        print(f"\n{family}: {outcomes}")

@@ -112,6 +112,17 @@ def draw_latent(rng, f, y):
     return f - sign * ndtri_exp(np.log(u) + log_ndtr(sign * f))
 
 
+def _checked_prior(draw, what):
+    """``draw`` (lam, mu) of :func:`draw_group_prior` if every precision is finite and
+    > 0 and every mean finite, else FloatingPointError (the squares of ``what``
+    overflow)."""
+    lam, mu = draw
+    if not (np.all(np.isfinite(lam)) and np.all(lam > 0) and np.all(np.isfinite(mu))):
+        raise FloatingPointError(f"the squares of the {what} overflow: their prior "
+                                 f"precision drawn is not a finite positive number")
+    return lam, mu
+
+
 class GibbsChain:
     """One output's Markov chain: its parameters (``params``, arrays of the
     :class:`polylite.polynomial._base._OutputParams` kind, updated in place), the
@@ -148,25 +159,39 @@ class GibbsChain:
                                check_input=False, n_jobs=self.n_jobs)
 
     def draw_hyperparameters(self):
-        """Every hyperparameter given the current parameters and residuals."""
+        """Every hyperparameter given the current parameters and residuals; raises
+        FloatingPointError where a draw is not a finite precision > 0 or a finite mean
+        (the squares of the residuals or of the parameters overflow)."""
         h, p, rng = self.hyper, self.params, self.rng
-        if not self.probit:
-            h.alpha = draw_noise_precision(rng, self.y_pred - self.y)
-        if self.fit_linear:
-            lam, mu = draw_group_prior(rng, p.w[:, np.newaxis], self.groups,
-                                       h.w_mu[:, np.newaxis])
-            h.w_lam, h.w_mu = lam[:, 0], mu[:, 0]
-        for b in range(p.P.shape[0]):
-            h.P_lam[b], h.P_mu[b] = draw_group_prior(rng, p.P[b], self.groups, h.P_mu[b])
-        if p.gamma.shape[0] > 0:
-            one_group = FeatureGroups(np.zeros(p.gamma.shape[0], np.intp), 1)
-            lam, mu = draw_group_prior(rng, p.gamma, one_group, h.gamma_mu[np.newaxis])
-            h.gamma_lam, h.gamma_mu = lam[0], mu[0]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            if not self.probit:
+                h.alpha = draw_noise_precision(rng, self.y_pred - self.y)
+                if not (np.isfinite(h.alpha) and h.alpha > 0):
+                    raise FloatingPointError(
+                        f"the squared residuals of the model on (X, y) overflow: the "
+                        f"noise precision drawn is {h.alpha:.3g}")
+            if self.fit_linear:
+                lam, mu = _checked_prior(draw_group_prior(
+                    rng, p.w[:, np.newaxis], self.groups, h.w_mu[:, np.newaxis]),
+                    "linear weights")
+                h.w_lam, h.w_mu = lam[:, 0], mu[:, 0]
+            for b in range(p.P.shape[0]):
+                h.P_lam[b], h.P_mu[b] = _checked_prior(
+                    draw_group_prior(rng, p.P[b], self.groups, h.P_mu[b]), "factors")
+            if p.gamma.shape[0] > 0:
+                one_group = FeatureGroups(np.zeros(p.gamma.shape[0], np.intp), 1)
+                lam, mu = _checked_prior(draw_group_prior(
+                    rng, p.gamma, one_group, h.gamma_mu[np.newaxis]), "dummy factors")
+                h.gamma_lam, h.gamma_mu = lam[0], mu[0]
 
     def prior(self):
         """The priors of the parameters' draws, given the hyperparameters."""
         h = self.hyper
-        unit = 1.0 / (h.alpha * self.X.shape[0])  # the variance of one row's sum
+        with np.errstate(over="ignore", divide="ignore"):
+            unit = 1.0 / (h.alpha * self.X.shape[0])  # the variance of one row's sum
+        if not (np.isfinite(unit) and unit > 0):
+            raise FloatingPointError(f"the noise precision drawn, {h.alpha:.3g}, leaves "
+                                     f"no finite variance for the draws")
         return GibbsPrior(self.groups.index, h.w_lam * unit, h.w_mu, h.P_lam * unit, h.P_mu,
                           h.gamma_lam * unit, h.gamma_mu, unit,
                           int(self.rng.randint(0, 2 ** 62, dtype=np.int64)))
@@ -185,5 +210,16 @@ class GibbsChain:
                             np.asarray(self.degrees, dtype=np.intc),
                             _losses.loss_code("squared"), 0.0, 0.0, self.fit_intercept,
                             self.fit_linear)
-        _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
-                     workspace=self.workspace, prior=prior)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
+                         workspace=self.workspace, prior=prior)
+        self.check_finite("the parameters drawn")
+
+    def check_finite(self, when):
+        """Raise FloatingPointError unless the parameters and the outputs on the training
+        rows are finite (``when``: what produced them, for the message)."""
+        p = self.params
+        if not all(np.all(np.isfinite(a)) for a in (p.intercept, p.w, p.P, p.gamma)):
+            raise FloatingPointError(f"{when} are not finite")
+        if not np.all(np.isfinite(self.y_pred)):
+            raise FloatingPointError(f"the model's outputs on X under {when} overflow")

@@ -2,7 +2,7 @@
 import time
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import log_ndtr, logsumexp, ndtr, ndtri_exp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array, check_random_state, column_or_1d
@@ -15,8 +15,8 @@ from .._io import save_model
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param, store_init_params)
 from ..polynomial import _solvers
-from ..polynomial._base import _OutputParams
-from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, fm_structure
+from ..polynomial._base import _OutputParams, check_model_memory
+from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
 from ..relational import RelationalMatrix, check_relational_input
 from ._sampler import FeatureGroups, GibbsChain
 
@@ -32,6 +32,15 @@ def kept_sweeps(n_iter, n_burn_in, n_kept):
     after = n_iter - n_burn_in
     count = min(n_kept, after)
     return n_burn_in + (np.arange(1, count + 1) * after) // count
+
+
+def _largest_abs(X):
+    """The largest absolute value in X (CSR, or relational: its parts)."""
+    if isinstance(X, RelationalMatrix):
+        parts = [X.direct().data] + [block.table.data for block in X.blocks]
+    else:
+        parts = [X.data]
+    return max((float(np.max(np.abs(a))) for a in parts if a.size), default=0.0)
 
 
 class _BayesianFactorizationMachine(BaseEstimator):
@@ -67,6 +76,22 @@ class _BayesianFactorizationMachine(BaseEstimator):
     def _structure(self):
         return fm_structure(self.degree, self.lower_degrees, self.kernel)
 
+    def _check_model_size(self, n_features, n_outputs, n_kept, itemsize):
+        """Refuse parameters absurd for ``n_features`` features, with the bounds of the
+        maximum likelihood FMs (a ValueError): an ANOVA degree beyond them, ``n_kept``
+        samples (and the chains' current parameters) larger than this machine's memory.
+        ``fit`` checks its data so, and ``polylite.load`` a model file."""
+        if self.kernel == "anova":
+            check_anova_degree(self.degree, n_features)
+        _, degrees, n_dummy = self._structure()
+        k = self.n_components
+        n_values = n_outputs * (n_kept + 1) * (
+            1 + n_features + (len(degrees) * n_features + n_dummy + 1) * k)
+        check_model_memory(n_values, itemsize, k,
+                           "outputs, kept samples, blocks, features, components",
+                           (n_outputs, n_kept, len(degrees), n_features, k),
+                           advice="use fewer components or kept samples (n_kept)")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -98,13 +123,20 @@ class _BayesianFactorizationMachine(BaseEstimator):
         if feature_groups is None:
             return np.zeros(n_features, dtype=np.intp), 1
         labels = column_or_1d(check_array(feature_groups, ensure_2d=False, dtype=None,
-                                          ensure_min_samples=0))
+                                          ensure_min_samples=0,
+                                          input_name="feature_groups"))
         if labels.shape[0] != n_features:
             raise ValueError(f"feature_groups must give a group to each of the "
                              f"{n_features} features, got {labels.shape[0]} labels")
         if n_features == 0:
             return np.zeros(0, dtype=np.intp), 1
-        _, index = np.unique(labels, return_inverse=True)
+        try:  # the groups are numbered in the sorted order of their labels
+            _, index = np.unique(labels, return_inverse=True)
+        except TypeError:
+            kinds = sorted({type(label).__name__ for label in labels})
+            raise ValueError(f"feature_groups must hold labels that can be sorted: all "
+                             f"numbers or all strings (for instance each feature's field "
+                             f"name), got labels of type {', '.join(kinds)}") from None
         return index.astype(np.intp), int(index.max()) + 1
 
     def _eval_set(self, X_eval, y_eval, dtype):
@@ -135,6 +167,10 @@ class _BayesianFactorizationMachine(BaseEstimator):
         ``eval_score(mean)`` scores their mean on X_eval (None without y_eval).
         """
         self._check_params()
+        self._check_fit_targets(targets)
+        self._check_model_size(X.shape[1], targets.shape[1],
+                               min(self.n_kept, self.n_iter - self.n_burn_in),
+                               X.dtype.itemsize)
         rng = check_random_state(self.random_state)
         n, d = X.shape
         n_outputs = targets.shape[1]
@@ -153,23 +189,32 @@ class _BayesianFactorizationMachine(BaseEstimator):
         workspace = {}  # cd_epoch's work arrays, rebuilt by every call: shared by the chains
         chains = []
         for o in range(n_outputs):
-            params = _OutputParams(
-                intercept=np.zeros(1, dtype), w=np.zeros(d, dtype),
-                P=rng.normal(0.0, self.init_scale, (len(degrees), d, k)).astype(dtype),
-                gamma=rng.normal(0.0, self.init_scale, (n_dummy, k)).astype(dtype),
-                lam=np.ones(k, dtype))
+            with np.errstate(over="ignore"):  # checked by _check_start
+                params = _OutputParams(
+                    intercept=np.zeros(1, dtype), w=np.zeros(d, dtype),
+                    P=rng.normal(0.0, self.init_scale, (len(degrees), d, k)).astype(dtype),
+                    gamma=rng.normal(0.0, self.init_scale, (n_dummy, k)).astype(dtype),
+                    lam=np.ones(k, dtype))
+            self._check_start(X, params)
             chains.append(GibbsChain(X, targets[:, o], data, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
                                      probit=self._is_classifier, rng=rng,
                                      workspace=workspace, n_jobs=self.n_jobs))
+            self._check_start(X, params, chains[-1])
         eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
         alphas = np.zeros((n_outputs, self.n_iter))
         scores = np.full(self.n_iter, np.nan)
         start = time.perf_counter()
         for sweep in range(1, self.n_iter + 1):
             for o, chain in enumerate(chains):
-                chain.sweep()
+                try:
+                    chain.sweep()
+                except FloatingPointError as exc:
+                    where = f"sweep {sweep}" + (f", output {o}" if n_outputs > 1 else "")
+                    raise FloatingPointError(
+                        f"{type(self).__name__}: the Gibbs sampler diverged at {where} "
+                        f"({exc}): {self._scale_advice(X, targets)}") from None
                 alphas[o, sweep - 1] = chain.hyper.alpha
             slot = np.searchsorted(kept, sweep)
             if slot < len(kept) and kept[slot] == sweep:
@@ -198,6 +243,58 @@ class _BayesianFactorizationMachine(BaseEstimator):
         self._publish(samples)
         eval_mean = None if X_eval is None else eval_sum / (self.n_iter - self.n_burn_in)
         return alphas, eval_mean, scores
+
+    def _check_fit_targets(self, targets):
+        """Refuse (ValueError) regression targets whose squares overflow: the sampler's
+        noise precision is drawn from the sum of the squared residuals."""
+        if self._is_classifier:
+            return
+        with np.errstate(over="ignore"):
+            squares = float(np.einsum("ij,ij->", targets, targets))
+        if not np.isfinite(squares):
+            raise ValueError(
+                f"y is too large for {type(self).__name__}: the sum of its squares "
+                f"overflows float64 (largest |y| = {np.max(np.abs(targets)):.3g}), and the "
+                f"sampler draws the noise precision from the squared residuals; scale y "
+                f"(for example standardise it, then scale the predictions back)")
+
+    def _check_start(self, X, params, chain=None):
+        """Refuse (ValueError) an initial model that is not finite, or whose outputs on
+        X (those of ``chain``, when given) or their squared residuals overflow: X or
+        init_scale too large."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            if chain is None:
+                finite = np.all(np.isfinite(params.P)) and np.all(np.isfinite(params.gamma))
+                what = f"init_scale={self.init_scale!r} draws factors beyond {X.dtype.name}"
+            else:
+                residuals = chain.y_pred - chain.y
+                finite = np.isfinite(np.einsum("i,i->", residuals, residuals))
+                what = "the initial model's outputs on X, or their squares, overflow"
+        if not finite:
+            raise ValueError(f"{type(self).__name__}: {what}: {self._scale_advice(X)}")
+
+    def _scale_advice(self, X, targets=None):
+        """What to scale, naming the inputs and parameters that are large: the values of
+        X, y (``targets`` of a regressor) and init_scale."""
+        largest_x = _largest_abs(X)
+        largest_y = (np.max(np.abs(targets)) if targets is not None and targets.size
+                     and not self._is_classifier else 0.0)
+        causes = []
+        if largest_y > 1e3:
+            causes.append(f"y (largest |y| = {largest_y:.3g})")
+        if self.init_scale > 1:
+            causes.append(f"init_scale={self.init_scale!r}")
+        if largest_x > 1e3 or not causes:
+            causes.insert(0, f"the values of X (largest |x| = {largest_x:.3g})")
+        remedies = {"the values of X": "scale the features of X (for example to unit "
+                                       "variance)",
+                    "y ": "scale y (for example standardise it)",
+                    "init_scale": "lower init_scale (default 0.1)"}
+        verb = "are" if len(causes) > 1 or causes[0].startswith("the values") else "is"
+        return (f"{' and '.join(causes)} {verb} too large for interactions of degree "
+                f"{self.degree} in {X.dtype.name}: " +
+                ", ".join(remedy for key, remedy in remedies.items()
+                          if any(cause.startswith(key) for cause in causes)))
 
     def _report(self, sweep, alphas, score, elapsed):
         phase = "burn-in" if sweep <= self.n_burn_in else "sample "
@@ -230,7 +327,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 for name in self._SAMPLES}
 
     def _sample_outputs(self, X):
-        """The kept samples' outputs f on X: (n_outputs, n_kept, n_samples), float64."""
+        """The kept samples' outputs f on X: (n_outputs, n_kept, n_samples), float64,
+        every one finite (else FloatingPointError: every prediction method comes here)."""
         kernel, degrees, _ = self._structure()
         samples = self._samples()
         n_outputs, n_kept = samples["P"].shape[:2]
@@ -242,6 +340,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
                     intercept=samples["intercept"][o, s], w=samples["w"][o, s],
                     gamma=samples["gamma"][o, s], check_input=False,
                     n_jobs=self.n_jobs)
+        kernels.check_finite_predictions(np.moveaxis(out, 2, 0), self,
+                                         "kept samples' outputs",
+                                         dtype=samples["P"].dtype)
         return out
 
     # ---- save / load (polylite._io) --------------------------------------------------------
@@ -284,6 +385,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
                                  f"{expected_outputs}")
         if n_kept < 1:
             raise ModelFileError("model file keeps no sample")
+        # The bounds of fit (the degree, the memory) before the degree sizes anything.
+        self._check_model_size(self.n_features_in_, n_outputs, n_kept, P.dtype.itemsize)
         _, degrees, n_dummy = self._structure()
         d, k = self.n_features_in_, self.n_components
         check_float_arrays(arrays, {
@@ -315,9 +418,11 @@ _PARAMS_DOC = """
     Parameters
     ----------
     degree : int, default=2
-        Degree m >= 2 of the feature interactions.
+        Degree m >= 2 of the feature interactions; ``fit`` refuses degrees above
+        ``max(n_features, 5)`` (ANOVA kernel), as the maximum likelihood FMs do.
     n_components : int, default=8
-        Rank k of each factor matrix.
+        Rank k of each factor matrix.  ``fit`` refuses a model whose kept samples would
+        not fit in the machine's physical memory.
     lower_degrees : {"separate", "shared", "none"}, default="separate"
         How the interactions of degrees 2..m-1 are modelled (ANOVA kernel only), as in
         :class:`~polylite.FactorizationMachineRegressor`: one factor matrix per degree
@@ -476,9 +581,12 @@ class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizati
             Only with ``return_std``.
         """
         outputs = self._sample_outputs(self._validate_predict_data(X))[0]
-        mean = outputs.mean(axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            mean = outputs.mean(axis=0)
+            std = outputs.std(axis=0) if return_std else None
+        kernels.check_finite_predictions(mean, self, "mean predictions")
         if return_std:
-            return mean, outputs.std(axis=0)
+            return mean, kernels.check_finite_predictions(std, self, "standard deviations")
         return mean
 
     def _n_outputs(self):
@@ -618,7 +726,16 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
 
     def decision_function(self, X):
         """``Phi^-1`` of each output's mean probability: the probit score of the averaged
-        predictor (the same order as ``predict_proba``).
+        predictor, finite, in the order of ``predict_proba`` and finer.
+
+        The mean probability ``p`` of a confident row rounds to 1 (or 0) in floating point
+        once ``f(x)`` passes about 8.3 (-38) on every sample, where ``Phi^-1(p)`` would be
+        infinite and such rows tied.  So the score is computed from the logarithms of the
+        means of ``Phi(f)`` and of ``Phi(-f) = 1 - Phi(f)`` over the samples (the smaller
+        of ``p`` and ``1 - p`` kept to full relative precision): ``Phi^-1(p)`` exactly, a
+        strictly increasing function of ``p`` without saturation (a row whose every sample
+        has ``f = 40`` scores 40).  Only beyond ``|f| ~ 1.9e154`` on every sample, where
+        even ``log Phi(-|f|)`` underflows, is it the samples' mean ``f``.
 
         Parameters
         ----------
@@ -627,9 +744,18 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         Returns
         -------
         scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, positive scores favour ``classes_[1]``.
+            For two classes, positive scores favour ``classes_[1]``; for more, column c
+            is the score of class c against the rest, largest for the predicted class.
         """
-        scores = ndtri(self._output_proba(X))
+        F = self._sample_outputs(self._validate_predict_data(X))
+        log_n = np.log(F.shape[1])
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            log_p = logsumexp(log_ndtr(F), axis=1) - log_n   # log of the mean of Phi(f)
+            log_q = logsumexp(log_ndtr(-F), axis=1) - log_n  # log of 1 - that mean
+            # Phi^-1(p) = -Phi^-1(1 - p): from the smaller of p and 1 - p.
+            scores = np.where(log_p < log_q, ndtri_exp(log_p), -ndtri_exp(log_q))
+            scores = np.where(np.isfinite(scores), scores, F.mean(axis=1)).T
+        kernels.check_finite_predictions(scores, self, "scores")
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict(self, X):

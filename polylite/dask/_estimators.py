@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 try:
@@ -63,7 +64,22 @@ def _block_prepare(X, y, index, classifier):
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
             raise ValueError(f"row block {index}: y contains NaN or infinity")
+    elif _missing_labels(y):
+        # np.unique would make NaN a class of its own; the in-memory estimators refuse it.
+        raise ValueError(f"row block {index}: y contains NaN, None or infinity; every "
+                         f"row needs a class label (drop the rows without one)")
     return X, y
+
+
+def _missing_labels(y):
+    """Whether the labels ``y`` (1-D) hold NaN or infinity (float), or None or NaN
+    (object)."""
+    if y.dtype.kind in "fc":
+        return not np.all(np.isfinite(y))
+    if y.dtype.kind == "O":
+        return any(label is None or (isinstance(label, float) and not np.isfinite(label))
+                   for label in y)
+    return False
 
 
 def _block_info(block, classifier):
@@ -243,6 +259,7 @@ class _DaskMixin:
         targets_classes = None
         if self._is_classifier:
             classes = np.unique(np.concatenate(labels))
+            check_classification_targets(classes)  # as in memory: no continuous labels
             if classes.shape[0] < 2:
                 raise ValueError(f"the classifier needs samples of at least two classes; "
                                  f"got one class: {classes[0]!r}")

@@ -20,6 +20,7 @@ from .. import kernels
 from .._io import ModelFileError, check_array_names, check_float_arrays, save_model
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param)
+from ..polynomial import _base as _polynomial_base
 from ._conditional_gradient import ConditionalGradient
 from ._operator import RowOperator, chunked_outputs
 from ._projections import PENALTIES
@@ -90,11 +91,15 @@ class _MultiOutputPolynomial(BaseEstimator):
         return kernels.check_X(X, dtype=self.H_.dtype, accept_dense=False)
 
     def _outputs(self, X):
-        """Raw outputs (n_samples, n_outputs), float64."""
+        """Raw outputs (n_samples, n_outputs), float64, every one finite: every
+        prediction method goes through here, and raises FloatingPointError where the
+        outputs overflow rather than return NaN or infinity."""
         X = self._validate_X_predict(X)
-        return chunked_outputs(X, self.H_, self.V_, self.intercept_,
-                               constant=self.fit_linear, kernel=self.kernel,
-                               n_jobs=self.n_jobs)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            O = chunked_outputs(X, self.H_, self.V_, self.intercept_,
+                                constant=self.fit_linear, kernel=self.kernel,
+                                n_jobs=self.n_jobs)
+        return kernels.check_finite_predictions(O, self, "outputs", dtype=self.H_.dtype)
 
     # ---- fitting ----------------------------------------------------------------------
 
@@ -117,6 +122,8 @@ class _MultiOutputPolynomial(BaseEstimator):
                          n_jobs=self.n_jobs)
         loss.n_threads = op.n_threads   # the threads of the per-output losses' passes
         H, V, b, history = self._starting_model(op.dim, n_outputs)
+        self._check_basis_memory(X, op.dim, n_outputs, H.shape[0],
+                                 None if validation is None else validation[0])
         scorer = None
         if validation is not None:
             X_val, scorer, rank = validation
@@ -139,7 +146,8 @@ class _MultiOutputPolynomial(BaseEstimator):
                 if record is None:
                     if self.verbose:
                         print(f"[{type(self).__name__}] converged: duality gap below "
-                              f"tol x objective")
+                              f"tol x objective, or the training targets fitted to "
+                              f"rounding")
                     break
                 for key, value in record.items():
                     history.setdefault(key, []).append(value)
@@ -157,6 +165,28 @@ class _MultiOutputPolynomial(BaseEstimator):
         else:
             H, V, b, best_iteration = path.H, path.V, path.b, n_iter
         self._publish(H, V, b, X.dtype, history, n_iter, best_iteration)
+
+    def _check_basis_memory(self, X, dim, n_outputs, n_start, X_val):
+        """Refuse (ValueError) a ``max_basis`` whose basis could not be held in this
+        machine's memory: after ``max_basis`` iterations from ``n_start`` basis vectors,
+        the fit holds the Gram matrix of their features (and its copy in the refits,
+        float64), their features on the rows of X and X_val (kept with room to double)
+        and the vectors themselves."""
+        memory = _polynomial_base._physical_memory()
+        if memory is None:
+            return
+        t = n_start + self.max_basis
+        n_val = 0 if X_val is None else X_val.shape[0]
+        itemsize = X.dtype.itemsize
+        n_bytes = (2 * 8 * t * t + 2 * itemsize * t * X.shape[0] + itemsize * t * n_val
+                   + 8 * t * (dim + n_outputs))
+        if n_bytes > memory:
+            raise ValueError(
+                f"max_basis={self.max_basis} lets the basis grow to {t} vectors, whose "
+                f"Gram matrix and features on the {X.shape[0]} rows of X would take "
+                f"{_polynomial_base._gib(n_bytes)}, more than this machine's memory "
+                f"({_polynomial_base._gib(memory)}); use a smaller max_basis (the fit "
+                f"stops before it anyway once the duality gap is below tol)")
 
     def _starting_model(self, dim, n_outputs):
         """(H, V, b, history lists) to start from: the fitted model with ``warm_start``."""
@@ -230,7 +260,10 @@ class _MultiOutputPolynomial(BaseEstimator):
         if best > n_iter:
             raise ModelFileError(f"model file has best_iteration {best} > n_iter {n_iter}")
         allowed = set(_HISTORY) | set(self._validation_history)
-        if not isinstance(keys, list) or not set(_HISTORY) <= set(keys) <= allowed:
+        # A fit that stopped before its first iteration (no basis vector) has no history.
+        no_history = keys == [] and n_iter == 0
+        if not isinstance(keys, list) or not (
+                no_history or set(_HISTORY) <= set(keys) <= allowed):
             raise ModelFileError(f"model file has an invalid history table {keys!r}")
         check_array_names(arrays, {"H", "V", "intercept"} | {"history_" + k for k in keys},
                           owner=type(self).__name__)
@@ -238,6 +271,10 @@ class _MultiOutputPolynomial(BaseEstimator):
         if H.ndim != 2 or arrays["V"].ndim != 2:
             raise ModelFileError("arrays 'H' and 'V' must be 2-D")
         n_basis, n_outputs = H.shape[0], arrays["V"].shape[1]
+        if n_basis > n_iter:  # also bounds n_basis when H holds no data (0 columns)
+            raise ModelFileError(f"arrays 'H' and 'V' have {n_basis} basis vectors (rows) "
+                                 f"after {n_iter} iterations (n_iter); an iteration adds "
+                                 f"at most one")
         expected_outputs = self._n_outputs_expected(attributes)
         if expected_outputs is not None and n_outputs != expected_outputs:
             raise ModelFileError(f"model file has {n_outputs} outputs, expected "
@@ -245,7 +282,7 @@ class _MultiOutputPolynomial(BaseEstimator):
         dim = self.n_features_in_ + int(self.fit_linear)
         check_float_arrays(arrays, {"H": (n_basis, dim), "V": (n_basis, n_outputs),
                                     "intercept": (n_outputs,)}, H.dtype)
-        if n_basis and np.linalg.norm(H.astype(np.float64), axis=1).max() > 1 + 1e-4:
+        if H.size and np.linalg.norm(H.astype(np.float64), axis=1).max() > 1 + 1e-4:
             raise ModelFileError("array 'H' has rows outside the unit ball")
         history = {}
         for key in keys:
@@ -281,6 +318,8 @@ _COMMON_PARAMS_DOC = """
     max_basis : int, default=50
         Iterations of the conditional gradient per call to ``fit``; each adds one basis
         vector (the refits may remove others, so ``H_`` has at most this many rows).
+        ``fit`` refuses a value whose basis could not be held in the machine's memory
+        (the features' Gram matrix grows as its square).
     refit : {"output", "full"}, default="output"
         The corrective step after each new basis vector: "output" refits V (convex, by
         FISTA with exact projections onto the Omega-ball); "full" then alternates
@@ -295,7 +334,9 @@ _COMMON_PARAMS_DOC = """
     tol : float, default=1e-4
         Stop before ``max_basis`` when the Frank-Wolfe duality gap (estimated with the
         selected basis vector) is at most ``tol`` times the objective: the constrained
-        problem is then solved to that accuracy.
+        problem is then solved to that accuracy.  The path also stops once the model
+        fits the training targets to rounding (the objective below ``(32 eps)^2`` times
+        that of all-zero outputs, eps of X's dtype): no basis vector can improve it.
     power_tol : float, default=1e-2
         The power method stops when ``||Gamma h - rho h|| <= power_tol |rho|``.
     max_power_iter : int, default=100

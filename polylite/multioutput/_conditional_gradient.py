@@ -23,6 +23,13 @@ from ._projections import penalty_value
 from ._refit import Features, Problem, refit_full, refit_output
 from ._selection import select_basis
 
+# The path also stops once the objective is within rounding of zero: below
+# (ROUNDING_UNITS * eps)^2 times the loss of the all-zero outputs (eps of X's dtype), the
+# outputs of a squared loss match the targets to within about ROUNDING_UNITS rounding
+# units, and no basis vector can lower it further in floating point.  (The test on the
+# duality gap relative to the objective never passes there: both are rounding noise.)
+ROUNDING_UNITS = 32
+
 
 class ConditionalGradient:
     """One model being grown (see the module docstring).
@@ -48,6 +55,8 @@ class ConditionalGradient:
         self.curvature = None
         self.eigenvectors = None   # of the last selection: where the next one starts
         self.V, self.b, self.O, self.value, _ = self._refit_output(V, b)
+        zero_loss = self.problem(np.zeros(self.problem.outputs_shape), gradient=False)[0]
+        self.rounding_floor = (ROUNDING_UNITS * np.finfo(op.dtype).eps) ** 2 * zero_loss
 
     def validation_scores(self):
         """The scores of the current model on the validation rows (a dict)."""
@@ -64,8 +73,11 @@ class ConditionalGradient:
 
     def iteration(self):
         """Run one iteration; returns its record, or None if the model is optimal to
-        ``tol`` already (the gap is below ``tol`` times the objective)."""
+        ``tol`` already (the gap is below ``tol`` times the objective) or fits the
+        training targets to rounding (``ROUNDING_UNITS``)."""
         est, start = self.est, time.perf_counter()
+        if abs(self.value) <= self.rounding_floor:
+            return None
         W = self.W
         h, z, info = select_basis(
             self.op, W, est.penalty, self.rng, power_tol=est.power_tol,

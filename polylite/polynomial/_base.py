@@ -55,6 +55,18 @@ def _gib(n_bytes):
     return f"{n_bytes / 2**30:.1f} GiB"
 
 
+def check_model_memory(n_values, itemsize, n_components, axes, shape,
+                       advice="use fewer components"):
+    """Raise a ValueError if ``n_values`` parameters of ``itemsize`` bytes, mostly factors
+    of ``shape`` (its ``axes`` named), would not fit in this machine's memory."""
+    memory = _physical_memory()
+    if memory is not None and n_values * itemsize > memory:
+        raise ValueError(
+            f"n_components={n_components} asks for {_gib(n_values * itemsize)} of "
+            f"parameters (mostly factors of shape ({axes}) = {shape}, {itemsize} bytes "
+            f"each), more than this machine's memory ({_gib(memory)}); {advice}")
+
+
 class EpochReport(NamedTuple):
     """What the epoch loop tells a progress display (``_epoch_callback``) after each epoch
     (after each iteration of L-BFGS)."""
@@ -194,20 +206,25 @@ class _PolynomialModel(BaseEstimator):
         return "lbfgs" if is_dense(X) else "cd"
 
     def _check_against_data(self, X, n_outputs):
-        """Refuse parameters that are absurd for the data ``X`` (validated): here, a model
-        larger than this machine's memory (a ValueError, not the operating system
-        stopping the process)."""
+        """Refuse parameters that are absurd for the data ``X`` (validated): see
+        :meth:`_check_model_size`."""
+        self._check_model_size(X.shape[1], n_outputs, X.dtype.itemsize)
+
+    def _check_model_size(self, n_features, n_outputs, itemsize):
+        """Refuse parameters that are absurd for ``n_features`` features (a ValueError,
+        not the operating system stopping the process): a degree far beyond them
+        (:meth:`_check_degree`), a model larger than this machine's memory.  ``fit``
+        checks its data so, and ``polylite.load`` a model file."""
+        self._check_degree(n_features)
         _, degrees, n_dummy = self._structure()
-        n_features, k, itemsize = X.shape[1], self.n_components, X.dtype.itemsize
+        k = self.n_components
         n_values = n_outputs * (1 + n_features + (len(degrees) * n_features + n_dummy + 1) * k)
-        memory = _physical_memory()
-        if memory is not None and n_values * itemsize > memory:
-            shape = (n_outputs, len(degrees), n_features, k)
-            raise ValueError(
-                f"n_components={k} asks for {_gib(n_values * itemsize)} of parameters "
-                f"(mostly factors of shape (outputs, blocks, features, components) = "
-                f"{shape}, {itemsize} bytes each), more than this machine's memory "
-                f"({_gib(memory)}); use fewer components")
+        check_model_memory(n_values, itemsize, k, "outputs, blocks, features, components",
+                           (n_outputs, len(degrees), n_features, k))
+
+    def _check_degree(self, n_features):
+        """Refuse a ``degree`` absurd for ``n_features`` features (ValueError); the
+        families define the bound."""
 
     @property
     def _n_jobs(self):
@@ -356,14 +373,17 @@ class _PolynomialModel(BaseEstimator):
     # ---- prediction -------------------------------------------------------------------
 
     def _decision(self, X):
-        """Raw outputs, shape (n_samples, n_outputs)."""
+        """Raw outputs, shape (n_samples, n_outputs), every one finite: every prediction
+        method goes through here, and raises FloatingPointError where the outputs
+        overflow (X far beyond the training data, or huge parameters) rather than return
+        NaN or infinity."""
         kernel, degrees, _ = self._structure()
         stack = self._stacked()
         n_outputs = stack["P"].shape[0]
         out = np.empty((X.shape[0], n_outputs), dtype=stack["P"].dtype)
         for o in range(n_outputs):
             out[:, o] = self._predict_output(X, self._output(stack, o), kernel, degrees)
-        return out
+        return kernels.check_finite_predictions(out, self, "outputs")
 
     def _predict_output(self, X, params, kernel, degrees):
         return kernels.predict(
@@ -726,6 +746,8 @@ class _PolynomialModel(BaseEstimator):
                                      f"classes")
         elif n_out != 1:
             raise ModelFileError(f"a regressor has 1 output, model file has {n_out}")
+        # The bounds of fit (the degree, the memory) before the degree sizes anything.
+        self._check_model_size(d, n_out, P.dtype.itemsize)
         _, degrees, n_dummy = self._structure()
         k = self.n_components
         expected = {"intercept": (n_out, 1), "w": (n_out, d),
@@ -741,8 +763,8 @@ class _PolynomialModel(BaseEstimator):
             raise ModelFileError(f"array 'n_iter' must hold non-negative integers, got "
                                  f"dtype {n_iter.dtype}")
         stack = {key: np.array(arrays[key]) for key in ("intercept", "w", "P", "gamma")}
-        stack["lam"] = (np.array(arrays["lam"]) if "lam" in arrays else
-                        np.ones((n_out, k), P.dtype))
+        if self._has_lam:  # (the FMs' output weights are ones, neither stored nor needed)
+            stack["lam"] = np.array(arrays["lam"])
         self.n_iter_ = n_iter.copy() if self._is_classifier else int(n_iter[0])
         self.solver_ = self._restored_solver(attributes)
         self._publish(stack)

@@ -26,20 +26,26 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_choice(self.kernel, "kernel", FM_KERNELS)
         check_n_jobs(self.n_jobs)
 
-    def _check_against_data(self, X, n_outputs):
-        super()._check_against_data(X, n_outputs)
-        d = X.shape[1]
-        if self.kernel == "anova" and self.degree > max(d, MAX_DEGREE_BEYOND_FEATURES):
-            # A_t sums over sets of t distinct features: zero for every x when t > d,
-            # at a cost that grows like degree^2.
-            raise ValueError(
-                f"degree={self.degree} exceeds n_features={d}: an ANOVA interaction of "
-                f"degree t multiplies t distinct features, so those of degree above {d} "
-                f"are zero for every input; use a degree of at most "
-                f"{max(d, MAX_DEGREE_BEYOND_FEATURES)}")
+    def _check_degree(self, n_features):
+        if self.kernel == "anova":
+            check_anova_degree(self.degree, n_features)
 
     def _structure(self):
         return fm_structure(self.degree, self.lower_degrees, self.kernel)
+
+
+def check_anova_degree(degree, n_features):
+    """Refuse (ValueError) an ANOVA ``degree`` above ``n_features`` (and above
+    MAX_DEGREE_BEYOND_FEATURES): checked by ``fit`` before the degree sizes anything, and
+    by ``polylite.load``."""
+    if degree > max(n_features, MAX_DEGREE_BEYOND_FEATURES):
+        # A_t sums over sets of t distinct features: zero for every x when t > d, at a
+        # cost that grows like degree^2 (and a list of the degrees 2..m in memory).
+        raise ValueError(
+            f"degree={degree} exceeds n_features={n_features}: an ANOVA interaction of "
+            f"degree t multiplies t distinct features, so those of degree above "
+            f"{n_features} are zero for every input; use a degree of at most "
+            f"{max(n_features, MAX_DEGREE_BEYOND_FEATURES)}")
 
 
 def fm_structure(degree, lower_degrees, kernel):

@@ -6,6 +6,7 @@ from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
 from ._base import AUTO_SOLVER_DOC, MAX_ITER_TOL_DOC, _PolynomialModel
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+from .fm import MAX_DEGREE_BEYOND_FEATURES
 
 __all__ = ["PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
 
@@ -24,6 +25,18 @@ class _BasePolynomialNetwork(_PolynomialModel):
         check_choice(self.lower_degrees, "lower_degrees", PN_LOWER_DEGREES)
         check_choice(self.output_weights, "output_weights", OUTPUT_WEIGHTS)
         check_n_jobs(self.n_jobs)
+
+    def _check_degree(self, n_features):
+        # The bound of the factorization machines (MAX_DEGREE_BEYOND_FEATURES): a power
+        # (gamma + <p, x>)^m of a degree beyond it overflows or vanishes for most inputs.
+        limit = max(n_features, MAX_DEGREE_BEYOND_FEATURES)
+        if self.degree > limit:
+            raise ValueError(
+                f"degree={self.degree} exceeds n_features={n_features}: polynomial "
+                f"networks, as factorization machines, have a degree of at most the "
+                f"number of features (or {MAX_DEGREE_BEYOND_FEATURES} with fewer), "
+                f"powers of higher degree overflow or vanish for most inputs; use a "
+                f"degree of at most {limit}")
 
     def _structure(self):
         return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
@@ -51,7 +64,8 @@ _PN_PARAMS_DOC = """
     Parameters
     ----------
     degree : int, default=2
-        Degree m >= 2 of the polynomial kernel (squares of features included).
+        Degree m >= 2 of the polynomial kernel (squares of features included).  As for
+        the factorization machines, ``fit`` refuses degrees above ``max(n_features, 5)``.
     n_components : int, default=8
         Number k of hidden units (rank).  ``fit`` refuses a model whose parameters would
         not fit in the machine's physical memory.
