@@ -173,7 +173,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         and step on the shared parameters without locks, as LightFM does (Hogwild!).
         Reproducibility: with one thread a fit is the same from run to run for a fixed
         ``random_state``; with more, the order in which threads update shared
-        parameters varies from run to run, and so do the results, a little.
+        parameters varies from run to run, and so do the results, a little.  Threads
+        pay off on large data whose rows share few features (ids); rows that share many
+        (implicit sets such as rated items, side features) make the threads contend for
+        the same parameters, and on small data one thread is then faster.
 
     Attributes
     ----------
