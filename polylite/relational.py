@@ -273,6 +273,18 @@ class RelationalMatrix:
         """
         return self._expanded(np.arange(self.shape[0], dtype=np.intp))
 
+    def _sources(self, rows):
+        """Each part's CSR matrix and the row of it that each of ``rows`` uses."""
+        return [(part.table, part.index[rows]) if isinstance(part, RelationBlock)
+                else (part, rows) for part in self.parts]
+
+    def _row_nnz(self, rows):
+        """The nonzeros of each expanded row of ``rows`` (intp), without building them."""
+        sizes = np.zeros(rows.shape[0], dtype=np.int64)
+        for matrix, row_of in self._sources(rows):
+            sizes += matrix.indptr[row_of + 1] - matrix.indptr[row_of]
+        return sizes
+
     def _expanded(self, rows, buffers=None):
         """The expanded rows ``rows`` (intp), as CSR.  With ``buffers`` (a dict), its
         value and index arrays are views of arrays kept there from one call to the next
@@ -280,13 +292,9 @@ class RelationalMatrix:
         from ._kernels import append_rows
         n, d = rows.shape[0], self.shape[1]
         # Each part's source row of every output row, and the rows' sizes.
-        sources = []
-        sizes = np.zeros(n, dtype=np.int64)
-        for part, offset in zip(self.parts, self.offsets[:-1]):
-            matrix = part.table if isinstance(part, RelationBlock) else part
-            row_of = part.index[rows] if isinstance(part, RelationBlock) else rows
-            sizes += matrix.indptr[row_of + 1] - matrix.indptr[row_of]
-            sources.append((matrix, row_of, int(offset)))
+        sources = [(matrix, row_of, int(offset)) for (matrix, row_of), offset
+                   in zip(self._sources(rows), self.offsets[:-1])]
+        sizes = self._row_nnz(rows)
         nnz = int(sizes.sum())
         index_dtype = np.int32 if max(d, nnz) <= 2**31 - 1 else np.int64
         indptr = np.zeros(n + 1, dtype=index_dtype)

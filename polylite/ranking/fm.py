@@ -590,12 +590,7 @@ def _check_labels(y, n):
 
 def _max_row_nnz(query):
     """The longest expanded row of a RelationalMatrix, without expanding it."""
-    sizes = np.zeros(query.shape[0], dtype=np.int64)
-    for part in query.parts:
-        if isinstance(part, RelationBlock):
-            sizes += np.diff(part.table.indptr)[part.index]
-        else:
-            sizes += np.diff(part.indptr)
+    sizes = query._row_nnz(np.arange(query.shape[0], dtype=np.intp))
     return int(sizes.max()) if sizes.size else 0
 
 
@@ -605,6 +600,8 @@ def _stack_rows(X, X_val):
         raise ValueError("X_val must have the form of X (both CSR, or both relational)")
     if not isinstance(X, RelationalMatrix):
         return sp.vstack([X, X_val], format="csr")
+    if len(X.parts) != len(X_val.parts):
+        raise ValueError("X_val has another number of parts than X")
     parts = []
     for p, (a, b) in enumerate(zip(X.parts, X_val.parts)):
         if isinstance(a, RelationBlock) != isinstance(b, RelationBlock) or (
@@ -614,8 +611,6 @@ def _stack_rows(X, X_val):
                              f"one FieldEncoder)")
         parts.append(RelationBlock(np.concatenate([a.index, b.index]), a.table)
                      if isinstance(a, RelationBlock) else sp.vstack([a, b], format="csr"))
-    if len(X.parts) != len(X_val.parts):
-        raise ValueError("X_val has another number of parts than X")
     return RelationalMatrix._from_checked(parts, X.dtype)
 
 
