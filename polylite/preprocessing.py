@@ -32,6 +32,9 @@ OUTPUTS = ("csr", "relational")
 # Names of the implicit-feedback fields (user side: the items the user rated; item side:
 # the users who rated the item).
 RATED_ITEMS, RATERS = "rated_items", "raters"
+# The most columns of a numeric block: a bound a model file's layout is checked against
+# (nothing else in the file has that size), and hence fit's too.
+MAX_NUMERIC_WIDTH = 2**20
 
 
 class Field(NamedTuple):
@@ -130,6 +133,11 @@ def _numeric(values, name, dtype):
                          ) from None
     if not np.all(np.isfinite(values)):
         raise ValueError(f"numeric column {name!r} contains NaN or infinity")
+    if values.ndim == 2 and values.shape[1] > MAX_NUMERIC_WIDTH:
+        raise ValueError(f"numeric column {name!r} is a block of {values.shape[1]} "
+                         f"columns, more than the {MAX_NUMERIC_WIDTH} a FieldEncoder "
+                         f"encodes densely; encode wide features as a sparse matrix and "
+                         f"stack it beside the encoder's output")
     return values.reshape(len(values), -1)
 
 
@@ -233,7 +241,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
     user_features : dict or None, default=None
         Columns of the ``users`` table to encode, each mapped to its kind: "categorical"
         (one-hot over the values found in the table) or "numeric" (the value as it is; a
-        2-D column of a mapping is a block of numeric columns).
+        2-D column of a mapping is a block of at most 2**20 numeric columns).
     item_features : dict or None, default=None
         Likewise, columns of the ``items`` table.
     context_features : dict or None, default=None
@@ -741,6 +749,10 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
                                  f"match its parameters")
         for f in fields:
             width = f.stop - f.start
+            if f.kind == "numeric" and width > MAX_NUMERIC_WIDTH:
+                raise ModelFileError(f"field {f.name!r} is a numeric block of {width} "
+                                     f"columns, more than a FieldEncoder fits "
+                                     f"({MAX_NUMERIC_WIDTH})")
             if f.kind in ("id", "categorical") and (
                     f.name not in categories or categories[f.name].size != width):
                 raise ModelFileError(f"field {f.name!r} has {width} columns but not as many "

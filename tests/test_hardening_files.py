@@ -174,6 +174,28 @@ def test_encoder_categories_of_zero_width_dtype_are_refused(tmp_path):
     _assert_refused_cheaply(path, "'categories_0.npy' has " + ZERO_WIDTH)
 
 
+def test_encoder_numeric_block_of_huge_width_is_refused(tmp_path):
+    """A numeric field whose layout declares 10^10 columns: nothing in the file has that
+    size, and get_feature_names_out would have built 10^10 names."""
+    path = tmp_path / "encoder.npz"
+    table = dict(RATINGS, price=np.array([1.0, 2.0, 3.0, 4.0]))
+    FieldEncoder(context_features={"price": "numeric"}).fit(table).save(path)
+
+    def edit(header, arrays):
+        header["attributes"]["fields"][-1][4] = HUGE
+    _rewrite(path, edit)
+    _assert_refused_cheaply(path, r"field 'price' is a numeric block of 9999999994 "
+                                  r"columns, more than a FieldEncoder fits \(1048576\)")
+
+
+def test_encoder_fit_refuses_a_numeric_block_it_could_not_load():
+    from polylite.preprocessing import MAX_NUMERIC_WIDTH
+    table = dict(RATINGS, block=np.zeros((4, MAX_NUMERIC_WIDTH + 1), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"numeric column 'block' is a block of 1048577 "
+                                         r"columns, more than the 1048576"):
+        FieldEncoder(context_features={"block": "numeric"}).fit(table)
+
+
 # --------------------------------------------------------------------------------------
 # 2. zero-size arrays with a huge other dimension
 # --------------------------------------------------------------------------------------

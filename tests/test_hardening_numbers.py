@@ -293,6 +293,30 @@ def test_bayesian_components_beyond_memory_are_refused_at_once(cls, monkeypatch)
     assert time.perf_counter() - start < 5
 
 
+@pytest.mark.parametrize("params, bound, what", [
+    (dict(), 15, "interactions of degree 2 among the 6 features"),
+    (dict(degree=3), 20, "interactions of degree 3 among the 6 features"),
+    (dict(degree=3, lower_degrees="shared"), 56, "interactions of degree 3 among the 6"),
+    (dict(kernel="all-subsets"), 64, "subsets of the 6 features"),
+])
+def test_bayesian_components_beyond_the_interactions_warn_at_once(params, bound, what):
+    """n_components=10**6 on 30 x 6 data fits in memory (2.2 GiB) but samples for
+    minutes; it now says at once that components beyond the number of interactions add
+    only time.  The warning is raised as an error here to stop the fit."""
+    rng = np.random.RandomState(0)
+    X, y = _small(rng)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with pytest.raises(UserWarning, match=rf"n_components=1000000 exceeds the {bound} "
+                                              rf"{what}"):
+            BayesianFactorizationMachineRegressor(n_components=10**6, **params).fit(X, y)
+        # As many components as interactions: no warning.
+        BayesianFactorizationMachineRegressor(n_components=bound, n_iter=2, n_burn_in=1,
+                                              **params).fit(X, y)
+    assert time.perf_counter() - start < 5
+
+
 @pytest.mark.parametrize("cls", [MultiOutputPolynomialRegressor, OrdinalMcRankRegressor])
 def test_multioutput_basis_beyond_memory_is_refused_at_once(cls):
     """max_basis=10**9 on 30 x 6 data: its Gram matrix alone would take 10**19 bytes;
@@ -323,6 +347,23 @@ def test_multioutput_path_stops_once_the_data_are_fitted_to_rounding(dtype, kern
     assert est.n_iter_ < 40
     assert est.history_["objective"][-1] < 1e-10
     np.testing.assert_allclose(est.predict(X), Y, atol=1e-4)
+
+
+@pytest.mark.parametrize("penalty", ["l1/l2", "l1", "l1/linf"])
+def test_multioutput_basis_outputs_that_overflow_raise_without_lapack_noise(penalty, capfd):
+    """X ~ 1e200: the refit's least squares met an infinite Gram matrix, and LAPACK
+    printed "On entry to DLASCL parameter number 4 had an illegal value" to stdout
+    before "SVD did not converge"."""
+    rng = np.random.RandomState(0)
+    X = sp.random(30, 6, density=0.6, random_state=rng, format="csr") * 1e200
+    y = rng.standard_normal((30, 2))
+    est = MultiOutputPolynomialRegressor(kernel="fm", refit="full", penalty=penalty,
+                                         random_state=0)
+    with pytest.raises(FloatingPointError, match="outputs of basis vector 1 on X, or "
+                                                 "their squares, overflow.*scale the "
+                                                 "features of X"):
+        est.fit(X, y)
+    assert capfd.readouterr().out == ""
 
 
 # --------------------------------------------------------------------------------------

@@ -221,5 +221,9 @@ class GibbsChain:
         p = self.params
         if not all(np.all(np.isfinite(a)) for a in (p.intercept, p.w, p.P, p.gamma)):
             raise FloatingPointError(f"{when} are not finite")
-        if not np.all(np.isfinite(self.y_pred)):
-            raise FloatingPointError(f"the model's outputs on X under {when} overflow")
+        # The outputs are kept in float64, but a model of float32 parameters predicts in
+        # float32: outputs beyond its range would be infinite at predict.
+        largest = np.finfo(p.P.dtype).max
+        if not np.all(np.abs(self.y_pred) <= largest):
+            raise FloatingPointError(f"the model's outputs on X under {when} overflow "
+                                     f"{p.P.dtype.name}")

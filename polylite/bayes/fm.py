@@ -1,5 +1,7 @@
 """Bayesian factorization machines of any degree, trained by Gibbs sampling (MCMC)."""
+import math
 import time
+import warnings
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri_exp
@@ -92,6 +94,23 @@ class _BayesianFactorizationMachine(BaseEstimator):
                            (n_outputs, n_kept, len(degrees), n_features, k),
                            advice="use fewer components or kept samples (n_kept)")
 
+    def _warn_components_beyond_interactions(self, n_features):
+        """Warn when n_components exceeds the number of distinct interactions a factor
+        block weights: that many components (one per interaction) already reach every
+        weighting of them, and the sampler's time grows in proportion to n_components."""
+        kernel, degrees, n_dummy = self._structure()
+        if kernel == "all-subsets":
+            interactions, what = 2 ** min(n_features, 64), "subsets of the"
+        else:
+            interactions = max(math.comb(n_features + n_dummy, t) for t in degrees)
+            what = f"interactions of degree {max(degrees)} among the"
+        if self.n_components > interactions:
+            warnings.warn(
+                f"n_components={self.n_components} exceeds the {interactions} {what} "
+                f"{n_features} features of X: components beyond {interactions} reach no "
+                f"model that fewer cannot, and each adds to the sampling time (it grows in "
+                f"proportion to n_components)", UserWarning, stacklevel=4)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -171,6 +190,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
         self._check_model_size(X.shape[1], targets.shape[1],
                                min(self.n_kept, self.n_iter - self.n_burn_in),
                                X.dtype.itemsize)
+        self._warn_components_beyond_interactions(X.shape[1])
         rng = check_random_state(self.random_state)
         n, d = X.shape
         n_outputs = targets.shape[1]

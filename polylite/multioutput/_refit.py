@@ -88,6 +88,12 @@ class Features:
         gram[:t, :t] = self.gram
         gram[t, :t] = gram[:t, t] = cross
         gram[t, t] = float(sz @ self._Z[:, t])
+        if not np.all(np.isfinite(gram[t])):
+            # The refits' linear algebra would fail on it (LAPACK even prints to stdout).
+            raise FloatingPointError(
+                f"the outputs of basis vector {t + 1} on X, or their squares, overflow: "
+                f"the values of X are too large for the model's degree; scale the "
+                f"features of X (for example to unit variance)")
         self.gram = gram
         self.mean = np.append(self.mean, sz.sum())
         self.n_basis = t + 1
