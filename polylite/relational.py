@@ -417,8 +417,9 @@ def check_relational_input(estimator, X, y=None, *, reset, dtype):
         estimator.__dict__.pop("feature_names_in_", None)
     if y is None:
         return X
-    classifier = estimator._is_classifier
-    y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if classifier else "numeric",
-                                 ensure_all_finite=not classifier), warn=True)
+    # Labels (classes, ordinal levels) may be strings; regression targets are numbers.
+    labels = getattr(estimator, "_labels_as_y", estimator._is_classifier)
+    y = column_or_1d(check_array(y, ensure_2d=False, dtype=None if labels else "numeric",
+                                 ensure_all_finite=not labels), warn=True)
     check_consistent_length(X, y)
     return X, y

@@ -384,7 +384,7 @@ def test_noise_precision_follows_its_conditional():
 def test_latent_targets_are_truncated_normals(f, label):
     """z ~ N(f, 1) truncated to the side of 0 of the label, also far in the tail."""
     rng = np.random.RandomState(2)
-    z = _sampler.draw_latent(rng, np.full(3000, f), np.full(3000, label))
+    z = _sampler.Probit().draw_latent(rng, np.full(3000, f), np.full(3000, label))
     assert np.all(np.isfinite(z)) and np.all(z * label >= 0)
     low, high = (-f, np.inf) if label > 0 else (-np.inf, -f)
     assert stats.kstest(z - f, stats.truncnorm(low, high).cdf).pvalue > 1e-4

@@ -2,9 +2,13 @@
 
 The model (Freudenthaler, Schmidt-Thieme and Rendle 2011; Rendle 2012, section 4.3):
 
-- likelihood: ``y_i ~ N(f(x_i), 1 / alpha)`` for regression; the probit model for binary
-  labels ``y_i`` in {-1, +1}: a latent ``z_i ~ N(f(x_i), 1)`` with ``y_i = sign(z_i)``, so
-  ``P(y_i = 1) = Phi(f(x_i))`` (alpha is then 1);
+- likelihood (a :class:`Gaussian`, :class:`Probit` or :class:`OrderedProbit` object):
+  ``y_i ~ N(f(x_i), 1 / alpha)`` for regression; the probit model for binary labels
+  ``y_i`` in {-1, +1}: a latent ``z_i ~ N(f(x_i), 1)`` with ``y_i = sign(z_i)``, so
+  ``P(y_i = 1) = Phi(f(x_i))`` (alpha is then 1); the ordered probit model for levels
+  ``y_i`` in {0, ..., L - 1}: ``y_i = j`` when ``c_j < z_i <= c_{j+1}``, with cutpoints
+  ``-inf = c_0 < c_1 = 0 < c_2 < ... < c_{L-1} < c_L = inf`` (c_1 is fixed at 0, since the
+  intercept already sets the location; Albert and Chib 1993);
 - priors: every parameter of a set (the linear weights; the factors of component s of
   factor block b; the dummy features' parameters of component s) that belongs to feature
   group g is ``N(mu_g, 1 / lam_g)``, with a pair (mu_g, lam_g) per set and group; the
@@ -16,13 +20,14 @@ The model (Freudenthaler, Schmidt-Thieme and Rendle 2011; Rendle 2012, section 4
 A sweep draws the hyperparameters given the parameters (conjugate Gamma and normal draws in
 NumPy, O(d k m)), then every parameter given all others: the coordinate descent epoch of
 :func:`polylite.polynomial._cd.cd_epoch` with a prior, which replaces each step by a draw
-from the coordinate's Gaussian conditional; then, for the probit model, the latent targets.
+from the coordinate's Gaussian conditional; then, for the probit models, the cutpoints
+(ordered probit) and the latent targets.
 """
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import log_ndtr, ndtri_exp
+from scipy.special import log_ndtr, ndtri, ndtri_exp
 
 from .. import _losses, kernels
 from ..polynomial import _cd
@@ -101,15 +106,159 @@ def draw_noise_precision(rng, residuals):
     return rng.gamma(0.5 * (ALPHA_0 + residuals.shape[0]), 2.0 / (GAMMA_0 + squares))
 
 
-def draw_latent(rng, f, y):
-    """The probit model's latent targets: z_i ~ N(f_i, 1) truncated to z_i > 0 where
-    y_i = +1 and z_i < 0 where y_i = -1, by inverting the normal CDF on the log scale
-    (accurate however far f_i lies on the wrong side of 0)."""
-    sign = np.where(y > 0, 1.0, -1.0)
-    u = 1.0 - rng.random_sample(f.shape[0])  # in (0, 1]
-    # z - f = -sign * Phi^-1(u Phi(sign f)): for y = +1, above -f (so z > 0); for y = -1,
-    # below -f.
-    return f - sign * ndtri_exp(np.log(u) + log_ndtr(sign * f))
+def _mirrored(a, b):
+    """Intervals [a, b] of the standard normal moved into the left half where they lie
+    right of 0 (a > 0 becomes [-b, -a]), so that its CDF is evaluated where it is small
+    and kept to full relative precision; and which were moved."""
+    flip = a > 0
+    return np.where(flip, -b, a), np.where(flip, -a, b), flip
+
+
+def _log1mexp(x):
+    """log(1 - exp(x)) for x <= 0, accurate near 0 and far below it."""
+    with np.errstate(divide="ignore"):
+        return np.where(x > -0.6931471805599453, np.log(-np.expm1(x)),
+                        np.log1p(-np.exp(x)))
+
+
+def log_interval_probability(a, b):
+    """log P(a < x <= b) = log(Phi(b) - Phi(a)) for a standard normal x, a < b
+    elementwise (infinite ends allowed), accurate far in either tail."""
+    a, b, _ = _mirrored(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    log_b = log_ndtr(b)
+    return log_b + _log1mexp(log_ndtr(a) - log_b)
+
+
+def draw_truncated_normal(rng, mean, lower, upper):
+    """z_i ~ N(mean_i, 1) truncated to [lower_i, upper_i] (infinite ends allowed), by
+    inverting the normal CDF on the log scale, on the side where the interval's
+    probabilities are small (accurate however far the interval lies in a tail)."""
+    a, b, flip = _mirrored(lower - mean, upper - mean)
+    log_a, log_b = log_ndtr(a), log_ndtr(b)
+    u = rng.random_sample(mean.shape[0])  # in [0, 1)
+    # p uniform on [Phi(a), Phi(b)]: log p = log Phi(b) + log(1 - u (1 - Phi(a)/Phi(b))).
+    x = ndtri_exp(log_b + np.log1p(u * np.expm1(log_a - log_b)))
+    return mean + np.where(flip, -x, x)
+
+
+class Gaussian:
+    """Regression: ``y ~ N(f, 1 / alpha)``, the noise precision alpha sampled."""
+
+    latent = False
+
+    def initial_target(self, y):
+        return y.copy()
+
+    def kept_state(self):
+        """The likelihood's own parameters kept with each sample (none)."""
+        return {}
+
+    def noise_precision(self, rng, y_pred, y):
+        """alpha | residuals (FloatingPointError if the squared residuals overflow)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            alpha = draw_noise_precision(rng, y_pred - y)
+        if not (np.isfinite(alpha) and alpha > 0):
+            raise FloatingPointError(f"the squared residuals of the model on (X, y) "
+                                     f"overflow: the noise precision drawn is {alpha:.3g}")
+        return alpha
+
+
+class Probit:
+    """Binary labels in {-1, +1} through latent targets ``z ~ N(f, 1)``, y = sign(z)."""
+
+    latent = True
+
+    def initial_target(self, y):
+        return y.copy()  # the labels (+-1), as libFM starts
+
+    def kept_state(self):
+        return {}
+
+    def noise_precision(self, rng, y_pred, y):
+        return 1.0
+
+    def draw_latent(self, rng, y_pred, y, adapt=False):
+        """z_i ~ N(f_i, 1) truncated to z_i > 0 where y_i = +1, z_i <= 0 where -1."""
+        positive = y > 0
+        return draw_truncated_normal(rng, y_pred, np.where(positive, 0.0, -np.inf),
+                                     np.where(positive, np.inf, 0.0))
+
+
+class OrderedProbit(Probit):
+    """Levels ``y`` in {0, ..., L - 1} through latent targets ``z ~ N(f, 1)`` and
+    cutpoints (module docstring), of which c_2 .. c_{L-1} are sampled.
+
+    Each sweep first draws every free cutpoint in turn by a random-walk Metropolis step
+    on its conditional with the latent targets integrated out: given f, c_j moves only
+    the probabilities ``Phi(c_{j+1} - f) - Phi(c_j - f)`` of the rows of its two
+    neighbouring levels, and a proposal outside (c_{j-1}, c_{j+1}) is rejected (flat
+    prior on ordered cutpoints).  Integrating the latents out (Cowles 1996) lets a
+    cutpoint move as far as the data allow at once, where the Gibbs draw given the
+    latents (Albert and Chib 1993) is pinned between the nearest latents of the two
+    levels and crawls on large data.  Then the latent targets are drawn given the new
+    cutpoints.  The proposals' scales adapt towards an acceptance rate of 0.44 during
+    the burn-in only (``adapt``), so the chain after it is an exact Metropolis-within-
+    Gibbs sampler.
+    """
+
+    TARGET_ACCEPTANCE = 0.44  # of a one-dimensional random walk
+
+    def __init__(self, codes, n_levels):
+        self.n_levels = int(n_levels)
+        self.rows = [np.flatnonzero(codes == level) for level in range(self.n_levels)]
+        # c_j at Phi^-1 of the cumulative proportion of levels below j, moved so that
+        # c_1 = 0: the cutpoints of f = const.
+        counts = np.array([r.shape[0] for r in self.rows], dtype=np.float64)
+        cumulative = np.clip(np.cumsum(counts)[:-1] / counts.sum(), 1e-6, 1 - 1e-6)
+        inner = ndtri(cumulative)
+        self.cutpoints = np.concatenate([[-np.inf], inner - inner[0], [np.inf]])
+        self.scales = np.full(self.n_levels + 1, 0.1)
+        self.n_proposed = self.n_accepted = 0
+        self._sweeps = 0
+
+    def kept_state(self):
+        """The cutpoints c_1 .. c_{L-1}, kept with each sample."""
+        return {"cutpoints": self.cutpoints[1:-1].copy()}
+
+    def initial_target(self, y):
+        c = self.cutpoints
+        codes = y.astype(np.intp)
+        lower, upper = c[codes], c[codes + 1]
+        # The middle of each level's interval, or one unit beyond an infinite end.
+        return np.where(np.isinf(lower), upper - 1.0,
+                        np.where(np.isinf(upper), lower + 1.0, 0.5 * (lower + upper)))
+
+    def _level_log_likelihood(self, level, f, lower, upper):
+        rows = self.rows[level]
+        return float(np.sum(log_interval_probability(lower - f[rows], upper - f[rows])))
+
+    def draw_cutpoints(self, rng, f, adapt=False):
+        """Each free cutpoint by a Metropolis step given f (the class docstring)."""
+        c = self.cutpoints
+        self._sweeps += 1
+        for j in range(2, self.n_levels):
+            proposal = c[j] + self.scales[j] * rng.standard_normal()
+            accepted = False
+            if c[j - 1] < proposal < c[j + 1]:
+                log_ratio = (self._level_log_likelihood(j - 1, f, c[j - 1], proposal)
+                             + self._level_log_likelihood(j, f, proposal, c[j + 1])
+                             - self._level_log_likelihood(j - 1, f, c[j - 1], c[j])
+                             - self._level_log_likelihood(j, f, c[j], c[j + 1]))
+                accepted = np.log(1.0 - rng.random_sample()) < log_ratio
+                if accepted:
+                    c[j] = proposal
+            if adapt:  # a Robbins-Monro step on the log scale
+                self.scales[j] *= np.exp((float(accepted) - self.TARGET_ACCEPTANCE)
+                                         / np.sqrt(self._sweeps))
+            else:  # the acceptance rate of the chain after the burn-in
+                self.n_proposed += 1
+                self.n_accepted += int(accepted)
+
+    def draw_latent(self, rng, y_pred, y, adapt=False):
+        self.draw_cutpoints(rng, y_pred, adapt)
+        codes = y.astype(np.intp)
+        return draw_truncated_normal(rng, y_pred, self.cutpoints[codes],
+                                     self.cutpoints[codes + 1])
 
 
 def _checked_prior(draw, what):
@@ -126,27 +275,28 @@ def _checked_prior(draw, what):
 class GibbsChain:
     """One output's Markov chain: its parameters (``params``, arrays of the
     :class:`polylite.polynomial._base._OutputParams` kind, updated in place), the
-    hyperparameters, the predictions on the training rows and, for the probit model, the
+    hyperparameters, the predictions on the training rows and, for the probit models, the
     latent targets.
 
-    ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with uniform
+    ``likelihood`` is a :class:`Gaussian`, :class:`Probit` or :class:`OrderedProbit`
+    (whose cutpoints the chain then samples); ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with uniform
     weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
     :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
     on the same X may share; ``n_jobs`` the threads of :meth:`predict`.
     """
 
     def __init__(self, X, y, data, params, structure, groups, *, fit_intercept,
-                 fit_linear, probit, rng, workspace, n_jobs=None):
+                 fit_linear, likelihood, rng, workspace, n_jobs=None):
         self.X, self.data, self.params, self.groups = X, data, params, groups
         self.n_jobs = n_jobs
         self.kernel, self.degrees, _ = structure
-        self.fit_intercept, self.fit_linear, self.probit = fit_intercept, fit_linear, probit
+        self.fit_intercept, self.fit_linear = fit_intercept, fit_linear
+        self.likelihood = likelihood
         self.rng, self.workspace = rng, workspace
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         n = X.shape[0]
         self.sample_weight = np.full(n, 1.0 / n)
-        # The probit model starts its latent targets at the labels (+-1), as libFM does.
-        self.target = self.y.copy()
+        self.target = likelihood.initial_target(self.y)
         self.y_pred = self.predict(X).astype(np.float64)
         k = params.P.shape[2]
         self.hyper = Hyperparameters(params.P.shape[0], groups.n_groups, k)
@@ -163,13 +313,8 @@ class GibbsChain:
         FloatingPointError where a draw is not a finite precision > 0 or a finite mean
         (the squares of the residuals or of the parameters overflow)."""
         h, p, rng = self.hyper, self.params, self.rng
+        h.alpha = self.likelihood.noise_precision(rng, self.y_pred, self.y)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            if not self.probit:
-                h.alpha = draw_noise_precision(rng, self.y_pred - self.y)
-                if not (np.isfinite(h.alpha) and h.alpha > 0):
-                    raise FloatingPointError(
-                        f"the squared residuals of the model on (X, y) overflow: the "
-                        f"noise precision drawn is {h.alpha:.3g}")
             if self.fit_linear:
                 lam, mu = _checked_prior(draw_group_prior(
                     rng, p.w[:, np.newaxis], self.groups, h.w_mu[:, np.newaxis]),
@@ -196,12 +341,14 @@ class GibbsChain:
                           h.gamma_lam * unit, h.gamma_mu, unit,
                           int(self.rng.randint(0, 2 ** 62, dtype=np.int64)))
 
-    def sweep(self):
-        """One sweep: the hyperparameters, then every parameter, then the latent targets."""
+    def sweep(self, adapt=False):
+        """One sweep: the hyperparameters, then every parameter, then (probit models) the
+        cutpoints and the latent targets; ``adapt``: during the burn-in, where the
+        ordered probit's cutpoint proposals may adapt their scales."""
         self.draw_hyperparameters()
         self.draw_parameters(self.prior())
-        if self.probit:
-            self.target = draw_latent(self.rng, self.y_pred, self.y)
+        if self.likelihood.latent:
+            self.target = self.likelihood.draw_latent(self.rng, self.y_pred, self.y, adapt)
 
     def draw_parameters(self, prior):
         """Draw the intercept, the linear weights and every factor from their conditionals

@@ -20,7 +20,7 @@ from ..polynomial import _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
 from ..relational import RelationalMatrix, check_relational_input
-from ._sampler import FeatureGroups, GibbsChain
+from ._sampler import FeatureGroups, Gaussian, GibbsChain, Probit
 
 __all__ = ["BayesianFactorizationMachineRegressor",
            "BayesianFactorizationMachineClassifier"]
@@ -50,6 +50,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     (one for regression and two classes, one per class for more), swept in turn."""
 
     _is_classifier = False  # the probit model (also read by polylite._io)
+    _noise_sampled = False  # the Gaussian model's noise precision, alpha_
     _takes_relational = True  # polylite.relational.RelationalMatrix, as fit and predict
     # A progress display (the command line's) called after every sweep with (sweep,
     # n_iter, the X_eval score of the averaged predictor or NaN, seconds so far).
@@ -125,7 +126,8 @@ class _BayesianFactorizationMachine(BaseEstimator):
         if isinstance(X, RelationalMatrix):
             return check_relational_input(self, X, y, reset=True, dtype=_FLOAT_DTYPES)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_FLOAT_DTYPES,
-                             accept_large_sparse=True, y_numeric=not self._is_classifier)
+                             accept_large_sparse=True,
+                             y_numeric=not getattr(self, "_labels_as_y", self._is_classifier))
         return kernels.check_X(X, dtype=X.dtype, accept_dense=False), y
 
     def _validate_predict_data(self, X):
@@ -206,6 +208,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
             w=np.zeros((n_outputs, len(kept), d), dtype),
             P=np.zeros((n_outputs, len(kept), len(degrees), d, k), dtype),
             gamma=np.zeros((n_outputs, len(kept), n_dummy, k), dtype))
+        likelihoods = [self._likelihood(targets[:, o]) for o in range(n_outputs)]
+        for name, value in likelihoods[0].kept_state().items():  # the ordinal cutpoints
+            samples[name] = np.zeros((n_outputs, len(kept), *value.shape))
         workspace = {}  # cd_epoch's work arrays, rebuilt by every call: shared by the chains
         chains = []
         for o in range(n_outputs):
@@ -219,17 +224,17 @@ class _BayesianFactorizationMachine(BaseEstimator):
             chains.append(GibbsChain(X, targets[:, o], data, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
-                                     probit=self._is_classifier, rng=rng,
+                                     likelihood=likelihoods[o], rng=rng,
                                      workspace=workspace, n_jobs=self.n_jobs))
             self._check_start(X, params, chains[-1])
-        eval_sum = (np.zeros((X_eval.shape[0], n_outputs)) if X_eval is not None else None)
+        eval_sum = None
         alphas = np.zeros((n_outputs, self.n_iter))
         scores = np.full(self.n_iter, np.nan)
         start = time.perf_counter()
         for sweep in range(1, self.n_iter + 1):
             for o, chain in enumerate(chains):
                 try:
-                    chain.sweep()
+                    chain.sweep(adapt=sweep <= self.n_burn_in)
                 except FloatingPointError as exc:
                     where = f"sweep {sweep}" + (f", output {o}" if n_outputs > 1 else "")
                     raise FloatingPointError(
@@ -239,13 +244,15 @@ class _BayesianFactorizationMachine(BaseEstimator):
             slot = np.searchsorted(kept, sweep)
             if slot < len(kept) and kept[slot] == sweep:
                 for o, chain in enumerate(chains):
+                    state = chain.likelihood.kept_state()
                     for name in samples:
-                        samples[name][o, slot] = getattr(chain.params, name)
+                        samples[name][o, slot] = (state[name] if name in state
+                                                  else getattr(chain.params, name))
             if X_eval is not None:
-                current = np.column_stack([self._link(chain.predict(X_eval))
+                current = np.column_stack([self._eval_output(chain, X_eval)
                                            for chain in chains])
                 if sweep > self.n_burn_in:
-                    eval_sum += current
+                    eval_sum = current if eval_sum is None else eval_sum + current
                     mean = eval_sum / (sweep - self.n_burn_in)
                 else:
                     mean = current  # during the burn-in, the current sample's
@@ -259,10 +266,23 @@ class _BayesianFactorizationMachine(BaseEstimator):
                                      time.perf_counter() - start)
         self.n_iter_ = int(self.n_iter)
         self.feature_groups_ = index
+        self._finish_likelihoods(likelihoods)
         samples["intercept"] = samples["intercept"][:, :, 0]
         self._publish(samples)
         eval_mean = None if X_eval is None else eval_sum / (self.n_iter - self.n_burn_in)
         return alphas, eval_mean, scores
+
+    def _likelihood(self, target):
+        """The likelihood of one output's chain, given its column of targets."""
+        return Probit() if self._is_classifier else Gaussian()
+
+    def _eval_output(self, chain, X_eval):
+        """What ``fit`` averages over the sweeps on X_eval for one chain: f for
+        regression, Phi(f) for the probit model (n_eval,)."""
+        return self._link(chain.predict(X_eval))
+
+    def _finish_likelihoods(self, likelihoods):
+        """What the fitted model keeps of its chains' likelihoods (nothing here)."""
 
     def _check_fit_targets(self, targets):
         """Refuse (ValueError) regression targets whose squares overflow: the sampler's
@@ -331,14 +351,15 @@ class _BayesianFactorizationMachine(BaseEstimator):
     def _link(f):
         return f
 
-    _SAMPLES = ("intercept", "w", "P", "gamma")
+    _FM_SAMPLES = ("intercept", "w", "P", "gamma")
+    _SAMPLES = _FM_SAMPLES  # and the likelihood's own (the ordinal cutpoints)
 
     def _publish(self, samples):
         """Expose ``samples`` (name -> array with a leading axis over the outputs) as the
-        ``*_samples_`` attributes (without that axis for the regressor)."""
-        for name in self._SAMPLES:
+        ``*_samples_`` attributes (without that axis for one output)."""
+        for name, values in samples.items():
             setattr(self, f"{name}_samples_",
-                    samples[name] if self._is_classifier else samples[name][0])
+                    values if self._is_classifier else values[0])
 
     def _samples(self):
         """The kept samples, each array with a leading axis over the outputs."""
@@ -383,14 +404,14 @@ class _BayesianFactorizationMachine(BaseEstimator):
         regressor, the noise precisions drawn."""
         arrays = {f"{name}_samples": a for name, a in self._samples().items()}
         arrays["feature_groups"] = self.feature_groups_.astype(np.int64)
-        if not self._is_classifier:
+        if self._noise_sampled:
             arrays["alpha"] = np.asarray(self.alpha_, dtype=np.float64)
         return arrays, {"n_iter_": int(self.n_iter_)}
 
     def _restore_model(self, arrays, attributes):
         """Check the arrays of :meth:`_model_arrays` against the parameters, install them."""
-        names = {"intercept_samples", "w_samples", "P_samples", "gamma_samples",
-                 "feature_groups"} | (set() if self._is_classifier else {"alpha"})
+        names = ({f"{name}_samples" for name in self._FM_SAMPLES} | {"feature_groups"}
+                 | ({"alpha"} if self._noise_sampled else set()))
         check_array_names(arrays, names, owner=type(self).__name__)
         P = arrays["P_samples"]
         if P.ndim != 5:
@@ -421,7 +442,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 or (d > 0 and (groups.min() < 0 or groups.max() >= d))):
             raise ModelFileError(f"array 'feature_groups' must hold a group index in "
                                  f"[0, {d}) for each of the {d} features")
-        if not self._is_classifier:
+        if self._noise_sampled:
             alpha = arrays["alpha"]
             if alpha.shape != (n_iter,) or alpha.dtype != np.float64 or not np.all(
                     np.isfinite(alpha)):
@@ -431,7 +452,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
         self.n_iter_ = n_iter
         self.feature_groups_ = groups.astype(np.intp)
         self._publish({name: np.array(arrays[f"{name}_samples"])
-                       for name in self._SAMPLES})
+                       for name in self._FM_SAMPLES})
 
 
 _PARAMS_DOC = """
@@ -537,6 +558,7 @@ class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizati
     ((2,), (2,))
     """
     _score_name = "RMSE"
+    _noise_sampled = True
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, n_iter=200,
