@@ -22,25 +22,94 @@ Layout (dependencies point down):
   class registry (``_io``: :func:`save` and :func:`load`);
 - kernels: :mod:`polylite.kernels` (validated) over the Cython ``_kernels`` and
   ``_losses``.
+
+The names below are imported on first use (PEP 562), so that ``import polylite`` is
+quick and the ``polylite`` command answers ``--help`` without loading NumPy or
+scikit-learn; ``from polylite import X`` and ``polylite.X`` work as usual.
 """
-__version__ = "0.1.0.dev0"
+import importlib
+from typing import TYPE_CHECKING
 
-from ._io import ModelFileError, load, save  # noqa: E402
-from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: E402
-                    BayesianFactorizationMachineRegressor)
-from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: E402
-                          MultiOutputPolynomialRegressor)
-from .ordinal import OrdinalMcRankRegressor  # noqa: E402
-from .polynomial import (FactorizationMachineClassifier,  # noqa: E402
-                         FactorizationMachineRegressor, PolynomialNetworkClassifier,
-                         PolynomialNetworkRegressor)
-from .preprocessing import FieldEncoder  # noqa: E402
-from .ranking import FactorizationMachineRanker  # noqa: E402
-from .relational import RelationalMatrix, RelationBlock  # noqa: E402
+# Where each public name is defined, relative to this package.
+_EXPORTS = {
+    "FactorizationMachineRegressor": "polynomial",
+    "FactorizationMachineClassifier": "polynomial",
+    "PolynomialNetworkRegressor": "polynomial",
+    "PolynomialNetworkClassifier": "polynomial",
+    "BayesianFactorizationMachineRegressor": "bayes",
+    "BayesianFactorizationMachineClassifier": "bayes",
+    "BayesianFactorizationMachineOrdinalRegressor": "bayes",
+    "MultiOutputPolynomialClassifier": "multioutput",
+    "MultiOutputPolynomialRegressor": "multioutput",
+    "OrdinalMcRankRegressor": "ordinal",
+    "FactorizationMachineRanker": "ranking",
+    "FieldEncoder": "preprocessing",
+    "RelationalMatrix": "relational",
+    "RelationBlock": "relational",
+    "load": "_io",
+    "save": "_io",
+    "ModelFileError": "_io",
+}
 
-__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
-           "BayesianFactorizationMachineRegressor", "BayesianFactorizationMachineClassifier",
-           "MultiOutputPolynomialClassifier", "MultiOutputPolynomialRegressor",
-           "OrdinalMcRankRegressor", "FactorizationMachineRanker", "FieldEncoder", "RelationalMatrix", "RelationBlock",
-           "load", "save", "ModelFileError", "__version__"]
+__all__ = [*_EXPORTS, "__version__"]
+
+# Subpackages and modules reachable as attributes (``polylite.kernels.predict``) without
+# an import of their own, as when this package imported them all.  Not the optional
+# ``dask``, which needs its extra.
+_SUBMODULES = ("bayes", "datasets", "estimator_checks", "kernels", "metrics",
+               "multioutput", "ordinal", "polynomial", "preprocessing", "ranking",
+               "recommend", "relational")
+
+# The modules whose classes a model file may name: each registers its classes with
+# ``_io`` when imported, so every one is imported before ``load`` reads a file.
+_MODEL_MODULES = ("polynomial", "bayes", "multioutput", "ordinal", "ranking",
+                  "preprocessing")
+
+if TYPE_CHECKING:  # static analysers and IDEs see the names as ordinary imports
+    from ._io import ModelFileError, load, save  # noqa: F401
+    from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: F401
+                        BayesianFactorizationMachineOrdinalRegressor,
+                        BayesianFactorizationMachineRegressor)
+    from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: F401
+                              MultiOutputPolynomialRegressor)
+    from .ordinal import OrdinalMcRankRegressor  # noqa: F401
+    from .polynomial import (FactorizationMachineClassifier,  # noqa: F401
+                             FactorizationMachineRegressor, PolynomialNetworkClassifier,
+                             PolynomialNetworkRegressor)
+    from .preprocessing import FieldEncoder  # noqa: F401
+    from .ranking import FactorizationMachineRanker  # noqa: F401
+    from .relational import RelationalMatrix, RelationBlock  # noqa: F401
+
+
+def _version():
+    """The installed distribution's version: pyproject.toml holds the only copy."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("polylite")
+    except PackageNotFoundError:  # the source tree on sys.path, not installed
+        return "unknown"
+
+
+def _import_model_modules():
+    """Import every module whose classes a model file may name (each registers them)."""
+    for module in _MODEL_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+
+
+def __getattr__(name):
+    if name == "__version__":
+        value = _version()
+    elif name in _EXPORTS:
+        if name == "load":
+            _import_model_modules()
+        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    elif name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # found once: later lookups do not come here
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *__all__, *_SUBMODULES})

@@ -49,7 +49,8 @@ def register_model(cls):
 
 
 def _model_classes():
-    importlib.import_module("polylite")  # importing the package registers every family
+    # Each family registers its classes when imported; the package imports them lazily.
+    importlib.import_module("polylite")._import_model_modules()
     return dict(_MODEL_CLASSES)
 
 

@@ -1,0 +1,470 @@
+"""``polylite fit``: fit an estimator on an svmlight/libFM file and save it."""
+import copy
+import os
+import time
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from .. import _svmlight
+from .._svmlight import DataFileError
+from ._common import Failure, allocation_text, note
+from ._data import (check_output, relation_files, relation_inputs, relation_widths,
+                    stack_rows, with_relations)
+from ._models import (binary_labels, check_ranking_labels, estimators, metrics,
+                      predictions)
+from ._parser import PARAMETERS, option
+from ._progress import Progress
+
+
+def run(args, parser):
+    """Fit the estimator ``args`` choose on TRAIN and save it (exit status 0)."""
+    from ..polynomial import _solvers
+    family = estimators()[args.estimator]
+    if args.task not in family.classes:
+        parser.error(f"argument --task: {args.task} is fitted by --estimator fm, not by "
+                     f"--estimator {args.estimator}")
+    cls = family.classes[args.task]
+    params = _chosen_parameters(args, parser, cls)
+    if args.binary_threshold is not None and args.task != "classification":
+        parser.error("argument --binary-threshold: only with --task classification")
+    if args.task == "ranking":
+        _check_ranking_options(args, parser, params)
+    elif args.item_columns is not None:
+        parser.error("argument --item-columns: only with --task ranking")
+    if args.stream:
+        if not hasattr(cls, "partial_fit"):
+            parser.error(f"argument --stream: trains by partial_fit, which "
+                         f"{cls.__name__} (--estimator {args.estimator}) does not have")
+        params.setdefault("solver", "adagrad")
+        if params["solver"] not in _solvers.STOCHASTIC:
+            parser.error(f"argument --solver: --stream trains by partial_fit, which needs "
+                         f"one of {list(_solvers.STOCHASTIC)}, got {params['solver']!r}")
+        if params.get("early_stopping"):
+            parser.error("argument --early-stopping: not with --stream (it holds out rows "
+                         "in memory); give --validation FILE instead")
+        if args.relation:
+            parser.error("argument --relation: not with --stream (the tables and the "
+                         "rows' indices are read whole)")
+    if args.relation and not getattr(cls, "_takes_relational", False):
+        parser.error(f"argument --relation: the relations' tables are taken by "
+                     f"factorization machines (--estimator fm or bayes-fm), not by "
+                     f"--estimator {args.estimator}; join them into the data file for it")
+    if args.meta and args.estimator != "bayes-fm":
+        parser.error(f"argument --meta: feature groups are the priors of --estimator "
+                     f"bayes-fm, not of {args.estimator}")
+    inputs = [("the training data", args.train), ("the validation data", args.validation),
+              ("the groups file", args.meta)] + relation_inputs(args, ("train", "test"))
+    check_output(args.model, "the model", inputs, in_place=False)
+    dtype = np.dtype(args.dtype)
+    estimator = cls(**params)
+    progress = Progress(args)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            if args.stream:
+                fitted = _fit_stream(args, estimator, dtype, progress)
+            else:
+                fitted = _fit_in_memory(args, family, estimator, dtype, progress)
+    finally:
+        progress.close()
+    seconds = time.perf_counter() - start
+    for warning in caught:
+        # A ranker's UserWarnings are about the data (users who saw every item).
+        if issubclass(warning.category, ConvergenceWarning) or (
+                args.task == "ranking" and warning.category is UserWarning):
+            note(args, f"polylite fit: warning: {warning.message}")
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+    zero_based, n_features = fitted.zero_based, fitted.n_features
+    metadata = {"written_by": "polylite fit",
+                "data": {"train": os.path.abspath(args.train),
+                         "validation": (os.path.abspath(args.validation)
+                                        if args.validation else None),
+                         "zero_based": bool(zero_based), "n_features": int(n_features),
+                         "dtype": dtype.name, "stream": bool(args.stream),
+                         "relation": [os.path.abspath(name) for name in
+                                      args.relation or []],
+                         "relation_columns": relation_widths(args, dtype),
+                         "binary_threshold": args.binary_threshold}}
+    from .._io import save_model
+    try:
+        # Through a symlink: the file it points to is replaced, not the link.
+        save_model(estimator, os.path.realpath(args.model), metadata=metadata)
+    except OSError as exc:
+        raise Failure(f"cannot write the model {args.model!r}: {exc}") from None
+    relations = "".join(f" + {name} ({width} columns)" for name, width in
+                        zip(args.relation or [], relation_widths(args, dtype)))
+    note(args, f"polylite fit: {_describe(estimator)} on {args.train}: {fitted.rows} "
+               f"rows, {n_features} features{relations}, "
+               f"{_index_base_text(zero_based, args.zero_based is None)}; "
+               f"{fitted.epochs} in {seconds:.2f} s; " +
+               "".join(f"{score}; " for score in fitted.scores) + f"saved {args.model}")
+    return 0
+
+
+def _chosen_parameters(args, parser, cls):
+    """The estimator parameters given as options, checked by the estimator itself."""
+    chosen = {name: getattr(args, name) for name, *_ in PARAMETERS if hasattr(args, name)}
+    accepted = cls().get_params()
+    for name in chosen:
+        if name not in accepted:
+            parser.error(f"argument {option(name)}: not a parameter of {cls.__name__} "
+                         f"(--estimator {args.estimator} --task {args.task})")
+    try:  # together, as some parameters bound others (n_burn_in < n_iter)
+        cls(**chosen)._check_params()
+    except ValueError as exc:
+        message = str(exc)
+        named = ([name for name in chosen if message.startswith(name + " ")] or
+                 [name for name in chosen if name in message])
+        if not named:  # a default that another option's value contradicts
+            parser.error(f"estimator parameters: {message}")
+        if message.startswith(named[0] + " "):
+            message = message[len(named[0]) + 1:]
+        parser.error(f"argument {option(named[0])}: {message}")
+    return chosen
+
+
+def _check_ranking_options(args, parser, params):
+    """The options of --task ranking: where the item part is (item_columns in
+    ``params``), and no --stream."""
+    if args.stream:
+        parser.error("argument --stream: not with --task ranking (the ranker draws "
+                     "negatives among every item a user has not interacted with, which "
+                     "needs all of TRAIN in memory)")
+    if args.item_columns is not None:
+        if args.n_features is not None and args.item_columns[1] > args.n_features:
+            parser.error(f"argument --item-columns: STOP {args.item_columns[1]} is beyond "
+                         f"--n-features {args.n_features}")
+        params["item_columns"] = args.item_columns
+    elif not args.relation:
+        parser.error("argument --item-columns: --task ranking needs the item part of the "
+                     "rows: give --item-columns START:STOP (its columns), or --relation "
+                     "USERS,ITEMS (the second relation's table)")
+    elif len(args.relation) < 2:
+        parser.error("argument --relation: --task ranking takes the item part from the "
+                     "second relation (--relation USERS,ITEMS), or from the columns "
+                     "--item-columns names")
+
+
+# ---- the labels --------------------------------------------------------------------------
+
+def _labels_for(args, y):
+    """A classifier's labels: with --binary-threshold, -1 and 1; else integers when every
+    label is integral (so that predictions print as 1, not 1.0)."""
+    if args.task != "classification":
+        return y
+    if args.binary_threshold is not None:
+        return binary_labels(args.binary_threshold, y)
+    if np.all(y == np.round(y)):
+        return y.astype(np.int64)
+    return y
+
+
+def _check_labels(args, labels):
+    """Say what the labels of TRAIN (``labels``, its distinct ones) are fitted as: a
+    regression of two values, or a classification of more than two classes, is
+    probably not what a libFM user meant."""
+    if args.task == "regression" and labels.size <= 2:
+        note(args, "polylite fit: note: the labels take two values; for a classifier "
+                   "pass --task classification")
+    elif args.task == "classification" and args.binary_threshold is not None:
+        positive = labels > args.binary_threshold
+        if positive.all() or not positive.any():
+            raise Failure(f"{args.train}: every label is "
+                          f"{'above' if positive.all() else 'at or below'} "
+                          f"--binary-threshold {args.binary_threshold:g} (labels "
+                          f"{_values_text(labels)}): one class only")
+    elif args.task == "classification" and labels.size > 2:
+        note(args, f"polylite fit: note: {labels.size} classes ({_values_text(labels)}): "
+                   f"fitting a multi-class model (one-vs-rest); --binary-threshold T fits "
+                   f"two classes, labels > T against the others, as libFM's -task c does "
+                   f"with T = 0")
+
+
+def _values_text(values, shown=10):
+    """'1, 2, 3' or '1, 2, ..., 100' (the first and last of many)."""
+    texts = [f"{value:g}" for value in values]
+    if len(texts) > shown:
+        texts = texts[:shown - 1] + ["...", texts[-1]]
+    return ", ".join(texts)
+
+
+# ---- in memory ---------------------------------------------------------------------------
+
+def _read_for_fit(args, dtype, least_features=0):
+    """Training (and validation) data of a non-streamed fit, with their labels as read,
+    their index base and size (at least ``least_features`` columns of the data file's
+    own)."""
+    stats = _svmlight.ReadStats()
+    X, y = _svmlight.read_file(args.train, dtype=dtype, chunk_bytes=args.chunk_bytes,
+                               stats=stats)
+    parts = [(X, y, stats)]
+    if args.validation:
+        val_stats = _svmlight.ReadStats()
+        X_val, y_val = _svmlight.read_file(args.validation, dtype=dtype,
+                                           chunk_bytes=args.chunk_bytes, stats=val_stats)
+        parts.append((X_val, y_val, val_stats))
+    zero_based = args.zero_based
+    if zero_based is None:
+        zero_based = _svmlight.detect_zero_based(*(s for _, _, s in parts))
+    elif zero_based is False:
+        for (_, _, s), path in zip(parts, (args.train, args.validation)):
+            if s.min_index == 0:
+                raise DataFileError(f"{path}: holds feature index 0 but --one-based was "
+                                    f"given")
+    out = [(X if zero_based else _svmlight.from_one_based(X), y) for X, y, _ in parts]
+    # The data file's own columns (with relations, none when its lines hold targets only).
+    n_features = max([X.shape[1] if X.nnz or not args.relation else 0 for X, _ in out] +
+                     [least_features])
+    if args.n_features is not None:
+        if args.n_features < n_features:
+            raise Failure(f"--n-features {args.n_features} is smaller than the "
+                          f"{n_features} features the data uses")
+        n_features = args.n_features
+    out = [(_svmlight.with_columns(X, n_features, None), y) for X, y in out]
+    if args.relation:
+        out = [(with_relations(args, X, split, dtype, path), y)
+               for (X, y), split, path in zip(out, ("train", "test"),
+                                              (args.train, args.validation))]
+    return out, zero_based, n_features
+
+
+def _feature_groups(args, n_main, dtype):
+    """libFM's groups of every column: --meta's for the data file's own (one group
+    without it), then each relation's (R.groups, or one), numbered after them."""
+    from .._libfm import read_groups
+    groups = [read_groups(args.meta, n_main) if args.meta
+              else np.zeros(n_main, np.int64)]
+    for relation_groups in relation_files(args, "train", dtype)[1] if args.relation \
+            else []:
+        start = int(max((g.max() + 1 for g in groups if g.size), default=0))
+        groups.append(relation_groups + start)
+    return np.concatenate(groups)
+
+
+class _Fitted(NamedTuple):
+    """What a fit tells the summary line and the model file's metadata."""
+    rows: int
+    zero_based: bool
+    n_features: int
+    epochs: str         # "12 epochs", "3 passes"...
+    scores: list        # "training rmse 0.91", ...
+
+
+def _fit_in_memory(args, family, estimator, dtype, progress):
+    ranking = args.task == "ranking"
+    # The item columns are the model's even when TRAIN lacks the last items.
+    least = args.item_columns[1] if ranking and args.item_columns and not args.relation \
+        else 0
+    data, zero_based, n_features = _read_for_fit(args, dtype, least)
+    _check_labels(args, np.unique(data[0][1]))
+    data = [(X, _labels_for(args, y)) for X, y in data]
+    X, y = data[0]
+    if ranking:
+        check_ranking_labels(args.train, y)
+        fit_args = _ranking_fit_args(args, data[1] if args.validation else None)
+    else:
+        fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
+    if args.estimator == "bayes-fm" and (args.meta or args.relation):
+        fit_args["feature_groups"] = _feature_groups(args, n_features, dtype)
+    try:
+        with progress.watching(family, estimator):
+            estimator.fit(X, y, **fit_args)
+    except (ValueError, FloatingPointError) as exc:
+        raise Failure(str(exc)) from None
+    except MemoryError as exc:
+        raise Failure(_memory_text(args, estimator, X.shape[1], exc)) from None
+    if ranking and args.validation:
+        # As the epochs measure it: TRAIN's rows (label 0) are the users' interactions,
+        # not candidates; the validation positives are ranked against the other items.
+        X_val, y_val = data[1]
+        scores = _auc_text(estimator, "validation", stack_rows([X, X_val]),
+                           np.concatenate([np.zeros(X.shape[0]), y_val]))
+    elif ranking:  # one AUC only: each costs a score per positive and catalogue item
+        scores = _auc_text(estimator, "training", X, y)
+    else:
+        scores = [f"training {_score_text(estimator, X, y)}"]
+        if args.validation:
+            scores.append(f"validation {_score_text(estimator, *data[1])}")
+    return _Fitted(X.shape[0], zero_based, n_features,
+                   _epochs_text(estimator, family.unit), scores)
+
+
+def _ranking_fit_args(args, validation):
+    """fit's X_val: the positive rows of --validation (its other rows are dropped)."""
+    if not args.validation:
+        return {}
+    X_val, y_val = validation
+    check_ranking_labels(args.validation, y_val)
+    if not np.any(y_val == 1):
+        raise DataFileError(f"{args.validation}: no positive (label 1) to validate on")
+    return {"X_val": X_val[np.flatnonzero(y_val == 1)]}
+
+
+def _memory_text(args, estimator, n_features, exc):
+    """Why a fit ran out of memory: the model of ``n_features`` columns is too large."""
+    columns = " and the relations' columns" if args.relation else ""
+    return (f"not enough memory to fit a {type(estimator).__name__} of {n_features} "
+            f"features (set by the largest feature index in {args.train}{columns}): it "
+            f"{allocation_text(exc)}; a smaller --n-components or --dtype float32 needs "
+            f"less, as do feature indices numbered without gaps")
+
+
+# ---- the summary -------------------------------------------------------------------------
+
+def _index_base_text(zero_based, detected):
+    base = "zero-based" if zero_based else "one-based"
+    return f"{base} indices ({'detected' if detected else 'as given'})"
+
+
+def _describe(estimator):
+    shown = {"degree", "n_components", "solver", "kernel", "lower_degrees", "loss"}
+    params = estimator.get_params()
+    text = {k: repr(v) for k, v in params.items() if k in shown}
+    if params.get("solver") == "auto" and hasattr(estimator, "solver_"):
+        text["solver"] = f"'auto' ({estimator.solver_})"  # the solver that ran
+    return f"{type(estimator).__name__}({', '.join(f'{k}={v}' for k, v in text.items())})"
+
+
+def _epochs_text(estimator, unit):
+    n_iter = np.atleast_1d(estimator.n_iter_)
+    if n_iter.size == 1:
+        return f"{int(n_iter[0])} {unit}s"
+    return f"{int(n_iter.sum())} {unit}s over {n_iter.size} one-vs-rest outputs"
+
+
+def _score_text(estimator, X, y):
+    """'rmse 0.9123' or 'accuracy 0.8750', the score the progress lines report."""
+    scores = metrics(estimator, y, *predictions(estimator, X))
+    name = "rmse" if "rmse" in scores else "accuracy"
+    return f"{name} {scores[name]:.4f}"
+
+
+def _auc_text(estimator, name, X, y):
+    """``name`` AUC of the positives X (by ``score``), or nothing if it cannot be
+    measured (every user of X has interacted with every item of X)."""
+    try:
+        return [f"{name} AUC {estimator.score(X, y):.4f}"]
+    except ValueError:
+        return []
+
+
+# ---- streamed ----------------------------------------------------------------------------
+
+def _fit_stream(args, estimator, dtype, progress):
+    """Passes of partial_fit over TRAIN, one block at a time; early stopping on the
+    validation metric (or, without --validation, on the progressive metric: each block
+    scored before it is trained on), keeping the best model."""
+    classify = args.task == "classification"
+    validation = None
+    val_stats = None
+    if args.validation:
+        val_stats = _svmlight.ReadStats()
+        validation = _svmlight.read_file(args.validation, dtype=dtype,
+                                         chunk_bytes=args.chunk_bytes, stats=val_stats)
+    need_scan = classify or args.zero_based is None or args.n_features is None
+    stats = (_svmlight.scan_file(args.train, chunk_bytes=args.chunk_bytes,
+                                 track_labels=True) if need_scan else None)
+    zero_based = args.zero_based
+    if zero_based is None:
+        zero_based = _svmlight.detect_zero_based(*(s for s in (stats, val_stats) if s))
+    n_features = args.n_features
+    if n_features is None:
+        largest = max(s.max_index for s in (stats, val_stats) if s)
+        n_features = max(largest + (1 if zero_based else 0), 1)
+    if validation is not None:
+        X_val, y_val = validation
+        if not zero_based:
+            if val_stats.min_index == 0:
+                raise DataFileError(f"{args.validation}: holds feature index 0, but the "
+                                    f"data is read as one-based")
+            X_val = _svmlight.from_one_based(X_val)
+        validation = (_svmlight.with_columns(X_val, n_features, None),
+                      _labels_for(args, y_val))
+    if stats is not None:
+        _check_labels(args, stats.labels)
+    fit_kwargs = {}
+    if classify:
+        fit_kwargs["classes"] = np.unique(_labels_for(args, stats.labels))
+    max_iter, tol, patience = (estimator._max_iter, estimator.tol,
+                               estimator.n_iter_no_change)
+    best, best_model, stalled, best_values = np.inf, None, 0, {}
+    start = time.perf_counter()
+    for passes in range(1, max_iter + 1):
+        pass_stats = _svmlight.ReadStats()
+        scored, total, read = 0, 0.0, 0
+        for X, y in _svmlight.iter_file(args.train, zero_based=zero_based,
+                                        n_features=n_features, dtype=dtype,
+                                        chunk_bytes=args.chunk_bytes, stats=pass_stats):
+            if X.shape[0] == 0:  # a block of comments and empty lines
+                continue
+            y = _labels_for(args, y)
+            if estimator.__sklearn_is_fitted__():  # score the block before learning it
+                total += _metric_sum(estimator, X, y)
+                scored += X.shape[0]
+            try:
+                estimator.partial_fit(X, y, **fit_kwargs)
+            except (ValueError, FloatingPointError) as exc:
+                raise Failure(str(exc)) from None
+            except MemoryError as exc:
+                raise Failure(_memory_text(args, estimator, n_features, exc)) from None
+            progress.bytes_read(("pass", passes), stats.text_bytes if stats else None,
+                                f"pass {passes}/{max_iter}", pass_stats.text_bytes - read)
+            read = pass_stats.text_bytes
+        if pass_stats.rows == 0:  # (not scanned first: a regression of known width)
+            raise DataFileError(f"{args.train}: no data (every line is empty or a "
+                                f"comment)")
+        name = _metric_name(estimator)
+        watched = _finish_metric(estimator, total, scored)
+        values = {f"progressive {name}": watched}
+        if validation is not None:
+            watched = _finish_metric(estimator, _metric_sum(estimator, *validation),
+                                     validation[0].shape[0])
+            values[f"validation {name}"] = watched
+        progress.epoch(0, 1, passes, max_iter, values, time.perf_counter() - start,
+                       unit="pass")
+        if not np.isfinite(watched):  # the first pass has no progressive score
+            continue
+        if best_model is None or watched < best - tol * abs(best):
+            best, best_model, stalled = min(best, watched), copy.deepcopy(estimator), 0
+            best_values = values
+        else:
+            stalled += 1
+            if stalled >= patience:
+                break
+    if best_model is not None:
+        vars(estimator).update(vars(best_model))
+    scores = [f"{name} {value:.4f}" for name, value in best_values.items()
+              if np.isfinite(value)]
+    return _Fitted(pass_stats.rows, zero_based, n_features,
+                   f"{passes} passes of {pass_stats.rows} rows (streamed)", scores)
+
+
+# The metric that --stream watches: a sum over rows, so that blocks add up.
+
+def _metric_name(estimator):
+    if not getattr(estimator, "_is_classifier", False):
+        return "rmse"
+    return "log-loss" if estimator.loss == "logistic" else "error rate"
+
+
+def _metric_sum(estimator, X, y):
+    if not estimator._is_classifier:
+        return float(np.sum((estimator.predict(X) - y) ** 2))
+    if estimator.loss == "logistic":
+        log_proba = estimator.predict_log_proba(X)
+        codes = np.searchsorted(estimator.classes_, y)
+        return float(-np.sum(log_proba[np.arange(y.shape[0]), codes]))
+    return float(np.sum(estimator.predict(X) != y))
+
+
+def _finish_metric(estimator, total, rows):
+    if rows == 0:
+        return np.nan
+    mean = total / rows
+    return np.sqrt(mean) if not estimator._is_classifier else mean

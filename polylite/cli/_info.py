@@ -1,0 +1,61 @@
+"""``polylite info``: what a model file holds."""
+import json
+
+import numpy as np
+
+from ._models import kind_name, load_model, recorded_data, recorded_threshold
+
+
+def run(args, parser):
+    """Describe MODEL: estimator, parameters, fitted arrays, how it was fitted."""
+    estimator, header = load_model(args.model)
+    threshold = recorded_threshold(header, args.model)
+    # A pipeline's steps' parameters and arrays are named "step__name", as sklearn does.
+    steps = getattr(estimator, "steps", None)
+    parts = ([(f"{name}__", step) for name, step in steps] if isinstance(steps, list)
+             else [("", estimator)])
+    fitted = {prefix + name: {"shape": list(np.shape(value)),
+                              "dtype": str(np.asarray(value).dtype)}
+              for prefix, part in parts for name, value in sorted(vars(part).items())
+              if name.endswith("_") and not name.startswith("_")}
+    result = {
+        "file": args.model,
+        "estimator": type(estimator).__name__,
+        "format_version": header.get("format_version"),
+        "polylite_version": header.get("polylite_version"),
+        "parameters": {prefix + name: value for prefix, part in parts
+                       for name, value in part.get_params(deep=False).items()},
+        "n_features_in_": int(estimator.n_features_in_),
+        "fitted": fitted,
+    }
+    if len(parts) > 1:
+        result["steps"] = [type(part).__name__ for _, part in parts]
+    final = parts[-1][1]
+    if getattr(final, "_is_classifier", False):
+        result["classes_"] = final.classes_.tolist()
+    if header.get("metadata"):
+        result["metadata"] = header["metadata"]
+    if args.json:
+        print(json.dumps(result, default=str))
+        return 0
+    print(f"file           {args.model}  (format version {result['format_version']}, "
+          f"written by polylite {result['polylite_version']})")
+    print(f"estimator      {kind_name(estimator)}")
+    print(f"features       {result['n_features_in_']}")
+    if "classes_" in result:
+        print(f"classes        {result['classes_']}")
+    print("parameters     " + "\n               ".join(
+        f"{name}={value!r}" for name, value in result["parameters"].items()))
+    print("fitted         " + "\n               ".join(
+        f"{name:<15} shape {tuple(spec['shape'])} {spec['dtype']}"
+        for name, spec in fitted.items()))
+    data = recorded_data(header)
+    if data:
+        print(f"training data  {data.get('train')}"
+              f"{' (streamed)' if data.get('stream') else ''}, "
+              f"{'zero' if data.get('zero_based') else 'one'}-based indices, "
+              f"{data.get('n_features')} features, {data.get('dtype')}")
+    if threshold is not None:
+        print(f"labels         > {threshold:g}: class 1, the others: class -1 "
+              f"(--binary-threshold)")
+    return 0

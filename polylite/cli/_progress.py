@@ -1,0 +1,155 @@
+"""Progress of a fit on stderr: a tqdm bar on a terminal, one line per epoch otherwise,
+reporting the scores the summary line reports (RMSE for a regressor, accuracy for a
+classifier, AUC for a ranker)."""
+import contextlib
+import inspect
+import sys
+import threading
+
+import numpy as np
+
+from ._models import is_ranker
+
+
+class Progress:
+    """Progress of the epochs on stderr, as ``--progress`` and ``--quiet`` choose."""
+
+    def __init__(self, args, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        mode = "none" if args.quiet else args.progress
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "lines"
+        if mode == "bar":
+            import importlib.util
+            if importlib.util.find_spec("tqdm") is None:  # pragma: no cover - a dependency
+                mode = "lines"
+        self.mode = mode
+        self.bar = None
+        self.bar_key = None
+
+    def epoch(self, output, n_outputs, epoch, max_iter, values, seconds, unit="epoch"):
+        """Report an epoch; ``values`` maps names to numbers (NaN ones are left out).
+        A pass of --stream (``unit="pass"``) is a line in both modes, its bar being one
+        over the bytes of the pass."""
+        shown = {name: value for name, value in values.items() if np.isfinite(value)}
+        if self.mode == "lines" or (self.mode == "bar" and unit == "pass"):
+            self.close()
+            prefix = f"[output {output + 1}/{n_outputs}] " if n_outputs > 1 else ""
+            text = "".join(f"  {name} {value:.6g}" for name, value in shown.items())
+            print(f"{prefix}{unit} {epoch}/{max_iter}{text}  {seconds:.1f}s",
+                  file=self.stream, flush=True)
+        elif self.mode == "bar":
+            bar = self._bar((output, n_outputs), max_iter,
+                            f"output {output + 1}/{n_outputs}" if n_outputs > 1 else "fit",
+                            unit)
+            bar.update(epoch - bar.n)
+            bar.set_postfix({name: f"{value:.4g}" for name, value in shown.items()},
+                            refresh=True)
+
+    def bytes_read(self, key, total, label, n_bytes):
+        """Advance a bar over the bytes of one pass of --stream (bar mode only)."""
+        if self.mode == "bar":
+            self._bar(key, total, label, "B").update(n_bytes)
+
+    def _bar(self, key, total, label, unit):
+        from tqdm import tqdm
+        if self.bar_key != key:
+            self.close()
+            self.bar = tqdm(total=total, desc=label, unit=unit, file=self.stream,
+                            leave=False, dynamic_ncols=True,
+                            unit_scale=unit == "B", unit_divisor=1024)
+            self.bar_key = key
+        return self.bar
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = self.bar_key = None
+
+    @contextlib.contextmanager
+    def watching(self, family, estimator):
+        """Report the fit of ``estimator`` (of ``family``, a ``_models.Family``) while in
+        the block: its progress hook, and what the hook needs, set on it meanwhile."""
+        hooks = (self._sweep_hooks(estimator) if family.unit == "sweep"
+                 else self._epoch_hooks(estimator))
+        for name, hook in hooks.items():
+            setattr(estimator, name, hook)
+        try:
+            yield
+        finally:
+            for name in hooks:
+                vars(estimator).pop(name, None)
+
+    def _sweep_hooks(self, estimator):
+        """A Gibbs sampler reports the score of its averaged prediction itself."""
+        name = f"validation {estimator._score_name.lower()}"
+
+        def report_sweep(sweep, n_sweeps, score, seconds):
+            self.epoch(0, 1, sweep, n_sweeps, {name: score}, seconds, unit="sweep")
+        return {"_sweep_callback": report_sweep}
+
+    def _epoch_hooks(self, estimator):
+        """The epoch loop reports the validation loss: a ranker's is its AUC, a
+        regressor's half the mean squared error (its RMSE follows); a classifier's
+        accuracy is measured on the validation predictions each epoch makes."""
+        if is_ranker(estimator):
+            def score(report):
+                return {"validation AUC": report.validation_loss}
+            hooks = {}
+        elif not estimator._is_classifier:
+            def score(report):
+                return {"validation rmse": np.sqrt(2 * report.validation_loss)}
+            hooks = {}
+        else:
+            watch = _ValidationAccuracy(estimator)
+            hooks = watch.hooks()
+
+            def score(report):
+                if report.n_outputs == 1:
+                    return {"validation accuracy": watch.accuracy()}
+                label = estimator.classes_[report.output]
+                return {f"validation accuracy ({label} vs rest)": watch.accuracy()}
+
+        def report(r):
+            self.epoch(r.output, r.n_outputs, r.epoch, r.max_iter,
+                       {"objective": r.objective, **score(r)}, r.seconds)
+        return {"_epoch_callback": report, **hooks}
+
+
+class _ValidationAccuracy:
+    """The accuracy of a classifier's validation predictions at each epoch of its fit.
+
+    The epoch loop scores each epoch's parameters on the validation rows (explicit, or
+    held out by early stopping) by their loss alone; this sees the predictions it makes
+    (``_predict_output`` on the validation rows, in the thread that fits the output) and
+    the +-1 targets of the output (``_fit_one_output``'s ``validation``).  An output is
+    one class against the rest when there are more than two.
+    """
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        self.local = threading.local()  # outputs may be fitted on threads of their own
+
+    def hooks(self):
+        fit_one_output = self.estimator._fit_one_output
+        predict_output = self.estimator._predict_output
+        signature = inspect.signature(fit_one_output)
+        local = self.local
+
+        def fit_one_output_watched(*args, **kwargs):
+            local.validation = signature.bind(*args, **kwargs).arguments["validation"]
+            local.accuracy = np.nan
+            return fit_one_output(*args, **kwargs)
+
+        def predict_output_watched(X, *args, **kwargs):
+            predictions = predict_output(X, *args, **kwargs)
+            validation = getattr(local, "validation", None)
+            if validation is not None and X is validation[0]:
+                local.accuracy = float(np.mean((predictions > 0) == (validation[1] > 0)))
+            return predictions
+
+        return {"_fit_one_output": fit_one_output_watched,
+                "_predict_output": predict_output_watched}
+
+    def accuracy(self):
+        return getattr(self.local, "accuracy", np.nan)

@@ -1,0 +1,141 @@
+"""What ``polylite --help`` costs: the parsers are built without NumPy, scikit-learn or an
+estimator, and ``import polylite`` imports its names on first use, each still there and
+``polylite.load`` still reading every kind of model file in a fresh process.  Each check
+runs in a new interpreter (the test process has imported everything)."""
+import importlib.metadata
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import polylite
+from polylite.cli import main
+
+
+def _python(code, cwd):
+    """Run ``code`` in a new interpreter (from ``cwd``, not the source tree: `-c` would
+    import the source folder, which lacks the compiled modules of a regular install);
+    its stdout parsed as JSON."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+HEAVY = ("numpy", "scipy", "sklearn", "polylite.polynomial", "polylite._io")
+
+
+def test_the_parsers_import_no_heavy_module(tmp_path):
+    loaded = _python(f"""
+import contextlib, io, json, sys
+import polylite.cli
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    codes = [polylite.cli.main(argv) for argv in (["--help"], ["--version"],
+             ["fit", "--help"], ["predict", "--help"], ["evaluate", "--help"],
+             ["info", "--help"], ["demo", "--help"], ["fit", "t.svm", "-dim", "1,1,8"],
+             ["fit", "t.svm", "-m", "m.npz", "--n-compnents", "4"],
+             ["fit", "t.svm", "-m", "m.npz", "--degree", "one"])]
+print(json.dumps([codes, [name for name in {list(HEAVY)!r} if name in sys.modules]]))
+""", tmp_path)
+    assert loaded == [[0, 0, 0, 0, 0, 0, 0, 2, 2, 2], []]
+
+
+def test_import_polylite_is_lazy_and_complete(tmp_path):
+    names, loaded, attributes, missing = _python("""
+import json, sys
+import polylite
+loaded = [name for name in ("numpy", "sklearn") if name in sys.modules]
+names = sorted(polylite.__all__)
+attributes = [name for name in names if not hasattr(polylite, name)]
+try:
+    polylite.no_such_name
+    missing = "no error"
+except AttributeError as exc:
+    missing = str(exc)
+print(json.dumps([names, loaded, attributes, missing]))
+""", tmp_path)
+    assert loaded == []
+    assert names == sorted(polylite.__all__) and attributes == []
+    assert missing == "module 'polylite' has no attribute 'no_such_name'"
+
+
+def test_public_names_are_the_modules_objects():
+    from polylite.polynomial import FactorizationMachineRegressor
+    assert polylite.FactorizationMachineRegressor is FactorizationMachineRegressor
+    from polylite import _io
+    assert (polylite.load, polylite.save, polylite.ModelFileError) == \
+        (_io.load, _io.save, _io.ModelFileError)
+    assert set(polylite.__all__) <= set(dir(polylite))
+    assert {"kernels", "datasets", "polynomial"} <= set(dir(polylite))
+    assert polylite.kernels.predict is not None  # submodules as attributes
+
+
+def test_the_version_is_the_installed_metadata(tmp_path, capsys):
+    assert polylite.__version__ == importlib.metadata.version("polylite")
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"polylite {polylite.__version__}\n"
+    # Read from the metadata, not written in the package a second time.
+    version = _python("""
+import importlib.metadata, json
+importlib.metadata.version = lambda name: "9.8.7" if name == "polylite" else None
+import polylite
+print(json.dumps(polylite.__version__))
+""", tmp_path)
+    assert version == "9.8.7"
+
+
+def _models():
+    """One fitted model of every kind a model file may hold."""
+    from sklearn.pipeline import make_pipeline
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 4)
+    y = X[:, 0] + X[:, 1] * X[:, 2]
+    labels = (y > 0).astype(int)
+    users = np.repeat(np.arange(6), 2)  # two of the four items each
+    items = (users + np.tile([0, 1], 6)) % 4
+    rows = np.zeros((12, 10))
+    rows[np.arange(12), users] = 1
+    rows[np.arange(12), 6 + items] = 1
+    kw = dict(n_components=2, max_iter=3, random_state=0)
+    bayes = dict(n_components=2, n_iter=4, n_burn_in=1, n_kept=2, random_state=0)
+    return {
+        "FactorizationMachineRegressor": polylite.FactorizationMachineRegressor(**kw)
+        .fit(X, y),
+        "FactorizationMachineClassifier": polylite.FactorizationMachineClassifier(**kw)
+        .fit(X, labels),
+        "PolynomialNetworkRegressor": polylite.PolynomialNetworkRegressor(**kw).fit(X, y),
+        "PolynomialNetworkClassifier": polylite.PolynomialNetworkClassifier(**kw)
+        .fit(X, labels),
+        "BayesianFactorizationMachineRegressor":
+            polylite.BayesianFactorizationMachineRegressor(**bayes).fit(X, y),
+        "BayesianFactorizationMachineClassifier":
+            polylite.BayesianFactorizationMachineClassifier(**bayes).fit(X, labels),
+        "MultiOutputPolynomialRegressor":
+            polylite.MultiOutputPolynomialRegressor(max_basis=2).fit(X, np.c_[y, -y]),
+        "MultiOutputPolynomialClassifier":
+            polylite.MultiOutputPolynomialClassifier(max_basis=2).fit(X, labels),
+        "OrdinalMcRankRegressor":
+            polylite.OrdinalMcRankRegressor(max_basis=2).fit(X, np.digitize(y, [-1, 1])),
+        "FactorizationMachineRanker": polylite.FactorizationMachineRanker(
+            item_columns=(6, 10), **kw).fit(rows, np.ones(12)),
+        "Pipeline": make_pipeline(polylite.FieldEncoder(),
+                                  polylite.FactorizationMachineRegressor(**kw))
+        .fit({"user_id": users, "item_id": items}, y[:12]),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_load_reads_every_kind_of_model_in_a_fresh_process(tmp_path):
+    paths = {}
+    for name, model in _models().items():
+        paths[name] = str(tmp_path / f"{name}.npz")
+        polylite.save(model, paths[name])
+    loaded = _python(f"""
+import json
+import polylite
+print(json.dumps({{name: type(polylite.load(path)).__name__
+                  for name, path in {paths!r}.items()}}))
+""", tmp_path)
+    assert loaded == {name: name for name in paths}
