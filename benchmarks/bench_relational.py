@@ -37,6 +37,10 @@ own):
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
         [--sweeps 200] [--seeds 5] [--burn-in 20] [--timing-sweeps 22] [--repeats 3]
         [--scale-rows 10000000] [--csr-rmse]
+        [--output benchmarks/results/relational_movielens.json]
+
+The ``movielens`` part's tables are also written to ``--output`` (a result file of
+``_results.py``, which the documentation's benchmarks page is drawn from).
 """
 import argparse
 import contextlib
@@ -55,6 +59,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import _results  # noqa: E402
 from bench_bayes_movielens import encoder_for, rmse  # noqa: E402
 from bench_link_prediction import side_tables  # noqa: E402
 
@@ -266,14 +271,18 @@ def part_movielens(args):
             seconds[name].append(per_sweep(run, sweeps)[0])
     reference = np.median(seconds["polylite relational"])
     print(f"\n{'Gibbs sampler':>20} {'cpu s/sweep':>12} {'x polylite rel.':>16}")
+    sweep_rows = []
     for name, values in seconds.items():
         median = np.median(values)
         print(f"{name:>20} {median:>12.4f} {median / reference:>16.2f}", flush=True)
+        sweep_rows.append([name, round(float(median), 4), round(median / reference, 2)])
     cd = {name: cd_epoch_seconds(rows, y)[0] for name, rows in
           (("relational", X), ("CSR", Xc))}
     print(f"\n{'CD epoch':>20} {'cpu s/epoch':>12} {'x relational':>16}")
+    cd_rows = []
     for name, cpu in cd.items():
         print(f"{name:>20} {cpu:>12.4f} {cpu / cd['relational']:>16.2f}", flush=True)
+        cd_rows.append([f"polylite {name}", round(cpu, 4), round(cpu / cd["relational"], 2)])
     seeds = range(args.seeds)
     print(f"\ntest RMSE after {args.sweeps} sweeps (predictions clipped to [1, 5]), "
           f"seeds {seeds.start} to {seeds.stop - 1}, burn-in {args.burn_in}:")
@@ -288,13 +297,37 @@ def part_movielens(args):
         runs["myFM RelationBlock"] = lambda seed: myfm_chain(ml, args.sweeps, True, seed,
                                                              args.burn_in)
     print(f"{'':>20} {'mean':>8} {'sd':>8}   each seed")
+    rmse_rows = []
     for name, run in runs.items():
         scores = [rmse(run(seed), y_test) for seed in seeds]
         spread = np.std(scores, ddof=1) if len(scores) > 1 else np.nan
         print(f"{name:>20} {np.mean(scores):>8.4f} {spread:>8.4f}   "
               + " ".join(f"{score:.4f}" for score in scores), flush=True)
+        rmse_rows.append([name, round(float(np.mean(scores)), 4),
+                          None if np.isnan(spread) else round(float(spread), 4)])
     if libfm is not None:
         shutil.rmtree(libfm.folder)
+    if args.output != "-":
+        data = (f"MovieLens 100K u1, ids + both implicit sets + user and movie side "
+                f"features ({Xc.nnz / Xc.shape[0]:.0f} nonzeros per rating), k = 10, "
+                f"degree 2")
+        _results.save(
+            args.output, "relational_movielens",
+            "Bayesian FMs on relational data: polylite, libFM and myFM",
+            [_results.table(f"Gibbs sampler, CPU seconds per sweep ({data})",
+                            ["sampler", "CPU s/sweep", "x polylite relational"],
+                            sweep_rows, note=f"median of {args.repeats} runs, the tools "
+                            f"alternating"),
+             _results.table(f"Test RMSE after {args.sweeps} sweeps, mean of "
+                            f"{args.seeds} chains", ["sampler", "RMSE", "sd"], rmse_rows,
+                            note="predictions clipped to [1, 5]"),
+             _results.table("Coordinate descent, CPU seconds per epoch",
+                            ["solver", "CPU s/epoch", "x relational"], cd_rows)],
+            settings={"sweeps": args.sweeps, "seeds": args.seeds,
+                      "burn_in": args.burn_in, "timing_sweeps": args.timing_sweeps,
+                      "repeats": args.repeats},
+            peers=("myfm",), command=_results.command_line(_parent_argv()),
+            libfm=bool(libfm))
 
 
 def scale_data(rows):
@@ -376,6 +409,15 @@ PARTS = {"movielens": part_movielens, "scale": part_scale, "degree3": part_degre
          "solvers": part_solvers}
 
 
+def _parent_argv():
+    """This run's command line without the ``--child`` option the parent added."""
+    argv = list(sys.argv)
+    if "--child" in argv:
+        i = argv.index("--child")
+        del argv[i:i + 2]
+    return argv
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -393,6 +435,9 @@ def main():
     parser.add_argument("--scale-rows", type=int, default=10_000_000)
     parser.add_argument("--csr-rmse", action="store_true",
                         help="also score polylite's chain on the CSR rows (slow)")
+    parser.add_argument("--output", default=os.path.join(
+        _results.RESULTS, "relational_movielens.json"),
+        help="the movielens part's result file ('-' for none)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

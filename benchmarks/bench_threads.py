@@ -26,8 +26,13 @@ time at this thread count.
     python benchmarks/bench_threads.py [--rows 1000000] [--degrees 2 3] [--n-jobs 1 2]
                                        [--tasks predict sgd adagrad lbfgs cd] [--epochs 3]
                                        [--batch-sizes 256 4096] [--min-batch-rows N]
+                                       [--output benchmarks/results/threads.json]
+
+The table is also written to ``--output`` (a result file of ``_results.py``, which the
+documentation's benchmarks page is drawn from).
 """
 import argparse
+import os
 import time
 import warnings
 
@@ -38,6 +43,7 @@ from polylite._validation import row_threads
 from polylite.datasets import make_recommender
 from polylite.polynomial import _cd, _sgd, _solvers
 
+import _results
 from _timing import recommender_arguments, timings
 
 TASKS = ("predict", "sgd", "adagrad", "lbfgs", "cd")
@@ -91,6 +97,9 @@ def main():
     parser.add_argument("--min-batch-rows", type=int, default=None,
                         help="rows of a mini-batch per thread below which it runs on one "
                              "thread (default: polylite's rule)")
+    parser.add_argument("--output", default=os.path.join(_results.RESULTS, "threads.json"),
+                        help="the result file (default benchmarks/results/threads.json; "
+                             "'-' for none)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # 3 epochs do not converge, by design
     if args.min_batch_rows is not None:
@@ -102,8 +111,11 @@ def main():
     print(f"X: {X.shape[0]} x {X.shape[1]}, {X.nnz} nonzeros, float64; k = {k}; "
           f"mini-batches of at least {_solvers.MIN_BATCH_ROWS_PER_THREAD} rows per thread "
           f"are shared")
+    columns = ["task", "degree", "batch", "n_jobs", "threads", "s/pass", "X@P ms",
+               "x (X@P)", "speed-up"]
     print(f"{'task':>8} {'degree':>6} {'batch':>6} {'n_jobs':>6} {'threads':>7} "
           f"{'s/pass':>8} {'X@P ms':>7} {'x (X@P)':>8} {'speed-up':>8}")
+    rows = []
     for task in args.tasks:
         stochastic = task in ("sgd", "adagrad")
         for degree in args.degrees:
@@ -121,6 +133,22 @@ def main():
                     print(f"{task:>8} {degree:>6} {batch:>6} {n_jobs:>6} {threads:>7} "
                           f"{seconds:>8.3f} {xp * 1e3:>7.1f} {seconds / xp:>8.1f} "
                           f"{single / seconds:>8.2f}", flush=True)
+                    rows.append([task, degree, batch, n_jobs, threads, round(seconds, 4),
+                                 round(xp * 1e3, 1), round(seconds / xp, 2),
+                                 round(single / seconds, 2)])
+    if args.output != "-":
+        _results.save(
+            args.output, "threads",
+            "Seconds per pass over the rows, against X @ P, on one and two threads",
+            [_results.table(
+                f"{X.shape[0]:,} rows, {X.nnz // X.shape[0]} nonzeros per row, "
+                f"k = {k}", columns, rows,
+                note="x (X@P): the pass's time over that of scipy's X @ P (one thread, "
+                     "d x k dense P) timed in the same run; speed-up: one thread's time "
+                     "over this thread count's")],
+            settings={"rows": X.shape[0], "columns": X.shape[1], "nnz": int(X.nnz),
+                      "components": k, "epochs": args.epochs,
+                      "batch_sizes": args.batch_sizes})
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _root]
 
 import polylite  # noqa: E402
 
+# The benchmarks page's directives (docs/_ext), which read benchmarks/results/.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_ext"))
+
 project = "polylite"
 author = "the polylite developers"
 copyright = "the polylite developers, BSD-3-Clause"
@@ -38,10 +41,11 @@ extensions = [
     "sphinx-mathjax-offline",  # MathJax served from the built pages: math renders offline
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "benchmark_results",
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "README.md", "examples/*.rst"]
+exclude_patterns = ["_build", "_generated", "README.md", "examples/*.rst"]
 default_role = "literal"
 # Method entries of the page tables of contents without the class name in front.
 toc_object_entries_show_parents = "hide"
