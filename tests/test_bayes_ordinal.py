@@ -206,3 +206,37 @@ EXPECTED_FAILED_CHECKS = {"check_regressors_no_decision_function": _PROBABILITIE
                          xfail_strict=True)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_command_line_fits_predicts_and_evaluates_ordinal_ratings(tmp_path, capsys):
+    """polylite fit --estimator bayes-fm --task ordinal: expected levels from predict,
+    RMSE from evaluate, the sweeps' validation RMSE as progress; the component warning
+    is a one-line note."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from polylite.cli import main
+    X, y = _planted(400)
+    dump_svmlight_file(X[:300], y[:300], str(tmp_path / "train.svm"))
+    dump_svmlight_file(X[300:], y[300:], str(tmp_path / "test.svm"))
+    model = str(tmp_path / "model.npz")
+    assert main(["fit", str(tmp_path / "train.svm"), "-m", model, "--estimator",
+                 "bayes-fm", "--task", "ordinal", "--n-iter", "12", "--n-burn-in", "2",
+                 "--validation", str(tmp_path / "test.svm"), "--progress", "lines"]) == 0
+    err = capsys.readouterr().err
+    assert "sweep 12/12  validation rmse" in err
+    assert "polylite fit: warning: n_components=8 exceeds the 6 interactions" in err
+    assert "UserWarning" not in err
+    loaded = polylite.load(model)
+    assert isinstance(loaded, Ordinal)
+    np.testing.assert_array_equal(loaded.levels_, [1, 2, 3, 4, 5])
+    out = tmp_path / "predictions.txt"
+    assert main(["predict", model, str(tmp_path / "test.svm"), "-o", str(out)]) == 0
+    predicted = np.loadtxt(out)
+    np.testing.assert_allclose(predicted, loaded.predict(X[300:]), rtol=1e-6)
+    assert np.all((predicted >= 1) & (predicted <= 5))
+    capsys.readouterr()
+    assert main(["evaluate", model, str(tmp_path / "test.svm")]) == 0
+    assert "rmse" in capsys.readouterr().out
+    assert main(["fit", str(tmp_path / "train.svm"), "-m", model, "--task", "ordinal"]) == 2
+    assert "ordinal is fitted by --estimator bayes-fm, not by --estimator fm" in (
+        capsys.readouterr().err)

@@ -101,6 +101,7 @@ class BayesianFactorizationMachineOrdinalRegressor(RegressorMixin,
 
     _SAMPLES = ("intercept", "w", "P", "gamma", "cutpoints")
     _labels_as_y = True  # levels may be strings (read by the input checks)
+    _score_name = "RMSE"  # of fit's X_eval (accuracy for levels that are labels)
 
     # ---- levels ---------------------------------------------------------------------------
 

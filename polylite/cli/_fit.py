@@ -24,8 +24,9 @@ def run(args, parser):
     from ..polynomial import _solvers
     family = estimators()[args.estimator]
     if args.task not in family.classes:
-        parser.error(f"argument --task: {args.task} is fitted by --estimator fm, not by "
-                     f"--estimator {args.estimator}")
+        fitting = [name for name, other in estimators().items() if args.task in other.classes]
+        parser.error(f"argument --task: {args.task} is fitted by --estimator "
+                     f"{' or '.join(fitting)}, not by --estimator {args.estimator}")
     cls = family.classes[args.task]
     params = _chosen_parameters(args, parser, cls)
     if args.binary_threshold is not None and args.task != "classification":
@@ -62,9 +63,21 @@ def run(args, parser):
     estimator = cls(**params)
     progress = Progress(args)
     start = time.perf_counter()
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        # The estimators' UserWarnings (ConvergenceWarning among them) are about the data
+        # or the parameters: a one-line note as they happen, not a Python warning.
+        if issubclass(category, UserWarning):
+            progress.close()
+            note(args, f"polylite fit: warning: {message}")
+        else:
+            shown(message, category, filename, lineno, file, line)
+
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings():
             warnings.simplefilter("always", ConvergenceWarning)
+            warnings.showwarning = show
             if args.stream:
                 fitted = _fit_stream(args, estimator, dtype, progress)
             else:
@@ -72,14 +85,6 @@ def run(args, parser):
     finally:
         progress.close()
     seconds = time.perf_counter() - start
-    for warning in caught:
-        # A ranker's UserWarnings are about the data (users who saw every item).
-        if issubclass(warning.category, ConvergenceWarning) or (
-                args.task == "ranking" and warning.category is UserWarning):
-            note(args, f"polylite fit: warning: {warning.message}")
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename,
-                                   warning.lineno)
     zero_based, n_features = fitted.zero_based, fitted.n_features
     metadata = {"written_by": "polylite fit",
                 "data": {"train": os.path.abspath(args.train),

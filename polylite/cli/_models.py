@@ -21,6 +21,7 @@ class Family(NamedTuple):
 def estimators():
     """--estimator's families, by name."""
     from ..bayes import (BayesianFactorizationMachineClassifier,
+                         BayesianFactorizationMachineOrdinalRegressor,
                          BayesianFactorizationMachineRegressor)
     from ..polynomial import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                               PolynomialNetworkClassifier, PolynomialNetworkRegressor)
@@ -34,7 +35,8 @@ def estimators():
         "pn": Family({"regression": PolynomialNetworkRegressor,
                       "classification": PolynomialNetworkClassifier}, **epochs),
         "bayes-fm": Family({"regression": BayesianFactorizationMachineRegressor,
-                            "classification": BayesianFactorizationMachineClassifier},
+                            "classification": BayesianFactorizationMachineClassifier,
+                            "ordinal": BayesianFactorizationMachineOrdinalRegressor},
                            unit="sweep", validation=("X_eval", "y_eval")),
     }
 

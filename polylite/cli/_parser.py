@@ -12,7 +12,7 @@ import sys
 
 # --estimator: the families of polylite.cli._models.estimators().
 ESTIMATORS = ("fm", "pn", "bayes-fm")
-TASKS = ("regression", "classification", "ranking")
+TASKS = ("regression", "classification", "ranking", "ordinal")
 
 # The options of fit that set estimator parameters, each named like the parameter:
 # (parameter, type or "bool", allowed values or None, help, default(s)).  The estimators
@@ -184,7 +184,8 @@ def _add_fit(sub):
                           "(one-vs-rest), as many classes as TRAIN has labels; ranking: "
                           "rank items for users from positive interactions (label 1; 0: "
                           "another interaction), with --item-columns or --relation "
-                          "USERS,ITEMS")
+                          "USERS,ITEMS; ordinal (--estimator bayes-fm): ratings as ordered "
+                          "levels, the distinct labels of TRAIN (ordered probit)")
     fit.add_argument("--binary-threshold", type=finite_float, metavar="T",
                      help="--task classification into two classes, as libFM's -task c "
                           "(T = 0): labels > T are the positive class 1, the others the "
