@@ -2,9 +2,7 @@
 reporting the scores the summary line reports (RMSE for a regressor, accuracy for a
 classifier, AUC for a ranker)."""
 import contextlib
-import inspect
 import sys
-import threading
 
 import numpy as np
 
@@ -89,67 +87,24 @@ class Progress:
         return {"_sweep_callback": report_sweep}
 
     def _epoch_hooks(self, estimator):
-        """The epoch loop reports the validation loss: a ranker's is its AUC, a
-        regressor's half the mean squared error (its RMSE follows); a classifier's
-        accuracy is measured on the validation predictions each epoch makes."""
+        """The epoch loop reports the validation loss (a ranker's is its AUC, a
+        regressor's half the mean squared error, whose RMSE follows) and a classifier's
+        validation accuracy."""
         if is_ranker(estimator):
             def score(report):
                 return {"validation AUC": report.validation_loss}
-            hooks = {}
         elif not estimator._is_classifier:
             def score(report):
                 return {"validation rmse": np.sqrt(2 * report.validation_loss)}
-            hooks = {}
         else:
-            watch = _ValidationAccuracy(estimator)
-            hooks = watch.hooks()
-
             def score(report):
                 if report.n_outputs == 1:
-                    return {"validation accuracy": watch.accuracy()}
+                    return {"validation accuracy": report.validation_accuracy}
                 label = estimator.classes_[report.output]
-                return {f"validation accuracy ({label} vs rest)": watch.accuracy()}
+                return {f"validation accuracy ({label} vs rest)":
+                        report.validation_accuracy}
 
         def report(r):
             self.epoch(r.output, r.n_outputs, r.epoch, r.max_iter,
                        {"objective": r.objective, **score(r)}, r.seconds)
-        return {"_epoch_callback": report, **hooks}
-
-
-class _ValidationAccuracy:
-    """The accuracy of a classifier's validation predictions at each epoch of its fit.
-
-    The epoch loop scores each epoch's parameters on the validation rows (explicit, or
-    held out by early stopping) by their loss alone; this sees the predictions it makes
-    (``_predict_output`` on the validation rows, in the thread that fits the output) and
-    the +-1 targets of the output (``_fit_one_output``'s ``validation``).  An output is
-    one class against the rest when there are more than two.
-    """
-
-    def __init__(self, estimator):
-        self.estimator = estimator
-        self.local = threading.local()  # outputs may be fitted on threads of their own
-
-    def hooks(self):
-        fit_one_output = self.estimator._fit_one_output
-        predict_output = self.estimator._predict_output
-        signature = inspect.signature(fit_one_output)
-        local = self.local
-
-        def fit_one_output_watched(*args, **kwargs):
-            local.validation = signature.bind(*args, **kwargs).arguments["validation"]
-            local.accuracy = np.nan
-            return fit_one_output(*args, **kwargs)
-
-        def predict_output_watched(X, *args, **kwargs):
-            predictions = predict_output(X, *args, **kwargs)
-            validation = getattr(local, "validation", None)
-            if validation is not None and X is validation[0]:
-                local.accuracy = float(np.mean((predictions > 0) == (validation[1] > 0)))
-            return predictions
-
-        return {"_fit_one_output": fit_one_output_watched,
-                "_predict_output": predict_output_watched}
-
-    def accuracy(self):
-        return getattr(self.local, "accuracy", np.nan)
+        return {"_epoch_callback": report}

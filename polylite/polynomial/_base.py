@@ -77,6 +77,8 @@ class EpochReport(NamedTuple):
     objective: float
     validation_loss: float  # NaN without a validation set
     seconds: float          # since the fit of this output started
+    # A classifier's: the fraction of validation rows on the output's side (NaN else).
+    validation_accuracy: float = float("nan")
 
 
 # Data with more than this fraction of nonzero entries counts as dense: solver="auto"
@@ -516,7 +518,8 @@ class _PolynomialModel(BaseEstimator):
                 self._epoch_callback(EpochReport(
                     output[0], output[1], epoch, self._max_iter, objective,
                     stopper.last if stopper is not None else np.nan,
-                    time.perf_counter() - start))
+                    time.perf_counter() - start,
+                    stopper.last_accuracy if stopper is not None else np.nan))
 
         solver_name = self.solver_
         if solver_name == "lbfgs":
@@ -793,13 +796,16 @@ class _EarlyStopping:
         self.best_params = None
         self.stalled = 0
         self.stopped = False
-        self.last = np.nan
+        self.last = self.last_accuracy = np.nan
 
     def update(self):
-        """Score the current parameters; True when it is time to stop."""
+        """Score the current parameters (the loss; a classifier's accuracy too, which
+        progress displays report); True when it is time to stop."""
         pred = self.est._predict_output(self.X_val, self.params, self.kernel,
                                         self.degrees).astype(np.float64)
         self.last = _cd.weighted_loss(self.y_val, pred, self.sw_val, self.loss_code)
+        if self.est._is_classifier:  # the targets of an output are +-1
+            self.last_accuracy = float(np.mean((pred > 0) == (self.y_val > 0)))
         if self.last < self.best - self.est.tol * abs(self.best) or self.best_params is None:
             self.best = min(self.best, self.last)
             self.best_params = {name: np.array(getattr(self.params, name))
