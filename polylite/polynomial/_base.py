@@ -440,6 +440,8 @@ class _PolynomialModel(BaseEstimator):
             solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)
         elif self.solver_ == "lbfgs" and is_dense(X):
             solver_inputs = _solvers.dense_rows(X, kernel, degrees)
+        elif self.solver_ in _solvers.STOCHASTIC:
+            solver_inputs = _solvers.watched_data(X)
         else:
             solver_inputs = None
         # Each output draws from a random stream of its own (the stochastic solvers'
@@ -504,7 +506,8 @@ class _PolynomialModel(BaseEstimator):
 
         ``solver_inputs`` is what the solver derives from X once for every output:
         :func:`_solvers.cd_data` for "cd" and for "lbfgs" on relational X,
-        :func:`_solvers.dense_rows` for "lbfgs" on dense X, else None.  ``output`` is (index of this output, number of
+        :func:`_solvers.dense_rows` for "lbfgs" on dense X, :func:`_solvers.watched_data`
+        for the stochastic solvers, else None.  ``output`` is (index of this output, number of
         outputs); ``n_jobs`` the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
@@ -532,15 +535,16 @@ class _PolynomialModel(BaseEstimator):
         else:
             solver = _solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                _solvers.StochasticState(params, solver_name == "adagrad"), n_jobs)
-        objective = best = self._objective(y, solver.predictions(), sw, params, loss_code)
+                _solvers.StochasticState(params, solver_name == "adagrad"), n_jobs,
+                watched=solver_inputs)
+        objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
         stalled = 0
         for epoch in range(1, self._max_iter + 1):
             max_change = solver.epoch()
-            y_pred = solver.predictions()
-            new_objective = self._objective(y, y_pred, sw, params, loss_code)
+            y_watched, y_pred, sw_watched = solver.watched(y, sw)
+            new_objective = self._objective(y_watched, y_pred, sw_watched, params, loss_code)
             # Predictions too: the classification losses of an infinite margin on the
             # right side are 0, and the squared hinge's of NaN is 0 too (fmax).
             if not (np.isfinite(new_objective) and np.all(np.isfinite(y_pred))):
@@ -667,12 +671,13 @@ class _PolynomialModel(BaseEstimator):
                       for o in range(n_outputs)]
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
+        watched = _solvers.watched_data(X)  # the rows of the pass's divergence check
         try:
             for o in range(n_outputs):
                 y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
                 _solvers.StochasticGradient(
                     self, X, y, sw, self._output(stack, o), loss_code, kernel, degrees,
-                    self._partial_rng, states[o]).epoch()
+                    self._partial_rng, states[o], watched=watched).epoch()
         except FloatingPointError as exc:
             self.__dict__.pop("_stochastic_states", None)
             if not self.__sklearn_is_fitted__():
