@@ -36,12 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
-from bench_bayes_movielens import encoder_for  # noqa: E402
-from bench_link_prediction import side_tables  # noqa: E402
+from bench_relational import movielens_side  # noqa: E402
 
 from polylite import BayesianFactorizationMachineRegressor  # noqa: E402
 from polylite.bayes import BayesianFactorizationMachineOrdinalRegressor  # noqa: E402
-from polylite.datasets import load_movielens  # noqa: E402
 
 LEVELS = np.arange(1, 6)
 
@@ -49,20 +47,10 @@ LEVELS = np.arange(1, 6)
 def encode(path, encoding):
     """u1's relational training and test input of an encoding, the ratings, the field of
     each column and the fields' widths."""
-    data = load_movielens(path, splits=["u1"])
-    ratings = data.ratings
-    table = {"user_id": ratings.user_id, "item_id": ratings.item_id}
-    train_rows, test_rows = data.splits["u1"]
-    train, test = ({key: column[rows] for key, column in table.items()}
-                   for rows in (train_rows, test_rows))
-    users, items = side_tables(data)
-    encoder = encoder_for(encoding, "sqrt").set_params(output="relational")
-    encoder.fit(train, users=users, items=items)
-    widths = [field.stop - field.start for field in encoder.fields_]
-    return dict(X=encoder.transform(train), X_test=encoder.transform(test),
-                y=np.asarray(ratings.rating[train_rows]),
-                y_test=np.asarray(ratings.rating[test_rows]),
-                fields=np.repeat(np.arange(len(widths)), widths), widths=widths)
+    ml = movielens_side(path, encoding)
+    (X, X_test), (y, y_test) = ml["relational"], ml["y"]
+    return dict(X=X, X_test=X_test, y=np.asarray(y), y_test=np.asarray(y_test),
+                fields=ml["fields"], widths=ml["widths"])
 
 
 def cpu(fn):

@@ -60,7 +60,6 @@ unless --output is given).  Times are from a machine that may be running other w
 import argparse
 import json
 import os
-import platform
 import time
 import types
 import warnings
@@ -68,7 +67,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-import polylite
+import _results
 from polylite import metrics
 from polylite.datasets import load_movielens
 
@@ -350,28 +349,6 @@ def print_table(summary):
               + "".join(f"{cell(entry, key, 2):>13}" for key, _ in TIMES))
 
 
-def machine():
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f
-                     if line.startswith("model name")]
-        model = names[0] if names else model
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
-
-
-def versions():
-    found = {"polylite": polylite.__version__, "numpy": np.__version__}
-    try:
-        import lightfm
-        found["lightfm"] = lightfm.__version__
-    except ImportError:
-        found["lightfm"] = None
-    return found
-
-
 def write(path, payload):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -406,15 +383,15 @@ def main():
         return
     warnings.simplefilter("ignore")
     data = load_data(args.data)
-    found = versions()
-    info = machine()
+    found = _results.versions("lightfm-next")
+    info = _results.machine()
     print(f"MovieLens 100K {SPLIT}: {len(data.train['user_id'])} training positives "
           f"(rating >= {POSITIVE}), {len(data.test_users)} test users with "
           f"{int(data.relevant.sum())} test positives, {len(data.item_ids)} items; "
           f"seeds {seeds}", flush=True)
 
     rows = popularity_runs(data, seeds)
-    if found["lightfm"] is None:
+    if "lightfm-next" not in found:
         print("lightfm is not installed (pip install lightfm-next): LightFM skipped")
     else:
         rows += lightfm_runs(data, seeds, epochs=epochs, threads=args.threads)

@@ -71,9 +71,10 @@ from polylite.polynomial import _cd  # noqa: E402
 
 # ---- data ---------------------------------------------------------------------------------
 
-def movielens_side(path):
-    """u1's training and test rows in the ``side`` encoding: CSR and relational, the
-    targets and the field of each column."""
+def movielens_side(path, encoding="side"):
+    """u1's training and test rows in the ``side`` encoding (or another of
+    ``bench_bayes_movielens.py``): CSR and relational, the targets, the field of each
+    column and the fields' widths."""
     data = load_movielens(path, splits=["u1"])
     ratings = data.ratings
     table = {"user_id": ratings.user_id, "item_id": ratings.item_id}
@@ -81,7 +82,7 @@ def movielens_side(path):
     train, test = ({key: column[rows] for key, column in table.items()}
                    for rows in (train_rows, test_rows))
     users, items = side_tables(data)
-    encoder = encoder_for("side", "sqrt").fit(train, users=users, items=items)
+    encoder = encoder_for(encoding, "sqrt").fit(train, users=users, items=items)
     fields = np.repeat(np.arange(len(encoder.fields_)),
                        [field.stop - field.start for field in encoder.fields_])
     csr = encoder.transform(train), encoder.transform(test)

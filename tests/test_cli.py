@@ -16,6 +16,8 @@ import polylite
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, _svmlight)
 from polylite.cli import main
+
+from _cli import run_cli as _run
 from polylite.datasets import make_recommender
 
 
@@ -41,12 +43,6 @@ def binary(tmp_path):
     train = _write(tmp_path / "b_train.svm", X[:300], y[:300])
     test = _write(tmp_path / "b_test.svm", X[300:], y[300:])
     return X, y, train, test
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _temporaries(directory):

@@ -9,20 +9,8 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 import polylite
-from polylite.cli import main
 
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def _one_line_error(err, *words):
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("polylite "), err
-    for word in words:
-        assert word in err, err
+from _cli import run_cli as _run, assert_one_line_error as _one_line_error
 
 
 @pytest.fixture

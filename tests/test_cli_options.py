@@ -7,15 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polylite.cli import main
+from _cli import run_cli as _run
 
 MIGRATION = Path(__file__).resolve().parent.parent / "docs" / "user_guide" / "migration.rst"
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _usage_error(err, command):

@@ -9,16 +9,11 @@ from sklearn.datasets import dump_svmlight_file
 
 import polylite
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor
-from polylite.cli import main
+
+from _cli import run_cli as _run
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from sklearn.datasets import dump_svmlight_file
 
 import polylite
 from polylite import FactorizationMachineRegressor, _svmlight
-from polylite.cli import main
+
+from _cli import assert_one_line_error as _one_line_error, run_cli
 
 try:
     from numpy._core._exceptions import _ArrayMemoryError
@@ -46,16 +47,7 @@ def _deadline(seconds=60):
 
 def _run(capsys, *argv):
     with _deadline():
-        status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def _one_line_error(err, *words):
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("polylite "), err
-    for word in words:
-        assert word in err, err
+        return run_cli(capsys, *argv)
 
 
 @pytest.fixture

@@ -228,25 +228,34 @@ class OrderedProbit(Probit):
         return np.where(np.isinf(lower), upper - 1.0,
                         np.where(np.isinf(upper), lower + 1.0, 0.5 * (lower + upper)))
 
-    def _level_log_likelihood(self, level, f, lower, upper):
-        rows = self.rows[level]
-        return float(np.sum(log_interval_probability(lower - f[rows], upper - f[rows])))
-
     def draw_cutpoints(self, rng, f, adapt=False):
         """Each free cutpoint by a Metropolis step given f (the class docstring)."""
         c = self.cutpoints
         self._sweeps += 1
+        f_levels = [f[rows] for rows in self.rows]  # each level's rows, gathered once
+
+        def log_likelihood(level, lower, upper):
+            return float(np.sum(log_interval_probability(lower - f_levels[level],
+                                                         upper - f_levels[level])))
+
+        # The log-likelihood of level j - 1 under the current cutpoints: the previous
+        # step's level above, when that step computed it (None: not yet).
+        below = None
         for j in range(2, self.n_levels):
             proposal = c[j] + self.scales[j] * rng.standard_normal()
             accepted = False
+            above = None
             if c[j - 1] < proposal < c[j + 1]:
-                log_ratio = (self._level_log_likelihood(j - 1, f, c[j - 1], proposal)
-                             + self._level_log_likelihood(j, f, proposal, c[j + 1])
-                             - self._level_log_likelihood(j - 1, f, c[j - 1], c[j])
-                             - self._level_log_likelihood(j, f, c[j], c[j + 1]))
+                if below is None:
+                    below = log_likelihood(j - 1, c[j - 1], c[j])
+                above = log_likelihood(j, c[j], c[j + 1])
+                new_below = log_likelihood(j - 1, c[j - 1], proposal)
+                new_above = log_likelihood(j, proposal, c[j + 1])
+                log_ratio = new_below + new_above - below - above
                 accepted = np.log(1.0 - rng.random_sample()) < log_ratio
                 if accepted:
-                    c[j] = proposal
+                    c[j], above = proposal, new_above
+            below = above
             if adapt:  # a Robbins-Monro step on the log scale
                 self.scales[j] *= np.exp((float(accepted) - self.TARGET_ACCEPTANCE)
                                          / np.sqrt(self._sweeps))

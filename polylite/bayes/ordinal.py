@@ -197,8 +197,6 @@ class BayesianFactorizationMachineOrdinalRegressor(RegressorMixin,
         -------
         self : object
         """
-        self._check_params()
-        check_choice(self.prediction, "prediction", PREDICTIONS)
         X, y = self._validate_fit_data(X, y)
         codes = self._fit_levels(y)
         kind = self._prediction_kind()

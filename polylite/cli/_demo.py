@@ -2,6 +2,7 @@
 import time
 from types import SimpleNamespace
 
+from ._models import estimators
 from ._progress import Progress
 
 
@@ -44,7 +45,7 @@ def run(args, parser):
     # The progress of `polylite fit`: the validation RMSE that the summary reports.
     progress = Progress(SimpleNamespace(quiet=False, progress="auto"))
     start = time.perf_counter()
-    with progress.watching(SimpleNamespace(unit="epoch"), fm):
+    with progress.watching(estimators()["fm"], fm):
         fm.fit(X_train, y_train)
     progress.close()
     fm_time = time.perf_counter() - start

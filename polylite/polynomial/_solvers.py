@@ -299,6 +299,7 @@ class StochasticGradient:
         self.n_jobs = est._n_jobs if n_jobs is None else n_jobs
         # The rows of the objective after each pass (watched_data).
         self._watched = (slice(None), X) if watched is None else watched
+        self._watched_targets = None  # (y, weights) of the watched rows, see watched()
 
     def epoch(self):
         est, p, X, st = self.est, self.params, self.X, self.state
@@ -368,12 +369,16 @@ class StochasticGradient:
         return self._y_pred
 
     def watched(self, y, sw):
-        """(targets, predictions, weights summing to 1) of the watched rows."""
-        rows = self._watched[0]
-        weights = sw[rows]
-        total = weights.sum()
-        return (y[rows], self.predictions(),
-                weights / total if total > 0 else np.full_like(weights, 1 / weights.size))
+        """(targets, predictions, weights summing to 1) of the watched rows; ``y`` and
+        ``sw`` are the same at every call of a fit, so their rows are taken once."""
+        if self._watched_targets is None:
+            rows = self._watched[0]
+            weights = sw[rows]
+            total = weights.sum()
+            self._watched_targets = (y[rows], weights / total if total > 0
+                                     else np.full_like(weights, 1 / weights.size))
+        targets, weights = self._watched_targets
+        return targets, self.predictions(), weights
 
 
 def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jobs=None):
