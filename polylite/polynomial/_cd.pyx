@@ -66,6 +66,16 @@ the passes, caches and fused one-hot loops are those of coordinate descent, only
 that turns a column's sums into its step changes.  Each coordinate's normal number is a
 function of the sweep's seed and the coordinate's index (counter-based, _normal), so the
 draws do not depend on which thread takes the coordinate.
+
+Mean-field variational inference (``prior.variance``, for polylite.bayes.variational).
+Each parameter has a Gaussian factor N(mean, variance); the epoch replaces each factor in
+turn by the optimal one given the others (coordinate ascent on the evidence lower bound).
+The row's output is affine in the coordinate with a random derivative h_i, so the
+optimal factor is the sampler's conditional with E[h_i] for g_i, its variance added to
+the curvature and its covariance with the rest of the output to the gradient
+(_meanfield_step).  At degree 2 those need two more sums per row and component,
+sum_j v_j x_ij^2 and sum_j v_j p_j x_ij^3 (v_j: the variances), kept beside the power sum
+in the same cache slot (KIND_MEANFIELD): the passes, groups and threads are the same.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
@@ -180,6 +190,8 @@ cdef struct TagAnova4:
     char unused
 cdef struct TagAnova:
     char unused
+cdef struct TagMeanField:
+    char unused
 
 ctypedef fused kind_tag:
     TagLinear
@@ -188,6 +200,7 @@ ctypedef fused kind_tag:
     TagAnova3
     TagAnova4
     TagAnova
+    TagMeanField
 
 
 cdef inline int _tag_kind(kind_tag* tag) noexcept nogil:
@@ -201,6 +214,8 @@ cdef inline int _tag_kind(kind_tag* tag) noexcept nogil:
         return 3
     elif kind_tag is TagAnova4:
         return 4
+    elif kind_tag is TagMeanField:
+        return KIND_MEANFIELD
     else:
         return KIND_ANOVA
 
@@ -227,11 +242,11 @@ cdef struct Blocks:
 
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                       Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
-                      const double* factors, const floating* csr_data,
-                      const index_t* csr_indices, const index_t* csr_indptr,
-                      const double* base) noexcept nogil:
+                      const double* factors, const double* variances,
+                      const floating* csr_data, const index_t* csr_indices,
+                      const index_t* csr_indptr, const double* base) noexcept nogil:
     cdef Py_ssize_t i, z, t_, lo, hi, end
-    cdef double q
+    cdef double q, x, v
     cdef double* D
     if not thread_range(t, threads, n, &lo, &hi):
         return
@@ -244,9 +259,15 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
             # The factors are read at random: request them ahead.
             if z + PREFETCH_AHEAD < end:
                 POLYLITE_PREFETCH(factors + csr_indices[z + PREFETCH_AHEAD])
-            q = factors[csr_indices[z]] * csr_data[z]
+            x = csr_data[z]
+            q = factors[csr_indices[z]] * x
             if kernel == POLYNOMIAL:
                 D[0] += q
+            elif kind == KIND_MEANFIELD:
+                v = variances[csr_indices[z]]
+                D[0] += q
+                D[1] += v * x * x
+                D[2] += v * q * x * x
             else:
                 _add_factor(D, kind, L.width, q)
 
@@ -256,16 +277,19 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
                      Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
                      const floating* csr_data, const index_t* csr_indices,
                      const index_t* csr_indptr, double* base, double* factors,
-                     Py_ssize_t d, int threads, Blocks* blocks) noexcept nogil:
+                     Py_ssize_t d, int threads, Blocks* blocks,
+                     const double* variance) noexcept nogil:
     """Compute the cache of component s in every row from scratch (row-wise pass, on
     ``threads`` threads): the dummies' share, the row's own entries and each relation
     block's table row (their caches computed first, _cd_tables.table_fill, or built
     by the sums passes of component s - 1 when ``blocks.next_built``).  ``base`` is
     work space for _slot_base, ``factors`` for the d factors of component s, gathered
     first so that the rows read them from one contiguous array, not one cache line
-    each."""
+    each.  ``variance``: the block's factors' variances (shaped like P), for the caches
+    of mean-field factors (gathered after the factors), or NULL."""
     cdef Py_ssize_t t, j
-    cdef int kind = _kind(kernel, degree)
+    cdef int kind = _kind(kernel, degree) if variance == NULL else KIND_MEANFIELD
+    cdef double* variances = factors + d + 1
     cdef Moments TM = table_moments(kind, degree)
     cdef double* swap
     cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
@@ -274,6 +298,9 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
     _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
     for j in range(d):
         factors[j] = P[j * k + s]
+    if variance != NULL:
+        for j in range(d):
+            variances[j] = variance[j * k + s]
     for j in range(blocks.count):
         if blocks.next_built:  # by the sums passes of component s - 1
             swap = blocks.tables[j].cache
@@ -283,12 +310,12 @@ cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t sl
             table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
     if direct or blocks.count == 0:
         if threads == 1:
-            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, csr_data,
-                        csr_indices, csr_indptr, base)
+            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, variances,
+                        csr_data, csr_indices, csr_indptr, base)
         else:
             for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors, csr_data,
-                            csr_indices, csr_indptr, base)
+                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors,
+                            variances, csr_data, csr_indices, csr_indptr, base)
     if blocks.count == 0:
         return
     # One pass over the rows: the previous sweep's last push, the blocks' caches, the
@@ -367,14 +394,31 @@ cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* 
     return sweep
 
 
-cdef inline void _entry_terms(double x, const double* row, double p, const Sweep* sw,
-                              int kind, double* terms) noexcept nogil:
+cdef inline void _entry_terms(double x, const double* row, double p, double var,
+                              const Sweep* sw, int kind, double* terms) noexcept nogil:
     """Pass 1 for one entry x = x_ij of row i: its shares of column j's sums,
     terms = (s_i l'_i g_i, s_i g_i^2, s_i magnitude_i^2, s_i l''_i g_i^2, s_i |g_i|^3),
-    the last two for the logistic loss only (see _bound_step)."""
-    cdef double der, magnitude, weight, curvature
+    the last two for the logistic loss only (see _bound_step); for a mean-field factor
+    (of variance ``var``), the last two are s_i Var(h_i) and s_i Cov(h_i, g_i) instead
+    (see _meanfield_step)."""
+    cdef double der, magnitude, weight, curvature, rest, rest_var
+    cdef const double* D
     weight = row[sw.L.weight] if sw.L.weight >= 0 else 1.0
     der = _factor_derivative(row + sw.cur, kind, sw.degree, p, x, sw.A, &magnitude)
+    if kind == KIND_MEANFIELD:
+        # h_i = x r with r = sum_{j' != j} p_j' x_ij', of mean D_1 - p x and variance
+        # V = D_2 - v x^2 (independent factors); the part of g_i that varies with r is
+        # (r^2 - sum_{j' != j} p_j'^2 x_ij'^2) / 2, of covariance with r
+        # E[r] V - sum_{j' != j} v_j' p_j' x_ij'^3 = E[r] V - (D_3 - v p x^3).
+        D = row + sw.cur
+        rest = D[0] - p * x
+        rest_var = D[1] - var * x * x
+        terms[0] = _row_dloss(row, sw.L.label, sw.L.weight, sw.L.loss) * der
+        terms[1] = weight * der * der
+        terms[2] = weight * magnitude * magnitude
+        terms[3] = weight * x * x * rest_var
+        terms[4] = weight * x * (rest * rest_var - (D[2] - var * p * x * x * x))
+        return
     if sw.L.loss == LOGISTIC:
         terms[0] = _row_dlosses(row, sw.L.label, sw.L.weight, sw.L.loss, &curvature) * der
         terms[3] = curvature * der * der
@@ -399,21 +443,66 @@ cdef inline void _gather(double* col, double* sums, const double* terms,
         _add_terms(col, terms, count)
 
 
-cdef inline void _apply_entry(double delta, double p, double p_next, double x,
-                              double* row, const Sweep* sw, int kind,
-                              bint reset) noexcept nogil:
-    """Pass 2 for one entry x = x_ij: apply column j's step ``delta`` (from value ``p``)
-    to the row's prediction and cache, and add the next component's factor (p_next x)
-    to the row's next cache (started from sw.base first if ``reset``).
+cdef struct Move:
+    # What pass 2 applies to the entries of one column (from its scratch record, _move).
+    double delta    # the step
+    double p        # the value before it
+    double p_next   # the column's value in the next component (0: none)
+    double var      # mean-field factors: the variance before and after the step,
+    double var_new  # and in the next component
+    double var_next
+
+
+cdef inline Move _move(const double* col, int kind) noexcept nogil:
+    cdef Move move
+    move.delta = col[COL_STEP]
+    move.p = col[COL_P]
+    move.p_next = col[COL_NEXT]
+    if kind == KIND_MEANFIELD:
+        move.var = col[COL_VAR_OLD]
+        move.var_new = col[COL_VAR_NEW]
+        move.var_next = col[COL_VAR_NEXT]
+    else:
+        move.var = move.var_new = move.var_next = 0
+    return move
+
+
+cdef inline void _apply_meanfield(const Move* m, double x, double* row, const Sweep* sw,
+                                  bint reset) noexcept nogil:
+    """_apply_entry for a mean-field factor: its cache holds the variances' sums too."""
+    cdef double* D = row + sw.cur
+    cdef double* N = row + sw.nxt
+    cdef double q = m.p * x, q_new = (m.p + m.delta) * x, x2 = x * x
+    cdef Py_ssize_t t
+    row[PRED] += m.delta * x * (D[0] - q)
+    D[0] += q_new - q
+    D[1] += (m.var_new - m.var) * x2
+    D[2] += (m.var_new * q_new - m.var * q) * x2
+    if reset:
+        for t in range(3):
+            N[t] = sw.base[t]
+    N[0] += m.p_next * x
+    N[1] += m.var_next * x2
+    N[2] += m.var_next * m.p_next * x * x2
+
+
+cdef inline void _apply_entry(const Move* m, double x, double* row, const Sweep* sw,
+                              int kind, bint reset) noexcept nogil:
+    """Pass 2 for one entry x = x_ij: apply column j's step m.delta (from value m.p)
+    to the row's prediction and cache, and add the next component's factor
+    (m.p_next x) to the row's next cache (started from sw.base first if ``reset``).
 
     Without a next component p_next is 0 and slot nxt is a dead slot (never read before
     it is filled again): adding to it anyway keeps a branch out of the hot loops.
     """
-    cdef double magnitude
+    cdef double magnitude, delta = m.delta, p = m.p
     cdef double fresh[3]
     cdef Py_ssize_t t
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
+        return
+    if kind == KIND_MEANFIELD:
+        _apply_meanfield(m, x, row, sw, reset)
         return
     # A zero step changes nothing: skip it, except where the closed forms make it exact
     # arithmetic (q - q = 0), cheaper than a branch in the loop.
@@ -426,14 +515,14 @@ cdef inline void _apply_entry(double delta, double p, double p_next, double x,
         # and read back by one wider load would wait for the stores to reach the cache.
         for t in range(_width(kind, sw.L.width)):
             fresh[t] = sw.base[t]
-        _add_factor(fresh, kind, sw.L.width, p_next * x)
+        _add_factor(fresh, kind, sw.L.width, m.p_next * x)
         for t in range(_width(kind, sw.L.width)):
             row[sw.nxt + t] = fresh[t]
         return
     if reset:
         for t in range(sw.L.width):
             row[sw.nxt + t] = sw.base[t]
-    _add_factor(row + sw.nxt, kind, sw.L.width, p_next * x)
+    _add_factor(row + sw.nxt, kind, sw.L.width, m.p_next * x)
 
 
 # The passes.  Each is written once, as an inline function whose last arguments are
@@ -481,16 +570,19 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
     cdef double sums[N_TERMS]
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
+    cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
     _assume(&sw, mode)
-    cdef int n_terms = _n_terms(&sw.L)
+    cdef int n_terms = _n_terms(&sw.L, kind)
     _zero_terms(sums)
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
             col = _record(sw.scratch, columns, z, count)
             p = col[COL_P]
-        _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, &sw,
-                     kind, terms)
+            if kind == KIND_MEANFIELD:
+                var = col[COL_VAR]
+        _entry_terms(_value(values, z), state + _row_of(rows, z) * sw.L.stride, p, var,
+                     &sw, kind, terms)
         _gather(col, sums, terms, single, n_terms)
     if single:
         _add_terms(col, sums, n_terms)
@@ -504,16 +596,14 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
     cdef const double* col = sw.scratch + columns[0] * COL_STRIDE
-    cdef double delta = col[COL_STEP], p = col[COL_P], p_next = col[COL_NEXT]
+    cdef Move move = _move(col, kind)
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
             col = _record(sw.scratch, columns, z, count)
-            delta = col[COL_STEP]
-            p = col[COL_P]
-            p_next = col[COL_NEXT]
-        _apply_entry(delta, p, p_next, _value(values, z),
-                     state + _row_of(rows, z) * sw.L.stride, &sw, kind, reset)
+            move = _move(col, kind)
+        _apply_entry(&move, _value(values, z), state + _row_of(rows, z) * sw.L.stride,
+                     &sw, kind, reset)
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
@@ -532,25 +622,25 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     cdef double sums[N_TERMS]
     cdef double* row
     cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
-    cdef double delta = done[COL_STEP], p_done = done[COL_P], p_next = done[COL_NEXT]
+    cdef Move move = _move(done, kind)
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
+    cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
     _assume(&sw, mode)
-    cdef int n_terms = _n_terms(&sw.L)
+    cdef int n_terms = _n_terms(&sw.L, kind)
     _zero_terms(sums)
     for z in range(n):
         row = state + z * sw.L.stride
         if not done_single:
             done = _record(dsw.scratch, done_columns, z, n)
-            delta = done[COL_STEP]
-            p_done = done[COL_P]
-            p_next = done[COL_NEXT]
-        _apply_entry(delta, p_done, p_next, 1.0 if done_unit else done_values[z], row,
-                     &dsw, kind, reset)
+            move = _move(done, kind)
+        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind, reset)
         if not single:
             col = _record(sw.scratch, columns, z, n)
             p = col[COL_P]
-        _entry_terms(1.0 if unit else values[z], row, p, &sw, kind, terms)
+            if kind == KIND_MEANFIELD:
+                var = col[COL_VAR]
+        _entry_terms(1.0 if unit else values[z], row, p, var, &sw, kind, terms)
         _gather(col, sums, terms, single, n_terms)
     if single:
         _add_terms(col, sums, n_terms)
@@ -786,6 +876,9 @@ cdef void _run(const Pending* done, const index_t* done_columns,
     elif kind == 4:
         _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
                 update, reset, state, <TagAnova4*> NULL)
+    elif kind == KIND_MEANFIELD:
+        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
+                update, reset, state, <TagMeanField*> NULL)
     else:
         _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
                 update, reset, state, <TagAnova*> NULL)
@@ -812,11 +905,12 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        Py_ssize_t count, double* scratch, const double* support,
                        const Prior* prior, floating* param,
                        Py_ssize_t param_stride, double mu, double third, double reg,
-                       double* gradient, double gradient_scale,
+                       double* gradient, double gradient_scale, bint has_next,
                        double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
-    cdef double p, delta, largest = 0
+    cdef double p, delta, var, largest = 0
+    cdef bint meanfield = prior != NULL and prior.variance != NULL
     if thread_range(t, threads, count, &lo, &hi):
         for c in range(lo, hi):
             j = group_columns[c]
@@ -826,11 +920,17 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 col[COL_STEP] = 0
                 continue
             p = col[COL_P]
+            var = col[COL_VAR]
             delta = _take_step(param + j * param_stride,
                                _coordinate_step(prior, j, support[j], col + COL_GRAD, mu,
                                                 third, reg, p))
             largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
+            if meanfield:  # what pass 2 needs (the sums are used)
+                col[COL_VAR_OLD] = var
+                col[COL_VAR_NEW] = prior.variance[j * prior.variance_stride]
+                col[COL_VAR_NEXT] = (prior.variance[j * prior.variance_stride + 1]
+                                     if has_next else 0.0)
     max_change[t] = largest
 
 
@@ -845,12 +945,12 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     if threads == 1:
         _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
                      param_stride, mu, sw.L.third, reg, sw.gradient, sw.gradient_scale,
-                     largest)
+                     sw.has_next, largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
                          sw.prior, param, param_stride, mu, sw.L.third, reg, sw.gradient,
-                         sw.gradient_scale, largest)
+                         sw.gradient_scale, sw.has_next, largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
@@ -868,13 +968,20 @@ cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
     cdef const Threads* th = sw.threads
     if not thread_range(t, threads, count, &lo, &hi):
         return
+    cdef const Prior* prior = sw.prior
+    cdef bint meanfield = prior != NULL and prior.variance != NULL
+    cdef double* private
     for c in range(lo, hi):
         j = group_columns[c]
         col = sw.scratch + j * COL_STRIDE
         _start_sums(col, param[j * param_stride])
         col[COL_NEXT] = param[j * param_stride + 1] if sw.has_next else 0
+        if meanfield:
+            col[COL_VAR] = prior.variance[j * prior.variance_stride]
         for other in range(pass_threads - 1):
-            _start_sums(th.private + other * th.stride + j * COL_STRIDE, col[COL_P])
+            private = th.private + other * th.stride + j * COL_STRIDE
+            _start_sums(private, col[COL_P])
+            private[COL_VAR] = col[COL_VAR]
 
 
 cdef void _group_start(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
@@ -903,7 +1010,7 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         for other in range(pass_threads - 1):
             _add_terms(sw.scratch + j * COL_STRIDE,
                        th.private + other * th.stride + j * COL_STRIDE + COL_GRAD,
-                       _n_terms(&sw.L))
+                       N_TERMS)
 
 
 cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
@@ -1162,6 +1269,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     cdef double sums[N_TERMS]
     cdef int kind = _kind(kernel, degree)
     cdef Prior features, dummies
+    cdef Move move
+    if block_prior != NULL and block_prior.variance != NULL:
+        kind = KIND_MEANFIELD  # (degree 2, see _prior_arrays)
     if block_prior != NULL:
         features = _component_prior(block_prior, s)
     if dummy_prior != NULL:
@@ -1186,7 +1296,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
         p = gamma[r * k + s]
         _zero_terms(sums)
         for i in range(n):
-            _entry_terms(1.0, state + i * L.stride, p, &sweep, kind, terms)
+            _entry_terms(1.0, state + i * L.stride, p, 0.0, &sweep, kind, terms)
             for t in range(N_TERMS):
                 sums[t] += terms[t]
         if gradient != NULL:
@@ -1195,8 +1305,11 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
         delta = _take_step(gamma + r * k + s, _coordinate_step(
             &dummies if dummy_prior != NULL else NULL, r, 1.0, sums, mu, L.third, beta, p))
         if delta != 0:
+            move.delta = delta
+            move.p = p
+            move.p_next = move.var = move.var_new = move.var_next = 0
             for i in range(n):
-                _apply_entry(delta, p, 0.0, 1.0, state + i * L.stride, &sweep, kind, False)
+                _apply_entry(&move, 1.0, state + i * L.stride, &sweep, kind, False)
             max_change = max(max_change, fabs(delta))
     # The features, group by group.
     return max(max_change, _cd_columns(G, group_columns, rows, columns, values, n, Pb + s,
@@ -1715,8 +1828,10 @@ def _buffer(dict workspace, str name, Py_ssize_t size):
 
 
 def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
-                  Py_ssize_t n_dummy, int kernel, int loss):
-    """The arrays of :func:`cd_epoch`'s ``prior``, checked against the model's shapes."""
+                  Py_ssize_t n_dummy, int kernel, int loss, degrees, bint has_blocks):
+    """The arrays of :func:`cd_epoch`'s ``prior``, checked against the model's shapes:
+    feature_group, the regs and means, then the variances of the intercept, w and P and
+    the variance object (four None without ``prior.variance``)."""
     if loss != SQUARED or kernel == POLYNOMIAL:
         raise ValueError("cd_epoch: sampling needs the squared loss and a kernel that is "
                          "affine in each factor (anova or all-subsets)")
@@ -1739,13 +1854,28 @@ def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
                          f"columns a group in [0, {n_groups})")
     if not prior.scale >= 0:
         raise ValueError(f"cd_epoch: prior.scale must be >= 0, got {prior.scale}")
+    variance = getattr(prior, "variance", None)
+    if variance is None:
+        return arrays + [None] * 4
+    if kernel != ANOVA or np.any(np.asarray(degrees) != 2) or n_dummy > 0 or has_blocks:
+        raise ValueError("cd_epoch: mean-field updates take factor blocks of the ANOVA "
+                         "kernel of degree 2, without dummy features or relation blocks")
+    for name, shape in zip(("intercept", "w", "P"), ((1,), (d,), (n_blocks, d, k))):
+        array = getattr(variance, name)
+        if (not isinstance(array, np.ndarray) or array.dtype != np.float64
+                or array.shape != shape or not array.flags.c_contiguous):
+            raise ValueError(f"cd_epoch: prior.variance.{name} must be a C-contiguous "
+                             f"float64 array of shape {shape}")
+        arrays.append(array)
+    arrays.append(variance)
     return arrays
 
 
 cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double* reg,
                             const double* mean, Py_ssize_t stride, double weight,
                             double scale, uint64_t seed, uint64_t draw,
-                            uint64_t component_draws) noexcept nogil:
+                            uint64_t component_draws, double* variance,
+                            Py_ssize_t variance_stride) noexcept nogil:
     prior.group = group
     prior.reg = reg
     prior.mean = mean
@@ -1755,6 +1885,8 @@ cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double*
     prior.seed = seed
     prior.draw = draw
     prior.component_draws = component_draws
+    prior.variance = variance
+    prior.variance_stride = variance_stride
 
 
 def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=None,
@@ -1786,7 +1918,12 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         means); ``seed``, the sweep's stream of normal numbers, of which the intercept
         takes number 0, w_j number 1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and
         gamma[r, s] number 1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior
-        is flat.
+        is flat.  With an attribute ``variance`` that is not None, the epoch is a sweep of
+        mean-field coordinate ascent instead (ANOVA kernel, every block of degree 2, no
+        dummies, no relation blocks): the parameters hold the means of their Gaussian
+        factors and ``variance.intercept`` (1,), ``variance.w`` (d,) and ``variance.P``
+        (n_blocks, d, k), float64, their variances; each factor in turn becomes the
+        optimal one given the others and the prior (no draws).
     gradient : object, optional
         Makes the epoch a gradient pass (anova or all-subsets kernel): no parameter
         moves, and the gradient of the data term sum_i s_i loss(y_i, y_hat_i) in every
@@ -1934,7 +2071,10 @@ cdef double _intercept_pass(floating* intercept, double* state, const Layout* L,
     if gradient != NULL:
         gradient[0] = gradient_scale * sums[0]
         return 0
-    if prior != NULL:
+    if prior != NULL and prior.variance != NULL:
+        delta = _take_step(intercept, _meanfield_step(prior, 0, sums[1], sums, L.mu,
+                                                      intercept[0]))
+    elif prior != NULL:
         delta = _take_step(intercept, _draw_step(prior, 0, sums[1], sums[0],
                                                  L.mu * sums[1], intercept[0]))
     else:
@@ -2026,11 +2166,21 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef double flat = 0
     cdef uint64_t seed = 0
     cdef double scale = 0
+    # Mean-field updates: the variances of the parameters' factors, updated in place.
+    cdef bint meanfield = False
+    cdef double[::1] var_intercept, var_w
+    cdef double[:, :, ::1] var_P
+    cdef double* var_w_ptr = NULL
     if sampling:
-        prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean = _prior_arrays(
-            prior, n_blocks, d, k, n_dummy, kernel, problem.loss)
+        (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
+         var_w, var_P, variance) = _prior_arrays(prior, n_blocks, d, k, n_dummy, kernel,
+                                                 problem.loss, problem.degrees,
+                                                 len(data.blocks) > 0)
+        meanfield = variance is not None
         seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
         scale = prior.scale
+        if meanfield and d > 0:
+            var_w_ptr = &var_w[0]
     cdef Py_ssize_t b, s, cur, nxt, t
     cdef int max_degree = max(2, int(np.max(problem.degrees, initial=2)))
     cdef double max_change = 0, change
@@ -2043,14 +2193,17 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef Layout L = _layout(problem.loss, np.max(np.abs(y), initial=0.0)
                             if problem.loss == LOGISTIC else 0.0, uniform, kernel,
                             max_degree)
+    if meanfield:
+        L.width = _width(KIND_MEANFIELD, 0)
     cdef double mu = L.mu
     if sampling:
         # Numbered as in the docstring.
-        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0, 0)
+        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0, 0,
+                   &var_intercept[0] if meanfield else NULL, 0)
         _set_prior(&linear_prior, &prior_group[0] if d > 0 else NULL, &w_reg[0],
-                   &w_mean[0], 1, weight, scale, seed, 1, 0)
+                   &w_mean[0], 1, weight, scale, seed, 1, 0, var_w_ptr, 1)
         _set_prior(&dummy_prior, NULL, &gamma_reg[0], &gamma_mean[0], 0, weight,
-                   scale, seed, 1 + d + n_blocks * k * d, n_dummy)
+                   scale, seed, 1 + d + n_blocks * k * d, n_dummy, NULL, 0)
     # Room for the widest records; the intercept and linear weights use the narrowest.
     cdef double[::1] state_buffer = _buffer(workspace, "state",
                                             n * (L.cache + 2 * L.width) + 1)
@@ -2069,7 +2222,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
     cdef double[::1] partial = _buffer(workspace, "partial", N_TERMS * n_threads)
     threads.partial = &partial[0]
-    cdef double[::1] factor_column = _buffer(workspace, "factors", d + 1)  # see _fill_slot
+    cdef double[::1] factor_column = _buffer(workspace, "factors", 2 * (d + 1))  # _fill_slot
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
     threads.work_stride = 2 * (max_degree + 1)
     cdef double[::1] work = _buffer(workspace, "work",
@@ -2117,14 +2270,15 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                 max_change = max(max_change, change)
             for b in range(n_blocks):
                 if kernel == ANOVA:
-                    L.width = degrees[b] - 1
+                    L.width = degrees[b] - 1 if not meanfield else _width(KIND_MEANFIELD, 0)
                 if kernel == POLYNOMIAL and b > 0:
                     break
                 _restride(state, &L, n, L.cache + 2 * L.width)
                 if sampling:
                     _set_prior(&block_prior, &prior_group[0] if d > 0 else NULL,
                                &P_reg[b, 0, 0], &P_mean[b, 0, 0], k, weight, scale,
-                               seed, 1 + d + b * k * d, d)
+                               seed, 1 + d + b * k * d, d,
+                               &var_P[b, 0, 0] if meanfield and d > 0 else NULL, k)
                 for s in range(k):
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width
@@ -2145,7 +2299,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0], base, &factor_column[0], d,
-                                   n_threads, &blocks)
+                                   n_threads, &blocks,
+                                   &var_P[b, 0, 0] if meanfield and d > 0 else NULL)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],

@@ -40,6 +40,14 @@ cdef enum:
     COL_CUBE = 5       # sum_i s_i |g_i|^3 (logistic loss: the bound's cubic term)
     COL_STEP = 6       # the step stored
     COL_NEXT = 7       # the coordinate of the next component (its cache is built in pass 2)
+    # A mean-field factor's record (see _meanfield_step) also holds its variance before
+    # the step (read by pass 1, in the slot of the step, which is not yet taken) and,
+    # for pass 2, in the slots of the sums the step has used: the variance before and
+    # after the step and the next component's.
+    COL_VAR = 6
+    COL_VAR_OLD = 3
+    COL_VAR_NEW = 4
+    COL_VAR_NEXT = 5
     N_TERMS = 5        # the sums COL_GRAD..COL_CUBE, in this order
 
 
@@ -49,6 +57,9 @@ cdef enum:
     KIND_SUBSETS = 1    # all-subsets factor
     # 2, 3, 4: ANOVA factor of that degree (closed forms)
     KIND_ANOVA = 5      # ANOVA factor of any degree (``degree``)
+    KIND_MEANFIELD = 6  # ANOVA factor of degree 2 under a mean-field posterior (see
+                        # _meanfield_step): its row cache is [sum_j p_j x_j,
+                        # sum_j v_j x_j^2, sum_j v_j p_j x_j^3] (v_j: p_j's variance)
 
 
 cdef enum:
@@ -220,6 +231,8 @@ cdef struct Prior:
     uint64_t seed             # the sweep's stream of normal numbers
     uint64_t draw             # column j takes number draw + j of it
     uint64_t component_draws  # and component s number draw + s * component_draws + j
+    double* variance          # or, not NULL: mean-field coordinate ascent (no draws);
+    Py_ssize_t variance_stride  # column j's variance is variance[j * variance_stride]
 
 
 cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept nogil:
@@ -228,6 +241,8 @@ cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept no
     prior.reg += s
     prior.mean += s
     prior.draw += s * prior.component_draws
+    if prior.variance != NULL:
+        prior.variance += s
     return prior
 
 
@@ -265,13 +280,45 @@ cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
     return delta
 
 
+cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double support,
+                                   const double* sums, double mu,
+                                   double value) noexcept nogil:
+    """Mean-field coordinate ascent on column j (``prior.variance`` set): its Gaussian
+    factor q = N(value + step, variance) becomes the optimal one given the others, and
+    its variance is stored; returns the step of its mean.
+
+    The row's output is affine in the coordinate, value * h_i + g_i, with h_i and g_i
+    random under the other factors.  The optimal factor's precision is
+    alpha n (sum_i s_i E[h_i^2] + reg) and its mean that of coordinate descent towards
+    the prior mean with E[h_i] for the derivative, except that the curvature takes
+    sum_i s_i Var(h_i) (``sums[3]``) and the gradient sum_i s_i Cov(h_i, g_i)
+    (``sums[4]``) and value * sums[3] (the step is taken from ``value``).  Both are 0
+    for the intercept and the linear weights.  A column the data never shows gets its
+    prior."""
+    cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
+    cdef double reg = prior.reg[g] / prior.weight
+    cdef double grad = sums[0], curvature = mu * sums[1]
+    if _uninformed(sums[1], sums[2]):
+        grad = curvature = 0
+    curvature += sums[3]
+    grad += sums[4] + value * sums[3]
+    if support <= 0:
+        grad = curvature = 0
+    prior.variance[j * prior.variance_stride] = (
+        prior.scale / (curvature + reg) if curvature + reg > 0 else 1.0 / 0.0)
+    return _step(grad, curvature, reg, value - prior.mean[g])
+
+
 cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
                                     const double* sums, double mu, double third,
                                     double reg, double value) noexcept nogil:
     """Column j's step from its sums ``sums[0:N_TERMS]``: coordinate descent's (``prior``
-    NULL, _unseen_or_step) or the sampler's draw (squared loss: the quadratic bound)."""
+    NULL, _unseen_or_step), the sampler's draw (squared loss: the quadratic bound) or,
+    with ``prior.variance``, the mean-field update (_meanfield_step)."""
     if prior == NULL:
         return _unseen_or_step(support, sums, mu, third, reg, value)
+    if prior.variance != NULL:
+        return _meanfield_step(prior, j, support, sums, mu, value)
     if _uninformed(sums[1], sums[2]):
         return _draw_step(prior, j, support, 0.0, 0.0, value)
     return _draw_step(prior, j, support, sums[0], mu * sums[1], value)
@@ -355,7 +402,7 @@ cdef inline double _factor_derivative(const double* D, int kind, int degree, dou
     if kind == KIND_SUBSETS:
         magnitude[0] = 0
         return x * _subsets_rest(D, 1 + q)
-    if kind == 2:
+    if kind == 2 or kind == KIND_MEANFIELD:
         # A_1 = D_1.
         magnitude[0] = fabs(x) * (fabs(D[0]) + fabs(q))
         return x * (D[0] - q)
@@ -437,10 +484,10 @@ cdef inline void _zero_terms(double* terms) noexcept nogil:
         terms[t] = 0
 
 
-cdef inline int _n_terms(const Layout* L) noexcept nogil:
+cdef inline int _n_terms(const Layout* L, int kind) noexcept nogil:
     """How many of the N_TERMS sums a step uses: the last two for the logistic loss
-    only."""
-    return N_TERMS if L.loss == LOGISTIC else 3
+    and the mean-field factors only."""
+    return N_TERMS if L.loss == LOGISTIC or kind == KIND_MEANFIELD else 3
 
 
 cdef inline void _add_terms(double* col, const double* terms, int count) noexcept nogil:
@@ -455,6 +502,8 @@ cdef inline Py_ssize_t _width(int kind, Py_ssize_t width) noexcept nogil:
         return 2
     if kind == 2 or kind == 3 or kind == 4:
         return kind - 1
+    if kind == KIND_MEANFIELD:
+        return 3
     return width
 
 
