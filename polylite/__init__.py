@@ -8,8 +8,8 @@ Layout (dependencies point down):
   machines and polynomial networks), :mod:`polylite.multioutput` (multi-output networks
   and factorization machines with a shared basis, by conditional gradient),
   :mod:`polylite.ordinal` (ordinal regression by McRank on them), :mod:`polylite.bayes`
-  (Bayesian factorization machines, sampled with the coordinate descent passes of
-  :mod:`polylite.polynomial`), :mod:`polylite.ranking` (factorization machines ranked
+  (Bayesian factorization machines, sampled, or at degree 2 fitted by mean-field
+  variational inference, with the coordinate descent passes of :mod:`polylite.polynomial`), :mod:`polylite.ranking` (factorization machines ranked
   by pairwise losses on positive-only data);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,
@@ -39,6 +39,8 @@ _EXPORTS = {
     "BayesianFactorizationMachineRegressor": "bayes",
     "BayesianFactorizationMachineClassifier": "bayes",
     "BayesianFactorizationMachineOrdinalRegressor": "bayes",
+    "VariationalFactorizationMachineRegressor": "bayes",
+    "VariationalFactorizationMachineClassifier": "bayes",
     "MultiOutputPolynomialClassifier": "multioutput",
     "MultiOutputPolynomialRegressor": "multioutput",
     "OrdinalMcRankRegressor": "ordinal",
@@ -69,7 +71,9 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names as ordinary imports
     from ._io import ModelFileError, load, save  # noqa: F401
     from .bayes import (BayesianFactorizationMachineClassifier,  # noqa: F401
                         BayesianFactorizationMachineOrdinalRegressor,
-                        BayesianFactorizationMachineRegressor)
+                        BayesianFactorizationMachineRegressor,
+                        VariationalFactorizationMachineClassifier,
+                        VariationalFactorizationMachineRegressor)
     from .multioutput import (MultiOutputPolynomialClassifier,  # noqa: F401
                               MultiOutputPolynomialRegressor)
     from .ordinal import OrdinalMcRankRegressor  # noqa: F401

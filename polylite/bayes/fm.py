@@ -52,6 +52,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     _is_classifier = False  # the probit model (also read by polylite._io)
     _noise_sampled = False  # the Gaussian model's noise precision, alpha_
     _takes_relational = True  # polylite.relational.RelationalMatrix, as fit and predict
+    _fit_time = "sampling time"  # what n_components lengthens (warnings)
     # A progress display (the command line's) called after every sweep with (sweep,
     # n_iter, the X_eval score of the averaged predictor or NaN, seconds so far).
     _sweep_callback = None
@@ -109,7 +110,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
             warnings.warn(
                 f"n_components={self.n_components} exceeds the {interactions} {what} "
                 f"{n_features} features of X: components beyond {interactions} reach no "
-                f"model that fewer cannot, and each adds to the sampling time (it grows in "
+                f"model that fewer cannot, and each adds to the {self._fit_time} (it grows in "
                 f"proportion to n_components)", UserWarning, stacklevel=4)
 
     def __sklearn_tags__(self):

@@ -1,0 +1,100 @@
+"""The variance of a degree-2 factorization machine's output under a mean-field Gaussian
+posterior, row by row (what the evidence lower bound and ``predict(return_std=True)`` of
+the variational estimators need).
+
+With independent factors p_js ~ N(m_js, v_js), component s's output on row x is
+A_s = sum_{j < j'} a_j a_j' with a_j = p_js x_j, of means m_j x_j and variances
+u_j = v_js x_j^2.  Its variance is
+
+    Var A_s = sum_j u_j (M - m_j x_j)^2 + sum_{j < j'} u_j u_j'
+            = U M^2 - 2 M sum_j u_j m_j x_j + sum_j u_j (m_j x_j)^2 + (U^2 - sum_j u_j^2) / 2
+
+(M = sum_j m_j x_j, U = sum_j u_j): one pass over the row's nonzeros per component.  The
+intercept, the linear term and the components are independent, so their variances add.
+"""
+import numpy as np
+from cython.parallel cimport prange
+
+from .._kernels cimport index_t, floating, thread_range
+
+
+cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,
+                const index_t* indices, const index_t* indptr, const floating* P_mean,
+                const double* P_var, const double* w_var, Py_ssize_t k, double base,
+                double* work, double* out) noexcept nogil:
+    """Rows lo..hi-1 of thread t.  Each nonzero's k factors are read once, contiguous,
+    into the per-component sums of the row (thread t's 5 k doubles of ``work``)."""
+    cdef Py_ssize_t i, z, s, lo, hi
+    cdef double x, x2, a, u, total
+    cdef const floating* mean
+    cdef const double* var
+    if not thread_range(t, threads, n, &lo, &hi):
+        return
+    cdef double* sums = work + 5 * k * t
+    cdef double* M = sums          # sum_j a_j
+    cdef double* U = sums + k      # sum_j u_j
+    cdef double* UM = sums + 2 * k  # sum_j u_j a_j
+    cdef double* UMM = sums + 3 * k  # sum_j u_j a_j^2
+    cdef double* UU = sums + 4 * k  # sum_j u_j^2
+    for i in range(lo, hi):
+        total = base
+        for s in range(5 * k):
+            sums[s] = 0
+        for z in range(indptr[i], indptr[i + 1]):
+            x = data[z]
+            x2 = x * x
+            if w_var != NULL:
+                total += w_var[indices[z]] * x2
+            mean = P_mean + indices[z] * k
+            var = P_var + indices[z] * k
+            for s in range(k):
+                a = mean[s] * x
+                u = var[s] * x2
+                M[s] += a
+                U[s] += u
+                UM[s] += u * a
+                UMM[s] += u * a * a
+                UU[s] += u * u
+        for s in range(k):
+            total += (U[s] * M[s] * M[s] - 2 * M[s] * UM[s] + UMM[s]
+                      + 0.5 * (U[s] * U[s] - UU[s]))
+        out[i] = total
+
+
+def output_variance(X, P_mean, P_var, w_var, double intercept_var, int n_threads=1):
+    """Var f(x_i) for each row of X (canonical CSR, of P_mean's dtype) under independent
+    Gaussian factors: intercept of variance ``intercept_var``, linear weights of
+    variances ``w_var`` ((d,) float64, or None: not fitted) and factors of means
+    ``P_mean`` and variances ``P_var`` (d, k, float64).  Returns an (n,) float64 array.
+    """
+    if (P_var.shape != P_mean.shape or X.shape[1] != P_mean.shape[0]
+            or (w_var is not None and w_var.shape != (X.shape[1],))):
+        raise ValueError("output_variance: X, P_mean, P_var and w_var disagree in shape")
+    out = np.empty(X.shape[0], dtype=np.float64)
+    if X.shape[0] > 0:
+        threads = max(1, n_threads)
+        _variance(X.data, X.indices, X.indptr, P_mean, P_var,
+                  w_var if w_var is not None else np.zeros(0), w_var is not None,
+                  intercept_var, threads, out)
+    return out
+
+
+def _variance(const floating[::1] data, const index_t[::1] indices,
+              const index_t[::1] indptr, const floating[:, ::1] P_mean,
+              const double[:, ::1] P_var, const double[::1] w_var, bint linear,
+              double intercept_var, int threads, double[::1] out):
+    cdef Py_ssize_t n = out.shape[0], k = P_mean.shape[1], t
+    cdef const floating* data_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
+    cdef const floating* P_ptr = &P_mean[0, 0] if P_mean.size > 0 else NULL
+    cdef const double* V_ptr = &P_var[0, 0] if P_var.size > 0 else NULL
+    cdef const double* w_ptr = &w_var[0] if linear and w_var.shape[0] > 0 else NULL
+    cdef double[::1] work = np.empty(5 * k * threads + 1)
+    with nogil:
+        if threads == 1:
+            _rows(0, 1, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr, k,
+                  intercept_var, &work[0], &out[0])
+        else:
+            for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+                _rows(t, threads, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr,
+                      k, intercept_var, &work[0], &out[0])
