@@ -21,43 +21,32 @@ from .._kernels cimport index_t, floating, thread_range
 cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,
                 const index_t* indices, const index_t* indptr, const floating* P_mean,
                 const double* P_var, const double* w_var, Py_ssize_t k, double base,
-                double* work, double* out) noexcept nogil:
-    """Rows lo..hi-1 of thread t.  Each nonzero's k factors are read once, contiguous,
-    into the per-component sums of the row (thread t's 5 k doubles of ``work``)."""
-    cdef Py_ssize_t i, z, s, lo, hi
-    cdef double x, x2, a, u, total
-    cdef const floating* mean
-    cdef const double* var
+                double* out) noexcept nogil:
+    """Rows lo..hi-1 of thread t: the sums of each component in registers, over the
+    row's nonzeros (a few, on recommender rows)."""
+    cdef Py_ssize_t i, z, s, j, lo, hi
+    cdef double x, x2, a, u, M, U, UM, UMM, UU, total
     if not thread_range(t, threads, n, &lo, &hi):
         return
-    cdef double* sums = work + 5 * k * t
-    cdef double* M = sums          # sum_j a_j
-    cdef double* U = sums + k      # sum_j u_j
-    cdef double* UM = sums + 2 * k  # sum_j u_j a_j
-    cdef double* UMM = sums + 3 * k  # sum_j u_j a_j^2
-    cdef double* UU = sums + 4 * k  # sum_j u_j^2
     for i in range(lo, hi):
         total = base
-        for s in range(5 * k):
-            sums[s] = 0
-        for z in range(indptr[i], indptr[i + 1]):
-            x = data[z]
-            x2 = x * x
-            if w_var != NULL:
-                total += w_var[indices[z]] * x2
-            mean = P_mean + indices[z] * k
-            var = P_var + indices[z] * k
-            for s in range(k):
-                a = mean[s] * x
-                u = var[s] * x2
-                M[s] += a
-                U[s] += u
-                UM[s] += u * a
-                UMM[s] += u * a * a
-                UU[s] += u * u
+        if w_var != NULL:
+            for z in range(indptr[i], indptr[i + 1]):
+                total += w_var[indices[z]] * data[z] * data[z]
         for s in range(k):
-            total += (U[s] * M[s] * M[s] - 2 * M[s] * UM[s] + UMM[s]
-                      + 0.5 * (U[s] * U[s] - UU[s]))
+            M = U = UM = UMM = UU = 0
+            for z in range(indptr[i], indptr[i + 1]):
+                j = indices[z]
+                x = data[z]
+                x2 = x * x
+                a = P_mean[j * k + s] * x
+                u = P_var[j * k + s] * x2
+                M += a
+                U += u
+                UM += u * a
+                UMM += u * a * a
+                UU += u * u
+            total += U * M * M - 2 * M * UM + UMM + 0.5 * (U * U - UU)
         out[i] = total
 
 
@@ -89,12 +78,11 @@ def _variance(const floating[::1] data, const index_t[::1] indices,
     cdef const floating* P_ptr = &P_mean[0, 0] if P_mean.size > 0 else NULL
     cdef const double* V_ptr = &P_var[0, 0] if P_var.size > 0 else NULL
     cdef const double* w_ptr = &w_var[0] if linear and w_var.shape[0] > 0 else NULL
-    cdef double[::1] work = np.empty(5 * k * threads + 1)
     with nogil:
         if threads == 1:
             _rows(0, 1, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr, k,
-                  intercept_var, &work[0], &out[0])
+                  intercept_var, &out[0])
         else:
             for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
                 _rows(t, threads, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr,
-                      k, intercept_var, &work[0], &out[0])
+                      k, intercept_var, &out[0])

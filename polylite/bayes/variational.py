@@ -181,7 +181,8 @@ class MeanField:
     def _squared_error(self):
         """sum_i E[(target_i - f(x_i))^2] given the factors (targets: E[z] for probit)."""
         residual = self.target - self.y_pred
-        return float(residual @ residual + self.output_var.sum())
+        # (not residual @ residual: BLAS would wake its threads for one dot product)
+        return float(np.sum(residual * residual) + self.output_var.sum())
 
     def iterate(self):
         """One iteration of coordinate ascent: the noise's factor, the priors', every
@@ -264,8 +265,8 @@ _PARAMS_DOC = """
         Stop when an iteration raises the evidence lower bound by less than ``tol``
         nats per training row (``elbo_`` records it after each iteration).
     init_scale : float, default=0.1
-        Standard deviation of the normal initialisation of the factors' means, and of
-        the factors' initial standard deviations.
+        Standard deviation of the normal initialisation of the means of the linear
+        weights and factors, and their initial standard deviation.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation; the iterations themselves are deterministic.
     verbose : int, default=0
@@ -357,8 +358,12 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         posteriors = []
         for o in range(n_outputs):
             with np.errstate(over="ignore"):
+                # Random linear weights as well as factors: the updates settle in
+                # fewer iterations than from w = 0.
                 params = _OutputParams(
-                    intercept=np.zeros(1, X.dtype), w=np.zeros(d, X.dtype),
+                    intercept=np.zeros(1, X.dtype),
+                    w=rng.normal(0.0, self.init_scale if self.fit_linear else 0.0,
+                                 d).astype(X.dtype),
                     P=rng.normal(0.0, self.init_scale, (1, d, k)).astype(X.dtype),
                     gamma=np.zeros((0, k), X.dtype), lam=np.ones(k, X.dtype))
             self._check_start(X, params)

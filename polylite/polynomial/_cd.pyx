@@ -724,9 +724,9 @@ cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
                               Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
     # One-hot fields (several columns, values 1, not stored) have loops of their own for
-    # the linear weights and degrees 2 and 3, the recommender case, where the arithmetic
-    # shrinks; the other loops test for them.
-    cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3
+    # the linear weights, degrees 2 and 3 and the mean-field factors, the recommender
+    # case, where the arithmetic shrinks; the other loops test for them.
+    cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3 or kind == KIND_MEANFIELD
     cdef int mode = _mode(&sw.L)
     if mode == LOGISTIC_LOSS and done.single and single:  # dense columns, classification
         _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
