@@ -308,3 +308,35 @@ def test_sklearn_compatible_estimator(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", polylite.bayes.variational.ConvergenceWarning)
         check(estimator)
+
+
+def test_command_line_fits_predicts_and_evaluates_variational(tmp_path, capsys):
+    """polylite fit --estimator vb-fm: the ELBO per iteration as progress, --meta groups,
+    predictions as the model's, classification too; relational input refused."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from tests._cli import run_cli
+    X, y = _data(9, n=300)
+    dump_svmlight_file(X[:240], y[:240], str(tmp_path / "train.svm"))
+    dump_svmlight_file(X[240:], y[240:], str(tmp_path / "test.svm"))
+    (tmp_path / "groups.txt").write_text("\n".join("00111222"))
+    model = tmp_path / "model.npz"
+    status, _, err = run_cli(capsys, "fit", tmp_path / "train.svm", "-m", model,
+                             "--estimator", "vb-fm", "--n-components", "3", "--seed", "0",
+                             "--meta", tmp_path / "groups.txt", "--validation",
+                             tmp_path / "test.svm", "--progress", "lines")
+    assert status == 0, err
+    assert "iteration 1/100  ELBO per row" in err
+    loaded = polylite.load(model)
+    assert isinstance(loaded, Regressor)
+    np.testing.assert_array_equal(loaded.feature_groups_, [0, 0, 1, 1, 1, 2, 2, 2])
+    out = tmp_path / "predictions.txt"
+    assert run_cli(capsys, "predict", model, tmp_path / "test.svm", "-o", out)[0] == 0
+    np.testing.assert_allclose(np.loadtxt(out), loaded.predict(X[240:]), rtol=1e-6)
+    status, out, _ = run_cli(capsys, "evaluate", model, tmp_path / "test.svm")
+    assert status == 0 and "rmse" in out
+    status, _, err = run_cli(capsys, "fit", tmp_path / "train.svm", "-m", model,
+                             "--estimator", "vb-fm", "--task", "classification",
+                             "--binary-threshold", "0", "--progress", "none")
+    assert status == 0, err
+    assert isinstance(polylite.load(model), Classifier)

@@ -1,17 +1,20 @@
 """
-Star ratings with Bayesian factorization machines: Gaussian or ordered levels
-=============================================================================
+Star ratings with Bayesian factorization machines: Gibbs, variational, ordered levels
+=====================================================================================
 
-A Bayesian factorization machine is sampled by Gibbs sampling, so there is no
-regularisation to tune.  For star ratings it comes in two forms:
+A Bayesian factorization machine has hyperpriors on its regularisation, so there is none
+to tune.  For star ratings it comes in three forms:
 
 - :class:`~polylite.BayesianFactorizationMachineRegressor` treats a rating as a number
-  with Gaussian noise;
-- :class:`~polylite.BayesianFactorizationMachineOrdinalRegressor` treats it as
+  with Gaussian noise and samples the posterior (Gibbs sampling);
+- :class:`~polylite.VariationalFactorizationMachineRegressor` is the same model fitted
+  by mean-field variational inference: one deterministic model in a few tens of
+  iterations;
+- :class:`~polylite.BayesianFactorizationMachineOrdinalRegressor` treats a rating as
   one of a few ordered levels (ordered probit): it learns where the boundaries between
   1, 2, ..., 5 stars lie and gives the probability of each level.
 
-Both are fitted here on the ``u1`` split of MovieLens 100K, with the user and item ids
+All three are fitted here on the ``u1`` split of MovieLens 100K, with the user and item ids
 as features, and scored by the test RMSE after every sweep.  MovieLens is not shipped
 with polylite: when its ``ml-100k`` folder is not found, the example runs on synthetic
 ratings of the same shape, and says so.
@@ -23,7 +26,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from polylite import (BayesianFactorizationMachineOrdinalRegressor,
-                      BayesianFactorizationMachineRegressor, FieldEncoder)
+                      BayesianFactorizationMachineRegressor, FieldEncoder,
+                      VariationalFactorizationMachineRegressor)
 from polylite.datasets import load_movielens, make_recommender
 
 
@@ -99,8 +103,18 @@ print(f"test RMSE, ordered probit (expected level): {rmse(ordinal.predict(X_test
 print(f"cutpoints (posterior mean): {np.round(ordinal.cutpoints_samples_.mean(0), 2)}")
 
 # %%
+# The variational model takes CSR rows (``to_csr``) and stops when its evidence lower
+# bound settles.  ``predict(return_std=True)`` gives each rating's posterior standard
+# deviation, larger for users and items with few ratings.
+variational = VariationalFactorizationMachineRegressor(n_components=8, random_state=0)
+variational.fit(X_train.to_csr(), y_train, feature_groups=groups)
+mean, std = variational.predict(X_test.to_csr(), return_std=True)
+print(f"test RMSE, variational ({variational.n_iter_} iterations, clipped): "
+      f"{rmse(np.clip(mean, 1, 5)):.4f}")
+
+# %%
 # Left, the running test RMSE of both chains (the ordinal model's running prediction is
-# the expected level).  Right, the ordinal model's mean probability of each level for
+# the expected level), and the variational model's.  Right, the ordinal model's mean probability of each level for
 # the test ratings of each number of stars: the probabilities shift with the true
 # rating, and the model knows when a rating is uncertain.
 proba = ordinal.predict_proba(X_test)
@@ -108,6 +122,8 @@ fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 sweeps = np.arange(1, common["n_iter"] + 1)
 left.plot(sweeps, gaussian.eval_rmse_, label="Gaussian")
 left.plot(sweeps, ordinal.eval_rmse_, label="ordered probit")
+left.axhline(rmse(np.clip(mean, 1, 5)), color="C2", ls="--",
+             label=f"variational ({variational.n_iter_} iterations)")
 left.axvline(common["n_burn_in"], color="0.7", ls=":")
 left.set_ylim(min(gaussian.eval_rmse_.min(), ordinal.eval_rmse_.min()) - 0.01,
               min(gaussian.eval_rmse_.min(), ordinal.eval_rmse_.min()) + 0.12)

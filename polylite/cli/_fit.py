@@ -53,9 +53,9 @@ def run(args, parser):
         parser.error(f"argument --relation: the relations' tables are taken by "
                      f"factorization machines (--estimator fm or bayes-fm), not by "
                      f"--estimator {args.estimator}; join them into the data file for it")
-    if args.meta and args.estimator != "bayes-fm":
+    if args.meta and args.estimator not in ("bayes-fm", "vb-fm"):
         parser.error(f"argument --meta: feature groups are the priors of --estimator "
-                     f"bayes-fm, not of {args.estimator}")
+                     f"bayes-fm or vb-fm, not of {args.estimator}")
     inputs = [("the training data", args.train), ("the validation data", args.validation),
               ("the groups file", args.meta)] + relation_inputs(args, ("train", "test"))
     check_output(args.model, "the model", inputs, in_place=False)
@@ -275,7 +275,7 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
         fit_args = _ranking_fit_args(args, data[1] if args.validation else None)
     else:
         fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
-    if args.estimator == "bayes-fm" and (args.meta or args.relation):
+    if args.estimator in ("bayes-fm", "vb-fm") and (args.meta or args.relation):
         fit_args["feature_groups"] = _feature_groups(args, n_features, dtype)
     try:
         with progress.watching(family, estimator):

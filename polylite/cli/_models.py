@@ -22,7 +22,9 @@ def estimators():
     """--estimator's families, by name."""
     from ..bayes import (BayesianFactorizationMachineClassifier,
                          BayesianFactorizationMachineOrdinalRegressor,
-                         BayesianFactorizationMachineRegressor)
+                         BayesianFactorizationMachineRegressor,
+                         VariationalFactorizationMachineClassifier,
+                         VariationalFactorizationMachineRegressor)
     from ..polynomial import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                               PolynomialNetworkClassifier, PolynomialNetworkRegressor)
     from ..ranking import FactorizationMachineRanker
@@ -38,6 +40,10 @@ def estimators():
                             "classification": BayesianFactorizationMachineClassifier,
                             "ordinal": BayesianFactorizationMachineOrdinalRegressor},
                            unit="sweep", validation=("X_eval", "y_eval")),
+        # (its validation score is reported after the fit)
+        "vb-fm": Family({"regression": VariationalFactorizationMachineRegressor,
+                         "classification": VariationalFactorizationMachineClassifier},
+                        unit="iteration", validation=()),
     }
 
 

@@ -11,7 +11,7 @@ import math
 import sys
 
 # --estimator: the families of polylite.cli._models.estimators().
-ESTIMATORS = ("fm", "pn", "bayes-fm")
+ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm")
 TASKS = ("regression", "classification", "ranking", "ordinal")
 
 # The options of fit that set estimator parameters, each named like the parameter:
@@ -20,7 +20,7 @@ TASKS = ("regression", "classification", "ranking", "ordinal")
 PARAMETERS = [
     ("degree", int, None, "degree m >= 2 of the interactions", "2"),
     ("n_components", int, None, "rank k of the factor matrices (hidden units of a PN)",
-     "8 (bayes-fm/fm/pn), 10 (ranking)"),
+     "8 (bayes-fm/fm/pn/vb-fm), 10 (ranking)"),
     ("lower_degrees", str, ("separate", "shared", "none", "augment"),
      "how degrees below m are modelled (fm: separate, shared, none; pn: augment, none)",
      "'separate' (bayes-fm/fm/ranking), 'augment' (pn)"),
@@ -42,10 +42,11 @@ PARAMETERS = [
     ("beta", float, None, "L2 penalty of the factors, per sample",
      "0.0001 (fm/pn), 1e-06 (ranking)"),
     ("init_scale", float, None, "standard deviation of the initial factors",
-     "0.1 (bayes-fm/fm/pn), 0.05 (ranking)"),
-    ("max_iter", int, None, "maximum number of epochs (passes over the data)",
-     "None (fm/pn), 30 (ranking)"),
-    ("tol", float, None, "stopping tolerance", "1e-05 (fm/pn), None (ranking)"),
+     "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking)"),
+    ("max_iter", int, None, "maximum number of epochs (passes over the data; vb-fm: "
+     "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm)"),
+    ("tol", float, None, "stopping tolerance (vb-fm: the rise of the ELBO per row)",
+     "1e-05 (fm/pn), None (ranking), 0.0001 (vb-fm)"),
     ("solver", str, ("auto", "cd", "sgd", "adagrad", "lbfgs"), "optimiser (auto: lbfgs "
      "on dense data, cd on sparse data)", "'auto' (fm/pn), 'adagrad' (ranking)"),
     ("learning_rate", str, ("constant", "invscaling"), "step size schedule of sgd",
@@ -194,7 +195,8 @@ def _add_fit(sub):
     fit.add_argument("--estimator", choices=ESTIMATORS, default="fm",
                      help="fm: factorization machine, pn: polynomial network, bayes-fm: "
                           "Bayesian factorization machine by Gibbs sampling (libFM's "
-                          "-method mcmc) (default fm)")
+                          "-method mcmc), vb-fm: the same model at degree 2 by "
+                          "variational inference (default fm)")
     fit.add_argument("--validation", metavar="FILE",
                      help="validation data: its score (RMSE, or accuracy for a "
                           "classifier; ranking: the AUC of its positives) is reported "
@@ -219,7 +221,7 @@ def _add_fit(sub):
                           "one); the columns before START identify the user")
     fit.add_argument("--meta", metavar="FILE",
                      help="libFM's groups file of TRAIN's features (one group number per "
-                          "line): each group gets its own prior (bayes-fm)")
+                          "line): each group gets its own prior (bayes-fm, vb-fm)")
     _add_index_base(fit, "detected from TRAIN and --validation")
     group = fit.add_argument_group("estimator parameters")
     for name, kind, choices, text, default in PARAMETERS:

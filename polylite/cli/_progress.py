@@ -69,6 +69,7 @@ class Progress:
         """Report the fit of ``estimator`` (of ``family``, a ``_models.Family``) while in
         the block: its progress hook, and what the hook needs, set on it meanwhile."""
         hooks = (self._sweep_hooks(estimator) if family.unit == "sweep"
+                 else self._iteration_hooks() if family.unit == "iteration"
                  else self._epoch_hooks(estimator))
         for name, hook in hooks.items():
             setattr(estimator, name, hook)
@@ -85,6 +86,13 @@ class Progress:
         def report_sweep(sweep, n_sweeps, score, seconds):
             self.epoch(0, 1, sweep, n_sweeps, {name: score}, seconds, unit="sweep")
         return {"_sweep_callback": report_sweep}
+
+    def _iteration_hooks(self):
+        """Variational inference reports its evidence lower bound per row."""
+        def report_iteration(iteration, max_iter, elbo, seconds):
+            self.epoch(0, 1, iteration, max_iter, {"ELBO per row": elbo}, seconds,
+                       unit="iteration")
+        return {"_iteration_callback": report_iteration}
 
     def _epoch_hooks(self, estimator):
         """The epoch loop reports the validation loss (a ranker's is its AUC, a
