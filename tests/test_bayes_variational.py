@@ -68,7 +68,8 @@ def _kernel_sweep(X, y, b, w, P, vb, vw, vP, group, lam_w, nu_w, lam_P, nu_P, al
     Xc = sp.csr_matrix(X, dtype=dtype)
     params = _OutputParams(np.array([b], dtype), w.astype(dtype), P[None].astype(dtype),
                            np.zeros((0, k), dtype), None)
-    variance = variational.Variances(np.array([vb]), vw.copy(), vP[None].copy())
+    variance = variational.Variances(np.array([vb]), vw.copy(), vP[None].copy(),
+                                     np.zeros(1))
     data = _solvers.cd_data(Xc, np.full(n, 1.0 / n), "anova", 1)._replace(
         n_threads=threads)
     unit = 1 / (alpha * n)
@@ -80,7 +81,12 @@ def _kernel_sweep(X, y, b, w, P, vb, vw, vP, group, lam_w, nu_w, lam_P, nu_P, al
                         True, fit_linear)
     y_pred = kernels.predict(Xc, params.P, degrees=[2], intercept=b,
                              w=params.w).astype(float)
+    before = output_variance(Xc, params.P[0], variance.P[0], None, 0.0)
     _cd.cd_epoch(data, problem, params, y_pred, prior=prior, thread_min_entries=1)
+    # The epoch's running change of sum_i Var f(x_i): the factors' share.
+    after = output_variance(Xc, params.P[0], variance.P[0], None, 0.0)
+    np.testing.assert_allclose(variance.output_change[0], np.sum(after - before),
+                               rtol=1e-6 if dtype == np.float32 else 1e-10, atol=1e-12)
     return (params.intercept[0], variance.intercept[0], params.w, variance.w,
             params.P[0], variance.P[0], y_pred)
 
@@ -217,11 +223,12 @@ def test_fixed_point_maximises_the_elbo_in_every_factor():
 
     def elbo():
         q.y_pred = q.predict(q.X)
-        q.output_var = q.predict_variance(q.X)
+        q.factor_variance = float(np.sum(output_variance(
+            q.X, p.P[0], v.P[0], None, 0.0)))
         return q.elbo()
 
-    best = elbo()
     p, v = q.params, q.variance
+    best = elbo()
     for array in (p.intercept, p.w, p.P, v.intercept, v.w, v.P):
         for index in list(np.ndindex(array.shape))[::3]:
             for step in (1e-3, -1e-3):
@@ -340,3 +347,14 @@ def test_command_line_fits_predicts_and_evaluates_variational(tmp_path, capsys):
                              "--binary-threshold", "0", "--progress", "none")
     assert status == 0, err
     assert isinstance(polylite.load(model), Classifier)
+
+
+def test_running_output_variance_stays_exact():
+    """The sweeps keep sum_i Var f(x_i) up to date from their row caches; after many
+    iterations it is still the sum of the rows' variances."""
+    X, y = _data(10)
+    est = Regressor(n_components=3, tol=0, max_iter=80, random_state=0)
+    with pytest.warns(polylite.bayes.variational.ConvergenceWarning):
+        q = est._fit_posteriors(est._validate_fit_data(X, y)[0], y[:, None], None)[0]
+    np.testing.assert_allclose(q.output_variance_sum(),
+                               np.sum(q.predict_variance(q.X)), rtol=1e-10)

@@ -47,10 +47,12 @@ _LOG_2PI = math.log(2 * math.pi)
 
 
 class Variances(NamedTuple):
-    """The variances of the parameters' Gaussian factors (float64, shaped like them)."""
+    """The variances of the parameters' Gaussian factors (float64, shaped like them), and
+    where a sweep adds the change of the factors' share of sum_i Var f(x_i)."""
     intercept: np.ndarray  # (1,)
     w: np.ndarray          # (n_features,)
     P: np.ndarray          # (1, n_features, n_components)
+    output_change: np.ndarray  # (1,)
 
 
 class VariationalPrior(NamedTuple):
@@ -146,14 +148,19 @@ class MeanField:
         self.sample_weight = np.full(n, 1.0 / n)
         self.variance = Variances(np.full(1, init_variance if fit_intercept else 0.0),
                                   np.full(d, init_variance if fit_linear else 0.0),
-                                  np.full(params.P.shape, init_variance))
+                                  np.full(params.P.shape, init_variance), np.zeros(1))
+        # sum_i x_ij^2 per column: the linear weights' share of sum_i Var f(x_i)
+        self.column_squares = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64)[0]
         self.w_prior = GroupFactors(groups.n_groups, 1)
         self.P_prior = GroupFactors(groups.n_groups, k)
         # q(alpha) = Gamma(alpha_shape, alpha_rate); the probit model's alpha is 1.
         self.alpha_shape = 0.5 * (ALPHA_0 + n)
         self.alpha_rate = self.alpha_shape
         self.y_pred = self.predict(X)
-        self.output_var = self.predict_variance(X)
+        # The factors' share of sum_i Var f(x_i), which the sweeps keep up to date.
+        self.factor_variance = float(np.sum(output_variance(
+            X, params.P[0], self.variance.P[0], None, 0.0,
+            row_threads(n_jobs, X.shape[0]))))
         self.target = self.y if not probit else self._latent_means()
 
     # ---- the model on rows ---------------------------------------------------------------
@@ -178,11 +185,17 @@ class MeanField:
         """E[alpha] (1 for the probit model)."""
         return 1.0 if self.probit else self.alpha_shape / self.alpha_rate
 
+    def output_variance_sum(self):
+        """sum_i Var f(x_i) over the training rows under the factors."""
+        v = self.variance
+        linear = float(np.sum(v.w * self.column_squares)) if self.fit_linear else 0.0
+        return self.X.shape[0] * float(v.intercept[0]) + linear + self.factor_variance
+
     def _squared_error(self):
         """sum_i E[(target_i - f(x_i))^2] given the factors (targets: E[z] for probit)."""
         residual = self.target - self.y_pred
         # (not residual @ residual: BLAS would wake its threads for one dot product)
-        return float(np.sum(residual * residual) + self.output_var.sum())
+        return float(np.sum(residual * residual)) + self.output_variance_sum()
 
     def iterate(self):
         """One iteration of coordinate ascent: the noise's factor, the priors', every
@@ -194,7 +207,6 @@ class MeanField:
             self.w_prior.update(p.w[:, np.newaxis], v.w[:, np.newaxis], self.groups)
         self.P_prior.update(p.P[0], v.P[0], self.groups)
         self.update_parameters()
-        self.output_var = self.predict_variance(self.X)
         if self.probit:
             self.target = self._latent_means()
         return self.elbo()
@@ -212,9 +224,11 @@ class MeanField:
         problem = CDProblem(self.target, self.sample_weight, kernels.KERNELS["anova"],
                             np.array([2], dtype=np.intc), _losses.loss_code("squared"),
                             0.0, 0.0, self.fit_intercept, self.fit_linear)
+        self.variance.output_change[0] = 0.0
         with np.errstate(over="ignore", invalid="ignore"):
             _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
                          workspace=self.workspace, prior=prior)
+        self.factor_variance += float(self.variance.output_change[0])
         p = self.params
         if not all(np.all(np.isfinite(a)) for a in (p.intercept, p.w, p.P, self.y_pred)):
             raise FloatingPointError("the factors' means are not finite")
@@ -233,7 +247,7 @@ class MeanField:
         n = self.X.shape[0]
         if self.probit:
             value += float(np.sum(log_ndtr(self.y * self.y_pred))
-                           - 0.5 * self.output_var.sum())
+                           - 0.5 * self.output_variance_sum())
         else:
             a, b = self.alpha_shape, self.alpha_rate
             log_alpha = digamma(a) - math.log(b)
@@ -552,9 +566,9 @@ class VariationalFactorizationMachineRegressor(RegressorMixin,
     P_var_ : ndarray of shape (1, n_features, n_components)
     alpha_ : float
         The expected noise precision.
-    elbo_ : ndarray of shape (n_iter_,)
-        The evidence lower bound per training row after each iteration (up to a
-        constant), non-decreasing.""" + _ATTRIBUTES_DOC + """
+    elbo_ : ndarray of shape (n_iterations,)
+        The evidence lower bound per training row after each of the ``n_iter_``
+        iterations (up to a constant), non-decreasing.""" + _ATTRIBUTES_DOC + """
     Examples
     --------
     >>> import numpy as np
@@ -645,9 +659,10 @@ class VariationalFactorizationMachineClassifier(ClassifierMixin,
     intercept_var_ : ndarray of shape (n_outputs,)
     w_var_ : ndarray of shape (n_outputs, n_features)
     P_var_ : ndarray of shape (n_outputs, 1, n_features, n_components)
-    elbo_ : ndarray of shape (n_outputs, n_iter_)
-        Each output's evidence lower bound per training row after each iteration (up to
-        a constant), non-decreasing.""" + _ATTRIBUTES_DOC
+    elbo_ : ndarray of shape (n_outputs, n_iterations)
+        Each output's evidence lower bound per training row after each of the
+        ``n_iter_`` iterations (up to a constant), non-decreasing; an output that
+        stopped earlier keeps its last value.""" + _ATTRIBUTES_DOC
 
     _is_classifier = True
 

@@ -368,6 +368,8 @@ cdef struct Sweep:
     double* gradient     # or, not NULL: no step, each column's data-term gradient
                          # sum_i s_i l'_i g_i recorded here (at the parameter's place)
     double gradient_scale  # the weight the sums leave out (see cd_epoch), or 1
+    double* variance_change  # where the update passes of mean-field factors add the
+                             # change of sum_i Var f(x_i) (this thread's, _thread_sweep)
 
 
 cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* support,
@@ -391,6 +393,7 @@ cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* 
     sweep.prior = prior
     sweep.gradient = gradient
     sweep.gradient_scale = gradient_scale
+    sweep.variance_change = threads.variance_change
     return sweep
 
 
@@ -467,12 +470,23 @@ cdef inline Move _move(const double* col, int kind) noexcept nogil:
     return move
 
 
-cdef inline void _apply_meanfield(const Move* m, double x, double* row, const Sweep* sw,
-                                  bint reset) noexcept nogil:
-    """_apply_entry for a mean-field factor: its cache holds the variances' sums too."""
+cdef inline double _apply_meanfield(const Move* m, double x, double* row, const Sweep* sw,
+                                    bint reset) noexcept nogil:
+    """_apply_entry for a mean-field factor: its cache holds the variances' sums too.
+    Returns the change of the variance of the row's output.
+
+    With a_j = p_j x_j and u_j = v_j x_j^2, component s's output has the variance
+    sum_j u_j (M - a_j)^2 + sum_{j < j'} u_j u_j' (M = sum_j a_j), which depends on the
+    entry's (a, u) through 2 a (R U' - W') + a^2 U' + u (R^2 + U'), with R = M - a and
+    U', W' the sums of u_j and u_j a_j over the row's other entries."""
     cdef double* D = row + sw.cur
     cdef double* N = row + sw.nxt
     cdef double q = m.p * x, q_new = (m.p + m.delta) * x, x2 = x * x
+    cdef double u = m.var * x2, u_new = m.var_new * x2
+    cdef double rest = D[0] - q, rest_var = D[1] - u, rest_cross = D[2] - u * q
+    cdef double change = (2 * (q_new - q) * (rest * rest_var - rest_cross)
+                          + (q_new * q_new - q * q) * rest_var
+                          + (u_new - u) * (rest * rest + rest_var))
     cdef Py_ssize_t t
     row[PRED] += m.delta * x * (D[0] - q)
     D[0] += q_new - q
@@ -484,13 +498,16 @@ cdef inline void _apply_meanfield(const Move* m, double x, double* row, const Sw
     N[0] += m.p_next * x
     N[1] += m.var_next * x2
     N[2] += m.var_next * m.p_next * x * x2
+    return change
 
 
-cdef inline void _apply_entry(const Move* m, double x, double* row, const Sweep* sw,
-                              int kind, bint reset) noexcept nogil:
+cdef inline double _apply_entry(const Move* m, double x, double* row, const Sweep* sw,
+                                int kind, bint reset) noexcept nogil:
     """Pass 2 for one entry x = x_ij: apply column j's step m.delta (from value m.p)
     to the row's prediction and cache, and add the next component's factor
     (m.p_next x) to the row's next cache (started from sw.base first if ``reset``).
+    Returns the change of the variance of the row's output (mean-field factors; else
+    0).
 
     Without a next component p_next is 0 and slot nxt is a dead slot (never read before
     it is filled again): adding to it anyway keeps a branch out of the hot loops.
@@ -500,10 +517,9 @@ cdef inline void _apply_entry(const Move* m, double x, double* row, const Sweep*
     cdef Py_ssize_t t
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
-        return
+        return 0
     if kind == KIND_MEANFIELD:
-        _apply_meanfield(m, x, row, sw, reset)
-        return
+        return _apply_meanfield(m, x, row, sw, reset)
     # A zero step changes nothing: skip it, except where the closed forms make it exact
     # arithmetic (q - q = 0), cheaper than a branch in the loop.
     if delta != 0 or kind == 2 or kind == 3 or kind == 4:
@@ -518,11 +534,12 @@ cdef inline void _apply_entry(const Move* m, double x, double* row, const Sweep*
         _add_factor(fresh, kind, sw.L.width, m.p_next * x)
         for t in range(_width(kind, sw.L.width)):
             row[sw.nxt + t] = fresh[t]
-        return
+        return 0
     if reset:
         for t in range(sw.L.width):
             row[sw.nxt + t] = sw.base[t]
     _add_factor(row + sw.nxt, kind, sw.L.width, m.p_next * x)
+    return 0
 
 
 # The passes.  Each is written once, as an inline function whose last arguments are
@@ -597,13 +614,20 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
     cdef Sweep sw = sweep[0]
     cdef const double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef Move move = _move(col, kind)
+    cdef double change = 0
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
             col = _record(sw.scratch, columns, z, count)
             move = _move(col, kind)
-        _apply_entry(&move, _value(values, z), state + _row_of(rows, z) * sw.L.stride,
-                     &sw, kind, reset)
+        if kind == KIND_MEANFIELD:
+            change += _apply_entry(&move, _value(values, z),
+                                   state + _row_of(rows, z) * sw.L.stride, &sw, kind, reset)
+        else:
+            _apply_entry(&move, _value(values, z), state + _row_of(rows, z) * sw.L.stride,
+                         &sw, kind, reset)
+    if kind == KIND_MEANFIELD:
+        sw.variance_change[0] += change
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
@@ -623,6 +647,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     cdef double* row
     cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
     cdef Move move = _move(done, kind)
+    cdef double change = 0
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
     cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
@@ -634,7 +659,12 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
         if not done_single:
             done = _record(dsw.scratch, done_columns, z, n)
             move = _move(done, kind)
-        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind, reset)
+        if kind == KIND_MEANFIELD:
+            change += _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw,
+                                   kind, reset)
+        else:
+            _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind,
+                         reset)
         if not single:
             col = _record(sw.scratch, columns, z, n)
             p = col[COL_P]
@@ -644,6 +674,8 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
         _gather(col, sums, terms, single, n_terms)
     if single:
         _add_terms(col, sums, n_terms)
+    if kind == KIND_MEANFIELD:
+        dsw.variance_change[0] += change
 
 
 cdef struct Pending:
@@ -762,6 +794,7 @@ cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept n
     """Make ``local`` (a copy of the sweep) use thread t's work space for
     _anova_derivative and, with ``sums``, sum into thread t's scratch records."""
     local.A = local.threads.work + t * local.threads.work_stride
+    local.variance_change = local.threads.variance_change + t
     if sums and t > 0:
         local.scratch = local.threads.private + (t - 1) * local.threads.stride
 
@@ -1856,11 +1889,12 @@ def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
         raise ValueError(f"cd_epoch: prior.scale must be >= 0, got {prior.scale}")
     variance = getattr(prior, "variance", None)
     if variance is None:
-        return arrays + [None] * 4
+        return arrays + [None] * 5
     if kernel != ANOVA or np.any(np.asarray(degrees) != 2) or n_dummy > 0 or has_blocks:
         raise ValueError("cd_epoch: mean-field updates take factor blocks of the ANOVA "
                          "kernel of degree 2, without dummy features or relation blocks")
-    for name, shape in zip(("intercept", "w", "P"), ((1,), (d,), (n_blocks, d, k))):
+    for name, shape in zip(("intercept", "w", "P", "output_change"),
+                           ((1,), (d,), (n_blocks, d, k), (1,))):
         array = getattr(variance, name)
         if (not isinstance(array, np.ndarray) or array.dtype != np.float64
                 or array.shape != shape or not array.flags.c_contiguous):
@@ -1923,7 +1957,9 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         dummies, no relation blocks): the parameters hold the means of their Gaussian
         factors and ``variance.intercept`` (1,), ``variance.w`` (d,) and ``variance.P``
         (n_blocks, d, k), float64, their variances; each factor in turn becomes the
-        optimal one given the others and the prior (no draws).
+        optimal one given the others and the prior (no draws).  The epoch adds to
+        ``variance.output_change`` (1,) the change of sum_i Var f(x_i) that the factors'
+        updates make (the intercept's and linear weights' is left to the caller).
     gradient : object, optional
         Makes the epoch a gradient pass (anova or all-subsets kernel): no parameter
         moves, and the gradient of the data term sum_i s_i loss(y_i, y_hat_i) in every
@@ -2168,14 +2204,14 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef double scale = 0
     # Mean-field updates: the variances of the parameters' factors, updated in place.
     cdef bint meanfield = False
-    cdef double[::1] var_intercept, var_w
+    cdef double[::1] var_intercept, var_w, output_change
     cdef double[:, :, ::1] var_P
     cdef double* var_w_ptr = NULL
     if sampling:
         (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
-         var_w, var_P, variance) = _prior_arrays(prior, n_blocks, d, k, n_dummy, kernel,
-                                                 problem.loss, problem.degrees,
-                                                 len(data.blocks) > 0)
+         var_w, var_P, output_change, variance) = _prior_arrays(
+             prior, n_blocks, d, k, n_dummy, kernel, problem.loss, problem.degrees,
+             len(data.blocks) > 0)
         meanfield = variance is not None
         seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
         scale = prior.scale
@@ -2222,6 +2258,9 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
     cdef double[::1] partial = _buffer(workspace, "partial", N_TERMS * n_threads)
     threads.partial = &partial[0]
+    cdef double[::1] variance_change = _buffer(workspace, "variance_change", n_threads)
+    variance_change[:] = 0
+    threads.variance_change = &variance_change[0]
     cdef double[::1] factor_column = _buffer(workspace, "factors", 2 * (d + 1))  # _fill_slot
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
     threads.work_stride = 2 * (max_degree + 1)
@@ -2325,6 +2364,9 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
                 _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
+            if meanfield:
+                for t in range(n_threads):
+                    output_change[0] += threads.variance_change[t]
     finally:
         free(blocks.tables)
     return max_change

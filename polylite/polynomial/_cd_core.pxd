@@ -476,6 +476,8 @@ cdef struct Threads:
     double* partial      # N_TERMS * count doubles: each thread's sums or maximum
     double* work         # each thread's work space for _anova_derivative, ``work_stride``
     Py_ssize_t work_stride  # doubles apart
+    double* variance_change  # each thread's change of sum_i Var f(x_i) (mean-field
+                             # factors' update passes)
 
 
 cdef inline void _zero_terms(double* terms) noexcept nogil:
