@@ -36,6 +36,22 @@ def kept_sweeps(n_iter, n_burn_in, n_kept):
     return n_burn_in + (np.arange(1, count + 1) * after) // count
 
 
+def probit_targets(estimator, y):
+    """The probit models' targets for labels ``y``: -1/+1 per output, one output for two
+    classes and one per class (one-vs-rest) for more, (n, n_outputs); sets
+    ``estimator.classes_``."""
+    check_classification_targets(y)
+    encoder = LabelEncoder().fit(y)
+    if encoder.classes_.shape[0] < 2:
+        raise ValueError(f"the classifier needs samples of at least two classes; "
+                         f"got one class: {encoder.classes_[0]!r}")
+    estimator.classes_ = encoder.classes_
+    codes = encoder.transform(y)
+    if encoder.classes_.shape[0] == 2:
+        return np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
+    return np.where(codes[:, np.newaxis] == np.arange(encoder.classes_.shape[0]), 1.0, -1.0)
+
+
 def _largest_abs(X):
     """The largest absolute value in X (CSR, or relational: its parts)."""
     if isinstance(X, RelationalMatrix):
@@ -700,24 +716,13 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         self : object
         """
         X, y = self._validate_fit_data(X, y)
-        check_classification_targets(y)
-        encoder = LabelEncoder().fit(y)
-        if encoder.classes_.shape[0] < 2:
-            raise ValueError(f"the classifier needs samples of at least two classes; "
-                             f"got one class: {encoder.classes_[0]!r}")
-        self.classes_ = encoder.classes_
+        targets = probit_targets(self, y)
         X_eval, y_eval = self._eval_set(X_eval, y_eval, X.dtype)
         score = None
         if y_eval is not None:
             eval_codes = self._encode(y_eval)
             score = lambda mean: float(np.mean(  # noqa: E731
                 np.argmax(self._normalise(mean), axis=1) == eval_codes))
-        codes = encoder.transform(y)
-        if self.classes_.shape[0] == 2:
-            targets = np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
-        else:
-            targets = np.where(codes[:, np.newaxis] == np.arange(self.classes_.shape[0]),
-                               1.0, -1.0)
         for name in ("eval_proba_", "eval_accuracy_"):
             self.__dict__.pop(name, None)
         _, eval_mean, scores = self._fit_chains(X, targets, feature_groups, X_eval, score)

@@ -21,9 +21,7 @@ import numpy as np
 from scipy.special import digamma, gammaln, log_ndtr, ndtr
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import _losses, kernels
@@ -37,12 +35,12 @@ from ..polynomial._cd_data import CDProblem
 from ..relational import RelationalMatrix
 from ._sampler import ALPHA_0, BETA_0, GAMMA_0, MU_0, FeatureGroups
 from ._variational import output_variance
-from .fm import BayesianFactorizationMachineClassifier, _BayesianFactorizationMachine
+from .fm import (BayesianFactorizationMachineClassifier, _BayesianFactorizationMachine,
+                 probit_targets)
 
 __all__ = ["VariationalFactorizationMachineRegressor",
            "VariationalFactorizationMachineClassifier"]
 
-_FLOAT_DTYPES = [np.float64, np.float32]
 _LOG_2PI = math.log(2 * math.pi)
 
 
@@ -133,8 +131,8 @@ def _normal_entropy(var):
 class MeanField:
     """One output's mean-field posterior: the parameters' means (``params``, updated in
     place) and variances, the priors' and the noise's factors, the expected outputs on
-    the training rows and their variances, and, for the probit model, the expected
-    latent targets.  ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with
+    the training rows and the sum of their variances, and, for the probit model, the
+    expected latent targets.  ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with
     uniform weights; ``groups`` a :class:`polylite.bayes._sampler.FeatureGroups`."""
 
     def __init__(self, X, y, data, params, groups, *, fit_intercept, fit_linear, probit,
@@ -212,6 +210,8 @@ class MeanField:
         return self.elbo()
 
     def update_parameters(self):
+        """Every parameter's factor in turn, given the others: a mean-field sweep of
+        coordinate descent's passes under the expected precisions and means."""
         n, k = self.X.shape[0], self.params.P.shape[2]
         unit = 1.0 / (self.alpha * n)
         if not (np.isfinite(unit) and unit > 0):
@@ -689,19 +689,7 @@ class VariationalFactorizationMachineClassifier(ClassifierMixin,
         self : object
         """
         X, y = self._validate_fit_data(X, y)
-        check_classification_targets(y)
-        encoder = LabelEncoder().fit(y)
-        if encoder.classes_.shape[0] < 2:
-            raise ValueError(f"the classifier needs samples of at least two classes; "
-                             f"got one class: {encoder.classes_[0]!r}")
-        self.classes_ = encoder.classes_
-        codes = encoder.transform(y)
-        if self.classes_.shape[0] == 2:
-            targets = np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
-        else:
-            targets = np.where(codes[:, np.newaxis] == np.arange(self.classes_.shape[0]),
-                               1.0, -1.0)
-        self._fit_posteriors(X, targets, feature_groups)
+        self._fit_posteriors(X, probit_targets(self, y), feature_groups)
         return self
 
     def decision_function(self, X):
