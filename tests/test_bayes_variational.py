@@ -81,10 +81,11 @@ def _kernel_sweep(X, y, b, w, P, vb, vw, vP, group, lam_w, nu_w, lam_P, nu_P, al
                         True, fit_linear)
     y_pred = kernels.predict(Xc, params.P, degrees=[2], intercept=b,
                              w=params.w).astype(float)
-    before = output_variance(Xc, params.P[0], variance.P[0], None, 0.0)
+    w_var = variance.w if fit_linear else None
+    before = output_variance(Xc, params.P[0], variance.P[0], w_var, 0.0)
     _cd.cd_epoch(data, problem, params, y_pred, prior=prior, thread_min_entries=1)
-    # The epoch's running change of sum_i Var f(x_i): the factors' share.
-    after = output_variance(Xc, params.P[0], variance.P[0], None, 0.0)
+    # The epoch's running change of sum_i Var f(x_i): the shares of w and P.
+    after = output_variance(Xc, params.P[0], variance.P[0], w_var, 0.0)
     np.testing.assert_allclose(variance.output_change[0], np.sum(after - before),
                                rtol=1e-6 if dtype == np.float32 else 1e-10, atol=1e-12)
     return (params.intercept[0], variance.intercept[0], params.w, variance.w,
@@ -223,8 +224,7 @@ def test_fixed_point_maximises_the_elbo_in_every_factor():
 
     def elbo():
         q.y_pred = q.predict(q.X)
-        q.factor_variance = float(np.sum(output_variance(
-            q.X, p.P[0], v.P[0], None, 0.0)))
+        q.weights_variance = float(np.sum(output_variance(q.X, p.P[0], v.P[0], v.w, 0.0)))
         return q.elbo()
 
     p, v = q.params, q.variance

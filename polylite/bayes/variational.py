@@ -46,11 +46,12 @@ _LOG_2PI = math.log(2 * math.pi)
 
 class Variances(NamedTuple):
     """The variances of the parameters' Gaussian factors (float64, shaped like them), and
-    where a sweep adds the change of the factors' share of sum_i Var f(x_i)."""
+    where a sweep adds the change of the linear weights' and factors' share of
+    sum_i Var f(x_i)."""
     intercept: np.ndarray  # (1,)
     w: np.ndarray          # (n_features,)
     P: np.ndarray          # (1, n_features, n_components)
-    output_change: np.ndarray  # (1,)
+    output_change: np.ndarray  # (1,): of the shares of w and P
 
 
 class VariationalPrior(NamedTuple):
@@ -147,18 +148,17 @@ class MeanField:
         self.variance = Variances(np.full(1, init_variance if fit_intercept else 0.0),
                                   np.full(d, init_variance if fit_linear else 0.0),
                                   np.full(params.P.shape, init_variance), np.zeros(1))
-        # sum_i x_ij^2 per column: the linear weights' share of sum_i Var f(x_i)
-        self.column_squares = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64)[0]
         self.w_prior = GroupFactors(groups.n_groups, 1)
         self.P_prior = GroupFactors(groups.n_groups, k)
         # q(alpha) = Gamma(alpha_shape, alpha_rate); the probit model's alpha is 1.
         self.alpha_shape = 0.5 * (ALPHA_0 + n)
         self.alpha_rate = self.alpha_shape
         self.y_pred = self.predict(X)
-        # The factors' share of sum_i Var f(x_i), which the sweeps keep up to date.
-        self.factor_variance = float(np.sum(output_variance(
-            X, params.P[0], self.variance.P[0], None, 0.0,
-            row_threads(n_jobs, X.shape[0]))))
+        # The linear weights' and factors' share of sum_i Var f(x_i), which the sweeps
+        # keep up to date.
+        self.weights_variance = float(np.sum(output_variance(
+            X, params.P[0], self.variance.P[0], self.variance.w if fit_linear else None,
+            0.0, row_threads(n_jobs, X.shape[0]))))
         self.target = self.y if not probit else self._latent_means()
 
     # ---- the model on rows ---------------------------------------------------------------
@@ -185,9 +185,8 @@ class MeanField:
 
     def output_variance_sum(self):
         """sum_i Var f(x_i) over the training rows under the factors."""
-        v = self.variance
-        linear = float(np.sum(v.w * self.column_squares)) if self.fit_linear else 0.0
-        return self.X.shape[0] * float(v.intercept[0]) + linear + self.factor_variance
+        return (self.X.shape[0] * float(self.variance.intercept[0])
+                + self.weights_variance)
 
     def _squared_error(self):
         """sum_i E[(target_i - f(x_i))^2] given the factors (targets: E[z] for probit)."""
@@ -228,7 +227,7 @@ class MeanField:
         with np.errstate(over="ignore", invalid="ignore"):
             _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
                          workspace=self.workspace, prior=prior)
-        self.factor_variance += float(self.variance.output_change[0])
+        self.weights_variance += float(self.variance.output_change[0])
         p = self.params
         if not all(np.all(np.isfinite(a)) for a in (p.intercept, p.w, p.P, self.y_pred)):
             raise FloatingPointError("the factors' means are not finite")

@@ -368,8 +368,6 @@ cdef struct Sweep:
     double* gradient     # or, not NULL: no step, each column's data-term gradient
                          # sum_i s_i l'_i g_i recorded here (at the parameter's place)
     double gradient_scale  # the weight the sums leave out (see cd_epoch), or 1
-    double* variance_change  # where the update passes of mean-field factors add the
-                             # change of sum_i Var f(x_i) (this thread's, _thread_sweep)
 
 
 cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* support,
@@ -393,7 +391,6 @@ cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* 
     sweep.prior = prior
     sweep.gradient = gradient
     sweep.gradient_scale = gradient_scale
-    sweep.variance_change = threads.variance_change
     return sweep
 
 
@@ -470,23 +467,12 @@ cdef inline Move _move(const double* col, int kind) noexcept nogil:
     return move
 
 
-cdef inline double _apply_meanfield(const Move* m, double x, double* row, const Sweep* sw,
-                                    bint reset) noexcept nogil:
-    """_apply_entry for a mean-field factor: its cache holds the variances' sums too.
-    Returns the change of the variance of the row's output.
-
-    With a_j = p_j x_j and u_j = v_j x_j^2, component s's output has the variance
-    sum_j u_j (M - a_j)^2 + sum_{j < j'} u_j u_j' (M = sum_j a_j), which depends on the
-    entry's (a, u) through 2 a (R U' - W') + a^2 U' + u (R^2 + U'), with R = M - a and
-    U', W' the sums of u_j and u_j a_j over the row's other entries."""
+cdef inline void _apply_meanfield(const Move* m, double x, double* row, const Sweep* sw,
+                                  bint reset) noexcept nogil:
+    """_apply_entry for a mean-field factor: its cache holds the variances' sums too."""
     cdef double* D = row + sw.cur
     cdef double* N = row + sw.nxt
     cdef double q = m.p * x, q_new = (m.p + m.delta) * x, x2 = x * x
-    cdef double u = m.var * x2, u_new = m.var_new * x2
-    cdef double rest = D[0] - q, rest_var = D[1] - u, rest_cross = D[2] - u * q
-    cdef double change = (2 * (q_new - q) * (rest * rest_var - rest_cross)
-                          + (q_new * q_new - q * q) * rest_var
-                          + (u_new - u) * (rest * rest + rest_var))
     cdef Py_ssize_t t
     row[PRED] += m.delta * x * (D[0] - q)
     D[0] += q_new - q
@@ -498,16 +484,13 @@ cdef inline double _apply_meanfield(const Move* m, double x, double* row, const 
     N[0] += m.p_next * x
     N[1] += m.var_next * x2
     N[2] += m.var_next * m.p_next * x * x2
-    return change
 
 
-cdef inline double _apply_entry(const Move* m, double x, double* row, const Sweep* sw,
-                                int kind, bint reset) noexcept nogil:
+cdef inline void _apply_entry(const Move* m, double x, double* row, const Sweep* sw,
+                              int kind, bint reset) noexcept nogil:
     """Pass 2 for one entry x = x_ij: apply column j's step m.delta (from value m.p)
     to the row's prediction and cache, and add the next component's factor
     (m.p_next x) to the row's next cache (started from sw.base first if ``reset``).
-    Returns the change of the variance of the row's output (mean-field factors; else
-    0).
 
     Without a next component p_next is 0 and slot nxt is a dead slot (never read before
     it is filled again): adding to it anyway keeps a branch out of the hot loops.
@@ -517,9 +500,10 @@ cdef inline double _apply_entry(const Move* m, double x, double* row, const Swee
     cdef Py_ssize_t t
     if kind == KIND_LINEAR:
         row[PRED] += delta * x
-        return 0
+        return
     if kind == KIND_MEANFIELD:
-        return _apply_meanfield(m, x, row, sw, reset)
+        _apply_meanfield(m, x, row, sw, reset)
+        return
     # A zero step changes nothing: skip it, except where the closed forms make it exact
     # arithmetic (q - q = 0), cheaper than a branch in the loop.
     if delta != 0 or kind == 2 or kind == 3 or kind == 4:
@@ -534,12 +518,11 @@ cdef inline double _apply_entry(const Move* m, double x, double* row, const Swee
         _add_factor(fresh, kind, sw.L.width, m.p_next * x)
         for t in range(_width(kind, sw.L.width)):
             row[sw.nxt + t] = fresh[t]
-        return 0
+        return
     if reset:
         for t in range(sw.L.width):
             row[sw.nxt + t] = sw.base[t]
     _add_factor(row + sw.nxt, kind, sw.L.width, m.p_next * x)
-    return 0
 
 
 # The passes.  Each is written once, as an inline function whose last arguments are
@@ -614,20 +597,13 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
     cdef Sweep sw = sweep[0]
     cdef const double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef Move move = _move(col, kind)
-    cdef double change = 0
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
         if not single:
             col = _record(sw.scratch, columns, z, count)
             move = _move(col, kind)
-        if kind == KIND_MEANFIELD:
-            change += _apply_entry(&move, _value(values, z),
-                                   state + _row_of(rows, z) * sw.L.stride, &sw, kind, reset)
-        else:
-            _apply_entry(&move, _value(values, z), state + _row_of(rows, z) * sw.L.stride,
-                         &sw, kind, reset)
-    if kind == KIND_MEANFIELD:
-        sw.variance_change[0] += change
+        _apply_entry(&move, _value(values, z), state + _row_of(rows, z) * sw.L.stride,
+                     &sw, kind, reset)
 
 
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
@@ -647,7 +623,6 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     cdef double* row
     cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
     cdef Move move = _move(done, kind)
-    cdef double change = 0
     cdef double* col = sw.scratch + columns[0] * COL_STRIDE
     cdef double p = col[COL_P]
     cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
@@ -659,12 +634,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
         if not done_single:
             done = _record(dsw.scratch, done_columns, z, n)
             move = _move(done, kind)
-        if kind == KIND_MEANFIELD:
-            change += _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw,
-                                   kind, reset)
-        else:
-            _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind,
-                         reset)
+        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind, reset)
         if not single:
             col = _record(sw.scratch, columns, z, n)
             p = col[COL_P]
@@ -674,8 +644,6 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
         _gather(col, sums, terms, single, n_terms)
     if single:
         _add_terms(col, sums, n_terms)
-    if kind == KIND_MEANFIELD:
-        dsw.variance_change[0] += change
 
 
 cdef struct Pending:
@@ -794,7 +762,6 @@ cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept n
     """Make ``local`` (a copy of the sweep) use thread t's work space for
     _anova_derivative and, with ``sums``, sum into thread t's scratch records."""
     local.A = local.threads.work + t * local.threads.work_stride
-    local.variance_change = local.threads.variance_change + t
     if sums and t > 0:
         local.scratch = local.threads.private + (t - 1) * local.threads.stride
 
@@ -939,10 +906,10 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        const Prior* prior, floating* param,
                        Py_ssize_t param_stride, double mu, double third, double reg,
                        double* gradient, double gradient_scale, bint has_next,
-                       double* max_change) noexcept nogil:
+                       double* max_change, double* variance_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
-    cdef double p, delta, var, largest = 0
+    cdef double p, p_new, delta, var, var_new, largest = 0, change = 0
     cdef bint meanfield = prior != NULL and prior.variance != NULL
     if thread_range(t, threads, count, &lo, &hi):
         for c in range(lo, hi):
@@ -959,12 +926,36 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                                                 third, reg, p))
             largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
-            if meanfield:  # what pass 2 needs (the sums are used)
+            if meanfield:
+                # The change of sum_i Var f(x_i) from the column's sums (see
+                # _meanfield_variance_change), then what pass 2 needs (over the sums).
+                p_new = param[j * param_stride]
+                var_new = prior.variance[j * prior.variance_stride]
+                change += _meanfield_variance_change(col + COL_GRAD, p, p_new, var,
+                                                     var_new)
                 col[COL_VAR_OLD] = var
-                col[COL_VAR_NEW] = prior.variance[j * prior.variance_stride]
+                col[COL_VAR_NEW] = var_new
                 col[COL_VAR_NEXT] = (prior.variance[j * prior.variance_stride + 1]
                                      if has_next else 0.0)
     max_change[t] = largest
+    if meanfield:
+        variance_change[t] += change
+
+
+cdef inline double _meanfield_variance_change(const double* sums, double p, double p_new,
+                                              double var, double var_new) noexcept nogil:
+    """The change of sum_i Var f(x_i) when a mean-field factor moves from (p, var) to
+    (p_new, var_new), from its sums ``sums[0:N_TERMS]`` (_entry_terms, uniform weights).
+
+    With a_j = p_j x_j and u_j = v_j x_j^2, a component's output on row i has the
+    variance sum_j u_j (M - a_j)^2 + sum_{j < j'} u_j u_j' (M = sum_j a_j), which depends
+    on the entry's (a, u) through 2 a (R U' - W') + a^2 U' + u (R^2 + U'), with R = M - a
+    and U', W' the sums of u_j and u_j a_j over the row's other entries.  Summed over
+    the column's rows, x (R U' - W'), x^2 U' and (x R)^2 are the sums of Cov(h, g),
+    Var(h) and E[h]^2 that the step took.  For a linear weight (sums[3] = sums[4] = 0),
+    it is (var_new - var) sum_i x_ij^2, as it should."""
+    return (2 * (p_new - p) * sums[4] + (p_new * p_new - p * p) * sums[3]
+            + (var_new - var) * (sums[1] + sums[3]))
 
 
 cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
@@ -978,12 +969,13 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     if threads == 1:
         _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
                      param_stride, mu, sw.L.third, reg, sw.gradient, sw.gradient_scale,
-                     sw.has_next, largest)
+                     sw.has_next, largest, sw.threads.variance_change)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
                          sw.prior, param, param_stride, mu, sw.L.third, reg, sw.gradient,
-                         sw.gradient_scale, sw.has_next, largest)
+                         sw.gradient_scale, sw.has_next, largest,
+                         sw.threads.variance_change)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
@@ -1958,8 +1950,9 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         factors and ``variance.intercept`` (1,), ``variance.w`` (d,) and ``variance.P``
         (n_blocks, d, k), float64, their variances; each factor in turn becomes the
         optimal one given the others and the prior (no draws).  The epoch adds to
-        ``variance.output_change`` (1,) the change of sum_i Var f(x_i) that the factors'
-        updates make (the intercept's and linear weights' is left to the caller).
+        ``variance.output_change`` (1,) the change of sum_i Var f(x_i) that the updates
+        of the linear weights and factors make (the intercept's, n times the change of
+        its variance, is left to the caller).
     gradient : object, optional
         Makes the epoch a gradient pass (anova or all-subsets kernel): no parameter
         moves, and the gradient of the data term sum_i s_i loss(y_i, y_hat_i) in every

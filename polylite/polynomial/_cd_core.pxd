@@ -477,7 +477,7 @@ cdef struct Threads:
     double* work         # each thread's work space for _anova_derivative, ``work_stride``
     Py_ssize_t work_stride  # doubles apart
     double* variance_change  # each thread's change of sum_i Var f(x_i) (mean-field
-                             # factors' update passes)
+                             # factors' steps)
 
 
 cdef inline void _zero_terms(double* terms) noexcept nogil:
