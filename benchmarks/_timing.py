@@ -1,5 +1,9 @@
 """Helpers shared by the benchmark scripts (imported from their own folder)."""
+import glob
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 
 def recommender_arguments(parser, degrees):
@@ -40,3 +44,43 @@ def reset_peak_rss():
         return True
     except OSError:
         return False
+
+
+def last_level_cache_bytes():
+    """Size of the last-level CPU cache in bytes (Linux sysfs), or None."""
+    best = (0, None)
+    for folder in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(folder + "/level") as f:
+                level = int(f.read())
+            with open(folder + "/size") as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+        best = max(best, (level, int(size.rstrip("KMG")) * scale))
+    return best[1]
+
+
+def stream_copy(n_bytes):
+    """(copy, moved): ``copy(threads=1)`` copies a float64 array of ``n_bytes`` into another
+    (``np.copyto``, split among ``threads`` threads); ``moved`` is the bytes one copy reads
+    plus the bytes it writes.  Timed with :func:`timings`, moved / seconds is the machine's
+    streaming memory bandwidth, when ``n_bytes`` is several times the last-level cache."""
+    src = np.full(n_bytes // 8, 1.0)
+    dst = np.full_like(src, 0.0)  # (its pages touched: no page faults in the copies)
+    pools = {}
+
+    def part(bounds, t):
+        np.copyto(dst[bounds[t]:bounds[t + 1]], src[bounds[t]:bounds[t + 1]])
+
+    def copy(threads=1):
+        if threads <= 1:
+            np.copyto(dst, src)
+            return
+        if threads not in pools:
+            pools[threads] = ThreadPoolExecutor(threads)
+        bounds = np.linspace(0, src.size, threads + 1).astype(np.intp)
+        list(pools[threads].map(lambda t: part(bounds, t), range(threads)))
+
+    return copy, src.nbytes + dst.nbytes

@@ -14,6 +14,46 @@ X @ P (SciPy) always runs on one.  ``--lower-degrees separate shared none`` repe
 each way of modelling the lower degrees (the default, separate, fits one factor matrix per
 degree 2..m; shared fits one matrix with dummy features; none fits degree m only).
 
+Memory bandwidth.  The header gives the machine's streaming bandwidth, measured in the
+same run: ``np.copyto`` of a float64 array of max(256 MiB, 8 x the last-level cache)
+into another, median of 7 copies, counted as bytes read + bytes written (2 x the array).
+"GB/s" in the table is the same copy on the fit's number of threads, median of three
+copies right before and three right after that fit, like X @ P.
+
+Bytes per epoch.  "GB/epoch" is a lower bound of the bytes one epoch moves, computed from
+the arguments of the fit's last epoch (its column groups, parameters, loss and weights) by
+walking the passes of polylite/polynomial/_cd.pyx as it runs them.  Each pass counts
+every 64-byte line it visits once: a line it reads once, a line it updates twice (read
+and written back), an array it only writes (the records at the start, y_pred at the end)
+once.  A row's record holds ``stride`` = 1 + label? + weight? + 2 w doubles
+(w = degree - 1 for an ANOVA block, 2 for all-subsets); the linear and intercept passes
+use stride 1 + label? + weight?.  Each group's stored entry arrays (rows, columns,
+values) are read in its gradient pass and again in its update pass.  A group with an
+entry in every row reads and writes every record in a pass it shares with the next
+group's gradients (also across components); a sparser group reads its rows' record
+lines in pass 1, reads and writes them in pass 2.  Per component and group, the
+columns' scratch records (one line each, per thread of the pass) and the lines of
+the parameter column count once.  The first component of each block adds a fill pass
+(the CSR rows read; every record read and written; the parameter column read);
+a block whose record size changes adds a pass that moves the records (read and written).
+The intercept takes a read pass and a shift (read and written); the epoch starts by
+writing the records from y and y_pred, and ends by reading them to write y_pred.  On
+this data every group (user field, item field, one per numeric column) has an entry in
+every row, so a block of degree t with G groups and k components moves about
+
+    n (8 s (2 k G + 5) + 2 k E) + CSR + per-column terms,   s = 1 + 2 (t - 1)
+
+bytes (E: the entry bytes per row of all groups, 32 with int32 columns and float64
+values; the 5: the lone first gradient pass, the fill pass and the move of the records,
+one, two and two record sizes).  It is a lower bound of the traffic when nothing stays in
+cache from one pass to the next: the scratch records of a one-hot field's columns, read
+at random, and the lines the prefetchers fetch ahead can add more; a last-level cache
+(its size is in the header) can keep part of one pass's data for the next, so at small
+sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x bound" the
+measured s/epoch over it (1 = at the memory bandwidth limit).  "passes" counts the epoch's
+passes over the records.  Relational input and the polynomial kernel are not modelled
+("-").
+
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
                                   [--n-jobs 1 2] [--lower-degrees separate shared none]
 """
@@ -26,24 +66,169 @@ import warnings
 import numpy as np
 
 from polylite import FactorizationMachineRegressor
-from polylite.polynomial import _cd
+from polylite._losses import LOSSES
+from polylite.kernels import KERNELS
+from polylite.polynomial import _cd, _solvers
 from polylite.datasets import make_recommender
 
-from _timing import recommender_arguments, timings
+from _timing import last_level_cache_bytes, recommender_arguments, stream_copy, timings
 
+LINE = 64  # bytes per cache line
 _epoch = _cd.cd_epoch
 epoch_times = []
+last_epoch = {}  # the data, problem and parameters of the last epoch
 
 
-def timed_epoch(*args, **kwargs):
+def timed_epoch(data, problem, params, *args, **kwargs):
     """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch)."""
     start = time.perf_counter()
-    out = _epoch(*args, **kwargs)
+    out = _epoch(data, problem, params, *args, **kwargs)
     epoch_times.append(time.perf_counter() - start)
+    last_epoch.update(data=data, problem=problem, params=params)
     return out
 
 
 _cd.cd_epoch = timed_epoch
+
+
+def distinct(lines):
+    """Number of distinct values in a nondecreasing integer array."""
+    return int(lines.size > 0) + int(np.count_nonzero(np.diff(lines)))
+
+
+class EpochBytes:
+    """The lower bound of the bytes one cd_epoch(data, problem, params) moves (see the
+    module docstring), walking its passes: ``total`` bytes, ``row_passes`` passes over
+    the per-row records."""
+
+    def __init__(self, data, problem, params, thread_min_entries=8192):
+        self.groups = G = data.groups
+        self.n = data.X.shape[0]
+        self.sizes = np.diff(G.group_ptr)
+        self.widths = np.diff(G.columns_ptr)
+        # Bytes of a group's stored entry arrays (rows, columns, values), read per pass.
+        self.entry_bytes = (np.diff(G.row_ptr) * G.rows.itemsize
+                            + np.diff(G.col_ptr) * G.columns.itemsize
+                            + np.diff(G.val_ptr) * G.values.itemsize)
+        self.threads = [data.n_threads if size >= data.n_threads * thread_min_entries
+                        else 1 for size in self.sizes]
+        self._lines = {}
+        self.total = 0
+        self.row_passes = 0
+        self._walk(data, problem, params)
+
+    # -- what one pass moves --
+    def record_lines(self, g, stride):
+        """Lines of the records of group g's rows (g None: every row), ``stride`` bytes
+        apart."""
+        if g is None or self.sizes[g] == self.n:
+            return -(-self.n * stride // LINE)
+        if (g, stride) not in self._lines:
+            rows = self.groups.rows[self.groups.row_ptr[g]:self.groups.row_ptr[g + 1]]
+            rows = rows.astype(np.int64) * stride
+            # Each record's first and last line, in increasing order.
+            ends = np.column_stack([rows // LINE, (rows + stride - 1) // LINE]).ravel()
+            self._lines[g, stride] = distinct(ends)
+        return self._lines[g, stride]
+
+    def rows_pass(self, stride, write, g=None, *entries):
+        """A pass over the records (of group g's rows) reading the entry arrays of
+        ``entries`` (groups); ``write``: it updates the records."""
+        self.total += self.record_lines(g, stride) * LINE * (2 if write else 1)
+        self.total += sum(int(self.entry_bytes[e]) for e in entries)
+        self.row_passes += 1
+
+    def column_lines(self, param, g, s):
+        """Once per group and component: its columns' scratch records (one line each,
+        per thread of its passes) and the lines of parameter column s of ``param``
+        (shape (d, k)) at its columns."""
+        G = self.groups
+        columns = G.group_columns[G.columns_ptr[g]:G.columns_ptr[g + 1]].astype(np.int64)
+        self.total += self.widths[g] * self.threads[g] * LINE
+        offsets = (columns * param.shape[1] + s) * param.itemsize
+        self.total += distinct(offsets // LINE) * LINE
+
+    # -- the epoch --
+    def _groups(self, stride, param, s, keep_last):
+        """_cd.pyx's _cd_groups: a sweep over the groups' columns; a group with an entry
+        in every row leaves its update pass pending, to share the next gradient pass."""
+        for g in range(self.sizes.size):
+            if self.sizes[g] == 0:
+                continue
+            self.column_lines(param, g, s)
+            full = self.sizes[g] == self.n
+            if self.pending is not None and full:
+                self.rows_pass(stride, True, None, self.pending, g)
+                self.pending = None
+            else:
+                self._flush(stride)
+                self.rows_pass(stride, False, g, g)
+            if full:
+                self.pending = g
+            else:
+                self.rows_pass(stride, True, g, g)
+        if not keep_last:
+            self._flush(stride)
+
+    def _flush(self, stride):
+        if self.pending is not None:
+            self.rows_pass(stride, True, None, self.pending)
+            self.pending = None
+
+    def _walk(self, data, problem, params):
+        n, X, P = self.n, data.X, params.P
+        n_blocks, d, k = P.shape
+        n_dummy = params.gamma.shape[0]
+        sw = problem.sample_weight
+        uniform = n > 0 and sw[0] > 0 and bool(np.all(sw == sw[0]))
+        cache = 1 + (problem.loss != LOSSES["squared"]) + (not uniform)
+        vector = 8 * n  # bytes of y, y_pred or the weights
+        self.pending = None
+        # The records written from y, y_pred (and the weights).
+        stride = 8 * cache
+        self.total += vector * (2 if uniform else 3) + self.record_lines(None, stride) * LINE
+        self.row_passes += 1
+        if problem.fit_intercept and n > 0:
+            self.rows_pass(stride, False)  # its sums
+            self.rows_pass(stride, True)   # the predictions shifted
+        if problem.fit_linear and d > 0:
+            self._groups(stride, params.w.reshape(d, 1), 0, False)
+        first_full = self.sizes.size > 1 and n > 0 and self.sizes[0] == n
+        csr = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+        for b in range(n_blocks):
+            width = 2 if problem.kernel == KERNELS["all-subsets"] else problem.degrees[b] - 1
+            dummies = n_dummy if b == 0 else 0
+            if 8 * (cache + 2 * width) != stride:
+                # The records moved to their new size (in place: read and written).
+                stride = 8 * (cache + 2 * width)
+                self.rows_pass(stride, True)
+            for s in range(k):
+                has_next = s + 1 < k
+                if s == 0:
+                    # The first component's caches from the CSR rows (its factors
+                    # gathered first: a line of P per column, d doubles written).
+                    self.rows_pass(stride, True)
+                    offsets = (np.arange(d, dtype=np.int64) * k + s) * P.itemsize
+                    self.total += csr + distinct(offsets // LINE) * LINE + 8 * d
+                if not first_full or dummies > 0:
+                    self._flush(stride)
+                if has_next and not first_full:
+                    self.rows_pass(stride, True)  # the next caches started
+                for _ in range(dummies):
+                    self.rows_pass(stride, False)
+                    self.rows_pass(stride, True)
+                self._groups(stride, P[b], s, has_next and first_full and dummies == 0)
+        # The predictions out: the records and y read, y_pred written.
+        self.total += self.record_lines(None, stride) * LINE + 2 * vector
+        self.row_passes += 1
+
+
+def epoch_bytes(data, problem, params):
+    """EpochBytes of an epoch, or None where the model does not apply (relational input,
+    the polynomial kernel)."""
+    if data.blocks or problem.kernel == KERNELS["polynomial"]:
+        return None
+    return EpochBytes(data, problem, params)
 
 
 def main():
@@ -65,17 +250,28 @@ def main():
     xp = float(np.median(timings(lambda: X @ P, 7)))
     nnz = X.nnz
     x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    llc = last_level_cache_bytes()
+    copy, moved = stream_copy(max(2**28, 8 * (llc or 0)))
+    copy()  # (first touch)
+    bandwidth = moved / float(np.median(timings(copy, 7)))
     print(f"X: {X.shape[0]} x {X.shape[1]}, {nnz} nonzeros, {dtype}, "
           f"{x_bytes / 2**20:.0f} MiB; k = {k}")
     print(f"X @ P: {xp * 1e3:.1f} ms = {xp / (nnz * k) * 1e9:.2f} ns per nonzero x component")
+    print(f"memory bandwidth: {bandwidth / 1e9:.1f} GB/s read + written (np.copyto of "
+          f"{moved / 2**21:.0f} MiB, one thread, median of 7); last-level cache "
+          + (f"{llc / 2**20:.0f} MiB" if llc else "unknown"))
     print()
     print(f"{'degree':>6} {'lower':>8} {'n_jobs':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'X@P ms':>7} {'x (X@P)':>8} "
-          f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7}")
+          f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7} {'passes':>6} {'GB/epoch':>8} "
+          f"{'GB/s':>5} {'bound s':>8} {'x bound':>7}")
     warnings.simplefilter("ignore")
     for degree, lower, n_jobs in itertools.product(args.degrees, args.lower_degrees,
                                                    args.n_jobs):
-        # X @ P right before and right after each fit: the machine's load drifts.
+        # X @ P and the copy right before and right after each fit: the machine's load
+        # drifts.  (The copy on the fit's threads: cd_threads may take fewer than n_jobs.)
+        threads = _solvers.cd_threads(n_jobs, X.shape[0], X.shape[1], x_bytes)
         xp_times = timings(lambda: X @ P, 3)
+        copy_times = timings(lambda: copy(threads), 3)
         fm = FactorizationMachineRegressor(degree=degree, n_components=k,
                                            max_iter=args.epochs, tol=0, random_state=0,
                                            init_scale=0.1, n_jobs=n_jobs,
@@ -89,10 +285,20 @@ def main():
         tracemalloc.stop()
         epoch = float(np.median(epoch_times))
         xp_times += timings(lambda: X @ P, 3)
+        copy_times += timings(lambda: copy(threads), 3)
         xp_fit = float(np.median(xp_times))
+        fit_bandwidth = moved / float(np.median(copy_times))
+        model = epoch_bytes(**last_epoch)
+        last_epoch.clear()
+        if model is None:
+            traffic = f"{'-':>6} {'-':>8} {fit_bandwidth / 1e9:>5.1f} {'-':>8} {'-':>7}"
+        else:
+            bound = model.total / fit_bandwidth
+            traffic = (f"{model.row_passes:>6} {model.total / 1e9:>8.2f} "
+                       f"{fit_bandwidth / 1e9:>5.1f} {bound:>8.3f} {epoch / bound:>7.1f}")
         print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "
-              f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f}")
+              f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")
 
 
 if __name__ == "__main__":
