@@ -10,7 +10,8 @@ from _reference import reference_loss
 from polylite import (BayesianFactorizationMachineClassifier,
                       BayesianFactorizationMachineRegressor,
                       FactorizationMachineClassifier, FactorizationMachineRegressor,
-                      PolynomialNetworkRegressor, _losses, kernels, load)
+                      PolynomialNetworkRegressor, _losses, _validation, kernels,
+                      load)
 from polylite.bayes._sampler import GibbsPrior
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
@@ -150,6 +151,25 @@ def test_predict_equals_the_expanded_rows(variant, dtype, rtol):
     np.testing.assert_array_equal(threaded, got)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("variant", [([3], "anova", 0), ([2, 3, 4], "anova", 0),
+                                     ([3], "anova", 2), (None, "all-subsets", 0)],
+                         ids=["m3", "m2-4", "m3-shared", "subsets"])
+def test_predict_threads_running_at_once(variant, dtype, monkeypatch):
+    """Threads that share the interactions (and the table rows) give the same bits as
+    one: each has workspaces of its own, on cache lines of their own."""
+    monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 10)   # the tables too
+    degrees, kernel, n_dummy = variant
+    X, rng = _relational(n=6000, dtype=dtype)
+    d = X.shape[1]
+    P = (0.5 * rng.randn(1 if degrees is None else len(degrees), d, 3)).astype(dtype)
+    w, gamma = rng.randn(d).astype(dtype), rng.randn(n_dummy, 3).astype(dtype)
+    kw = dict(degrees=degrees, kernel=kernel, intercept=0.3, w=w, gamma=gamma)
+    one = kernels.predict(X, P, **kw)
+    for n_jobs in (2, 3):
+        np.testing.assert_array_equal(kernels.predict(X, P, n_jobs=n_jobs, **kw), one)
+
+
 def test_predict_refuses_the_polynomial_kernel():
     X, _ = _relational()
     with pytest.raises(ValueError, match="anova and all-subsets"):
@@ -190,7 +210,6 @@ def test_cd_epochs_equal_those_on_the_expanded_rows(variant, direct_between, wei
                                                     n_jobs, monkeypatch):
     """Squared loss: each block's steps are the expanded rows' steps, in the same order
     (column order), from sums kept per table row; so are the fits, to rounding."""
-    from polylite import _validation
     monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 10)  # threads on few rows
     degrees, kernel, n_dummy = variant
     X, rng = _relational(direct_between=direct_between)

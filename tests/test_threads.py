@@ -111,6 +111,29 @@ def test_kernels_predict_n_jobs(monkeypatch):
         kernels.predict(X, params["P"], n_jobs=0, **kw)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("k", [1, 3, 10])
+@pytest.mark.parametrize("model", [("anova", [3], 0), ("anova", [4], 0),
+                                   ("anova", [2, 3, 4], 0), ("anova", [3], 2)],
+                         ids=["fm3", "fm4", "fm2-4", "fm3-shared"])
+def test_predict_threads_running_at_once(monkeypatch, model, k, dtype):
+    """Thousands of rows per thread, so that the threads work at the same time: were two
+    threads' workspaces (each padded to cache lines of its own) to overlap, rows would be
+    computed from another thread's DP table.  Sparse input in one call, dense input in
+    several chunks."""
+    monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 1000)
+    monkeypatch.setattr(kernels, "_DENSE_CHUNK_ROWS", 25_000)   # 3 chunks, the last partial
+    X, _, _, params = _problem(model, n=60_000, d=16, k=k, dtype=dtype)
+    kw = dict(degrees=model[1], intercept=0.3, w=params["w"], gamma=params["gamma"])
+    one = kernels.predict(X, params["P"], **kw)
+    dense = kernels.predict(X.toarray(), params["P"], **kw)
+    for n_jobs in (2, 3):
+        np.testing.assert_array_equal(kernels.predict(X, params["P"], n_jobs=n_jobs, **kw),
+                                      one)
+        np.testing.assert_array_equal(
+            kernels.predict(X.toarray(), params["P"], n_jobs=n_jobs, **kw), dense)
+
+
 # ---- thread counts --------------------------------------------------------------------
 
 @pytest.mark.parametrize("n_jobs, n_rows, min_rows, cpus, threads", [
