@@ -19,8 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
 # The result files of the benchmarks page, in its order.
-PAGE = ("relational_movielens", "bayes_ordinal_movielens", "ranking_movielens_1thread",
-        "ranking_movielens", "threads")
+PAGE = ("relational_movielens", "bayes_ordinal_movielens", "bayes_variational_movielens",
+        "ranking_movielens_1thread", "ranking_movielens", "threads")
 
 _RANKING_METRICS = [("precision@10", "P@10"), ("recall@10", "R@10"),
                     ("ndcg@10", "nDCG@10"), ("map@10", "MAP@10"), ("auc", "AUC")]
@@ -140,6 +140,12 @@ def headline_table():
             if encoding == "side" and "ordered probit" in model:
                 rows.append(["Ratings as ordered levels, MovieLens 100K (side features)",
                              model, f"RMSE {rmse:.4f}", f"{seconds:.2f} CPU s fit"])
+    if available("bayes_variational_movielens"):
+        table = tables(load("bayes_variational_movielens"))[0]
+        for model, rmse, _, seconds, iterations, _ in table["rows"]:
+            if model in ("polylite variational", "myFM variational"):
+                rows.append(["Variational Bayesian FM, MovieLens 100K (one-hot)", model,
+                             f"RMSE {rmse:.4f}", f"{seconds:.2f} CPU s fit"])
     if available("ranking_movielens_1thread"):
         table = tables(load("ranking_movielens_1thread"))[0]
         columns = table["columns"]
