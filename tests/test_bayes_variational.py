@@ -19,6 +19,8 @@ from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
 from polylite.polynomial._cd_data import CDProblem
 
+from _cli import run_cli
+
 Regressor = VariationalFactorizationMachineRegressor
 Classifier = VariationalFactorizationMachineClassifier
 
@@ -321,8 +323,6 @@ def test_command_line_fits_predicts_and_evaluates_variational(tmp_path, capsys):
     """polylite fit --estimator vb-fm: the ELBO per iteration as progress, --meta groups,
     predictions as the model's, classification too; relational input refused."""
     from sklearn.datasets import dump_svmlight_file
-
-    from tests._cli import run_cli
     X, y = _data(9, n=300)
     dump_svmlight_file(X[:240], y[:240], str(tmp_path / "train.svm"))
     dump_svmlight_file(X[240:], y[240:], str(tmp_path / "test.svm"))
@@ -358,3 +358,11 @@ def test_running_output_variance_stays_exact():
         q = est._fit_posteriors(est._validate_fit_data(X, y)[0], y[:, None], None)[0]
     np.testing.assert_allclose(q.output_variance_sum(),
                                np.sum(q.predict_variance(q.X)), rtol=1e-10)
+
+
+def test_overflowing_data_is_a_clear_error():
+    X, y = _data(11)
+    with pytest.raises(ValueError, match="too large"):
+        Regressor(n_components=2).fit(X, y * 1e300)
+    with pytest.raises((ValueError, FloatingPointError), match="values of X"):
+        Regressor(n_components=2, max_iter=5).fit(X * 1e200, y)

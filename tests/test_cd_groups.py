@@ -223,7 +223,8 @@ def test_workspace_kept_between_epochs_changes_nothing(n_threads):
             arrays = dict(workspace)
             for array in arrays.values():
                 array.fill(np.nan)  # nothing may read what the last fit left there
-    assert sorted(arrays) == ["factors", "partial", "private", "scratch", "state", "work"]
+    assert sorted(arrays) == ["factors", "partial", "private", "scratch", "state",
+                              "variance_change", "work"]
     assert all(workspace[name] is arrays[name] for name in arrays)
 
 

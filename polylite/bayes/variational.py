@@ -160,6 +160,7 @@ class MeanField:
             X, params.P[0], self.variance.P[0], self.variance.w if fit_linear else None,
             0.0, row_threads(n_jobs, X.shape[0]))))
         self.target = self.y if not probit else self._latent_means()
+        self._elbo_squared_error = None  # set by elbo(), read by the next iteration
 
     # ---- the model on rows ---------------------------------------------------------------
 
@@ -196,17 +197,26 @@ class MeanField:
 
     def iterate(self):
         """One iteration of coordinate ascent: the noise's factor, the priors', every
-        parameter's, the latent targets'; returns the ELBO after it."""
+        parameter's, the latent targets'; returns the ELBO after it, or raises
+        FloatingPointError if it is not finite (the means or outputs overflowed)."""
         if not self.probit:
-            self.alpha_rate = 0.5 * (GAMMA_0 + self._squared_error())
+            # (the last ELBO's, when nothing has moved since)
+            squared = self._elbo_squared_error
+            self.alpha_rate = 0.5 * (GAMMA_0 + (
+                squared if squared is not None else self._squared_error()))
         p, v = self.params, self.variance
         if self.fit_linear:
             self.w_prior.update(p.w[:, np.newaxis], v.w[:, np.newaxis], self.groups)
         self.P_prior.update(p.P[0], v.P[0], self.groups)
         self.update_parameters()
+        self._elbo_squared_error = None
         if self.probit:
             self.target = self._latent_means()
-        return self.elbo()
+        with np.errstate(over="ignore", invalid="ignore"):
+            elbo = self.elbo()
+        if not np.isfinite(elbo):
+            raise FloatingPointError("the factors' means or the outputs are not finite")
+        return elbo
 
     def update_parameters(self):
         """Every parameter's factor in turn, given the others: a mean-field sweep of
@@ -228,9 +238,6 @@ class MeanField:
             _cd.cd_epoch(self.data, problem, self.params, self.y_pred,
                          workspace=self.workspace, prior=prior)
         self.weights_variance += float(self.variance.output_change[0])
-        p = self.params
-        if not all(np.all(np.isfinite(a)) for a in (p.intercept, p.w, p.P, self.y_pred)):
-            raise FloatingPointError("the factors' means are not finite")
 
     def _latent_means(self):
         """E[z_i] under q(z_i): N(E f(x_i), 1) truncated to the side of y_i."""
@@ -250,7 +257,9 @@ class MeanField:
         else:
             a, b = self.alpha_shape, self.alpha_rate
             log_alpha = digamma(a) - math.log(b)
-            value += (0.5 * n * (log_alpha - _LOG_2PI) - 0.5 * (a / b) * self._squared_error()
+            self._elbo_squared_error = self._squared_error()
+            value += (0.5 * n * (log_alpha - _LOG_2PI)
+                      - 0.5 * (a / b) * self._elbo_squared_error
                       + _gamma_log_prior(log_alpha, a / b) + _gamma_entropy(a, b))
         p, v = self.params, self.variance
         if self.fit_intercept:
@@ -386,7 +395,9 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
                 probit=self._is_classifier,
                 init_variance=max(self.init_scale ** 2, np.finfo(np.float64).tiny),
                 workspace=workspace, n_jobs=self.n_jobs))
-            if not np.isfinite(posteriors[-1]._squared_error()):
+            with np.errstate(over="ignore", invalid="ignore"):
+                start_error = posteriors[-1]._squared_error()
+            if not np.isfinite(start_error):
                 raise ValueError(f"{type(self).__name__}: the initial model's outputs on "
                                  f"X, or their squares, overflow: {self._scale_advice(X)}")
         history = [[] for _ in range(n_outputs)]  # each output's ELBO per row
