@@ -142,7 +142,7 @@ def headline_table():
                              model, f"RMSE {rmse:.4f}", f"{seconds:.2f} CPU s fit"])
     if available("bayes_variational_movielens"):
         table = tables(load("bayes_variational_movielens"))[0]
-        for model, rmse, _, seconds, iterations, _ in table["rows"]:
+        for model, rmse, _, seconds, _, _ in table["rows"]:
             if model in ("polylite variational", "myFM variational"):
                 rows.append(["Variational Bayesian FM, MovieLens 100K (one-hot)", model,
                              f"RMSE {rmse:.4f}", f"{seconds:.2f} CPU s fit"])

@@ -9,7 +9,8 @@ Layout (dependencies point down):
   and factorization machines with a shared basis, by conditional gradient),
   :mod:`polylite.ordinal` (ordinal regression by McRank on them), :mod:`polylite.bayes`
   (Bayesian factorization machines, sampled, or at degree 2 fitted by mean-field
-  variational inference, with the coordinate descent passes of :mod:`polylite.polynomial`), :mod:`polylite.ranking` (factorization machines ranked
+  variational inference, with the coordinate descent passes of
+  :mod:`polylite.polynomial`), :mod:`polylite.ranking` (factorization machines ranked
   by pairwise losses on positive-only data);
 - the recommender workflow: :mod:`polylite.datasets` (MovieLens readers, synthetic data),
   :mod:`polylite.preprocessing` (:class:`FieldEncoder`), :mod:`polylite.metrics` (RMSE,

@@ -184,6 +184,23 @@ def test_output_variance_matches_monte_carlo():
                                exact - b_var - (Xd ** 2) @ w_var, rtol=1e-12)
 
 
+def test_output_variance_is_never_negative_where_its_terms_cancel():
+    """Large means and tiny variances: the expanded form U M^2 - 2 M UM + UMM would
+    cancel to negative values; the variance is a sum of terms >= 0."""
+    rng = np.random.RandomState(3)
+    X = sp.random(2000, 6, density=0.6, random_state=rng, format="csr")
+    P_mean = rng.randn(6, 3) * 1e6
+    P_var = rng.rand(6, 3) * 1e-6
+    got = output_variance(X, P_mean, P_var, None, 0.0)
+    Xd = X.toarray()
+    a, u = Xd[:, :, None] * P_mean, Xd[:, :, None] ** 2 * P_var
+    M = a.sum(1, keepdims=True)
+    pairs = 0.5 * (u.sum(1) ** 2 - (u ** 2).sum(1))
+    want = ((u * (M - a) ** 2).sum(1) + pairs).sum(1)
+    assert np.all(got >= 0)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
 def _data(seed=0, n=120, d=8):
     rng = np.random.RandomState(seed)
     X = sp.random(n, d, density=0.4, random_state=rng, format="csr")
@@ -296,7 +313,8 @@ def test_relational_input_and_bad_parameters_are_refused():
     with pytest.raises(TypeError, match="to_csr"):
         Regressor().fit(matrix, y)
     for params, match in [(dict(max_iter=0), "max_iter"), (dict(tol=-1), "tol"),
-                          (dict(n_components=0), "n_components")]:
+                          (dict(n_components=0), "n_components"),
+                          (dict(init_scale=0.0), "init_scale")]:
         with pytest.raises(ValueError, match=match):
             Regressor(**params).fit(X, y)
     with pytest.raises(ValueError, match="two classes"):

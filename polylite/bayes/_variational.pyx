@@ -7,10 +7,12 @@ A_s = sum_{j < j'} a_j a_j' with a_j = p_js x_j, of means m_j x_j and variances
 u_j = v_js x_j^2.  Its variance is
 
     Var A_s = sum_j u_j (M - m_j x_j)^2 + sum_{j < j'} u_j u_j'
-            = U M^2 - 2 M sum_j u_j m_j x_j + sum_j u_j (m_j x_j)^2 + (U^2 - sum_j u_j^2) / 2
+            = sum_j u_j (M - m_j x_j)^2 + (U^2 - sum_j u_j^2) / 2
 
-(M = sum_j m_j x_j, U = sum_j u_j): one pass over the row's nonzeros per component.  The
-intercept, the linear term and the components are independent, so their variances add.
+(M = sum_j m_j x_j, U = sum_j u_j): two passes over the row's nonzeros per component,
+summing terms that are all >= 0 but the last difference (clamped at 0 against its
+rounding).  The intercept, the linear term and the components are independent, so their
+variances add.
 """
 import numpy as np
 from cython.parallel cimport prange
@@ -25,7 +27,7 @@ cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,
     """Rows lo..hi-1 of thread t: the sums of each component in registers, over the
     row's nonzeros (a few, on recommender rows)."""
     cdef Py_ssize_t i, z, s, j, lo, hi
-    cdef double x, x2, a, u, M, U, UM, UMM, UU, total
+    cdef double x, u, M, U, UU, spread, total
     if not thread_range(t, threads, n, &lo, &hi):
         return
     for i in range(lo, hi):
@@ -34,19 +36,18 @@ cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,
             for z in range(indptr[i], indptr[i + 1]):
                 total += w_var[indices[z]] * data[z] * data[z]
         for s in range(k):
-            M = U = UM = UMM = UU = 0
+            M = U = UU = spread = 0
+            for z in range(indptr[i], indptr[i + 1]):
+                j = indices[z]
+                u = P_var[j * k + s] * data[z] * data[z]
+                M += P_mean[j * k + s] * data[z]
+                U += u
+                UU += u * u
             for z in range(indptr[i], indptr[i + 1]):
                 j = indices[z]
                 x = data[z]
-                x2 = x * x
-                a = P_mean[j * k + s] * x
-                u = P_var[j * k + s] * x2
-                M += a
-                U += u
-                UM += u * a
-                UMM += u * a * a
-                UU += u * u
-            total += U * M * M - 2 * M * UM + UMM + 0.5 * (U * U - UU)
+                spread += P_var[j * k + s] * x * x * (M - P_mean[j * k + s] * x) ** 2
+            total += spread + 0.5 * max(U * U - UU, 0.0)
         out[i] = total
 
 

@@ -312,7 +312,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
             raise ValueError(
                 f"y is too large for {type(self).__name__}: the sum of its squares "
                 f"overflows float64 (largest |y| = {np.max(np.abs(targets)):.3g}), and the "
-                f"sampler draws the noise precision from the squared residuals; scale y "
+                f"noise precision is fitted from the squared residuals; scale y "
                 f"(for example standardise it, then scale the predictions back)")
 
     def _check_start(self, X, params, chain=None):

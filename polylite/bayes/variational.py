@@ -93,6 +93,7 @@ class GroupFactors:
     def update(self, mean, var, groups):
         """q(lam) given q(mu) and the parameters' factors (means, variances (d, c)), then
         q(mu) given q(lam)."""
+        mean = np.asarray(mean, dtype=np.float64)
         count = groups.counts[:, np.newaxis]
         self.shape = np.broadcast_to(0.5 * (ALPHA_0 + count + 1), self.rate.shape).copy()
         self.rate = 0.5 * (GAMMA_0 + BETA_0 * ((self.mu_mean - MU_0) ** 2 + self.mu_var)
@@ -288,7 +289,7 @@ _PARAMS_DOC = """
         nats per training row (``elbo_`` records it after each iteration).
     init_scale : float, default=0.1
         Standard deviation of the normal initialisation of the means of the linear
-        weights and factors, and their initial standard deviation.
+        weights and factors, and their initial standard deviation; > 0.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation; the iterations themselves are deterministic.
     verbose : int, default=0
@@ -337,7 +338,8 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
             check_bool(getattr(self, name), name)
         check_number(self.max_iter, "max_iter", low=1, integer=True)
         check_number(self.tol, "tol", low=0)
-        check_number(self.init_scale, "init_scale", low=0)
+        # (from means and variances of 0 the factors would never move)
+        check_number(self.init_scale, "init_scale", low=0, low_open=True)
         check_random_state_param(self.random_state)
         check_number(self.verbose, "verbose", low=0, integer=True)
         check_n_jobs(self.n_jobs)
@@ -393,7 +395,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
                 X, targets[:, o], data, params, groups,
                 fit_intercept=bool(self.fit_intercept), fit_linear=bool(self.fit_linear),
                 probit=self._is_classifier,
-                init_variance=max(self.init_scale ** 2, np.finfo(np.float64).tiny),
+                init_variance=self.init_scale ** 2,
                 workspace=workspace, n_jobs=self.n_jobs))
             with np.errstate(over="ignore", invalid="ignore"):
                 start_error = posteriors[-1]._squared_error()
@@ -496,7 +498,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         ----------
         path : str or path-like
             Destination file (NumPy ``.npz`` archive with a JSON header).  See
-            :func:`polylite.load`.
+            :func:`polylite.load`.  The ELBO's history (``elbo_``) is not saved.
         """
         save_model(self, path)
 
@@ -522,9 +524,14 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
                            np.float64)
         if not all(np.all(arrays[f"{name}_var"] >= 0) for name in means):
             raise ModelFileError("the model file's variances must be >= 0")
+        check_model_memory(n_outputs * 2 * (1 + d + d * k), 8, k,
+                           "outputs, features, components", (n_outputs, d, k))
         n_iter = attributes.get("n_iter_")
         if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
             raise ModelFileError(f"model file has no valid n_iter_ (got {n_iter!r})")
+        converged = attributes.get("converged_")
+        if not isinstance(converged, bool):
+            raise ModelFileError(f"model file has no valid converged_ (got {converged!r})")
         if not self._is_classifier:
             alpha = attributes.get("alpha_")
             if not isinstance(alpha, float) or not (np.isfinite(alpha) and alpha > 0):
@@ -536,7 +543,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
             raise ModelFileError(f"array 'feature_groups' must hold a group index in "
                                  f"[0, {d}) for each of the {d} features")
         self.n_iter_ = n_iter
-        self.converged_ = bool(attributes.get("converged_", True))
+        self.converged_ = converged
         self.feature_groups_ = groups.astype(np.intp)
         self._publish_fitted({name: np.array(arrays[name.rstrip("_")]) for name in _FITTED})
 

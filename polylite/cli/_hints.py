@@ -75,7 +75,7 @@ LIBFM = {
     "-init_stdev": ("S", lambda v: f"is --init-scale {v}"),
     "-learn_rate": ("ETA", lambda v: f"is --eta0 {v}"),
     "-relation": ("R1,R2", lambda v: f"is --relation {v}"),
-    "-meta": ("FILE", lambda v: f"is --meta {v} (with --estimator bayes-fm)"),
+    "-meta": ("FILE", lambda v: f"is --meta {v} (with --estimator bayes-fm or vb-fm)"),
     "-seed": ("N", lambda v: f"is --seed {v}"),
     "-verbosity": ("N", lambda v: "has no polylite option: progress is shown on stderr "
                                   "by default (--progress lines: a line per epoch), "

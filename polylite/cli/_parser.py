@@ -203,7 +203,7 @@ def _add_fit(sub):
                           "every epoch, training stops after --n-iter-no-change epochs "
                           "without improving its loss, and the best model is kept "
                           "(bayes-fm: the score of the averaged prediction is reported "
-                          "every sweep)")
+                          "every sweep; vb-fm: the fitted model's, once)")
     fit.add_argument("--stream", action="store_true",
                      help="read TRAIN one block at a time (files larger than memory) and "
                           "train by partial_fit (solver sgd or adagrad; adagrad if "

@@ -1006,7 +1006,8 @@ cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         for other in range(pass_threads - 1):
             private = th.private + other * th.stride + j * COL_STRIDE
             _start_sums(private, col[COL_P])
-            private[COL_VAR] = col[COL_VAR]
+            if meanfield:
+                private[COL_VAR] = col[COL_VAR]
 
 
 cdef void _group_start(const index_t* group_columns, Py_ssize_t count, const Sweep* sw,
@@ -1028,6 +1029,10 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                         Py_ssize_t count, const Sweep* sw, int pass_threads) noexcept nogil:
     cdef Py_ssize_t c, j, other, lo, hi
     cdef const Threads* th = sw.threads
+    # (the sums of a mean-field factor's steps, else of any kind of the loss: the
+    # linear weights' of a mean-field sweep have no more)
+    cdef int n_terms = (N_TERMS if sw.prior != NULL and sw.prior.variance != NULL
+                        else _n_terms(&sw.L, KIND_LINEAR))
     if not thread_range(t, threads, count, &lo, &hi):
         return
     for c in range(lo, hi):
@@ -1035,7 +1040,7 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
         for other in range(pass_threads - 1):
             _add_terms(sw.scratch + j * COL_STRIDE,
                        th.private + other * th.stride + j * COL_STRIDE + COL_GRAD,
-                       N_TERMS)
+                       n_terms)
 
 
 cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
@@ -1279,7 +1284,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           double gradient_scale) noexcept nogil:
     """Update every coordinate of component s; the cache in slot ``cur`` must be current,
     except for the update pass of a ``pending`` group of component s - 1.  With the
-    block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling).
+    block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling), or
+    with the block prior's variances, take mean-field updates (degree 2).
     The columns of relation ``blocks`` are updated in the table domain, where they lie.
     With ``gradient`` (the block's gradient array, like Pb) and ``gamma_gradient``, take
     no step: record the data term's gradient of every coordinate of component s.
@@ -1855,8 +1861,8 @@ def _buffer(dict workspace, str name, Py_ssize_t size):
 def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
                   Py_ssize_t n_dummy, int kernel, int loss, degrees, bint has_blocks):
     """The arrays of :func:`cd_epoch`'s ``prior``, checked against the model's shapes:
-    feature_group, the regs and means, then the variances of the intercept, w and P and
-    the variance object (four None without ``prior.variance``)."""
+    feature_group, the regs and means, then the variances of the intercept, w and P, the
+    output change and the variance object (five None without ``prior.variance``)."""
     if loss != SQUARED or kernel == POLYNOMIAL:
         raise ValueError("cd_epoch: sampling needs the squared loss and a kernel that is "
                          "affine in each factor (anova or all-subsets)")
@@ -2217,6 +2223,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     # it out (weight 1) and the penalties are divided by s instead, the same steps with
     # fewer products; a gradient pass and the sampler put it back.
     cdef bint uniform = _uniform(sample_weight)
+    if meanfield and not uniform:
+        raise ValueError("cd_epoch: mean-field updates take uniform sample weights")
     cdef double weight = sample_weight[0] if uniform and n > 0 else 1.0
     alpha, beta = alpha / weight, beta / weight
     cdef Layout L = _layout(problem.loss, np.max(np.abs(y), initial=0.0)
@@ -2258,7 +2266,8 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
     threads.work_stride = 2 * (max_degree + 1)
     cdef double[::1] work = _buffer(workspace, "work",
-                                    n_threads * threads.work_stride + max_degree + 1)
+                                    n_threads * threads.work_stride
+                                    + max(max_degree + 1, _width(KIND_MEANFIELD, 0)))
     cdef double* A = &work[0]
     cdef double* base = A + n_threads * threads.work_stride
     threads.work = A

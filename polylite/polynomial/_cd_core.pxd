@@ -13,7 +13,9 @@
 # sample weights and mu the smoothness of the loss (_bound_step, which also takes the
 # logistic loss's cubic bound where it promises more).  The sampler replaces the step by
 # a draw from the coordinate's Gaussian conditional (_draw_step), with a counter-based
-# normal number per coordinate (_normal), so draws do not depend on the thread.
+# normal number per coordinate (_normal), so draws do not depend on the thread; mean-field
+# variational inference by the optimal Gaussian factor given the others
+# (_meanfield_step).
 from libc.math cimport fabs, sqrt, log, cos
 from libc.stdint cimport uint64_t
 
