@@ -72,7 +72,7 @@ def test_several_libfm_options_are_answered_together(capsys):
         "libFM's -dim 1,1,8 is --n-components 8 (the intercept and the linear term are "
         "fitted by default)",
         "libFM's -method mcmc is --estimator bayes-fm (with --n-iter sweeps)",
-        "libFM's -meta g.txt is --meta g.txt (with --estimator bayes-fm)"]
+        "libFM's -meta g.txt is --meta g.txt (with --estimator bayes-fm or vb-fm)"]
 
 
 def test_a_libfm_command_line_without_a_command(capsys):
