@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state, column_or_1d
@@ -269,7 +270,10 @@ class _PolynomialModel(BaseEstimator):
         if y is None and not reset:
             X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
                               accept_large_sparse=True)
-            return kernels.check_X(X, dtype=dtype)
+            # (validate_data has checked the values: a sparse X needs only its structure
+            # checked, not a second pass over its values, serial before the threads)
+            return (kernels._check_csr_structure(X) if sp.issparse(X)
+                    else kernels.check_X(X, dtype=dtype))
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=dtype, reset=reset,
                              accept_large_sparse=True, y_numeric=not self._is_classifier)
         X = kernels.check_X(X, dtype=dtype, accept_dense=False)
