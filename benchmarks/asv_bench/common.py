@@ -115,6 +115,28 @@ class PassTimer:
         return paired_ratio(zip(self.calls, self.xp))
 
 
+def pass_ratio(owner, name, X, P, fit):
+    """:class:`PassTimer`'s ratio of ``owner.name``'s calls during ``fit()``."""
+    with PassTimer(owner, name, X, P) as timer:
+        fit()
+    return timer.ratio()
+
+
+class RecommenderRows:
+    """What the pass benchmarks share: the recommender rows (``X``, ``y``, the
+    yardstick's ``P``) on one thread, warnings silenced, and by default the degrees 2
+    and 3 as the parameter.  It has no benchmark of its own."""
+    params = [2, 3]
+    param_names = ["degree"]
+    unit = UNIT
+    timeout = 300
+
+    def setup(self, *params):
+        single_thread()
+        quiet()
+        self.X, self.y, self.P = recommender()
+
+
 def interleaved_ratio(fn, X, P, repeat=15):
     """``paired_ratio`` of ``repeat`` calls of ``fn()``, each followed by 3 of
     ``X @ P``, after a warm-up call of each."""

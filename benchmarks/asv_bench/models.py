@@ -3,23 +3,17 @@
 rows, one thread)."""
 import numpy as np
 
-from .common import (COMPONENTS, ITEMS, NUMERIC, UNIT, USERS, PassTimer, quiet,
-                     recommender, single_thread)
+from .common import (COMPONENTS, ITEMS, NUMERIC, UNIT, USERS, RecommenderRows,
+                     pass_ratio, quiet, recommender, single_thread)
 
 
-class GibbsSweep:
+class GibbsSweep(RecommenderRows):
     """One sweep of the Gibbs chain (``GibbsChain.sweep``: the hyperparameter draws and
     the pass over the coordinates), median of the 11 sweeps of a fit; user, item and
     numeric columns as three feature groups."""
-    params = [2, 3]
-    param_names = ["degree"]
-    unit = UNIT
-    timeout = 300
 
     def setup(self, degree):
-        single_thread()
-        quiet()
-        self.X, self.y, self.P = recommender()
+        super().setup(degree)
         self.groups = np.repeat([0, 1, 2], [USERS, ITEMS, NUMERIC])
 
     def track_sweep(self, degree):
@@ -28,9 +22,8 @@ class GibbsSweep:
         est = BayesianFactorizationMachineRegressor(
             degree=degree, n_components=COMPONENTS, n_iter=11, n_burn_in=0, n_jobs=1,
             random_state=0)
-        with PassTimer(GibbsChain, "sweep", self.X, self.P) as timer:
-            est.fit(self.X, self.y, feature_groups=self.groups)
-        return timer.ratio()
+        return pass_ratio(GibbsChain, "sweep", self.X, self.P,
+                          lambda: est.fit(self.X, self.y, feature_groups=self.groups))
 
 
 N_OUTPUTS = 5
@@ -60,6 +53,5 @@ class MultiOutputBasis:
         est = MultiOutputPolynomialRegressor(
             loss="logistic", kernel="fm", penalty="l1/linf", tau=10.0, refit="output",
             max_basis=8, tol=0, n_jobs=1, random_state=0)
-        with PassTimer(ConditionalGradient, "iteration", self.X, self.P) as timer:
-            est.fit(self.X, self.Y)
-        return timer.ratio()
+        return pass_ratio(ConditionalGradient, "iteration", self.X, self.P,
+                          lambda: est.fit(self.X, self.Y))

@@ -9,21 +9,16 @@ shuffle, the objective watched after each epoch and the checks included).
 """
 import numpy as np
 
-from .common import (CLOCK, COMPONENTS, UNIT, PassTimer, cpu_times, interleaved_ratio,
-                     paired_ratio, quiet, recommender, single_thread)
+from .common import (CLOCK, COMPONENTS, RecommenderRows, cpu_times, interleaved_ratio,
+                     paired_ratio, pass_ratio, recommender, single_thread)
 
 
-class Predict:
+class Predict(RecommenderRows):
     """``polylite.kernels.predict`` of the degree-m ANOVA term (no linear term), as
     ``bench_kernels.py``."""
-    params = [2, 3]
-    param_names = ["degree"]
-    unit = UNIT
-    timeout = 300
 
     def setup(self, degree):
-        single_thread()
-        self.X, _, self.P = recommender()
+        super().setup(degree)
         self.F = np.random.default_rng(1).normal(scale=0.1, size=self.P.shape)
 
     def _predict(self, degree):
@@ -54,60 +49,43 @@ class XP:
         self.X @ self.P
 
 
-class CDEpoch:
+def _fm(degree, solver, max_iter, **params):
+    """The factorization machine the pass benchmarks fit, on one thread."""
+    from polylite import FactorizationMachineRegressor
+    return FactorizationMachineRegressor(degree=degree, n_components=COMPONENTS,
+                                         solver=solver, max_iter=max_iter, tol=0,
+                                         random_state=0, init_scale=0.1, n_jobs=1,
+                                         **params)
+
+
+class CDEpoch(RecommenderRows):
     """One coordinate descent epoch (``_cd.cd_epoch``), median of the 11 epochs of one
     fit, as ``bench_cd.py``."""
-    params = [2, 3]
-    param_names = ["degree"]
-    unit = UNIT
-    timeout = 300
-
-    def setup(self, degree):
-        single_thread()
-        quiet()
-        self.X, self.y, self.P = recommender()
 
     def track_cd_epoch(self, degree):
-        from polylite import FactorizationMachineRegressor
         from polylite.polynomial import _cd
-        fm = FactorizationMachineRegressor(degree=degree, n_components=COMPONENTS,
-                                           solver="cd", max_iter=11, tol=0,
-                                           random_state=0, init_scale=0.1, n_jobs=1)
-        with PassTimer(_cd, "cd_epoch", self.X, self.P) as timer:
-            fm.fit(self.X, self.y)
-        return timer.ratio()
+        fm = _fm(degree, "cd", 11)
+        return pass_ratio(_cd, "cd_epoch", self.X, self.P, lambda: fm.fit(self.X, self.y))
 
 
 # eta0 of the scripts: small enough that nothing diverges on these data.
 ETA0 = {"sgd": 0.001, "adagrad": 0.05}
 
 
-class StochasticEpoch:
+class StochasticEpoch(RecommenderRows):
     """SGD and AdaGrad at degree 2, batch_size 1 (``bench_sgd.py``,
     ``bench_sgd_watched.py``)."""
     params = ["sgd", "adagrad"]
     param_names = ["solver"]
-    unit = UNIT
-    timeout = 300
-
-    def setup(self, solver):
-        single_thread()
-        quiet()
-        self.X, self.y, self.P = recommender()
 
     def _estimator(self, solver, epochs):
-        from polylite import FactorizationMachineRegressor
-        return FactorizationMachineRegressor(degree=2, n_components=COMPONENTS,
-                                             solver=solver, eta0=ETA0[solver],
-                                             batch_size=1, max_iter=epochs, tol=0,
-                                             random_state=0, init_scale=0.1, n_jobs=1)
+        return _fm(2, solver, epochs, eta0=ETA0[solver], batch_size=1)
 
     def track_epoch(self, solver):
         """The Cython pass (``_sgd.sgd_epoch``), median of 11 epochs of one fit."""
         from polylite.polynomial import _sgd
-        with PassTimer(_sgd, "sgd_epoch", self.X, self.P) as timer:
-            self._estimator(solver, 11).fit(self.X, self.y)
-        return timer.ratio()
+        fm = self._estimator(solver, 11)
+        return pass_ratio(_sgd, "sgd_epoch", self.X, self.P, lambda: fm.fit(self.X, self.y))
 
     def track_fit_epoch(self, solver):
         """A whole fit's epoch: (fit of 6 epochs - fit of 2) / 4, against ``X @ P``
@@ -125,26 +103,14 @@ class StochasticEpoch:
         return paired_ratio(pairs)
 
 
-class LBFGSPass:
+class LBFGSPass(RecommenderRows):
     """L-BFGS's value and gradient over every row (``_sgd.objective_gradient``), median
     of the calls of a fit of 11 iterations, as ``bench_threads.py``."""
     params = [2]
-    param_names = ["degree"]
-    unit = UNIT
-    timeout = 300
-
-    def setup(self, degree):
-        single_thread()
-        quiet()
-        self.X, self.y, self.P = recommender()
 
     def track_value_gradient(self, degree):
-        from polylite import FactorizationMachineRegressor
         from polylite.polynomial import _sgd
-        fm = FactorizationMachineRegressor(degree=degree, n_components=COMPONENTS,
-                                           solver="lbfgs", max_iter=11, tol=0,
-                                           random_state=0, init_scale=0.1, n_jobs=1)
-        with PassTimer(_sgd, "objective_gradient", self.X, self.P) as timer:
-            fm.fit(self.X, self.y)
-        return timer.ratio()
+        fm = _fm(degree, "lbfgs", 11)
+        return pass_ratio(_sgd, "objective_gradient", self.X, self.P,
+                          lambda: fm.fit(self.X, self.y))
 

@@ -52,6 +52,16 @@ def probit_targets(estimator, y):
     return np.where(codes[:, np.newaxis] == np.arange(encoder.classes_.shape[0]), 1.0, -1.0)
 
 
+def class_probabilities(p):
+    """Class probabilities of the probit classifiers from each output's P(y = its
+    class), (n, n_outputs): ``[1 - p, p]`` for one output, else normalised to sum to one;
+    (n, n_classes)."""
+    if p.shape[1] == 1:
+        return np.column_stack([1.0 - p[:, 0], p[:, 0]])
+    total = p.sum(axis=1, keepdims=True)
+    return np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]), where=total > 0)
+
+
 def _largest_abs(X):
     """The largest absolute value in X (CSR, or relational: its parts)."""
     if isinstance(X, RelationalMatrix):
@@ -77,11 +87,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
 
     def _check_params(self):
         check_number(self.degree, "degree", low=2, integer=True)
-        check_number(self.n_components, "n_components", low=1, integer=True)
         check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
         check_choice(self.kernel, "kernel", FM_KERNELS)
-        for name in ("fit_linear", "fit_intercept"):
-            check_bool(getattr(self, name), name)
+        self._check_shared_params()
         check_number(self.n_iter, "n_iter", low=1, integer=True)
         check_number(self.n_burn_in, "n_burn_in", low=0, integer=True)
         if self.n_burn_in >= self.n_iter:
@@ -89,6 +97,12 @@ class _BayesianFactorizationMachine(BaseEstimator):
                              f"{self.n_burn_in} and n_iter={self.n_iter}")
         check_number(self.n_kept, "n_kept", low=1, integer=True)
         check_number(self.init_scale, "init_scale", low=0)
+
+    def _check_shared_params(self):
+        """The parameters the Gibbs and variational estimators share."""
+        check_number(self.n_components, "n_components", low=1, integer=True)
+        for name in ("fit_linear", "fit_intercept"):
+            check_bool(getattr(self, name), name)
         check_random_state_param(self.random_state)
         check_number(self.verbose, "verbose", low=0, integer=True)
         check_n_jobs(self.n_jobs)
@@ -744,14 +758,7 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
     def _link(f):
         return ndtr(f)
 
-    @staticmethod
-    def _normalise(p):
-        """Class probabilities from each output's mean P(y = its class): (n, n_classes)."""
-        if p.shape[1] == 1:
-            return np.column_stack([1.0 - p[:, 0], p[:, 0]])
-        total = p.sum(axis=1, keepdims=True)
-        return np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]),
-                         where=total > 0)
+    _normalise = staticmethod(class_probabilities)
 
     def _output_proba(self, X):
         """Each output's mean P(y = its class | x) over the kept samples: (n, n_outputs)."""

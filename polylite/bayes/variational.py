@@ -27,16 +27,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import _losses, kernels
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
 from .._io import save_model
-from .._validation import (check_bool, check_n_jobs, check_number,
-                           check_random_state_param, row_threads, store_init_params)
+from .._validation import check_number, row_threads, store_init_params
 from ..polynomial import _cd, _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial._cd_data import CDProblem
 from ..relational import RelationalMatrix
 from ._sampler import ALPHA_0, BETA_0, GAMMA_0, MU_0, FeatureGroups
 from ._variational import output_variance
-from .fm import (BayesianFactorizationMachineClassifier, _BayesianFactorizationMachine,
-                 probit_targets)
+from .fm import _BayesianFactorizationMachine, class_probabilities, probit_targets
 
 __all__ = ["VariationalFactorizationMachineRegressor",
            "VariationalFactorizationMachineClassifier"]
@@ -333,16 +331,40 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
                                 # ELBO per row, seconds so far)
 
     def _check_params(self):
-        check_number(self.n_components, "n_components", low=1, integer=True)
-        for name in ("fit_linear", "fit_intercept"):
-            check_bool(getattr(self, name), name)
+        self._check_shared_params()
         check_number(self.max_iter, "max_iter", low=1, integer=True)
         check_number(self.tol, "tol", low=0)
         # (from means and variances of 0 the factors would never move)
         check_number(self.init_scale, "init_scale", low=0, low_open=True)
-        check_random_state_param(self.random_state)
-        check_number(self.verbose, "verbose", low=0, integer=True)
-        check_n_jobs(self.n_jobs)
+
+    def _check_memory(self, n_features, n_outputs):
+        """Refuse (ValueError) means and variances larger than this machine's memory:
+        ``fit`` checks its data so, and ``polylite.load`` a model file."""
+        k = self.n_components
+        check_model_memory(n_outputs * 2 * (1 + n_features + n_features * k), 8, k,
+                           "outputs, features, components", (n_outputs, n_features, k))
+
+    def fit(self, X, y, *, feature_groups=None):
+        """Fit the mean-field posterior of the model given (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; sparse input is used as it is (CSR), never densified.
+        y : array-like of shape (n_samples,)
+            Targets (regressor), or class labels, two or more classes (classifier).
+        feature_groups : array-like of shape (n_features,), default=None
+            A group label for each feature (for instance its field: user, item, ...);
+            each group has its own prior precision and mean per parameter set and
+            component.  None: one group.
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = self._validate_fit_data(X, y)
+        self._fit_posteriors(X, self._targets(y), feature_groups)
+        return self
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "P_")
@@ -369,8 +391,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         self._check_params()
         n, d = X.shape
         n_outputs, k = targets.shape[1], self.n_components
-        check_model_memory(n_outputs * 2 * (1 + d + d * k), 8, k,
-                           "outputs, features, components", (n_outputs, d, k))
+        self._check_memory(d, n_outputs)
         self._warn_components_beyond_interactions(d)
         if not self._is_classifier:
             self._check_fit_targets(targets)
@@ -524,8 +545,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
                            np.float64)
         if not all(np.all(arrays[f"{name}_var"] >= 0) for name in means):
             raise ModelFileError("the model file's variances must be >= 0")
-        check_model_memory(n_outputs * 2 * (1 + d + d * k), 8, k,
-                           "outputs, features, components", (n_outputs, d, k))
+        self._check_memory(d, n_outputs)
         n_iter = attributes.get("n_iter_")
         if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
             raise ModelFileError(f"model file has no valid n_iter_ (got {n_iter!r})")
@@ -603,28 +623,10 @@ class VariationalFactorizationMachineRegressor(RegressorMixin,
                  n_jobs=None):
         store_init_params(self, locals())
 
-    def fit(self, X, y, *, feature_groups=None):
-        """Fit the mean-field posterior of the model given (X, y).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data; sparse input is used as it is (CSR), never densified.
-        y : array-like of shape (n_samples,)
-            Targets.
-        feature_groups : array-like of shape (n_features,), default=None
-            A group label for each feature (for instance its field: user, item, ...);
-            each group has its own prior precision and mean per parameter set and
-            component.  None: one group.
-
-        Returns
-        -------
-        self : object
-        """
-        X, y = self._validate_fit_data(X, y)
-        self._fit_posteriors(X, np.asarray(y, dtype=np.float64)[:, np.newaxis],
-                             feature_groups)
-        return self
+    @staticmethod
+    def _targets(y):
+        """The one output's targets: y as a column."""
+        return np.asarray(y, dtype=np.float64)[:, np.newaxis]
 
     def predict(self, X, return_std=False):
         """The expected output under the posterior.
@@ -688,26 +690,9 @@ class VariationalFactorizationMachineClassifier(ClassifierMixin,
                  n_jobs=None):
         store_init_params(self, locals())
 
-    def fit(self, X, y, *, feature_groups=None):
-        """Fit the mean-field posterior of the model given (X, y).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data; sparse input is used as it is (CSR), never densified.
-        y : array-like of shape (n_samples,)
-            Class labels (two or more classes).
-        feature_groups : array-like of shape (n_features,), default=None
-            A group label for each feature; each group has its own prior precision and
-            mean per parameter set and component.  None: one group.
-
-        Returns
-        -------
-        self : object
-        """
-        X, y = self._validate_fit_data(X, y)
-        self._fit_posteriors(X, probit_targets(self, y), feature_groups)
-        return self
+    def _targets(self, y):
+        """The probit outputs' targets (and ``classes_``)."""
+        return probit_targets(self, y)
 
     def decision_function(self, X):
         """The probit score ``E[f(x)] / sqrt(1 + Var f(x))`` of each output, whose
@@ -742,7 +727,7 @@ class VariationalFactorizationMachineClassifier(ClassifierMixin,
         """
         scores = self.decision_function(X)
         p = ndtr(scores.reshape(scores.shape[0], -1))
-        return BayesianFactorizationMachineClassifier._normalise(p)
+        return class_probabilities(p)
 
     def predict(self, X):
         """Predicted class labels: the most probable class under :meth:`predict_proba`.
