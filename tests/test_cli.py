@@ -389,11 +389,11 @@ def test_ranker_losses_and_ranker_options(interactions, tmp_path, capsys, loss):
     status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
                           "--item-columns", ITEMS, "--loss", loss, "--negatives",
                           "popularity", "--max-trials", 3, "--margin", 0.5, "--solver",
-                          "sgd", "--max-iter", 3, "--seed", 0, "-q")
+                          "sgd", "--query-batch", 4, "--max-iter", 3, "--seed", 0, "-q")
     assert status == 0, err
     saved = polylite.load(model)
-    assert (saved.loss, saved.negatives, saved.max_trials, saved.margin, saved.solver) \
-        == (loss, "popularity", 3, 0.5, "sgd")
+    assert (saved.loss, saved.negatives, saved.max_trials, saved.margin, saved.solver,
+            saved.query_batch) == (loss, "popularity", 3, 0.5, "sgd", 4)
     assert _run(capsys, "evaluate", model, test)[0] == 0
 
 

@@ -80,6 +80,111 @@ def test_step_is_the_gradient_of_the_score_difference(structure, loss, rng):
                                    atol=1e-7, err_msg=name)
 
 
+def _numeric_gradient(f, params, eps=1e-6):
+    """Central differences of f(params) in every entry of each array of ``params``."""
+    grads = {}
+    for name, value in params.items():
+        grads[name] = np.zeros_like(value)
+        for idx in np.ndindex(value.shape):
+            plus = {k: v.copy() for k, v in params.items()}
+            minus = {k: v.copy() for k, v in params.items()}
+            plus[name][idx] += eps
+            minus[name][idx] -= eps
+            grads[name][idx] = (f(plus) - f(minus)) / (2 * eps)
+    return grads
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
+def test_a_query_batch_steps_the_query_once_on_its_summed_gradient(structure, rng):
+    # One user's two positives (items 0 and 1, in this order) and one negative (item
+    # 2, the only item the user has not seen), by BPR with plain SGD steps of 0.2: in
+    # one batch, the items step at each positive (the second's gradient taken after
+    # the first's step) while the query keeps its parameters, then steps once on the
+    # sum of both gradients, each taken at the query's parameters of the batch's start.
+    users = RelationBlock([0, 0], sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 2))))
+    table = sp.csr_matrix(np.array([[1.0, 0, 0, 0.7], [0, 1.3, 0, 0.4], [0, 0, 0.9, 1.1]]))
+    context = sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 1)))[[0, 0]]  # one query row
+    X = RelationalMatrix([users, RelationBlock([0, 1], table), context])
+    rows = [RelationalMatrix([users, RelationBlock([item, item], table),
+                              context]).to_csr()[[0]] for item in (0, 2, 1, 2)]
+    eta = 0.2
+    params = dict(n_components=3, loss="bpr", alpha=0, beta=0, solver="sgd",
+                  learning_rate="constant", eta0=eta, max_iter=1, init_scale=0.5,
+                  shuffle=False, random_state=0, **structure)
+    start = FactorizationMachineRanker(**{**params, "eta0": 1e-300}).fit(X)
+    start.w_[:] = rng.normal(0, 0.5, start.w_.shape)
+    theta0 = {"w": start.w_.copy(), "P": start.P_.copy(), "gamma": start.gamma_.copy()}
+
+    def loss(theta, positive):
+        start.w_[...], start.P_[...], start.gamma_[...] = theta["w"], theta["P"], theta["gamma"]
+        delta = (_score(start, rows[2 * positive])[0] - _score(start, rows[2 * positive + 1])[0])
+        return float(np.logaddexp(0, -delta))
+
+    item_columns = np.zeros(X.shape[1], dtype=bool)
+    item_columns[2:6] = True
+
+    def item_part(grad):  # the gradient's entries on the items' parameters
+        return {"w": grad["w"] * item_columns, "P": grad["P"] * item_columns[:, None],
+                "gamma": 0 * grad["gamma"]}
+
+    g1 = _numeric_gradient(lambda theta: loss(theta, 0), theta0)
+    theta1 = {k: theta0[k] - eta * item_part(g1)[k] for k in theta0}
+    g2 = _numeric_gradient(lambda theta: loss(theta, 1), theta1)
+    expected = {k: theta1[k] - eta * item_part(g2)[k]
+                - eta * (g1[k] + g2[k] - item_part(g1)[k] - item_part(g2)[k])
+                for k in theta0}
+
+    def fitted(query_batch):
+        est = FactorizationMachineRanker(**params, query_batch=query_batch,
+                                         warm_start=True)
+        est.__dict__.update(w_=theta0["w"].copy(), P_=theta0["P"].copy(),
+                            gamma_=theta0["gamma"].copy(), intercept_=0.0,
+                            n_features_in_=X.shape[1], n_iter_=0, solver_="sgd")
+        est.fit(X)
+        return {"w": est.w_, "P": est.P_, "gamma": est.gamma_}
+
+    batched = fitted(2)
+    for name in theta0:
+        np.testing.assert_allclose(batched[name], expected[name], rtol=1e-6, atol=1e-8,
+                                   err_msg=name)
+    # Stepping the query at each positive is another path: the test tells them apart.
+    single = fitted(1)
+    assert max(np.abs(single[k] - expected[k]).max(initial=0) for k in theta0) > 1e-4
+
+
+def test_query_batches_group_each_querys_positives():
+    codes = np.array([3, 1, 3, 3, 2, 1, 3, 3, 3, 3, 2])
+    rng = np.random.RandomState(0)
+    order, batch_end = _data.query_batches(rng.permutation(11), codes, 3, rng)
+    assert sorted(order) == list(range(11)) and batch_end[-1] == 1
+    batches = np.split(order, np.flatnonzero(batch_end)[:-1] + 1)
+    for batch in batches:
+        assert len(set(codes[batch])) == 1 and len(batch) <= 3
+    # Code 3's seven positives in three batches of near-equal sizes (3, 2, 2).
+    assert sorted(len(b) for b in batches if codes[b[0]] == 3) == [2, 2, 3]
+    # Without a random state the order is kept: runs of one query, a run of four cut
+    # into two batches of two.
+    order, batch_end = _data.query_batches(np.arange(11), codes, 3, None)
+    np.testing.assert_array_equal(order, np.arange(11))
+    np.testing.assert_array_equal(batch_end, [1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1])
+
+
+def test_query_batch_auto_batches_long_query_rows_only():
+    table, items, affinity = _clicks(n_users=100, per_user=20)
+    ids = make_pipeline(FieldEncoder(output="relational"),
+                        FactorizationMachineRanker(n_components=4, max_iter=2))
+    assert ids.fit(table)[-1].query_batch_ == 1
+    rated = make_pipeline(FieldEncoder(output="relational", implicit="user"),
+                          FactorizationMachineRanker(n_components=4, max_iter=20,
+                                                     eta0=0.2, init_scale=0.1,
+                                                     random_state=0))
+    rated.fit(table)
+    assert rated[-1].query_batch_ == 16
+    assert _held_out_auc(rated, table, affinity, 40) > 0.8
+    with pytest.raises(ValueError, match="query_batch"):
+        FactorizationMachineRanker(query_batch=0).fit(ids[0].transform(table))
+
+
 def _draws(seen_indptr, seen, cumulative, n_items, user, n_draws, seed, bits=False):
     seen_indptr, seen = np.asarray(seen_indptr, np.int64), np.asarray(seen, np.int64)
     owners = np.repeat(np.arange(seen_indptr.size - 1), np.diff(seen_indptr))

@@ -52,6 +52,7 @@ class Chunk(NamedTuple):
     positive: np.ndarray
     user: np.ndarray
     weight: np.ndarray
+    batch_end: np.ndarray        # uint8: the positive ends its query's batch
 
 
 def _int64_csr(X):
@@ -233,10 +234,52 @@ def popularity(item, n_items):
     return np.cumsum(1.0 + np.bincount(item, minlength=n_items)).astype(np.float64)
 
 
-def chunks(positives, order, buffers):
+def query_codes(query):
+    """Codes of the distinct query rows (equal rows, equal codes): from the relation
+    blocks' indices when the rows have no direct entries, else :func:`distinct_rows`."""
+    if all(isinstance(part, RelationBlock) or part.nnz == 0 for part in query.parts):
+        indices = [np.asarray(block.index, dtype=np.int64) for block in query.blocks]
+        if len(indices) == 0:
+            return np.zeros(query.shape[0], np.int64)
+        if len(indices) == 1:
+            return indices[0]
+        return np.unique(np.column_stack(indices), axis=0,
+                         return_inverse=True)[1].ravel().astype(np.int64)
+    return distinct_rows(query.to_csr())[0]
+
+
+def query_batches(order, codes, size, rng):
+    """The visiting order and its batches: the positives of one query row are visited
+    together, in batches of at most ``size`` (a query's positives split into batches
+    of near-equal sizes), the batches in random order (``rng``; None: ``order`` kept,
+    a batch is a run of positives of one query in it).  Returns the order and, for each
+    positive in it, whether it ends its batch (uint8)."""
+    n = order.shape[0]
+    if n == 0:
+        return order, np.ones(0, np.uint8)
+    if rng is not None:  # stable: within a query, the positives keep their order
+        order = order[np.argsort(codes[order], kind="stable")]
+    keys = codes[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    run = np.repeat(np.arange(starts.size), lengths)
+    within = np.arange(n) - starts[run]
+    n_batches = -(-lengths // size)
+    # Batch b of a run of length L holds the positions [b L / nb, (b + 1) L / nb).
+    batch = (np.cumsum(n_batches) - n_batches)[run] + within * n_batches[run] // lengths[run]
+    if rng is not None:
+        shuffled = rng.permutation(int(n_batches.sum()))
+        order = order[np.argsort(shuffled[batch], kind="stable")]
+        batch = np.sort(shuffled[batch])
+    batch_end = np.r_[batch[1:] != batch[:-1], True].astype(np.uint8)
+    return order, batch_end
+
+
+def chunks(positives, order, batch_end, buffers):
     """The positives in ``order``, a chunk at a time, with their query rows (expanded
-    once and kept in ``buffers`` when they are few, else a chunk at a time), and
-    whether the chunk is the last."""
+    once and kept in ``buffers`` when they are few, else a chunk at a time), their
+    batches' ends (``batch_end``, aligned with ``order``), and whether the chunk is the
+    last."""
     if "query" not in buffers and positives.query.expanded_nnz <= EXPANDED_NNZ:
         buffers["query"] = _int64_csr(positives.query.to_csr())
     for lo in range(0, order.shape[0], CHUNK_ROWS):
@@ -247,4 +290,5 @@ def chunks(positives, order, buffers):
             query = _int64_csr(positives.query._expanded(rows, buffers))
             query_row = np.arange(rows.shape[0], dtype=np.int64)
         yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
-                     positives.weight[rows]), lo + CHUNK_ROWS >= order.shape[0])
+                     positives.weight[rows], batch_end[lo:lo + CHUNK_ROWS]),
+               lo + CHUNK_ROWS >= order.shape[0])

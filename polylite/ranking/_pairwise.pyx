@@ -432,7 +432,7 @@ cdef inline Work _work_layout(const Settings* cfg, Py_ssize_t k) noexcept nogil:
     work.stride = (cfg.max_degree + 1) * k
     work.query_table = (cfg.n_dummy + cfg.max_query_nnz + 1) * work.stride
     work.item_table = (cfg.max_item_nnz + 1) * work.stride
-    work.size = (cfg.n_blocks * (work.query_table + 2 * work.item_table + 3 * work.stride)
+    work.size = (cfg.n_blocks * (work.query_table + 2 * work.item_table + 4 * work.stride)
                  + work.stride + (cfg.n_dummy + cfg.max_query_nnz
                                   + 2 * cfg.max_item_nnz + 1) * k)
     return work
@@ -551,37 +551,107 @@ cdef inline void _forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
             values[b * stride + s] = tables[b * table_size + (n_dummy + nnz) * (m + 1) * k + s]
 
 
-cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_t k,
-                floating* w, floating* P, floating* gamma, floating* acc_w,
-                floating* acc_P, floating* acc_gamma, long long* last_touch,
-                const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
-                Py_ssize_t positive, Py_ssize_t user, double weight,
-                const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
-                const Negatives* negatives, Draws* draws, long long step,
-                long long own,
-                floating* buf, const Work* work, Totals* totals) noexcept nogil:
-    """One positive: the query's values once, the positive's, negatives drawn (BPR: one;
-    WARP: until one violates the margin), then the step on every parameter the pair
-    touches.  Returns False on a non-finite score."""
+cdef struct Batch:
+    # The positives of one query row visited together (``query_batch``): the query's
+    # values are computed at its first positive, its parameters step at its last on the
+    # sum of the batch's gradients.
+    bint pending            # a positive of the batch stepped: the query steps at its end
+    long long own           # the thread's steps at that positive (the penalties)
+    double eta
+
+
+cdef struct Buffers:
+    # One thread's scratch (Work) as named arrays.
+    void* q_tables
+    void* p_tables
+    void* n_tables
+    void* q_values
+    void* p_values
+    void* n_values
+    void* adj
+    void* q_cot             # the batch's summed cotangents of the query's values
+    void* g_gamma
+    void* g_query
+    void* g_pos
+    void* g_neg
+
+
+cdef inline Buffers _buffers(floating* buf, const Settings* cfg, const Work* work,
+                             Py_ssize_t k) noexcept nogil:
+    cdef Buffers out
     cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride
-    cdef floating* q_tables = buf
-    cdef floating* p_tables = q_tables + nb * work.query_table
-    cdef floating* n_tables = p_tables + nb * work.item_table
-    cdef floating* q_values = n_tables + nb * work.item_table
-    cdef floating* p_values = q_values + nb * stride
-    cdef floating* n_values = p_values + nb * stride
-    cdef floating* adj = n_values + nb * stride
-    cdef floating* g_gamma = adj + stride
-    cdef floating* g_query = g_gamma + cfg.n_dummy * k
-    cdef floating* g_pos = g_query + cfg.max_query_nnz * k
-    cdef floating* g_neg = g_pos + cfg.max_item_nnz * k
+    cdef floating* at = buf
+    out.q_tables = at
+    at += nb * work.query_table
+    out.p_tables = at
+    at += nb * work.item_table
+    out.n_tables = at
+    at += nb * work.item_table
+    out.q_values = at
+    at += nb * stride
+    out.p_values = at
+    at += nb * stride
+    out.n_values = at
+    at += nb * stride
+    out.q_cot = at
+    at += nb * stride
+    out.adj = at
+    at += stride
+    out.g_gamma = at
+    at += cfg.n_dummy * k
+    out.g_query = at
+    at += cfg.max_query_nnz * k
+    out.g_pos = at
+    at += cfg.max_item_nnz * k
+    out.g_neg = at
+    return out
+
+
+cdef inline void _query_forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
+                                Py_ssize_t k, const floating* P, const floating* gamma,
+                                const int64_t* q_ind, const floating* q_val,
+                                Py_ssize_t q_nnz, const Work* work, const Buffers* bufs,
+                                Batch* batch) noexcept nogil:
+    """A batch's start: the query's values (and tables), shared by its positives, and
+    its cotangents at 0."""
+    cdef Py_ssize_t s
+    cdef floating* q_cot = <floating*> bufs.q_cot
+    _forward(cfg, degrees, d, k, P, gamma, q_ind, q_val, q_nnz, True,
+             <floating*> bufs.q_tables, work.query_table, <floating*> bufs.q_values,
+             work.stride)
+    for s in range(cfg.n_blocks * work.stride):
+        q_cot[s] = 0
+    batch.pending = False
+
+
+cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_t k,
+                    floating* w, floating* P, floating* gamma, floating* acc_w,
+                    floating* acc_P, long long* last_touch,
+                    Py_ssize_t positive, Py_ssize_t user, double weight,
+                    const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
+                    const Negatives* negatives, Draws* draws, long long step,
+                    long long own, const Work* work, const Buffers* bufs, Batch* batch,
+                    Totals* totals) noexcept nogil:
+    """One positive of the batch against the query's values: the positive's score,
+    negatives drawn (BPR: one; WARP: until one violates the margin), then the steps on
+    the two items' parameters, the query's share of the gradient added to the batch's
+    cotangents.  Returns 0, or -1 on a non-finite score."""
+    cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride
+    cdef floating* q_values = <floating*> bufs.q_values
+    cdef floating* p_values = <floating*> bufs.p_values
+    cdef floating* n_values = <floating*> bufs.n_values
+    cdef floating* p_tables = <floating*> bufs.p_tables
+    cdef floating* n_tables = <floating*> bufs.n_tables
+    cdef floating* adj = <floating*> bufs.adj
+    cdef floating* q_cot = <floating*> bufs.q_cot
+    cdef floating* g_pos = <floating*> bufs.g_pos
+    cdef floating* g_neg = <floating*> bufs.g_neg
     cdef const int64_t* p_ind = i_ind + i_ptr[positive]
     cdef const floating* p_val = i_data + i_ptr[positive]
     cdef Py_ssize_t p_nnz = i_ptr[positive + 1] - i_ptr[positive]
     cdef const int64_t* n_ind
     cdef const floating* n_val
-    cdef Py_ssize_t n_nnz, negative = -1, trials = 0, n_candidates, b, t, s, z, m, j
-    cdef Py_ssize_t n_dummy
+    cdef Py_ssize_t n_nnz, negative = -1, trials = 0, n_candidates, b, t, s, m
     cdef double score_pos, score_neg = 0, delta, loss, rank_weight
     cdef Step st
     cdef floating* Pb
@@ -589,15 +659,13 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     n_candidates = negatives.n_items - (negatives.seen_ptr[user + 1] - negatives.seen_ptr[user])
     if n_candidates <= 0:
         totals.skipped += 1
-        return True
-    _forward(cfg, degrees, d, k, P, gamma, q_ind, q_val, q_nnz, True, q_tables,
-             work.query_table, q_values, stride)
+        return 0
     _forward(cfg, degrees, d, k, P, gamma, p_ind, p_val, p_nnz, False, p_tables,
              work.item_table, p_values, stride)
     score_pos = _item_score(cfg, degrees, k, w, q_values, p_values, stride, p_ind, p_val,
                             p_nnz)
     if not isfinite(score_pos):
-        return False
+        return -1
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
@@ -608,13 +676,13 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
         score_neg = _item_score(cfg, degrees, k, w, q_values, n_values, stride, n_ind,
                                 n_val, n_nnz)
         if not isfinite(score_neg):
-            return False
+            return -1
         if cfg.loss == BPR or score_neg > score_pos - cfg.margin:
             break
         negative = -1
     totals.trials += trials
     if negative < 0:  # WARP: no violation among the trials
-        return True
+        return 0
     delta = score_pos - score_neg
     if cfg.loss == BPR:
         # -log sigmoid(delta), and its derivative -sigmoid(-delta), without overflow.
@@ -629,34 +697,22 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
     totals.updates += 1
     st.own = own
     st.eta = _step_size(cfg, step)
+    batch.pending, batch.own, batch.eta = True, own, st.eta
     if cfg.item_tables:  # the chosen negative's tables (the trials kept its values)
         _forward(cfg, degrees, d, k, P, gamma, n_ind, n_val, n_nnz, False, n_tables,
                  work.item_table, n_values, stride)
     for b in range(nb):
         m = degrees[b] if cfg.kernel == ANOVA else 0
-        n_dummy = cfg.n_dummy if b == 0 else 0
         Pb = P + b * d * k
         acc_Pb = acc_P + b * d * k if acc_P != NULL else NULL
         if cfg.kernel == ANOVA:
-            # Cotangents: of the query's A_t, g (A_{m-t}(x_i) - A_{m-t}(x_j)); of an
-            # item's A_t, +-g A_{m-t}(q).
+            # Cotangents: of the query's A_t, g (A_{m-t}(x_i) - A_{m-t}(x_j)) (summed
+            # over the batch); of an item's A_t, +-g A_{m-t}(q).
             for t in range(m + 1):
                 for s in range(k):
-                    adj[t * k + s] = st.g * (p_values[b * stride + (m - t) * k + s]
-                                             - n_values[b * stride + (m - t) * k + s])
-            if m == 2 and n_dummy == 0:
-                # The query's gradient at degree 2 is x_j c_1, c_1 = adj[k:2k]: formed
-                # in each step, not written out first.  (The steps on the query's
-                # rows come before the items' backward passes, which read only the
-                # items' rows.)
-                _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                             q_ind, q_val, q_nnz, NULL, adj + k, g_gamma, 0)
-            else:
-                anova_backward(Pb, k, gamma if n_dummy > 0 else <floating*> NULL,
-                               n_dummy, q_ind, q_val, q_nnz, m,
-                               q_tables + b * work.query_table, adj, g_query, g_gamma)
-                _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                             q_ind, q_val, q_nnz, g_query, NULL, g_gamma, n_dummy)
+                    q_cot[b * stride + t * k + s] += st.g * (
+                        p_values[b * stride + (m - t) * k + s]
+                        - n_values[b * stride + (m - t) * k + s])
             for t in range(m + 1):
                 for s in range(k):
                     adj[t * k + s] = st.g * q_values[b * stride + (m - t) * k + s]
@@ -676,29 +732,70 @@ cdef bint _step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_
                                n_tables + b * work.item_table, adj, g_neg,
                                <floating*> NULL)
         else:
-            # S(q + x) = S(q) S(x): dS(q)/dp times g (S(x_i) - S(x_j)), dS(x)/dp times
-            # +-g S(q).  ``adj`` is the suffix workspace, the tables the prefixes.
-            all_subsets_gradient(P, k, q_ind, q_val, q_nnz, q_tables, adj, g_query)
+            # S(q + x) = S(q) S(x): dS(q)/dp times g (S(x_i) - S(x_j)) (summed over the
+            # batch), dS(x)/dp times +-g S(q).  ``adj`` is the suffix workspace, the
+            # tables the prefixes.
             all_subsets_gradient(P, k, p_ind, p_val, p_nnz, p_tables, adj, g_pos)
             all_subsets_gradient(P, k, n_ind, n_val, n_nnz, n_tables, adj, g_neg)
             for s in range(k):
-                adj[s] = st.g * (p_values[s] - n_values[s])
-            _scale_rows(g_query, q_nnz, adj, k)
+                q_cot[s] += st.g * (p_values[s] - n_values[s])
             for s in range(k):
                 adj[s] = st.g * q_values[s]
             _scale_rows(g_pos, p_nnz, adj, k)
             for s in range(k):
                 adj[s] = -st.g * q_values[s]
             _scale_rows(g_neg, n_nnz, adj, k)
-            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, 0)
         _apply_items(cfg, &st, k, w, acc_w, Pb, acc_Pb, cfg.fit_linear and b == 0,
                      last_touch, p_ind, p_val, p_nnz, g_pos, n_ind, n_val, n_nnz, g_neg)
-    _touch(last_touch, q_ind, q_nnz, own)
     _touch(last_touch, p_ind, p_nnz, own)
     _touch(last_touch, n_ind, n_nnz, own)
-    last_touch[d] = own  # the dummies
-    return True
+    return 0
+
+
+cdef void _query_step(const Settings* cfg, const int* degrees, Py_ssize_t d,
+                      Py_ssize_t k, floating* P, floating* gamma, floating* acc_P,
+                      floating* acc_gamma, long long* last_touch, const int64_t* q_ind,
+                      const floating* q_val, Py_ssize_t q_nnz, const Work* work,
+                      const Buffers* bufs, const Batch* batch) noexcept nogil:
+    """A batch's end: the steps on the query's parameters, the gradient of its values
+    against the batch's summed cotangents (the reverse mode is linear in them, so one
+    backward pass serves every positive of the batch)."""
+    cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride, b, m, n_dummy
+    cdef floating* q_cot = <floating*> bufs.q_cot
+    cdef floating* g_query = <floating*> bufs.g_query
+    cdef floating* g_gamma = <floating*> bufs.g_gamma
+    cdef floating* Pb
+    cdef floating* acc_Pb
+    cdef Step st
+    if not batch.pending:
+        return
+    st.own, st.eta = batch.own, batch.eta
+    for b in range(nb):
+        Pb = P + b * d * k
+        acc_Pb = acc_P + b * d * k if acc_P != NULL else NULL
+        if cfg.kernel != ANOVA:
+            all_subsets_gradient(P, k, q_ind, q_val, q_nnz, <floating*> bufs.q_tables,
+                                 <floating*> bufs.adj, g_query)
+            _scale_rows(g_query, q_nnz, q_cot, k)
+            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, 0)
+            continue
+        m = degrees[b]
+        n_dummy = cfg.n_dummy if b == 0 else 0
+        if m == 2 and n_dummy == 0:
+            # The gradient at degree 2 is x_j c_1, c_1 = q_cot[k:2k]: formed in each
+            # step, not written out first.
+            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                         q_ind, q_val, q_nnz, NULL, q_cot + b * stride + k, g_gamma, 0)
+        else:
+            anova_backward(Pb, k, gamma if n_dummy > 0 else <floating*> NULL, n_dummy,
+                           q_ind, q_val, q_nnz, m,
+                           <floating*> bufs.q_tables + b * work.query_table,
+                           q_cot + b * stride, g_query, g_gamma)
+            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
+                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, n_dummy)
+    _touch(last_touch, q_ind, q_nnz, batch.own)
+    last_touch[d] = batch.own  # the dummies
 
 
 cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floating* P,
@@ -729,6 +826,7 @@ cdef struct Ahead:
     const int64_t* i_ptr
     const int64_t* i_ind
     const Negatives* negatives
+    const unsigned char* batch_end  # a positive ends its query's batch
     Py_ssize_t end
 
 
@@ -747,20 +845,23 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, const floating*
         if neg.seen_bits == NULL:
             POLYLITE_PREFETCH(neg.seen_ptr + a.user[pos + PREFETCH_AHEAD])
     if pos + 2 * PREFETCH_AHEAD // 3 < a.end:
-        # The whole query row: with implicit feedback it spans many cache lines.
-        r = a.q_row[pos + 2 * PREFETCH_AHEAD // 3]
-        polylite_prefetch_block(a.q_ind + a.q_ptr[r],
-                                (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(int64_t))
-        polylite_prefetch_block(q_data + a.q_ptr[r],
-                                (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(floating))
+        if a.batch_end[pos + 2 * PREFETCH_AHEAD // 3 - 1]:
+            # A batch's whole query row: with implicit feedback it spans many cache
+            # lines.
+            r = a.q_row[pos + 2 * PREFETCH_AHEAD // 3]
+            polylite_prefetch_block(a.q_ind + a.q_ptr[r],
+                                    (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(int64_t))
+            polylite_prefetch_block(q_data + a.q_ptr[r],
+                                    (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(floating))
         POLYLITE_PREFETCH(a.i_ind + a.i_ptr[a.positive[pos + 2 * PREFETCH_AHEAD // 3]])
         if neg.seen_bits == NULL:  # the start of the user's list, which a search reads
             u = a.user[pos + 2 * PREFETCH_AHEAD // 3]
             POLYLITE_PREFETCH(neg.seen + neg.seen_ptr[u])
     if pos + PREFETCH_AHEAD // 3 < a.end:
-        r = a.q_row[pos + PREFETCH_AHEAD // 3]
-        _prefetch_row(a.q_ind + a.q_ptr[r], a.q_ptr[r + 1] - a.q_ptr[r], P, acc_P,
-                      last_touch, n_blocks, d, k)
+        if a.batch_end[pos + PREFETCH_AHEAD // 3 - 1]:  # a batch's query: its parameters
+            r = a.q_row[pos + PREFETCH_AHEAD // 3]
+            _prefetch_row(a.q_ind + a.q_ptr[r], a.q_ptr[r + 1] - a.q_ptr[r], P, acc_P,
+                          last_touch, n_blocks, d, k)
         r = a.positive[pos + PREFETCH_AHEAD // 3]
         _prefetch_row(a.i_ind + a.i_ptr[r], a.i_ptr[r + 1] - a.i_ptr[r], P, acc_P,
                       last_touch, n_blocks, d, k)
@@ -803,7 +904,10 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     its own random stream, draws, scratch and touch counts (every local here is the
     thread's own), then its share of the epoch's settling."""
     cdef const Settings* cfg = ps.cfg
-    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, start
+    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, start, nnz, q_start = 0
+    cdef Py_ssize_t q_nnz = 0
+    cdef Batch batch
+    cdef Buffers bufs
     cdef Totals* mine = &ps.totals[t * TOTALS_STRIDE]
     cdef long long* touched = ps.last_touch + t * (d + 1)
     cdef long long own = ps.own_steps[t]
@@ -821,19 +925,29 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
         _seed(&rng, ps.seeds[t])
         _start_draws(&draws)
         ahead.end = hi
+        bufs = _buffers(buf, cfg, ps.work, k)
         for pos in range(lo, hi):
             _prefetch_ahead(pos, &ahead, q_data, P, acc_P, touched, cfg.n_blocks, d, k)
             row = a.q_row[pos]
             start = a.q_ptr[row]
+            nnz = a.q_ptr[row + 1] - start
             own = own + 1
-            if not _step(cfg, ps.degrees, d, k, w, P, gamma, acc_w, acc_P, acc_gamma,
-                         touched, a.q_ind + start, q_data + start,
-                         a.q_ptr[row + 1] - start, a.positive[pos], a.user[pos],
-                         a.weight[pos], i_data, a.i_ind, a.i_ptr, a.negatives, &draws,
-                         ps.step0 + pos + 1, own, buf, ps.work, mine):
+            if pos == lo or a.batch_end[pos - 1]:
+                # The batch's query row is its first positive's (the others' are equal).
+                q_start, q_nnz = start, nnz
+                _query_forward(cfg, ps.degrees, d, k, P, gamma, a.q_ind + q_start,
+                               q_data + q_start, q_nnz, ps.work, &bufs, &batch)
+            if _pair_step(cfg, ps.degrees, d, k, w, P, gamma, acc_w, acc_P, touched,
+                          a.positive[pos], a.user[pos], a.weight[pos], i_data, a.i_ind,
+                          a.i_ptr, a.negatives, &draws, ps.step0 + pos + 1, own,
+                          ps.work, &bufs, &batch, mine) < 0:
                 mine.finite = False
                 break
             mine.weight += a.weight[pos]
+            if pos == hi - 1 or a.batch_end[pos]:
+                _query_step(cfg, ps.degrees, d, k, P, gamma, acc_P, acc_gamma, touched,
+                            a.q_ind + q_start, q_data + q_start, q_nnz, ps.work, &bufs,
+                            &batch)
     ps.own_steps[t] = own
     if ps.flush:
         # Every thread's steps are counted before any thread settles a feature.
@@ -888,7 +1002,10 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     ``settings``: the fields of :c:type:`Settings`.  ``chunk``: the query rows
     (``query``, CSR of int64 indices, the item columns empty), and for each positive its
     row of them (``query_row``), its item (``positive``, a row of the catalogue), user
-    (``user``) and weight (``weight``).  ``catalogue``: the item rows (``items``, CSR of
+    (``user``), weight (``weight``) and whether it ends its query's batch
+    (``batch_end``, uint8: the positives of a batch share one query row, whose values
+    are computed at the batch's first and whose parameters step at its last; all ones:
+    every positive steps on its own).  ``catalogue``: the item rows (``items``, CSR of
     int64 indices), every user's seen items (``seen_indptr``, ``seen``, sorted per
     user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty) and, for popularity sampling, the
     items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
@@ -923,6 +1040,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     cdef const int64_t[::1] positive = chunk.positive
     cdef const int64_t[::1] user = chunk.user
     cdef const double[::1] weight = chunk.weight
+    cdef const unsigned char[::1] batch_end = chunk.batch_end
     items = catalogue.items
     cdef const floating[::1] i_data = items.data
     cdef const int64_t[::1] i_ind = items.indices
@@ -950,6 +1068,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     if (w.shape[0] != d or gamma.shape[1] != k or last_touch.shape[1] != d + 1
             or last_touch.shape[0] != n_threads or own_steps.shape[0] != n_threads
             or q_row.shape[0] != n_rows or user.shape[0] != n_rows
+            or batch_end.shape[0] != n_rows
             or weight.shape[0] != n_rows or items.shape[1] != d or query.shape[1] != d
             or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
             or (seen_bits.shape[0] > 0 and seen_bits.shape[0] !=
@@ -974,6 +1093,7 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     common.q_row, common.q_ptr, common.q_ind = &q_row[0], &q_ptr[0], &q_ind[0]
     common.positive, common.user, common.weight = &positive[0], &user[0], &weight[0]
     common.i_ptr, common.i_ind, common.negatives = &i_ptr[0], &i_ind[0], &negatives
+    common.batch_end = &batch_end[0]
     # Each thread's totals a cache line apart at least: it updates them every positive.
     totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
     if totals == NULL:
