@@ -32,6 +32,19 @@ cdef inline bint thread_range(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t count
     hi[0] = count * (t + 1) // threads
     return hi[0] > lo[0]
 
+# Threads' workspaces that are rewritten at every row or step sit on cache lines of their
+# own: a line holding the end of one thread's workspace and the start of another's
+# would move between the cores at every write (false sharing).  Workspaces start on
+# THREAD_ALIGN boundaries (two cache lines: some CPUs fetch lines in adjacent pairs).
+cdef enum:
+    THREAD_ALIGN = 128
+
+cdef inline void* thread_align(void* raw) noexcept nogil:
+    """``raw`` rounded up to a THREAD_ALIGN boundary (allocate THREAD_ALIGN bytes more;
+    2 * THREAD_ALIGN more for a workspace whose end is not followed by another aligned
+    one)."""
+    return <void*> ((<size_t> raw + THREAD_ALIGN - 1) & ~(<size_t> (THREAD_ALIGN - 1)))
+
 cdef enum:
     ANOVA = 0
     ALL_SUBSETS = 1

@@ -406,9 +406,6 @@ cdef inline double _ipow(double base, Py_ssize_t m) noexcept nogil:
 cdef enum:
     # predict_csr prefetches the rows of P needed this many nonzeros past the current row.
     PREFETCH_NNZ = 16
-    # The threads' workspaces in one allocation start on boundaries this many bytes apart:
-    # two cache lines, as some CPUs fetch lines in adjacent pairs.
-    THREAD_ALIGN = 128
 
 
 cdef inline Py_ssize_t _thread_stride(Py_ssize_t n, size_t size) noexcept nogil:
@@ -418,12 +415,6 @@ cdef inline Py_ssize_t _thread_stride(Py_ssize_t n, size_t size) noexcept nogil:
     start of the next one's would move between the cores at every row (false sharing: at
     float32, k = 10, degree 2, two threads predicted slower than one)."""
     return (n * size + THREAD_ALIGN - 1) // THREAD_ALIGN * (THREAD_ALIGN // size)
-
-
-cdef inline void* _thread_align(void* raw) noexcept nogil:
-    """``raw`` (from malloc(bytes + THREAD_ALIGN)) rounded up to a THREAD_ALIGN
-    boundary."""
-    return <void*> ((<size_t> raw + THREAD_ALIGN - 1) & ~(<size_t> (THREAD_ALIGN - 1)))
 
 
 cdef void _predict_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
@@ -508,7 +499,7 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
     cdef void* raw = malloc(n_threads * work_size * sizeof(floating) + THREAD_ALIGN)
     if raw == NULL:
         raise MemoryError()
-    cdef floating* work = <floating*> _thread_align(raw)
+    cdef floating* work = <floating*> thread_align(raw)
     # Empty arrays have no data pointer to take: point at the workspace instead (unused).
     cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
     cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
@@ -608,7 +599,7 @@ def table_terms(const floating[::1] data, const index_t[::1] indices,
     cdef void* raw = malloc(n_threads * work_size * sizeof(floating) + THREAD_ALIGN)
     if raw == NULL:
         raise MemoryError()
-    cdef floating* work = <floating*> _thread_align(raw)
+    cdef floating* work = <floating*> thread_align(raw)
     cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
     cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
@@ -732,8 +723,8 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
     cdef Py_ssize_t acc_size = _thread_stride(width, sizeof(double))
     cdef void* work_raw = malloc(n_threads * work_size * sizeof(floating) + THREAD_ALIGN)
     cdef void* acc_raw = malloc(n_threads * acc_size * sizeof(double) + THREAD_ALIGN)
-    cdef floating* work = <floating*> _thread_align(work_raw)
-    cdef double* acc = <double*> _thread_align(acc_raw)
+    cdef floating* work = <floating*> thread_align(work_raw)
+    cdef double* acc = <double*> thread_align(acc_raw)
     cdef const Py_ssize_t** index = <const Py_ssize_t**> malloc(
         max(n_tables, 1) * sizeof(Py_ssize_t*))
     cdef const double** terms = <const double**> malloc(max(n_tables, 1) * sizeof(double*))

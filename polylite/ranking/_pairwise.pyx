@@ -31,7 +31,7 @@ from cython.parallel cimport parallel, threadid
 from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, polylite_prefetch_block,
                         anova_forward, anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
-                        thread_range)
+                        thread_range, thread_align, THREAD_ALIGN)
 
 cdef double ADAGRAD_EPS = 1e-8
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
@@ -916,7 +916,10 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     cdef Py_ssize_t ring[RING]
     cdef Rng rng
     cdef Draws draws
-    cdef floating* buf = <floating*> malloc(ps.work.size * sizeof(floating))
+    # The scratch on cache lines of its own: threads' allocations can be neighbours,
+    # and the scratch is rewritten at every positive (see thread_align).
+    cdef void* raw = malloc(ps.work.size * sizeof(floating) + 2 * THREAD_ALIGN)
+    cdef floating* buf = <floating*> thread_align(raw) if raw != NULL else NULL
     draws.ring, draws.rng, draws.negatives = ring, &rng, a.negatives
     draws.i_ptr, draws.i_ind = a.i_ptr, a.i_ind
     if buf == NULL:
@@ -956,7 +959,7 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
             _settle(cfg, t, threads, ps.last_touch, ps.own_steps, ps.n_threads, w, acc_w,
                     P, acc_P, gamma, acc_gamma, d, k,
                     _step_size(cfg, ps.step0 + ps.n_rows), buf)
-    free(buf)
+    free(raw)
 
 
 cdef void _settle(const Settings* cfg, int t, int threads, long long* last_touch,
