@@ -117,11 +117,11 @@ def machine_line(result):
 def _headline_ranking_row(row):
     """The ranking models of the headline: LightFM's WARP with and without side
     features, and polylite's WARP on ids (30 epochs), with side features (50) and with
-    side features and the users' rated items (10)."""
+    side features and the users' rated items (15)."""
     model, features, epochs = row[:3]
     return ((model == "LightFM WARP" and features in ("ids", "ids+side"))
             or (model == "polylite FM WARP" and (features, epochs) in (
-                ("ids", 30), ("ids+side", 50), ("ids+side+rated", 10))))
+                ("ids", 30), ("ids+side", 50), ("ids+side+rated", 15))))
 
 
 def headline_table():

@@ -198,7 +198,9 @@ results = {"popularity": evaluate(np.tile(counts, (test_users.size, 1)))}
 # - "+ rated" adds to the hybrid's user part the items the user has among the training
 #   positives (``implicit="user"``: implicit feedback, as in SVD++).  A user is then
 #   also described by what they chose, which users who chose alike share.  Those rows
-#   are longer, so an epoch costs more, and 10 epochs suffice.
+#   are long, so the ranker visits each user's positives in batches of 16 and computes
+#   and steps the user's part once per batch (``query_batch="auto"``); 15 epochs
+#   suffice.
 side_features = dict(user_features={"age_band": "categorical", "gender": "categorical",
                                     "occupation": "categorical"},
                      item_features={"genres": "numeric"})
@@ -206,7 +208,7 @@ configurations = {
     "WARP": (dict(), dict(loss="warp")),
     "BPR": (dict(), dict(loss="bpr")),
     "hybrid WARP": (side_features, dict(loss="warp")),
-    "+ rated": (dict(implicit="user", **side_features), dict(loss="warp", max_iter=10)),
+    "+ rated": (dict(implicit="user", **side_features), dict(loss="warp", max_iter=15)),
 }
 models = {}
 for name, (features, settings) in configurations.items():
@@ -234,8 +236,8 @@ for name, value in results.items():
 # MovieLens user has rated at least 20 films, and with that many interactions the ids
 # say more about a user than an age band, a gender and an occupation (side features
 # matter most for users and items with few interactions, and for new ones).  The items
-# each user chose do: the "+ rated" model gives the best lists of all, in a third of
-# the epochs.
+# each user chose do: the "+ rated" model gives the best lists of all, in half the
+# epochs.
 metrics = ["P@10", "nDCG@10", "AUC"]
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.2))
 names = list(results)
