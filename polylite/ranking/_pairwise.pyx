@@ -13,7 +13,8 @@ every item, so a pair's score difference needs only the item score
     s(q, x) = <w, x> + sum_blocks sum_s sum_{t<m} A_t(q) A_{m-t}(x)   (ANOVA)
     s(q, x) = <w, x> + sum_s S(q) S(x)                                 (all-subsets)
 
-with the query's A_t computed once per positive and shared by every negative tried.
+with the query's A_t computed once per positive (or once per batch of positives of one
+query, ``query_batch``) and shared by every negative tried.
 The gradient of a loss of s(q, x_i) - s(q, x_j) reaches the query's parameters through
 the A_t(q) and each item's through its A_{m-t}(x): the reverse mode of the ANOVA
 programme with the other side's values as cotangents (``anova_backward``).
@@ -561,7 +562,8 @@ cdef struct Batch:
 
 
 cdef struct Buffers:
-    # One thread's scratch (Work) as named arrays.
+    # One thread's scratch (Work) as named arrays (untyped: a struct cannot hold a fused
+    # type; the passes cast them to their floating type).
     void* q_tables
     void* p_tables
     void* n_tables
