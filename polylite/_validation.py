@@ -23,8 +23,10 @@ MIN_ROWS_PER_THREAD = 20_000
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
 
 
-def check_number(value, name, *, low=None, high=None, integer=False, low_open=False):
-    """Return ``value`` if it is a finite (integer) number in the given range.
+def check_number(value, name, *, low=None, high=None, integer=False, low_open=False,
+                 high_open=False):
+    """Return ``value`` if it is a finite (integer) number in the given range (``low``
+    and ``high`` excluded with ``low_open`` and ``high_open``).
 
     Integers must also lie in [INT_MIN, INT_MAX] (C ints) when ``low``/``high`` are not
     given.
@@ -45,8 +47,9 @@ def check_number(value, name, *, low=None, high=None, integer=False, low_open=Fa
             raise ValueError(f"{name} must be finite, got {value!r}")
     if low is not None and (value < low or (low_open and value == low)):
         raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got "
+                         f"{value!r}")
     return value
 
 

@@ -8,7 +8,7 @@ to tune.  For star ratings it comes in three forms:
 - :class:`~polylite.BayesianFactorizationMachineRegressor` treats a rating as a number
   with Gaussian noise and samples the posterior (Gibbs sampling);
 - :class:`~polylite.VariationalFactorizationMachineRegressor` is the same model fitted
-  by mean-field variational inference: one deterministic model in a few tens of
+  by mean-field variational inference: one deterministic model in a couple of dozen
   iterations;
 - :class:`~polylite.BayesianFactorizationMachineOrdinalRegressor` treats a rating as
   one of a few ordered levels (ordered probit): it learns where the boundaries between

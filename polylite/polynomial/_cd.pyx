@@ -76,6 +76,8 @@ the curvature and its covariance with the rest of the output to the gradient
 (_meanfield_step).  At degree 2 those need two more sums per row and component,
 sum_j v_j x_ij^2 and sum_j v_j p_j x_ij^3 (v_j: the variances), kept beside the power sum
 in the same cache slot (KIND_MEANFIELD): the passes, groups and threads are the same.
+The factors' means may be over-relaxed (``prior.relaxation``): the ELBO still never
+decreases.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
@@ -1919,6 +1921,7 @@ cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double*
     prior.component_draws = component_draws
     prior.variance = variance
     prior.variance_stride = variance_stride
+    prior.relaxation = 1
 
 
 def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=None,
@@ -1955,7 +1958,9 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         dummies, no relation blocks): the parameters hold the means of their Gaussian
         factors and ``variance.intercept`` (1,), ``variance.w`` (d,) and ``variance.P``
         (n_blocks, d, k), float64, their variances; each factor in turn becomes the
-        optimal one given the others and the prior (no draws).  The epoch adds to
+        optimal one given the others and the prior (no draws), except that the factors'
+        means move ``prior.relaxation`` (in (0, 2)) times their optimal step
+        (over-relaxation, see _meanfield_step).  The epoch adds to
         ``variance.output_change`` (1,) the change of sum_i Var f(x_i) that the updates
         of the linear weights and factors make (the intercept's, n times the change of
         its variance, is left to the caller).
@@ -2206,12 +2211,18 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef double[::1] var_intercept, var_w, output_change
     cdef double[:, :, ::1] var_P
     cdef double* var_w_ptr = NULL
+    cdef double relaxation = 1  # of the factors' means (see _meanfield_step)
     if sampling:
         (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
          var_w, var_P, output_change, variance) = _prior_arrays(
              prior, n_blocks, d, k, n_dummy, kernel, problem.loss, problem.degrees,
              len(data.blocks) > 0)
         meanfield = variance is not None
+        if meanfield:
+            relaxation = prior.relaxation
+            if not 0 < relaxation < 2:
+                raise ValueError(f"cd_epoch: prior.relaxation must be in (0, 2), got "
+                                 f"{relaxation}")
         seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
         scale = prior.scale
         if meanfield and d > 0:
@@ -2320,6 +2331,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                                &P_reg[b, 0, 0], &P_mean[b, 0, 0], k, weight, scale,
                                seed, 1 + d + b * k * d, d,
                                &var_P[b, 0, 0] if meanfield and d > 0 else NULL, k)
+                    block_prior.relaxation = relaxation
                 for s in range(k):
                     # Alternate the two cache slots between consecutive components.
                     cur = L.cache + (s % 2) * L.width

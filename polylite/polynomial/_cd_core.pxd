@@ -235,6 +235,7 @@ cdef struct Prior:
     uint64_t component_draws  # and component s number draw + s * component_draws + j
     double* variance          # or, not NULL: mean-field coordinate ascent (no draws);
     Py_ssize_t variance_stride  # column j's variance is variance[j * variance_stride]
+    double relaxation         # and a mean moves this many times its step (see below)
 
 
 cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept nogil:
@@ -296,7 +297,15 @@ cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double supp
     sum_i s_i Var(h_i) (``sums[3]``) and the gradient sum_i s_i Cov(h_i, g_i)
     (``sums[4]``) and value * sums[3] (the step is taken from ``value``).  Both are 0
     for the intercept and the linear weights.  A column the data never shows gets its
-    prior."""
+    prior.
+
+    The mean moves ``prior.relaxation`` = omega times that step (over-relaxation, as
+    successive over-relaxation does for linear systems): given the other factors the
+    ELBO is a concave quadratic in the mean, so a step of omega in (0, 2) times the
+    optimal one still raises it (by omega (2 - omega) times the optimal gain), and the
+    fixed points are those of omega = 1; omega > 1 crosses the long valleys of coupled
+    factors in fewer iterations.  The variance does not depend on the mean: it is the
+    optimal one."""
     cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
     cdef double reg = prior.reg[g] / prior.weight
     cdef double grad = sums[0], curvature = mu * sums[1]
@@ -308,7 +317,7 @@ cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double supp
         grad = curvature = 0
     prior.variance[j * prior.variance_stride] = (
         prior.scale / (curvature + reg) if curvature + reg > 0 else 1.0 / 0.0)
-    return _step(grad, curvature, reg, value - prior.mean[g])
+    return prior.relaxation * _step(grad, curvature, reg, value - prior.mean[g])
 
 
 cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
