@@ -389,9 +389,11 @@ def test_command_line_fits_predicts_and_evaluates_variational(tmp_path, capsys):
     assert status == 0 and "rmse" in out
     status, _, err = run_cli(capsys, "fit", tmp_path / "train.svm", "-m", model,
                              "--estimator", "vb-fm", "--task", "classification",
-                             "--binary-threshold", "0", "--progress", "none")
+                             "--binary-threshold", "0", "--relaxation", "1.2",
+                             "--progress", "none")
     assert status == 0, err
     assert isinstance(polylite.load(model), Classifier)
+    assert polylite.load(model).relaxation == 1.2
 
 
 def test_running_output_variance_stays_exact():

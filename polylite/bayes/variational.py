@@ -297,7 +297,7 @@ _PARAMS_DOC = """
         Given the other factors the ELBO is a concave quadratic in each mean, so it
         still never decreases, and the fit converges to the same kind of fixed point,
         in fewer iterations where the factors are strongly coupled (users and items
-        seen together: about 19 instead of 32 on MovieLens 100K).  The intercept's and
+        seen together: about 18 instead of 32 on MovieLens 100K).  The intercept's and
         the linear weights' steps are not relaxed.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation; the iterations themselves are deterministic.

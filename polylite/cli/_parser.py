@@ -44,6 +44,8 @@ PARAMETERS = [
      "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking)"),
     ("beta", float, None, "L2 penalty of the factors, per sample",
      "0.0001 (fm/pn), 1e-06 (ranking)"),
+    ("relaxation", float, None, "over-relaxation of a vb-fm's factor means, in (0, 2) "
+     "(1: plain coordinate ascent)", "1.7"),
     ("init_scale", float, None, "standard deviation of the initial factors",
      "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking)"),
     ("max_iter", int, None, "maximum number of epochs (passes over the data; vb-fm: "
