@@ -61,7 +61,8 @@ def _reference_sweep(X, y, b, w, P, vw, vP, group, lam_w, nu_w, lam_P, nu_P, alp
             lam, nu = lam_P[group[j], s], nu_P[group[j], s]
             curvature = h @ h + var_h.sum() + lam / alpha
             optimal = (h @ e + P[j, s] * (h @ h) - cov.sum() + lam / alpha * nu) / curvature
-            P[j, s] += relaxation * (optimal - P[j, s])
+            # (a column without entries takes its prior: not over-relaxed)
+            P[j, s] += (relaxation if np.any(x) else 1.0) * (optimal - P[j, s])
             vP[j, s] = 1 / (alpha * curvature)
     return b, vb, w, vw, P, vP
 
@@ -107,6 +108,7 @@ def _problem(seed, layout):
     else:
         X = rng.randn(n, d) * (rng.rand(n, d) < 0.5)
         X[:, 1] = rng.rand(n) < 0.5
+        X[:, 4] = 0  # a column the data never shows: its factors take their prior
     return dict(X=X, y=rng.randn(n), b=0.3, w=rng.randn(d) * 0.1, P=rng.randn(d, k) * 0.3,
                 vb=0.1, vw=rng.rand(d) * 0.2, vP=rng.rand(d, k) * 0.2,
                 group=np.array([0, 0, 1, 1, 1, 0, 1]), lam_w=np.array([2.0, 3.0]),

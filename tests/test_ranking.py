@@ -9,6 +9,7 @@ from sklearn.pipeline import make_pipeline
 
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
+from polylite.ranking import fm as ranking_fm
 from polylite.ranking._pairwise import draw_negatives, seen_bitmap
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
@@ -160,13 +161,38 @@ def test_query_batches_group_each_querys_positives():
     batches = np.split(order, np.flatnonzero(batch_end)[:-1] + 1)
     for batch in batches:
         assert len(set(codes[batch])) == 1 and len(batch) <= 3
-    # Code 3's seven positives in three batches of near-equal sizes (3, 2, 2).
+    # Code 3's seven positives in three batches of near-equal sizes (3, 2, 2); each
+    # batch a run of the query's positives in the order the shuffle gave them.
     assert sorted(len(b) for b in batches if codes[b[0]] == 3) == [2, 2, 3]
+    given = list(np.random.RandomState(0).permutation(11))
+    for batch in batches:
+        runs = [p for p in given if codes[p] == codes[batch[0]]]
+        first = runs.index(batch[0])
+        assert list(batch) == runs[first:first + len(batch)]
     # Without a random state the order is kept: runs of one query, a run of four cut
     # into two batches of two.
     order, batch_end = _data.query_batches(np.arange(11), codes, 3, None)
     np.testing.assert_array_equal(order, np.arange(11))
     np.testing.assert_array_equal(batch_end, [1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1])
+
+
+def test_query_batches_cut_by_threads_and_chunks_still_rank(monkeypatch):
+    # Batches end where a thread's share of a chunk ends (a short chunk here) and start
+    # again with the query's values recomputed: the fit ranks as one of whole batches.
+    table, items, affinity = _clicks(n_users=100, per_user=20)
+    monkeypatch.setattr(_data, "CHUNK_ROWS", 301)
+    monkeypatch.setattr(ranking_fm, "MIN_POSITIVES_PER_THREAD", 64)
+    monkeypatch.setattr(_data, "EXPANDED_NNZ", 0)  # query rows expanded per chunk
+    aucs = []
+    for jobs in (1, 2):
+        model = make_pipeline(FieldEncoder(output="relational", implicit="user"),
+                              FactorizationMachineRanker(
+                                  n_components=4, max_iter=20, eta0=0.2, init_scale=0.1,
+                                  random_state=0, n_jobs=jobs))
+        model.fit(table)
+        assert model[-1].query_batch_ == 16
+        aucs.append(_held_out_auc(model, table, affinity, 40))
+    assert min(aucs) > 0.8 and abs(aucs[0] - aucs[1]) < 0.05
 
 
 def test_query_batch_auto_batches_long_query_rows_only():

@@ -137,7 +137,7 @@ class MeanField:
     uniform weights; ``groups`` a :class:`polylite.bayes._sampler.FeatureGroups`."""
 
     def __init__(self, X, y, data, params, groups, *, fit_intercept, fit_linear, probit,
-                 init_variance, workspace, relaxation=1.0, n_jobs=None):
+                 init_variance, workspace, relaxation, n_jobs=None):
         self.X, self.data, self.params, self.groups = X, data, params, groups
         self.relaxation = relaxation
         self.fit_intercept, self.fit_linear, self.probit = fit_intercept, fit_linear, probit

@@ -14,6 +14,11 @@ import sys
 ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm")
 TASKS = ("regression", "classification", "ranking", "ordinal")
 
+def auto_or_positive_int(text):
+    """'auto' or an integer >= 1 (an option type, as those below)."""
+    return text if text == "auto" else bounded(int, text, 1)
+
+
 # The options of fit that set estimator parameters, each named like the parameter:
 # (parameter, type or "bool", allowed values or None, help, default(s)).  The estimators
 # check the values; the allowed values listed here are the union over the families.
@@ -35,7 +40,7 @@ PARAMETERS = [
      "uniformly, or by popularity", "'uniform'"),
     ("max_trials", int, None, "negatives a warp ranker draws per positive at most", "10"),
     ("margin", float, None, "margin of a warp ranker's hinge", "1.0"),
-    ("query_batch", "auto_or_positive_int", None, "positives of one user a ranker visits "
+    ("query_batch", auto_or_positive_int, None, "positives of one user a ranker visits "
      "together, its part's parameters stepping once per batch (auto: 16 when the users' "
      "rows average 16 nonzeros or more, else 1)", "'auto'"),
     ("fit_linear", "bool", None, "fit the linear term", "True"),
@@ -85,11 +90,6 @@ def option(name):
 
 def positive_int(text):
     return bounded(int, text, 1)
-
-
-def auto_or_positive_int(text):
-    """'auto' or an integer >= 1."""
-    return text if text == "auto" else positive_int(text)
 
 
 def bounded(kind, text, low):
@@ -241,7 +241,6 @@ def _add_fit(sub):
             group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction,
                                default=argparse.SUPPRESS, help=text)
         else:
-            kind = auto_or_positive_int if kind == "auto_or_positive_int" else kind
             group.add_argument(*flags, dest=name, type=kind, choices=choices,
                                default=argparse.SUPPRESS, help=text,
                                metavar=None if choices else name.upper())

@@ -299,7 +299,8 @@ cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double supp
     for the intercept and the linear weights.  A column the data never shows gets its
     prior.
 
-    The mean moves ``prior.relaxation`` = omega times that step (over-relaxation, as
+    The mean of a column the data shows moves ``prior.relaxation`` = omega times that
+    step (over-relaxation, as
     successive over-relaxation does for linear systems): given the other factors the
     ELBO is a concave quadratic in the mean, so a step of omega in (0, 2) times the
     optimal one still raises it (by omega (2 - omega) times the optimal gain), and the
@@ -313,11 +314,13 @@ cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double supp
         grad = curvature = 0
     curvature += sums[3]
     grad += sums[4] + value * sums[3]
+    cdef double omega = prior.relaxation
     if support <= 0:
         grad = curvature = 0
+        omega = 1
     prior.variance[j * prior.variance_stride] = (
         prior.scale / (curvature + reg) if curvature + reg > 0 else 1.0 / 0.0)
-    return prior.relaxation * _step(grad, curvature, reg, value - prior.mean[g])
+    return omega * _step(grad, curvature, reg, value - prior.mean[g])
 
 
 cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,

@@ -235,17 +235,20 @@ def popularity(item, n_items):
 
 
 def query_codes(query):
-    """Codes of the distinct query rows (equal rows, equal codes): from the relation
-    blocks' indices when the rows have no direct entries, else :func:`distinct_rows`."""
-    if all(isinstance(part, RelationBlock) or part.nnz == 0 for part in query.parts):
-        indices = [np.asarray(block.index, dtype=np.int64) for block in query.blocks]
-        if len(indices) == 0:
-            return np.zeros(query.shape[0], np.int64)
-        if len(indices) == 1:
-            return indices[0]
-        return np.unique(np.column_stack(indices), axis=0,
-                         return_inverse=True)[1].ravel().astype(np.int64)
-    return distinct_rows(query.to_csr())[0]
+    """Codes of the positives' query rows: equal codes for equal rows of the relation
+    blocks' tables (by index) and equal direct entries, taken without expanding the rows
+    (two indices of identical table rows get different codes: their positives are then
+    batched apart, which costs a little time only)."""
+    keys = [np.asarray(block.index, dtype=np.int64) for block in query.blocks]
+    direct = query.direct()
+    if direct.nnz > 0:
+        keys.append(distinct_rows(direct)[0])
+    if len(keys) == 0:
+        return np.zeros(query.shape[0], np.int64)
+    if len(keys) == 1:
+        return keys[0]
+    return np.unique(np.column_stack(keys), axis=0,
+                     return_inverse=True)[1].ravel().astype(np.int64)
 
 
 def query_batches(order, codes, size, rng):
