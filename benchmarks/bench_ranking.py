@@ -271,7 +271,7 @@ def lightfm_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
 # BPR; side features at degrees 2 and 3 (separate and shared lower degrees); the users'
 # rated items, which need fewer epochs (15: chosen among 10, 15 and 20 on the u2 and u3
 # splits; their long user rows make query_batch="auto" visit each user's positives in
-# batches of 16).
+# batches of 16; the last row steps on every positive alone, for comparison).
 POLYLITE_CONFIGS = [
     ("polylite FM WARP", "ids", POLYLITE_IDS, {}, 30),
     ("polylite FM WARP", "ids", POLYLITE_IDS, {}, None),
@@ -282,6 +282,8 @@ POLYLITE_CONFIGS = [
      {"degree": 3, "lower_degrees": "shared"}, None),
     ("polylite FM WARP", "ids+rated", POLYLITE_RATED, {}, 15),
     ("polylite FM WARP", "ids+side+rated", POLYLITE_SIDE_RATED, {}, 15),
+    ("polylite FM WARP, query_batch=1", "ids+side+rated", POLYLITE_SIDE_RATED,
+     {"query_batch": 1}, 15),
 ]
 
 
