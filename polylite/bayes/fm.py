@@ -736,12 +736,12 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         if y_eval is not None:
             eval_codes = self._encode(y_eval)
             score = lambda mean: float(np.mean(  # noqa: E731
-                np.argmax(self._normalise(mean), axis=1) == eval_codes))
+                np.argmax(class_probabilities(mean), axis=1) == eval_codes))
         for name in ("eval_proba_", "eval_accuracy_"):
             self.__dict__.pop(name, None)
         _, eval_mean, scores = self._fit_chains(X, targets, feature_groups, X_eval, score)
         if X_eval is not None:
-            self.eval_proba_ = self._normalise(eval_mean)
+            self.eval_proba_ = class_probabilities(eval_mean)
             if y_eval is not None:
                 self.eval_accuracy_ = scores
         return self
@@ -758,7 +758,6 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
     def _link(f):
         return ndtr(f)
 
-    _normalise = staticmethod(class_probabilities)
 
     def _output_proba(self, X):
         """Each output's mean P(y = its class | x) over the kept samples: (n, n_outputs)."""
@@ -777,7 +776,7 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
             Binary: ``[1 - p, p]`` with ``p`` the mean of ``Phi(f(x))``.  Multi-class:
             each class's one-vs-rest probability, normalised to sum to one.
         """
-        return self._normalise(self._output_proba(X))
+        return class_probabilities(self._output_proba(X))
 
     def decision_function(self, X):
         """``Phi^-1`` of each output's mean probability: the probit score of the averaged

@@ -271,9 +271,9 @@ def query_batches(order, codes, size, rng):
     # Batch b of a run of length L holds the positions [b L / nb, (b + 1) L / nb).
     batch = (np.cumsum(n_batches) - n_batches)[run] + within * n_batches[run] // lengths[run]
     if rng is not None:
-        shuffled = rng.permutation(int(n_batches.sum()))
-        order = order[np.argsort(shuffled[batch], kind="stable")]
-        batch = np.sort(shuffled[batch])
+        batch = rng.permutation(int(n_batches.sum()))[batch]
+        visit = np.argsort(batch, kind="stable")
+        order, batch = order[visit], batch[visit]
     batch_end = np.r_[batch[1:] != batch[:-1], True].astype(np.uint8)
     return order, batch_end
 

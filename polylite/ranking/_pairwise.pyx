@@ -906,7 +906,7 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     its own random stream, draws, scratch and touch counts (every local here is the
     thread's own), then its share of the epoch's settling."""
     cdef const Settings* cfg = ps.cfg
-    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, start, nnz, q_start = 0
+    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, q_start = 0
     cdef Py_ssize_t q_nnz = 0
     cdef Batch batch
     cdef Buffers bufs
@@ -933,13 +933,11 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
         bufs = _buffers(buf, cfg, ps.work, k)
         for pos in range(lo, hi):
             _prefetch_ahead(pos, &ahead, q_data, P, acc_P, touched, cfg.n_blocks, d, k)
-            row = a.q_row[pos]
-            start = a.q_ptr[row]
-            nnz = a.q_ptr[row + 1] - start
             own = own + 1
             if pos == lo or a.batch_end[pos - 1]:
                 # The batch's query row is its first positive's (the others' are equal).
-                q_start, q_nnz = start, nnz
+                row = a.q_row[pos]
+                q_start, q_nnz = a.q_ptr[row], a.q_ptr[row + 1] - a.q_ptr[row]
                 _query_forward(cfg, ps.degrees, d, k, P, gamma, a.q_ind + q_start,
                                q_data + q_start, q_nnz, ps.work, &bufs, &batch)
             if _pair_step(cfg, ps.degrees, d, k, w, P, gamma, acc_w, acc_P, touched,
