@@ -46,20 +46,30 @@ def reset_peak_rss():
         return False
 
 
-def last_level_cache_bytes():
-    """Size of the last-level CPU cache in bytes (Linux sysfs), or None."""
+def cache_bytes(level=None):
+    """Size in bytes of the CPU's data cache of ``level`` (1, 2, 3; None: the last level)
+    seen by cpu0 (Linux sysfs), or None."""
     best = (0, None)
     for folder in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
         try:
             with open(folder + "/level") as f:
-                level = int(f.read())
+                found = int(f.read())
+            with open(folder + "/type") as f:
+                kind = f.read().strip()
             with open(folder + "/size") as f:
                 size = f.read().strip()
         except (OSError, ValueError):
             continue
+        if kind == "Instruction" or (level is not None and found != level):
+            continue
         scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
-        best = max(best, (level, int(size.rstrip("KMG")) * scale))
+        best = max(best, (found, int(size.rstrip("KMG")) * scale))
     return best[1]
+
+
+def last_level_cache_bytes():
+    """Size of the last-level CPU cache in bytes (Linux sysfs), or None."""
+    return cache_bytes()
 
 
 def stream_copy(n_bytes):

@@ -50,7 +50,8 @@ cache from one pass to the next: the scratch records of a one-hot field's column
 at random, and the lines the prefetchers fetch ahead can add more; a last-level cache
 (its size is in the header) can keep part of one pass's data for the next, so at small
 sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x bound" the
-measured s/epoch over it (1 = at the memory bandwidth limit).  "passes" counts the epoch's
+measured s/epoch over it (1 = at the memory bandwidth limit); "bound x(X@P)" is the bound
+as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  "passes" counts the epoch's
 passes over the records.  Relational input and the polynomial kernel are not modelled
 ("-").
 
@@ -263,7 +264,7 @@ def main():
     print()
     print(f"{'degree':>6} {'lower':>8} {'n_jobs':>6} {'s/epoch':>9} {'ns/(nnz*k)':>11} {'X@P ms':>7} {'x (X@P)':>8} "
           f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7} {'passes':>6} {'GB/epoch':>8} "
-          f"{'GB/s':>5} {'bound s':>8} {'x bound':>7}")
+          f"{'GB/s':>5} {'bound s':>8} {'x bound':>7} {'bound x(X@P)':>12}")
     warnings.simplefilter("ignore")
     for degree, lower, n_jobs in itertools.product(args.degrees, args.lower_degrees,
                                                    args.n_jobs):
@@ -291,11 +292,13 @@ def main():
         model = epoch_bytes(**last_epoch)
         last_epoch.clear()
         if model is None:
-            traffic = f"{'-':>6} {'-':>8} {fit_bandwidth / 1e9:>5.1f} {'-':>8} {'-':>7}"
+            traffic = (f"{'-':>6} {'-':>8} {fit_bandwidth / 1e9:>5.1f} {'-':>8} {'-':>7} "
+                       f"{'-':>12}")
         else:
             bound = model.total / fit_bandwidth
             traffic = (f"{model.row_passes:>6} {model.total / 1e9:>8.2f} "
-                       f"{fit_bandwidth / 1e9:>5.1f} {bound:>8.3f} {epoch / bound:>7.1f}")
+                       f"{fit_bandwidth / 1e9:>5.1f} {bound:>8.3f} {epoch / bound:>7.1f} "
+                       f"{bound / xp_fit:>12.1f}")
         print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")

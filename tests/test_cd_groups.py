@@ -123,6 +123,55 @@ def test_a_part_mask_restricts_the_groups_and_ends_runs_at_other_columns():
     assert [list(cols) for cols, *_ in _unpack(groups)] == [[0], [3], [1, 2, 4]]
 
 
+def _greedy_runs(X, part):
+    """column_groups' runs by their definition: in column order, a marked column with
+    entries joins the current run unless it shares a row with one of the run's columns
+    or unmarked columns lie between them; -1: unmarked, -2: no entries."""
+    rows_of = [set(X[:, j].nonzero()[0]) for j in range(X.shape[1])]
+    group, run, taken, gap = [], -1, set(), False
+    for j, rows in enumerate(rows_of):
+        if not part[j]:
+            group.append(-1)
+            gap = True
+        elif not rows:
+            group.append(-2)
+        else:
+            if gap or run < 0 or rows & taken:
+                run, taken, gap = run + 1, set(), False
+            taken |= rows
+            group.append(run)
+    return np.array(group)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_match_their_definition_on_random_matrices(seed):
+    """Random patterns of every density, with and without a mask, and with the indices
+    of some rows out of order (the groups do not depend on it)."""
+    rng = np.random.RandomState(seed)
+    n, d = rng.randint(1, 40), rng.randint(1, 30)
+    X = sp.random(n, d, density=rng.choice([0.02, 0.1, 0.4]), random_state=rng,
+                  format="csr")
+    X.data[rng.rand(X.nnz) < 0.5] = 1.0
+    part = rng.rand(d) < (1.0 if seed % 2 else 0.8)
+    shuffled = X.copy()
+    for i in range(n):
+        lo, hi = shuffled.indptr[i], shuffled.indptr[i + 1]
+        order = lo + rng.permutation(hi - lo)
+        shuffled.indices[lo:hi], shuffled.data[lo:hi] = X.indices[order], X.data[order]
+    expected = _greedy_runs(X, part)
+    for M in (X, shuffled):
+        groups = _cd.column_groups(M.data, M.indices, M.indptr, d, True, part)
+        group = np.full(d, -1)
+        for g, (cols, rows, columns, values) in enumerate(_unpack(groups)):
+            group[cols] = g
+            for i, j, v in zip(rows, columns, values):
+                assert X[i, j] == v
+        runs = expected.max() + 1 if expected.size else 0
+        np.testing.assert_array_equal(group[expected >= 0], expected[expected >= 0])
+        # The marked columns without entries: one group, after the runs.
+        np.testing.assert_array_equal(group[expected == -2], runs)
+
+
 def _singleton_groups(X, order):
     """Groups of one column each, in ``order`` (the reference: plain cyclic CD)."""
     Xc = X.tocsc()

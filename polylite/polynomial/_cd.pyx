@@ -101,6 +101,7 @@ SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
 
 cdef enum:
     EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
+    NO_ENTRIES = -2  # column_groups: no row has the column (its ``before``)
 
 
 cdef struct Groups:
@@ -1352,6 +1353,19 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
 
 # ---- column groups ----------------------------------------------------------------------
 
+cdef void _unsorted_row_before(Py_ssize_t* before, const index_t* indices, Py_ssize_t lo,
+                               Py_ssize_t hi) noexcept nogil:
+    """column_groups' ``before`` for the columns of a row whose indices are not sorted:
+    each column's largest predecessor in the row, by a scan of the row."""
+    cdef Py_ssize_t z, y, j
+    for z in range(lo, hi):
+        j = indices[z]
+        before[j] = max(before[j], -1)
+        for y in range(lo, hi):
+            if indices[y] < j:
+                before[j] = max(before[j], indices[y])
+
+
 def column_groups(const floating[::1] data, const index_t[::1] indices,
                   const index_t[::1] indptr, Py_ssize_t n_features, bint disjoint,
                   part=None):
@@ -1381,57 +1395,46 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     """
     from ._cd_data import ColumnGroups
     cdef Py_ssize_t n = indptr.shape[0] - 1, nnz = indices.shape[0], d = n_features
-    cdef Py_ssize_t i, j, z, g, n_groups = 0, run = -1
-    cdef bint conflict, gap = False
+    cdef Py_ssize_t i, j, z, g, n_groups = 0, run = -1, run_start = 0
+    cdef bint gap = False
     index_dtype = np.asarray(indices).dtype
     cdef Py_ssize_t[::1] group = np.full(d, -1, dtype=np.intp)
     cdef const unsigned char[::1] marked = (np.ones(d, dtype=np.uint8) if part is None
                                             else np.asarray(part, dtype=np.uint8))
-    cdef Py_ssize_t[::1] column_ptr
-    cdef index_t[::1] column_rows
-    cdef Py_ssize_t[::1] last_run
+    cdef Py_ssize_t[::1] before
     if marked.shape[0] != d:
         raise ValueError("column_groups: the part mask needs one entry per column")
     if disjoint:
-        # The rows of every column (a CSC pattern without values), for the runs.
-        column_ptr = np.zeros(d + 1, dtype=np.intp)
-        column_rows = np.empty(nnz, dtype=index_dtype)
-        last_run = np.full(n, -1, dtype=np.intp)  # the last run with an entry in row i
+        # before[j]: the largest column that precedes column j in one of its rows, -1 if
+        # none does, NO_ENTRIES if no row has j.  A column shares a row with one of the
+        # columns start..j-1 exactly when before[j] >= start (the row's nearest
+        # predecessor of j is among them), so the runs need no column-wise copy of X.
+        before = np.full(d, NO_ENTRIES, dtype=np.intp)
         with nogil:
-            for z in range(nnz):
-                column_ptr[indices[z] + 1] += 1
-            for j in range(d):
-                column_ptr[j + 1] += column_ptr[j]
             for i in range(n):
                 for z in range(indptr[i], indptr[i + 1]):
                     j = indices[z]
-                    column_rows[column_ptr[j]] = <index_t> i
-                    column_ptr[j] += 1
-            for j in range(d - 1, -1, -1):
-                column_ptr[j + 1] = column_ptr[j]
-            column_ptr[0] = 0
+                    if z == indptr[i]:
+                        before[j] = max(before[j], -1)
+                    elif indices[z - 1] < j:
+                        before[j] = max(before[j], indices[z - 1])
+                    else:
+                        _unsorted_row_before(&before[0], &indices[0], indptr[i],
+                                             indptr[i + 1])
+                        break
             for j in range(d):
                 if not marked[j]:
                     gap = True
                     continue
-                if column_ptr[j] == column_ptr[j + 1]:
+                if before[j] == NO_ENTRIES:
                     group[j] = EMPTY  # grouped apart below
                     continue
-                conflict = gap or run < 0
-                if not conflict:
-                    for z in range(column_ptr[j], column_ptr[j + 1]):
-                        if last_run[column_rows[z]] == run:
-                            conflict = True
-                            break
-                if conflict:
+                if gap or run < 0 or before[j] >= run_start:
                     run += 1
+                    run_start = j
                     gap = False
-                for z in range(column_ptr[j], column_ptr[j + 1]):
-                    last_run[column_rows[z]] = run
                 group[j] = run
-        column_ptr = None
-        column_rows = None
-        last_run = None
+        before = None
         n_groups = run + 1
         # Columns without entries: one group, last (CD only moves them to 0, see _cd_groups).
         if np.any(np.asarray(group) == EMPTY):
@@ -1445,23 +1448,24 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 group[j] = n_groups
                 n_groups += 1
     group_array = np.asarray(group)
-    in_part = group_array >= 0
-    # Entries and columns per group (the entries of unmarked columns belong to none).
-    entry_group = group_array[np.asarray(indices)]
-    sizes = np.bincount(entry_group[entry_group >= 0], minlength=n_groups)
-    widths = np.bincount(group_array[in_part], minlength=n_groups)
-    # Where each group starts.  A group with an entry in every row does not store their
-    # rows (0..n-1), nor a group of one column its entries' column.
-    keeps_rows_array = sizes != n
-    keeps_columns_array = widths != 1
+    # Columns and entries per group (the entries of unmarked columns belong to none).
+    widths = np.bincount(group_array[group_array >= 0], minlength=n_groups)
+    sizes = np.zeros(n_groups, dtype=np.intp)
     # Values are stored for groups of one column and groups with a value other than 1.
     keeps_values_array = (widths == 1).astype(np.uint8)
+    cdef Py_ssize_t[::1] entries_of = sizes
     cdef unsigned char[::1] not_ones = keeps_values_array
     with nogil:
         for z in range(nnz):
             g = group[indices[z]]
-            if g >= 0 and data[z] != 1:
-                not_ones[g] = 1
+            if g >= 0:
+                entries_of[g] += 1
+                if data[z] != 1:
+                    not_ones[g] = 1
+    # Where each group starts.  A group with an entry in every row does not store their
+    # rows (0..n-1), nor a group of one column its entries' column.
+    keeps_rows_array = sizes != n
+    keeps_columns_array = widths != 1
 
     def starts(counts):
         ptr = np.zeros(n_groups + 1, dtype=np.intp)
