@@ -5,9 +5,12 @@ popularity and 3 numeric columns (5 nonzeros per row); k = 10; degrees 2, 3, 4 (
 factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the median time of
 the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
 regrouping of the nonzeros by column groups, objective per epoch) divided by its epochs.
-The ratio divides by the median time of ``X @ P`` (scipy, d x k dense P) measured in the
-same process, three times right before and three times right after that fit (the load of a
-shared machine drifts).  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
+The ratio divides each epoch's time by that of ``X @ P`` (scipy, d x k dense P, the
+fastest of three) timed in the same process right after that epoch, and gives the median
+over the epochs: the speed of a shared machine drifts, even within a fit, so the two are
+timed seconds apart; the fastest of three, because the first product after an epoch
+finds X out of cache; "X@P ms" is the median of those times.  (They run between the epochs,
+outside the epochs' times, "fit s/epoch" and the peak memory.)  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
 include the solver's per-row records and the regrouped copy of the nonzeros), against the
 size of X.  ``--n-jobs 1 2`` repeats every degree with each number of threads (``n_jobs``);
 X @ P (SciPy) always runs on one.  ``--lower-degrees separate shared none`` repeats it with
@@ -17,8 +20,8 @@ degree 2..m; shared fits one matrix with dummy features; none fits degree m only
 Memory bandwidth.  The header gives the machine's streaming bandwidth, measured in the
 same run: ``np.copyto`` of a float64 array of max(256 MiB, 8 x the last-level cache)
 into another, median of 7 copies, counted as bytes read + bytes written (2 x the array).
-"GB/s" in the table is the same copy on the fit's number of threads, median of three
-copies right before and three right after that fit, like X @ P.
+"GB/s" in the table is the same copy on the fit's number of threads, once right after
+each epoch, like X @ P (the median over the epochs).
 
 Bytes per epoch.  "GB/epoch" is a lower bound of the bytes one epoch moves, computed from
 the arguments of the fit's last epoch (its column groups, parameters, loss and weights) by
@@ -51,11 +54,12 @@ at random, and the lines the prefetchers fetch ahead can add more; a last-level 
 (its size is in the header) can keep part of one pass's data for the next, so at small
 sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x bound" the
 measured s/epoch over it (1 = at the memory bandwidth limit); "bound x(X@P)" is the bound
-as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  "passes" counts the epoch's
+as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  Each
+is the median over the epochs of the figure from the copy and X @ P after that epoch.  "passes" counts the epoch's
 passes over the records.  Relational input and the polynomial kernel are not modelled
 ("-").
 
-    python benchmarks/bench_cd.py [--rows 1000000] [--epochs 3] [--dtype float64]
+    python benchmarks/bench_cd.py [--rows 1000000] [--epochs 5] [--dtype float64]
                                   [--n-jobs 1 2] [--lower-degrees separate shared none]
 """
 import argparse
@@ -78,6 +82,10 @@ LINE = 64  # bytes per cache line
 _epoch = _cd.cd_epoch
 epoch_times = []
 last_epoch = {}  # the data, problem and parameters of the last epoch
+probes = {}  # "xp", "copy": what is timed right after each epoch
+probe_times = []  # (X @ P seconds, copy seconds) after each epoch
+probe_cost = [0.0]  # seconds spent on them during the fit
+peak_seen = [0]  # the fit's traced peak before each probe
 
 
 def timed_epoch(data, problem, params, *args, **kwargs):
@@ -86,6 +94,14 @@ def timed_epoch(data, problem, params, *args, **kwargs):
     out = _epoch(data, problem, params, *args, **kwargs)
     epoch_times.append(time.perf_counter() - start)
     last_epoch.update(data=data, problem=problem, params=params)
+    if probes:
+        # X @ P and the copy right after the epoch, out of the fit's peak memory.
+        start = time.perf_counter()
+        peak_seen[0] = max(peak_seen[0], tracemalloc.get_traced_memory()[1])
+        probe_times.append((min(timings(probes["xp"], 3)),
+                            timings(probes["copy"])[0]))
+        tracemalloc.reset_peak()
+        probe_cost[0] += time.perf_counter() - start
     return out
 
 
@@ -236,7 +252,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     recommender_arguments(parser, degrees=[2, 3, 4])
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1])
     parser.add_argument("--lower-degrees", nargs="+", default=["separate"],
@@ -268,39 +284,40 @@ def main():
     warnings.simplefilter("ignore")
     for degree, lower, n_jobs in itertools.product(args.degrees, args.lower_degrees,
                                                    args.n_jobs):
-        # X @ P and the copy right before and right after each fit: the machine's load
-        # drifts.  (The copy on the fit's threads: cd_threads may take fewer than n_jobs.)
+        # (The copy on the fit's threads: cd_threads may take fewer than n_jobs.)
         threads = _solvers.cd_threads(n_jobs, X.shape[0], X.shape[1], x_bytes)
-        xp_times = timings(lambda: X @ P, 3)
-        copy_times = timings(lambda: copy(threads), 3)
+        probes.update(xp=lambda: X @ P, copy=lambda: copy(threads))
         fm = FactorizationMachineRegressor(degree=degree, n_components=k,
                                            max_iter=args.epochs, tol=0, random_state=0,
                                            init_scale=0.1, n_jobs=n_jobs,
                                            lower_degrees=lower)
         epoch_times.clear()
+        probe_times.clear()
+        probe_cost[0] = peak_seen[0] = 0
         tracemalloc.start()
         start = time.perf_counter()
         fm.fit(X, y)
-        fit_time = time.perf_counter() - start
-        _, peak = tracemalloc.get_traced_memory()
+        fit_time = time.perf_counter() - start - probe_cost[0]
+        peak = max(peak_seen[0], tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-        epoch = float(np.median(epoch_times))
-        xp_times += timings(lambda: X @ P, 3)
-        copy_times += timings(lambda: copy(threads), 3)
-        xp_fit = float(np.median(xp_times))
-        fit_bandwidth = moved / float(np.median(copy_times))
+        probes.clear()
+        epochs = np.array(epoch_times)
+        xp = np.array([xp for xp, _ in probe_times])
+        bandwidths = moved / np.array([seconds for _, seconds in probe_times])
+        epoch = float(np.median(epochs))
         model = epoch_bytes(**last_epoch)
         last_epoch.clear()
         if model is None:
-            traffic = (f"{'-':>6} {'-':>8} {fit_bandwidth / 1e9:>5.1f} {'-':>8} {'-':>7} "
-                       f"{'-':>12}")
+            traffic = (f"{'-':>6} {'-':>8} {np.median(bandwidths) / 1e9:>5.1f} {'-':>8} "
+                       f"{'-':>7} {'-':>12}")
         else:
-            bound = model.total / fit_bandwidth
+            bounds = model.total / bandwidths
             traffic = (f"{model.row_passes:>6} {model.total / 1e9:>8.2f} "
-                       f"{fit_bandwidth / 1e9:>5.1f} {bound:>8.3f} {epoch / bound:>7.1f} "
-                       f"{bound / xp_fit:>12.1f}")
+                       f"{np.median(bandwidths) / 1e9:>5.1f} {np.median(bounds):>8.3f} "
+                       f"{np.median(epochs / bounds):>7.1f} {np.median(bounds / xp):>12.1f}")
         print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
-              f"{xp_fit * 1e3:>7.1f} {epoch / xp_fit:>8.1f} {fit_time / len(epoch_times):>12.3f} "
+              f"{np.median(xp) * 1e3:>7.1f} {np.median(epochs / xp):>8.1f} "
+              f"{fit_time / len(epoch_times):>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")
 
 
