@@ -55,7 +55,17 @@ at random, and the lines the prefetchers fetch ahead can add more; a last-level 
 sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x bound" the
 measured s/epoch over it (1 = at the memory bandwidth limit); "bound x(X@P)" is the bound
 as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  Each
-is the median over the epochs of the figure from the copy and X @ P after that epoch.  "passes" counts the epoch's
+is the median over the epochs of the figure from the copy and X @ P after that epoch.
+
+Each kind of pass.  After the table, one per fit splits the epoch by part of the model
+(the linear weights, with the intercept and the records' set-up and store; each factor
+block) and kind of pass (``polylite.polynomial._cd.PASS_KINDS``: a group's updates fused
+with the next group's gradients, gradients or updates alone, the per-column work, the
+fill of a component's caches from the CSR rows, the passes over the records alone):
+its seconds per epoch (cd_epoch's ``pass_seconds``, a clock read around each pass; the
+median over the epochs), its share of the timed passes, its bytes (the lower bound
+above, split the same way), the bandwidth it reached and how far it is from the copy's
+("x bound", as for the epoch).  "passes" counts the epoch's
 passes over the records.  Relational input and the polynomial kernel are not modelled
 ("-").
 
@@ -86,13 +96,17 @@ probes = {}  # "xp", "copy": what is timed right after each epoch
 probe_times = []  # (X @ P seconds, copy seconds) after each epoch
 probe_cost = [0.0]  # seconds spent on them during the fit
 peak_seen = [0]  # the fit's traced peak before each probe
+pass_times = []  # each epoch's pass_seconds (cd_epoch): (part, kind of pass) -> seconds
 
 
 def timed_epoch(data, problem, params, *args, **kwargs):
-    """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch)."""
+    """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch), with the
+    seconds of each kind of pass."""
+    seconds = np.zeros((params.P.shape[0] + 1, len(_cd.PASS_KINDS)))
     start = time.perf_counter()
-    out = _epoch(data, problem, params, *args, **kwargs)
+    out = _epoch(data, problem, params, *args, pass_seconds=seconds, **kwargs)
     epoch_times.append(time.perf_counter() - start)
+    pass_times.append(seconds)
     last_epoch.update(data=data, problem=problem, params=params)
     if probes:
         # X @ P and the copy right after the epoch, out of the fit's peak memory.
@@ -116,7 +130,9 @@ def distinct(lines):
 class EpochBytes:
     """The lower bound of the bytes one cd_epoch(data, problem, params) moves (see the
     module docstring), walking its passes: ``total`` bytes, ``row_passes`` passes over
-    the per-row records."""
+    the per-row records, and ``by_pass[part, kind]`` the bytes of each kind of pass
+    (cd_epoch's PASS_KINDS) of each part of the model (0: the intercept, the linear
+    weights and the records set up and stored; b + 1: factor block b)."""
 
     def __init__(self, data, problem, params, thread_min_entries=8192):
         self.groups = G = data.groups
@@ -132,7 +148,13 @@ class EpochBytes:
         self._lines = {}
         self.total = 0
         self.row_passes = 0
+        self.part = 0
+        self.by_pass = np.zeros((params.P.shape[0] + 1, len(_cd.PASS_KINDS)))
         self._walk(data, problem, params)
+
+    def add(self, kind, nbytes):
+        self.total += nbytes
+        self.by_pass[self.part, _cd.PASS_KINDS.index(kind)] += nbytes
 
     # -- what one pass moves --
     def record_lines(self, g, stride):
@@ -148,11 +170,11 @@ class EpochBytes:
             self._lines[g, stride] = distinct(ends)
         return self._lines[g, stride]
 
-    def rows_pass(self, stride, write, g=None, *entries):
-        """A pass over the records (of group g's rows) reading the entry arrays of
-        ``entries`` (groups); ``write``: it updates the records."""
-        self.total += self.record_lines(g, stride) * LINE * (2 if write else 1)
-        self.total += sum(int(self.entry_bytes[e]) for e in entries)
+    def rows_pass(self, kind, stride, write, g=None, *entries):
+        """A pass of ``kind`` over the records (of group g's rows) reading the entry
+        arrays of ``entries`` (groups); ``write``: it updates the records."""
+        self.add(kind, self.record_lines(g, stride) * LINE * (2 if write else 1)
+                 + sum(int(self.entry_bytes[e]) for e in entries))
         self.row_passes += 1
 
     def column_lines(self, param, g, s):
@@ -161,9 +183,9 @@ class EpochBytes:
         (shape (d, k)) at its columns."""
         G = self.groups
         columns = G.group_columns[G.columns_ptr[g]:G.columns_ptr[g + 1]].astype(np.int64)
-        self.total += self.widths[g] * self.threads[g] * LINE
         offsets = (columns * param.shape[1] + s) * param.itemsize
-        self.total += distinct(offsets // LINE) * LINE
+        self.add("columns", self.widths[g] * self.threads[g] * LINE
+                 + distinct(offsets // LINE) * LINE)
 
     # -- the epoch --
     def _groups(self, stride, param, s, keep_last):
@@ -175,21 +197,21 @@ class EpochBytes:
             self.column_lines(param, g, s)
             full = self.sizes[g] == self.n
             if self.pending is not None and full:
-                self.rows_pass(stride, True, None, self.pending, g)
+                self.rows_pass("fused", stride, True, None, self.pending, g)
                 self.pending = None
             else:
                 self._flush(stride)
-                self.rows_pass(stride, False, g, g)
+                self.rows_pass("gradients", stride, False, g, g)
             if full:
                 self.pending = g
             else:
-                self.rows_pass(stride, True, g, g)
+                self.rows_pass("updates", stride, True, g, g)
         if not keep_last:
             self._flush(stride)
 
     def _flush(self, stride):
         if self.pending is not None:
-            self.rows_pass(stride, True, None, self.pending)
+            self.rows_pass("updates", stride, True, None, self.pending)
             self.pending = None
 
     def _walk(self, data, problem, params):
@@ -203,40 +225,43 @@ class EpochBytes:
         self.pending = None
         # The records written from y, y_pred (and the weights).
         stride = 8 * cache
-        self.total += vector * (2 if uniform else 3) + self.record_lines(None, stride) * LINE
+        self.add("records",
+                 vector * (2 if uniform else 3) + self.record_lines(None, stride) * LINE)
         self.row_passes += 1
         if problem.fit_intercept and n > 0:
-            self.rows_pass(stride, False)  # its sums
-            self.rows_pass(stride, True)   # the predictions shifted
+            self.rows_pass("records", stride, False)  # its sums
+            self.rows_pass("records", stride, True)   # the predictions shifted
         if problem.fit_linear and d > 0:
             self._groups(stride, params.w.reshape(d, 1), 0, False)
         first_full = self.sizes.size > 1 and n > 0 and self.sizes[0] == n
         csr = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
         for b in range(n_blocks):
+            self.part = b + 1
             width = 2 if problem.kernel == KERNELS["all-subsets"] else problem.degrees[b] - 1
             dummies = n_dummy if b == 0 else 0
             if 8 * (cache + 2 * width) != stride:
                 # The records moved to their new size (in place: read and written).
                 stride = 8 * (cache + 2 * width)
-                self.rows_pass(stride, True)
+                self.rows_pass("records", stride, True)
             for s in range(k):
                 has_next = s + 1 < k
                 if s == 0:
                     # The first component's caches from the CSR rows (its factors
                     # gathered first: a line of P per column, d doubles written).
-                    self.rows_pass(stride, True)
+                    self.rows_pass("fill", stride, True)
                     offsets = (np.arange(d, dtype=np.int64) * k + s) * P.itemsize
-                    self.total += csr + distinct(offsets // LINE) * LINE + 8 * d
+                    self.add("fill", csr + distinct(offsets // LINE) * LINE + 8 * d)
                 if not first_full or dummies > 0:
                     self._flush(stride)
                 if has_next and not first_full:
-                    self.rows_pass(stride, True)  # the next caches started
+                    self.rows_pass("records", stride, True)  # the next caches started
                 for _ in range(dummies):
-                    self.rows_pass(stride, False)
-                    self.rows_pass(stride, True)
+                    self.rows_pass("gradients", stride, False)
+                    self.rows_pass("updates", stride, True)
                 self._groups(stride, P[b], s, has_next and first_full and dummies == 0)
         # The predictions out: the records and y read, y_pred written.
-        self.total += self.record_lines(None, stride) * LINE + 2 * vector
+        self.part = 0
+        self.add("records", self.record_lines(None, stride) * LINE + 2 * vector)
         self.row_passes += 1
 
 
@@ -246,6 +271,28 @@ def epoch_bytes(data, problem, params):
     if data.blocks or problem.kernel == KERNELS["polynomial"]:
         return None
     return EpochBytes(data, problem, params)
+
+
+def print_passes(title, degrees, seconds, nbytes, bandwidth):
+    """The table of each kind of pass of one fit: its seconds per epoch (the median over
+    the epochs), its bytes (EpochBytes.by_pass), the bandwidth it reached and how far it
+    is from the copy's (``bandwidth``); ``degrees``: the blocks'."""
+    print()
+    print(f"{title}: each kind of pass, per epoch (copy: {bandwidth / 1e9:.1f} GB/s)")
+    print(f"{'part':>13} {'pass':>10} {'s/epoch':>8} {'share':>6} {'GB/epoch':>8} "
+          f"{'GB/s':>6} {'x bound':>7}")
+    total = seconds.sum()
+    for part in range(seconds.shape[0]):
+        name = "linear" if part == 0 else f"block {part - 1}"
+        if part > 0:
+            name += f" (m={degrees[part - 1]})"
+        for kind, s, b in zip(_cd.PASS_KINDS, seconds[part], nbytes[part]):
+            if s == 0 and b == 0:
+                continue
+            rate = f"{b / s / 1e9:>6.1f}" if s > 0 else f"{'-':>6}"
+            bound = f"{s / (b / bandwidth):>7.1f}" if b > 0 else f"{'-':>7}"
+            print(f"{name:>13} {kind:>10} {s:>8.4f} {s / total:>6.1%} {b / 1e9:>8.3f} "
+                  f"{rate} {bound}")
 
 
 def main():
@@ -282,6 +329,7 @@ def main():
           f"{'fit s/epoch':>12} {'peak MiB':>9} {'peak/X':>7} {'passes':>6} {'GB/epoch':>8} "
           f"{'GB/s':>5} {'bound s':>8} {'x bound':>7} {'bound x(X@P)':>12}")
     warnings.simplefilter("ignore")
+    passes = []  # the per-pass figures of each fit, printed after the table
     for degree, lower, n_jobs in itertools.product(args.degrees, args.lower_degrees,
                                                    args.n_jobs):
         # (The copy on the fit's threads: cd_threads may take fewer than n_jobs.)
@@ -292,6 +340,7 @@ def main():
                                            init_scale=0.1, n_jobs=n_jobs,
                                            lower_degrees=lower)
         epoch_times.clear()
+        pass_times.clear()
         probe_times.clear()
         probe_cost[0] = peak_seen[0] = 0
         tracemalloc.start()
@@ -306,6 +355,7 @@ def main():
         bandwidths = moved / np.array([seconds for _, seconds in probe_times])
         epoch = float(np.median(epochs))
         model = epoch_bytes(**last_epoch)
+        degrees = list(last_epoch["problem"].degrees)
         last_epoch.clear()
         if model is None:
             traffic = (f"{'-':>6} {'-':>8} {np.median(bandwidths) / 1e9:>5.1f} {'-':>8} "
@@ -319,6 +369,12 @@ def main():
               f"{np.median(xp) * 1e3:>7.1f} {np.median(epochs / xp):>8.1f} "
               f"{fit_time / len(epoch_times):>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")
+        if model is not None:
+            passes.append((f"degree {degree}, {lower}, n_jobs {n_jobs}", degrees,
+                           np.median(pass_times, axis=0), model.by_pass,
+                           float(np.median(bandwidths))))
+    for title, degrees, seconds, nbytes, bandwidth in passes:
+        print_passes(title, degrees, seconds, nbytes, bandwidth)
 
 
 if __name__ == "__main__":

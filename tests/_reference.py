@@ -16,7 +16,7 @@ def reference_loss(loss, y, p):
 def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees, gamma,
                  kernel, loss, alpha, beta, fit_intercept, fit_linear, y_pred, lam=None,
                  fit_lam=False, n_threads=1, support=None, thread_min_entries=8192,
-                 workspace=None, prior=None):
+                 workspace=None, prior=None, pass_seconds=None):
     """One epoch of ``polylite.polynomial._cd.cd_epoch`` on explicit arrays: the tests
     set up the rows, groups and parameters themselves (``support`` None: computed;
     ``lam`` None: ones).  ``kernel`` and ``loss`` are codes."""
@@ -37,4 +37,5 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
         CDProblem(y, sw, kernel, np.asarray(degrees, np.intc), loss, alpha, beta,
                   fit_intercept, fit_linear, fit_lam),
         _OutputParams(intercept, w, P, gamma, lam), y_pred, prior=prior,
-        workspace=workspace, thread_min_entries=thread_min_entries)
+        workspace=workspace, thread_min_entries=thread_min_entries,
+        pass_seconds=pass_seconds)

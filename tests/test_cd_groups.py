@@ -188,7 +188,7 @@ def _singleton_groups(X, order):
 
 
 def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
-            n_threads=1, workspace=None):
+            n_threads=1, workspace=None, pass_seconds=None):
     rng = np.random.RandomState(seed)
     n, d = X.shape
     k = 3
@@ -206,7 +206,7 @@ def _epochs(X, y, sw, groups, *, degrees, kernel, n_dummy, loss, epochs, seed=0,
                      params["gamma"], kernels.KERNELS[kernel], _losses.loss_code(loss),
                      0.01, 0.02, True, True, y_pred, n_threads=n_threads,
                      thread_min_entries=1,  # threads even on these few rows
-                     workspace=workspace)
+                     workspace=workspace, pass_seconds=pass_seconds)
     return params, y_pred
 
 
@@ -275,6 +275,41 @@ def test_workspace_kept_between_epochs_changes_nothing(n_threads):
     assert sorted(arrays) == ["factors", "partial", "private", "scratch", "state",
                               "variance_change", "work"]
     assert all(workspace[name] is arrays[name] for name in arrays)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("variant", [((2, 3), 0), ((3,), 2)], ids=["m2-3", "m3-shared"])
+def test_pass_seconds_time_each_kind_of_pass_and_change_nothing(variant, n_threads):
+    """cd_epoch(pass_seconds=...) adds the seconds of each kind of pass, per part of the
+    model, within the epoch's own time, and the epoch is bit for bit the one without."""
+    import time
+    degrees, n_dummy = variant
+    X, rng = _fields_matrix(n=3000)
+    n = X.shape[0]
+    y = rng.randn(n)
+    groups = _solvers.column_groups(X, "anova")
+    setup = dict(degrees=list(degrees), kernel="anova", n_dummy=n_dummy, loss="squared",
+                 epochs=2, n_threads=n_threads)
+    want, want_pred = _epochs(X, y, np.full(n, 1 / n), groups, **setup)
+    seconds = np.zeros((len(degrees) + 1, len(_cd.PASS_KINDS)))
+    start = time.perf_counter()
+    got, got_pred = _epochs(X, y, np.full(n, 1 / n), groups, pass_seconds=seconds,
+                            **setup)
+    elapsed = time.perf_counter() - start
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(got_pred, want_pred)
+    assert np.all(seconds >= 0) and seconds.sum() <= elapsed
+    kinds = {kind: seconds[:, c] for c, kind in enumerate(_cd.PASS_KINDS)}
+    # The fields matrix has consecutive groups with an entry in every row (fused), and
+    # others without (gradients and updates alone); row 0 is the linear weights' and the
+    # records', the others the blocks'.
+    for kind in ("fused", "gradients", "updates", "columns"):
+        assert np.all(kinds[kind] > 0), kind
+    assert kinds["records"][0] > 0 and np.all(kinds["fill"][1:] > 0)
+    assert kinds["fill"][0] == 0
+    with pytest.raises(ValueError, match="pass_seconds must have shape"):
+        _epochs(X, y, np.full(n, 1 / n), groups, pass_seconds=np.zeros((1, 2)), **setup)
 
 
 def test_cd_epoch_rejects_groups_of_another_matrix():

@@ -98,6 +98,12 @@ from ._cd_tables cimport (MAX_TABLE_DEGREE, Table, Moments, table_moments, table
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
 SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
 
+# The kinds of pass whose seconds cd_epoch's ``pass_seconds`` counts, in its column order:
+# a group's updates fused with the next group's gradients; a group's gradients, or
+# updates, alone; the per-column work (scratch records, the threads' sums, the steps);
+# a component's caches from the CSR rows; the passes over the records alone.
+PASS_KINDS = ("fused", "gradients", "updates", "columns", "fill", "records")
+
 
 cdef enum:
     EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
@@ -864,6 +870,7 @@ cdef void _run(const Pending* done, const index_t* done_columns,
                const floating* values, Py_ssize_t count, bint single, const Sweep* sw,
                bint update, bint reset, double* state, int kind) noexcept nogil:
     """The pass of _pass, or with ``done`` that of _fused, in the copy for ``kind``."""
+    cdef double start = _clock_start(sw.threads)
     if kind == KIND_LINEAR:
         _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
                 update, reset, state, <TagLinear*> NULL)
@@ -885,6 +892,8 @@ cdef void _run(const Pending* done, const index_t* done_columns,
     else:
         _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
                 update, reset, state, <TagAnova*> NULL)
+    _clock_add(sw.threads, PASS_FUSED if done != NULL else
+               (PASS_UPDATES if update else PASS_GRADIENTS), start)
 
 
 cdef inline void _pass(const index_t* rows, const index_t* columns, const floating* values,
@@ -1114,7 +1123,7 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
     cdef Py_ssize_t g, e0, e1, c0, c1
     cdef bint single, full
     cdef int pass_threads
-    cdef double max_change = 0
+    cdef double max_change = 0, start
     for g in range(g_begin, g_end):
         e0 = G.group_ptr[g]
         e1 = G.group_ptr[g + 1]
@@ -1122,13 +1131,16 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
         c1 = G.columns_ptr[g + 1]
         single = c1 - c0 == 1
         full = e1 - e0 == n and n > 0
+        start = _clock_start(sw.threads)
         if e1 == e0:
             max_change = max(max_change, _unseen_columns(
                 group_columns + c0, c1 - c0, param, param_stride, sw, mu, reg))
+            _clock_add(sw.threads, PASS_COLUMNS, start)
             continue
         # The threads of this group's gradient pass, and their scratch records.
         pass_threads = _row_threads(sw.threads, e1 - e0)
         _group_start(group_columns + c0, c1 - c0, sw, param, param_stride, pass_threads)
+        _clock_add(sw.threads, PASS_COLUMNS, start)
         if pending.group >= 0 and full:
             _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
                    _group_values(G, values, pending.group),
@@ -1140,9 +1152,11 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
                   _group_values(G, values, g), e1 - e0, single, sw, False, False, state,
                   kind)
+        start = _clock_start(sw.threads)
         _group_reduce(group_columns + c0, c1 - c0, sw, pass_threads)
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
+        _clock_add(sw.threads, PASS_COLUMNS, start)
         if sw.gradient != NULL:
             continue  # no steps: nothing to apply
         # The next component's caches start from sw.base in the first group's pass 2.
@@ -1298,7 +1312,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     left pending, to share the first pass of component s + 1.  Returns the largest |step|.
     """
     cdef Py_ssize_t i, r, t
-    cdef double p, delta, max_change = 0
+    cdef double p, delta, max_change = 0, start
     cdef double terms[N_TERMS]
     cdef double sums[N_TERMS]
     cdef int kind = _kind(kernel, degree)
@@ -1319,7 +1333,9 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     if has_next:
         _slot_base(base, kernel, L.width, gamma, n_dummy, k, s + 1)
         if not first_full:
+            start = _clock_start(threads)
             _reset_slot(state, L, n, nxt, base)
+            _clock_add(threads, PASS_RECORDS, start)
     cdef Sweep sweep = _sweep(L, threads, support, cur, nxt, has_next, degree, scratch, A,
                               base if has_next and first_full else NULL,
                               &features if block_prior != NULL else NULL,
@@ -1329,10 +1345,12 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
     for r in range(n_dummy):
         p = gamma[r * k + s]
         _zero_terms(sums)
+        start = _clock_start(threads)
         for i in range(n):
             _entry_terms(1.0, state + i * L.stride, p, 0.0, &sweep, kind, terms)
             for t in range(N_TERMS):
                 sums[t] += terms[t]
+        _clock_add(threads, PASS_GRADIENTS, start)
         if gradient != NULL:
             gamma_gradient[r * k + s] = gradient_scale * sums[0]
             continue
@@ -1342,8 +1360,10 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
             move.delta = delta
             move.p = p
             move.p_next = move.var = move.var_new = move.var_next = 0
+            start = _clock_start(threads)
             for i in range(n):
                 _apply_entry(&move, 1.0, state + i * L.stride, &sweep, kind, False)
+            _clock_add(threads, PASS_UPDATES, start)
             max_change = max(max_change, fabs(delta))
     # The features, group by group.
     return max(max_change, _cd_columns(G, group_columns, rows, columns, values, n, Pb + s,
@@ -1929,7 +1949,7 @@ cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double*
 
 
 def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=None,
-             dict workspace=None, Py_ssize_t thread_min_entries=8192):
+             dict workspace=None, Py_ssize_t thread_min_entries=8192, pass_seconds=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     Parameters
@@ -1981,6 +2001,12 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     thread_min_entries : int, default=8192
         A pass over fewer entries per thread runs on one thread (starting the threads
         would cost more than they save).
+    pass_seconds : ndarray of shape (n_blocks + 1, len(PASS_KINDS)), optional
+        Float64; the wall seconds of each kind of pass (:data:`PASS_KINDS`) are added to
+        it: row 0 those of the intercept, the linear weights and the records set up and
+        stored, row b + 1 those of factor block b.  The passes of relation blocks and of
+        the polynomial kernel's steps are not timed.  (For benchmarks: a clock read
+        before and after each pass.)
 
     ``data.n_threads`` threads share each pass over a group's entries (the sums of a
     step are then added in another order: the result agrees with one thread's to
@@ -1988,7 +2014,7 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     """
     X = data.X
     return _epoch(data, problem, params, X.data, X.indices, params.P, y_pred, prior,
-                  gradient, workspace, thread_min_entries)
+                  gradient, workspace, thread_min_entries, pass_seconds)
 
 
 def _check_epoch(data, problem, params, y_pred, gradient):
@@ -2162,7 +2188,7 @@ cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_
 
 def _epoch(data, problem, params, const floating[::1] csr_data,
            const index_t[::1] csr_indices, floating[:, :, ::1] P, double[::1] y_pred,
-           prior, gradient, dict workspace, Py_ssize_t thread_min_entries):
+           prior, gradient, dict workspace, Py_ssize_t thread_min_entries, pass_seconds):
     """:func:`cd_epoch` for one dtype of the parameters and one index type of X: the
     set-up (checks, priors, records, threads, tables), then the passes in coordinate
     order: the intercept, the linear weights, each block's components."""
@@ -2286,6 +2312,19 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef double* A = &work[0]
     cdef double* base = A + n_threads * threads.work_stride
     threads.work = A
+    # The passes' seconds: row 0 the intercept's, the linear weights' and the records',
+    # row b + 1 block b's (see cd_epoch).
+    cdef double[:, ::1] seconds
+    cdef double* clock = NULL
+    if pass_seconds is not None:
+        if np.shape(pass_seconds) != (n_blocks + 1, N_PASS_KINDS):
+            raise ValueError(f"cd_epoch: pass_seconds must have shape "
+                             f"({n_blocks + 1}, {N_PASS_KINDS}), got "
+                             f"{np.shape(pass_seconds)}")
+        seconds = pass_seconds  # (float64, C-contiguous: added to in place)
+        clock = &seconds[0, 0]
+    threads.clock = clock
+    cdef double start
     cdef Pending pending
     pending.group = -1
     cdef Sweep linear
@@ -2303,6 +2342,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                        workspace)
     try:
         with nogil:
+            start = _clock_start(&threads)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
                 _load_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], &sample_weight[0],
@@ -2313,6 +2353,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     &intercept_prior if sampling else NULL,
                     &grad_intercept[0] if gradient_pass else NULL, weight)
                 max_change = max(max_change, change)
+            _clock_add(&threads, PASS_RECORDS, start)
             if fit_linear and d > 0:
                 linear = _sweep(&L, &threads, &col_support[0], 0, -1, False, 0, scratch, A,
                                 NULL, &linear_prior if sampling else NULL,
@@ -2329,7 +2370,11 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     L.width = degrees[b] - 1 if not meanfield else _width(KIND_MEANFIELD, 0)
                 if kernel == POLYNOMIAL and b > 0:
                     break
+                if clock != NULL:
+                    threads.clock = clock + (b + 1) * N_PASS_KINDS
+                start = _clock_start(&threads)
                 _restride(state, &L, n, L.cache + 2 * L.width)
+                _clock_add(&threads, PASS_RECORDS, start)
                 if sampling:
                     _set_prior(&block_prior, &prior_group[0] if d > 0 else NULL,
                                &P_reg[b, 0, 0], &P_mean[b, 0, 0], k, weight, scale,
@@ -2352,12 +2397,14 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     blocks.gather_first = (blocks.count > 0 and blocks.position[0] == 0
                                            and (b > 0 or n_dummy == 0))
                     if s == 0 or blocks.count > 0 or gradient_pass:
+                        start = _clock_start(&threads)
                         _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
                                    k, s, gamma_ptr if b == 0 else NULL,
                                    n_dummy if b == 0 else 0, csr_val, csr_ind,
                                    &csr_indptr[0], base, &factor_column[0], d,
                                    n_threads, &blocks,
                                    &var_P[b, 0, 0] if meanfield and d > 0 else NULL)
+                        _clock_add(&threads, PASS_FILL, start)
                     if kernel == POLYNOMIAL:
                         change = _cd_poly_component(
                             &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
@@ -2379,9 +2426,12 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                     max_change = max(max_change, change)
                 _flush_push(&blocks, state, &L, n)
             _flush_push(&blocks, state, &L, n)
+            threads.clock = clock
+            start = _clock_start(&threads)
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
                 _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
+            _clock_add(&threads, PASS_RECORDS, start)
             if meanfield:
                 for t in range(n_threads):
                     output_change[0] += threads.variance_change[t]

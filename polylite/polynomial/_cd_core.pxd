@@ -492,6 +492,42 @@ cdef struct Threads:
     Py_ssize_t work_stride  # doubles apart
     double* variance_change  # each thread's change of sum_i Var f(x_i) (mean-field
                              # factors' steps)
+    double* clock        # the seconds of each kind of pass (PASS_*) are added here, or
+                         # NULL: not timed
+
+
+cdef enum:
+    # The kinds of pass of an epoch, as cd_epoch's ``pass_seconds`` counts their time.
+    PASS_FUSED = 0      # a group's updates with the next group's gradients
+    PASS_GRADIENTS = 1  # a group's gradients alone
+    PASS_UPDATES = 2    # a group's updates alone
+    PASS_COLUMNS = 3    # per column: scratch records, their threads' sums, the steps
+    PASS_FILL = 4       # a component's caches from the CSR rows
+    PASS_RECORDS = 5    # the records alone: set up, intercept, resized, stored
+    N_PASS_KINDS = 6
+
+
+cdef extern from "<time.h>" nogil:
+    cdef struct timespec:
+        long tv_sec
+        long tv_nsec
+    int timespec_get(timespec* ts, int base)
+    int TIME_UTC
+
+
+cdef inline double _clock_start(const Threads* th) noexcept nogil:
+    """Now, in seconds, where the passes are timed (``th.clock``); else 0."""
+    cdef timespec now
+    if th.clock == NULL:
+        return 0
+    timespec_get(&now, TIME_UTC)
+    return now.tv_sec + 1e-9 * now.tv_nsec
+
+
+cdef inline void _clock_add(const Threads* th, int kind, double start) noexcept nogil:
+    """Add the seconds since ``start`` (from _clock_start) to those of pass ``kind``."""
+    if th.clock != NULL:
+        th.clock[kind] += _clock_start(th) - start
 
 
 cdef inline void _zero_terms(double* terms) noexcept nogil:
