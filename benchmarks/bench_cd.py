@@ -2,17 +2,18 @@
 
 Data: 10^6 rows, one-hot user (50,000 levels) and item (30,000 levels) fields with power-law
 popularity and 3 numeric columns (5 nonzeros per row); k = 10; degrees 2, 3, 4 (separate
-factor matrices per degree, so degree m updates m - 1 blocks).  "s/epoch" is the median time of
-the solver's epochs within one fit; "fit s/epoch" is the whole fit's wall time (validation,
-regrouping of the nonzeros by column groups, objective per epoch) divided by its epochs.
-The ratio divides each epoch's time by that of ``X @ P`` (scipy, d x k dense P, the
-fastest of three) timed in the same process right after that epoch, and gives the median
-over the epochs: the speed of a shared machine drifts, even within a fit, so the two are
-timed seconds apart; the fastest of three, because the first product after an epoch
-finds X out of cache; "X@P ms" is the median of those times.  (They run between the epochs,
-outside the epochs' times, "fit s/epoch" and the peak memory.)  Peak memory: the fit's peak traced by tracemalloc (NumPy buffers, which
-include the solver's per-row records and the regrouped copy of the nonzeros), against the
-size of X.  ``--n-jobs 1 2`` repeats every degree with each number of threads (``n_jobs``);
+factor matrices per degree, so degree m updates m - 1 blocks).  Every second epoch of a
+fit is measured ("s/epoch": their median), and right after each of them ``X @ P``
+(scipy, d x k dense P, the fastest of three: the first product after an epoch finds X
+out of cache) and the bandwidth copy below are timed, so that each measured epoch
+follows another epoch, as in a fit, and not a copy that emptied the cache.  The ratio
+"x (X@P)" is the median over the measured epochs of each one's time over the product's
+right after it (the speed of a shared machine drifts, even within a fit); "X@P ms" is
+the median of those products.  "fit s/epoch" is the whole fit's wall time (validation,
+regrouping of the nonzeros by column groups, the first predictions, objective per
+epoch; not the timings between the epochs) divided by its epochs.  Peak memory: the
+fit's peak traced by tracemalloc (NumPy buffers, which include the solver's per-row
+records and the regrouped copy of the nonzeros), against the size of X.  ``--n-jobs 1 2`` repeats every degree with each number of threads (``n_jobs``);
 X @ P (SciPy) always runs on one.  ``--lower-degrees separate shared none`` repeats it with
 each way of modelling the lower degrees (the default, separate, fits one factor matrix per
 degree 2..m; shared fits one matrix with dummy features; none fits degree m only).
@@ -20,8 +21,8 @@ degree 2..m; shared fits one matrix with dummy features; none fits degree m only
 Memory bandwidth.  The header gives the machine's streaming bandwidth, measured in the
 same run: ``np.copyto`` of a float64 array of max(256 MiB, 8 x the last-level cache)
 into another, median of 7 copies, counted as bytes read + bytes written (2 x the array).
-"GB/s" in the table is the same copy on the fit's number of threads, once right after
-each epoch, like X @ P (the median over the epochs).
+"GB/s" in the table is the same copy on the fit's number of threads, once after each
+measured epoch, like X @ P (the median over them).
 
 Bytes per epoch.  "GB/epoch" is a lower bound of the bytes one epoch moves, computed from
 the arguments of the fit's last epoch (its column groups, parameters, loss and weights) by
@@ -55,7 +56,7 @@ at random, and the lines the prefetchers fetch ahead can add more; a last-level 
 sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x bound" the
 measured s/epoch over it (1 = at the memory bandwidth limit); "bound x(X@P)" is the bound
 as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  Each
-is the median over the epochs of the figure from the copy and X @ P after that epoch.
+is the median over the measured epochs of the figure from the copy and X @ P after it.
 
 Each kind of pass.  After the table, one per fit splits the epoch by part of the model
 (the linear weights, with the intercept and the records' set-up and store; each factor
@@ -69,7 +70,7 @@ above, split the same way), the bandwidth it reached and how far it is from the 
 passes over the records.  Relational input and the polynomial kernel are not modelled
 ("-").
 
-    python benchmarks/bench_cd.py [--rows 1000000] [--epochs 5] [--dtype float64]
+    python benchmarks/bench_cd.py [--rows 1000000] [--epochs 6] [--dtype float64]
                                   [--n-jobs 1 2] [--lower-degrees separate shared none]
 """
 import argparse
@@ -90,25 +91,31 @@ from _timing import last_level_cache_bytes, recommender_arguments, stream_copy, 
 
 LINE = 64  # bytes per cache line
 _epoch = _cd.cd_epoch
-epoch_times = []
+epoch_times = []  # the measured epochs' seconds (see timed_epoch)
 last_epoch = {}  # the data, problem and parameters of the last epoch
-probes = {}  # "xp", "copy": what is timed right after each epoch
-probe_times = []  # (X @ P seconds, copy seconds) after each epoch
+probes = {}  # "xp", "copy": what is timed right after every second epoch
+probe_times = []  # (X @ P seconds, copy seconds) after each measured epoch
 probe_cost = [0.0]  # seconds spent on them during the fit
 peak_seen = [0]  # the fit's traced peak before each probe
-pass_times = []  # each epoch's pass_seconds (cd_epoch): (part, kind of pass) -> seconds
+pass_times = []  # each measured epoch's pass_seconds: (part, kind of pass) -> seconds
+epochs_run = [0]
 
 
 def timed_epoch(data, problem, params, *args, **kwargs):
     """The solver's epoch, timed (installed in place of polylite._cd.cd_epoch), with the
-    seconds of each kind of pass."""
+    seconds of each kind of pass.  Every second epoch is measured, and followed by the
+    probes: each measured epoch follows another epoch, as in a fit, not a copy that
+    emptied the cache."""
     seconds = np.zeros((params.P.shape[0] + 1, len(_cd.PASS_KINDS)))
     start = time.perf_counter()
     out = _epoch(data, problem, params, *args, pass_seconds=seconds, **kwargs)
-    epoch_times.append(time.perf_counter() - start)
-    pass_times.append(seconds)
+    elapsed = time.perf_counter() - start
     last_epoch.update(data=data, problem=problem, params=params)
-    if probes:
+    epochs_run[0] += 1
+    if epochs_run[0] % 2 == 0:
+        epoch_times.append(elapsed)
+        pass_times.append(seconds)
+    if probes and epochs_run[0] % 2 == 0:
         # X @ P and the copy right after the epoch, out of the fit's peak memory.
         start = time.perf_counter()
         peak_seen[0] = max(peak_seen[0], tracemalloc.get_traced_memory()[1])
@@ -299,7 +306,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     recommender_arguments(parser, degrees=[2, 3, 4])
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=6,
+                        help="epochs per fit; every second one is measured")
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1])
     parser.add_argument("--lower-degrees", nargs="+", default=["separate"],
@@ -340,6 +348,7 @@ def main():
                                            init_scale=0.1, n_jobs=n_jobs,
                                            lower_degrees=lower)
         epoch_times.clear()
+        epochs_run[0] = 0
         pass_times.clear()
         probe_times.clear()
         probe_cost[0] = peak_seen[0] = 0
@@ -367,7 +376,7 @@ def main():
                        f"{np.median(epochs / bounds):>7.1f} {np.median(bounds / xp):>12.1f}")
         print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
               f"{np.median(xp) * 1e3:>7.1f} {np.median(epochs / xp):>8.1f} "
-              f"{fit_time / len(epoch_times):>12.3f} "
+              f"{fit_time / epochs_run[0]:>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")
         if model is not None:
             passes.append((f"degree {degree}, {lower}, n_jobs {n_jobs}", degrees,
