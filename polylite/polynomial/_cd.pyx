@@ -2004,8 +2004,9 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     pass_seconds : ndarray of shape (n_blocks + 1, len(PASS_KINDS)), optional
         Float64; the wall seconds of each kind of pass (:data:`PASS_KINDS`) are added to
         it: row 0 those of the intercept, the linear weights and the records set up and
-        stored, row b + 1 those of factor block b.  The passes of relation blocks and of
-        the polynomial kernel's steps are not timed.  (For benchmarks: a clock read
+        stored, row b + 1 those of factor block b.  The polynomial kernel's passes and
+        those over a relational input's tables are not timed apart (the tables' gathers
+        count with the fill, their steps not at all).  (For benchmarks: a clock read
         before and after each pass.)
 
     ``data.n_threads`` threads share each pass over a group's entries (the sums of a
