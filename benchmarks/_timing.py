@@ -67,11 +67,6 @@ def cache_bytes(level=None):
     return best[1]
 
 
-def last_level_cache_bytes():
-    """Size of the last-level CPU cache in bytes (Linux sysfs), or None."""
-    return cache_bytes()
-
-
 def stream_copy(n_bytes):
     """(copy, moved): ``copy(threads=1)`` copies a float64 array of ``n_bytes`` into another
     (``np.copyto``, split among ``threads`` threads); ``moved`` is the bytes one copy reads

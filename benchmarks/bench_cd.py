@@ -13,10 +13,11 @@ the median of those products.  "fit s/epoch" is the whole fit's wall time (valid
 regrouping of the nonzeros by column groups, the first predictions, objective per
 epoch; not the timings between the epochs) divided by its epochs.  Peak memory: the
 fit's peak traced by tracemalloc (NumPy buffers, which include the solver's per-row
-records and the regrouped copy of the nonzeros), against the size of X.  ``--n-jobs 1 2`` repeats every degree with each number of threads (``n_jobs``);
-X @ P (SciPy) always runs on one.  ``--lower-degrees separate shared none`` repeats it with
-each way of modelling the lower degrees (the default, separate, fits one factor matrix per
-degree 2..m; shared fits one matrix with dummy features; none fits degree m only).
+records and the regrouped copy of the nonzeros), against the size of X.  ``--n-jobs 1 2``
+repeats every degree with each number of threads (``n_jobs``); X @ P (SciPy) always runs
+on one.  ``--lower-degrees separate shared none`` repeats it with each way of modelling
+the lower degrees (the default, separate, fits one factor matrix per degree 2..m; shared
+fits one matrix with dummy features; none fits degree m only).
 
 Memory bandwidth.  The header gives the machine's streaming bandwidth, measured in the
 same run: ``np.copyto`` of a float64 array of max(256 MiB, 8 x the last-level cache)
@@ -57,6 +58,8 @@ sizes an epoch can beat it.  "bound s" is GB/epoch at the measured GB/s; "x boun
 measured s/epoch over it (1 = at the memory bandwidth limit); "bound x(X@P)" is the bound
 as a multiple of X @ P: no epoch that moves these bytes can have a ratio below it.  Each
 is the median over the measured epochs of the figure from the copy and X @ P after it.
+"passes" counts the epoch's passes over the records.  Relational input and the
+polynomial kernel are not modelled ("-").
 
 Each kind of pass.  After the table, one per fit splits the epoch by part of the model
 (the linear weights, with the intercept and the records' set-up and store; each factor
@@ -66,9 +69,7 @@ fill of a component's caches from the CSR rows, the passes over the records alon
 its seconds per epoch (cd_epoch's ``pass_seconds``, a clock read around each pass; the
 median over the epochs), its share of the timed passes, its bytes (the lower bound
 above, split the same way), the bandwidth it reached and how far it is from the copy's
-("x bound", as for the epoch).  "passes" counts the epoch's
-passes over the records.  Relational input and the polynomial kernel are not modelled
-("-").
+("x bound", as for the epoch).
 
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 6] [--dtype float64]
                                   [--n-jobs 1 2] [--lower-degrees separate shared none]
@@ -87,7 +88,7 @@ from polylite.kernels import KERNELS
 from polylite.polynomial import _cd, _solvers
 from polylite.datasets import make_recommender
 
-from _timing import last_level_cache_bytes, recommender_arguments, stream_copy, timings
+from _timing import cache_bytes, recommender_arguments, stream_copy, timings
 
 LINE = 64  # bytes per cache line
 _epoch = _cd.cd_epoch
@@ -112,10 +113,11 @@ def timed_epoch(data, problem, params, *args, **kwargs):
     elapsed = time.perf_counter() - start
     last_epoch.update(data=data, problem=problem, params=params)
     epochs_run[0] += 1
-    if epochs_run[0] % 2 == 0:
-        epoch_times.append(elapsed)
-        pass_times.append(seconds)
-    if probes and epochs_run[0] % 2 == 0:
+    if epochs_run[0] % 2 == 1:
+        return out
+    epoch_times.append(elapsed)
+    pass_times.append(seconds)
+    if probes:
         # X @ P and the copy right after the epoch, out of the fit's peak memory.
         start = time.perf_counter()
         peak_seen[0] = max(peak_seen[0], tracemalloc.get_traced_memory()[1])
@@ -322,7 +324,7 @@ def main():
     xp = float(np.median(timings(lambda: X @ P, 7)))
     nnz = X.nnz
     x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-    llc = last_level_cache_bytes()
+    llc = cache_bytes()
     copy, moved = stream_copy(max(2**28, 8 * (llc or 0)))
     copy()  # (first touch)
     bandwidth = moved / float(np.median(timings(copy, 7)))

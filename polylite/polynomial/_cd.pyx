@@ -106,8 +106,8 @@ PASS_KINDS = ("fused", "gradients", "updates", "columns", "fill", "records")
 
 
 cdef enum:
-    EMPTY = -2  # column_groups: the group of the columns without entries, before numbering
-    NO_ENTRIES = -2  # column_groups: no row has the column (its ``before``)
+    EMPTY = -2  # column_groups: a column without entries (its ``before`` and, before
+                # numbering, its group)
 
 
 cdef struct Groups:
@@ -1426,10 +1426,10 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
         raise ValueError("column_groups: the part mask needs one entry per column")
     if disjoint:
         # before[j]: the largest column that precedes column j in one of its rows, -1 if
-        # none does, NO_ENTRIES if no row has j.  A column shares a row with one of the
+        # none does, EMPTY if no row has j.  A column shares a row with one of the
         # columns start..j-1 exactly when before[j] >= start (the row's nearest
         # predecessor of j is among them), so the runs need no column-wise copy of X.
-        before = np.full(d, NO_ENTRIES, dtype=np.intp)
+        before = np.full(d, EMPTY, dtype=np.intp)
         with nogil:
             for i in range(n):
                 for z in range(indptr[i], indptr[i + 1]):
@@ -1446,7 +1446,7 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
                 if not marked[j]:
                     gap = True
                     continue
-                if before[j] == NO_ENTRIES:
+                if before[j] == EMPTY:
                     group[j] = EMPTY  # grouped apart below
                     continue
                 if gap or run < 0 or before[j] >= run_start:
