@@ -12,7 +12,6 @@ the pass order (``np.arange(n)`` with ``shuffle=False``)
     adagrad:  g_c += reg * c * (steps since the feature's last touch) for w and P,
               every step for gamma (and learned lam);
               G_c += g_c**2; c -= g_c (eta0 / (sqrt(G_c) + 1e-8))
-              (the scale in parentheses in single precision, as the solver takes it)
 
 with s_i the sample weights rescaled to mean 1 in ``fit`` and the raw weights in
 ``partial_fit``.  The row gradients come from the validated one-row kernels of
@@ -294,10 +293,8 @@ class _ReferenceSolver:
 
 
 def _adagrad_scale(eta0, acc):
-    """AdaGrad's step scale eta0 / (sqrt(acc) + 1e-8), in single precision as the
-    solver computes it (float64 result)."""
-    one = np.float32
-    return (one(eta0) / (np.sqrt(np.asarray(acc).astype(one)) + one(1e-8))).astype(float)
+    """AdaGrad's step scale eta0 / (sqrt(acc) + 1e-8)."""
+    return eta0 / (np.sqrt(acc) + 1e-8)
 
 
 def _reference_fit(est, X, y, sample_weight=None, epochs=1, init=None):
@@ -863,9 +860,10 @@ def test_low_degree_pass_equals_general_loop(degrees, solver, dtype, weighted, c
     slow, step_slow, finite_slow = _low_degree_epochs(dtype, solver, False, **kw)
     assert finite_fast and finite_slow
     assert step_fast == step_slow == 100
-    # float32: both passes round every step to single precision (and AdaGrad's scale is
-    # single precision in both), so their small differences grow over the 100 steps.
-    rtol, atol = (1e-10, 1e-12) if dtype == np.float64 else (3e-4, 1e-5)
+    # float32: both passes round every step to single precision (the specialised one
+    # also forms AdaGrad's gradients in it, the general one in double), so their small
+    # differences grow over the 100 steps.
+    rtol, atol = (1e-10, 1e-12) if dtype == np.float64 else (1e-3, 1e-5)
     for a, b in zip(fast, slow):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
     # the comparison is not vacuous: every block's parameters moved

@@ -17,7 +17,7 @@ on dense data this is the eager update.
 Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only the touched
 entries) and applied once, as the mean.
 """
-from libc.math cimport exp, log, sqrt, sqrtf, isfinite
+from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
@@ -26,8 +26,7 @@ from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
                         linear_forms, polylite_barrier, polylite_team_size,
                         thread_range)
 from .._losses cimport loss_derivative, loss_value
-
-cdef double ADAGRAD_EPS = 1e-8
+from .._steps cimport adagrad_step
 
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
@@ -100,16 +99,6 @@ cdef inline double _linear(const floating* w, const index_t* ind, const floating
     for z in range(nnz):
         acc += w[ind[z]] * val[z]
     return acc
-
-
-cdef inline void _adagrad_step(floating* p, floating* acc, double g,
-                               double eta0) noexcept nogil:
-    acc[0] = acc[0] + g * g
-    # The step's scale eta0 / (sqrt(acc) + eps) in single precision (a relative error of
-    # at most 1e-7 in a step size): its square root and division, the costliest
-    # operations of a step, run twice as wide.
-    cdef float scale = <float> eta0 / (sqrtf(<float> acc[0]) + <float> ADAGRAD_EPS)
-    p[0] = p[0] - g * scale
 
 
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssize_t* order,
@@ -237,20 +226,19 @@ cdef inline void _sgd_row(floating* p, floating x, int m, const floating* a1,
 
 
 cdef inline void _adagrad_row(floating* p, floating* acc, floating x, int m,
-                              const floating* a1, const floating* a2, double dl,
-                              double decay, double eta0, Py_ssize_t k) noexcept nogil:
+                              const floating* a1, const floating* a2, floating dl,
+                              floating decay, double eta0, Py_ssize_t k) noexcept nogil:
     """AdaGrad on the k coordinates of one factor row of a block of degree m = 2 or 3:
-    g_f = dl (gradient of A_m in p_f) + decay p_f, then _adagrad_step.  The module is
-    built with -fno-math-errno, so the compiler vectorises the square roots and
-    divisions."""
+    g_f = dl (gradient of A_m in p_f) + decay p_f, then adagrad_step (vectorised: the
+    module is built with -fno-math-errno)."""
     cdef Py_ssize_t f
     if m == 2:
         for f in range(k):
-            _adagrad_step(&p[f], &acc[f], dl * _grad2(x, p[f], a1[f]) + decay * p[f], eta0)
+            adagrad_step(&p[f], &acc[f], dl * _grad2(x, p[f], a1[f]) + decay * p[f], eta0)
     else:
         for f in range(k):
-            _adagrad_step(&p[f], &acc[f],
-                          dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
+            adagrad_step(&p[f], &acc[f],
+                         dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
 
 
 cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const index_t* indptr,
@@ -314,18 +302,19 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const i
         dl = sw[i] * loss_derivative(loss, y[i], pred)
         if adagrad:
             if fit_intercept:
-                _adagrad_step(intercept, acc_intercept, dl, eta0)
+                adagrad_step(intercept, acc_intercept, dl, eta0)
             for z in range(nnz):
                 j = ind[start + z]
                 xv = data[start + z]
                 elapsed = step[0] - last_touch[j]  # steps since the last touch
                 last_touch[j] = step[0]
                 if fit_linear:
-                    _adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
+                    adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
                 for b in range(n_blocks):
                     a = work + 3 * b * k
                     _adagrad_row(V + (b * d + j) * k, acc_P + (b * d + j) * k, xv,
-                                 degrees[b], a, a + k, dl, beta * elapsed, eta0, k)
+                                 degrees[b], a, a + k, <floating> dl,
+                                 <floating> (beta * elapsed), eta0, k)
             continue
         # SGD, as _apply_row: V -= eta dl (gradient in V) / (pscale new_pscale).
         new_w = sc.w * (1 - eta * alpha)
@@ -586,7 +575,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P
             if fit_linear:
                 g = _take_w(st, threads, j) * scale
                 if adagrad:
-                    _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
+                    adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
                 else:
                     w[j] = w[j] - eta * g / new_w
             for b in range(n_blocks):
@@ -594,7 +583,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P
                     r = (b * d + j) * k + s
                     g = _take_P(st, threads, r) * scale
                     if adagrad:
-                        _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
+                        adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
                     else:
                         P[r] = P[r] - eta * g / new_p
 
@@ -615,7 +604,7 @@ cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating*
     if fit_intercept:
         g *= scale
         if adagrad:
-            _adagrad_step(intercept, acc_intercept, g, eta0)
+            adagrad_step(intercept, acc_intercept, g, eta0)
         else:
             intercept[0] = intercept[0] - eta * g
     for r in range(n_dummy * k):
@@ -625,7 +614,7 @@ cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating*
             st[u].gamma[r] = 0
         g = g * scale + beta * gamma[r]
         if adagrad:
-            _adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
+            adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
         else:
             gamma[r] = gamma[r] - eta * g
     if kernel != POLYNOMIAL:
@@ -638,7 +627,7 @@ cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating*
         if fit_lam:
             g = g * scale + beta * lam[s]
             if adagrad:
-                _adagrad_step(&lam[s], &acc_lam[s], g, eta0)
+                adagrad_step(&lam[s], &acc_lam[s], g, eta0)
             else:
                 lam[s] = lam[s] - eta * g
 
@@ -889,7 +878,7 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
     cdef floating* row
     if fit_intercept:
         if adagrad:
-            _adagrad_step(&intercept[0], &acc_intercept[0], dl, eta0)
+            adagrad_step(&intercept[0], &acc_intercept[0], dl, eta0)
         else:
             intercept[0] = intercept[0] - eta * dl
     if adagrad:
@@ -899,19 +888,19 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
             elapsed = step - last_touch[j]  # steps since the last touch
             last_touch[j] = step
             if fit_linear:
-                _adagrad_step(&w[j], &acc_w[j], dl * x + alpha * elapsed * w[j], eta0)
+                adagrad_step(&w[j], &acc_w[j], dl * x + alpha * elapsed * w[j], eta0)
             for b in range(n_blocks):
                 row = P + (b * d + j) * k
                 for s in range(k):
-                    _adagrad_step(&row[s], &acc_P[b, j, s],
-                                  dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
+                    adagrad_step(&row[s], &acc_P[b, j, s],
+                                 dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
                                   eta0)
         for r in range(n_dummy * k):
-            _adagrad_step(&gamma[r], &acc_gamma[r // k, r % k],
-                          dl * ggamma[r] + beta * gamma[r], eta0)
+            adagrad_step(&gamma[r], &acc_gamma[r // k, r % k],
+                         dl * ggamma[r] + beta * gamma[r], eta0)
         if kernel == POLYNOMIAL and fit_lam:
             for s in range(k):
-                _adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
+                adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
         return
     new_w = sc.w * (1 - eta * alpha)
     new_p = sc.p * (1 - eta * beta)
