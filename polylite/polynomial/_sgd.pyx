@@ -33,6 +33,18 @@ cdef enum:
     # far ahead, and the row itself (values, indices, label, weight) half as far ahead.
     PREFETCH_ROWS = 16
 
+cdef extern from *:
+    # C99 restrict pointers for the row kernels below: a factor row, its AdaGrad
+    # statistics and the running ANOVA sums never overlap.  Told so, the compiler
+    # vectorises their k-loops without an overlap test on every call (which cost 18% of
+    # an AdaGrad epoch's instructions).
+    ctypedef float* float_row "float *__restrict__"
+    ctypedef double* double_row "double *__restrict__"
+
+ctypedef fused floating_row:
+    float_row
+    double_row
+
 cdef enum:
     CONSTANT = 0
     INVSCALING = 1
@@ -176,8 +188,8 @@ cdef inline void _fold_scales(floating* w, Py_ssize_t d, floating* P, Py_ssize_t
     _fold_share(0, 1, w, d, P, size_P, sc)
 
 
-cdef inline void _forward_row(const floating* p, floating x, int m, floating* a1,
-                              floating* a2, floating* a3, Py_ssize_t k) noexcept nogil:
+cdef inline void _forward_row(floating_row p, floating x, int m, floating_row a1,
+                              floating_row a2, floating_row a3, Py_ssize_t k) noexcept nogil:
     """Add one item, q = x p_f, to the running A_1..A_m of a block of degree m = 2 or 3:
     the ANOVA dynamic programme of anova_forward, written out (descending degrees, so
     that each update reads the previous item's value).  One branch per factor row, not
@@ -211,8 +223,8 @@ cdef inline floating _grad3(floating x, floating p, floating a1,
     return x * (a2 - q * (a1 - q))
 
 
-cdef inline void _sgd_row(floating* p, floating x, int m, const floating* a1,
-                          const floating* a2, floating fstep, Py_ssize_t k) noexcept nogil:
+cdef inline void _sgd_row(floating_row p, floating x, int m, floating_row a1,
+                          floating_row a2, floating fstep, Py_ssize_t k) noexcept nogil:
     """p_f -= fstep * (gradient of A_m in p_f), for the k coordinates of one factor row of a
     block of degree m = 2 or 3 (the row's old values: each is read just before it is
     written)."""
@@ -225,8 +237,8 @@ cdef inline void _sgd_row(floating* p, floating x, int m, const floating* a1,
             p[f] = p[f] - fstep * _grad3(x, p[f], a1[f], a2[f])
 
 
-cdef inline void _adagrad_row(floating* p, floating* acc, floating x, int m,
-                              const floating* a1, const floating* a2, floating dl,
+cdef inline void _adagrad_row(floating_row p, floating_row acc, floating x, int m,
+                              floating_row a1, floating_row a2, floating dl,
                               floating decay, double eta0, Py_ssize_t k) noexcept nogil:
     """AdaGrad on the k coordinates of one factor row of a block of degree m = 2 or 3:
     g_f = dl (gradient of A_m in p_f) + decay p_f, then adagrad_step (vectorised: the
