@@ -24,7 +24,7 @@ when a step touches it, for every step since it was last touched (AdaGrad: the p
 gradient times the steps elapsed; SGD: the decay factor to that power), as the
 factorization machines' stochastic solvers do.
 """
-from libc.math cimport exp, log, log1p, isfinite, pow
+from libc.math cimport exp, log, log1p, sqrt, sqrtf, isfinite, pow
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
@@ -33,8 +33,8 @@ from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, polylite_prefetch_b
                         anova_forward, anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
                         thread_range, thread_align, THREAD_ALIGN)
-from .._steps cimport adagrad_step
 
+cdef double ADAGRAD_EPS = 1e-8
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
 # back to a uniform one among the unseen items (a user who saw most popular items).
 cdef int MAX_REJECTIONS = 32
@@ -404,11 +404,16 @@ cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ss
     """One step on k parameters: the loss gradient ``x * grad`` and the penalty of the
     steps ``elapsed`` since they were last touched."""
     cdef Py_ssize_t s
-    cdef double decay
+    cdef double g, decay
+    cdef float scale
     if cfg.schedule == ADAGRAD:
         for s in range(k):
-            adagrad_step(&p[s], &acc[s], <floating> (x * grad[s] + reg * elapsed * p[s]),
-                         cfg.eta0)
+            g = x * grad[s] + reg * elapsed * p[s]
+            acc[s] = acc[s] + g * g
+            # The step's scale in single precision: its square root and division,
+            # the costliest operations of a step, run twice as wide.
+            scale = <float> cfg.eta0 / (sqrtf(<float> acc[s]) + <float> ADAGRAD_EPS)
+            p[s] = p[s] - g * scale
         return
     decay = pow(1 - eta * reg, elapsed) if eta * reg < 1 else 0
     for s in range(k):
