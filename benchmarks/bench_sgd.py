@@ -49,10 +49,10 @@ import numpy as np
 
 from _timing import proc_status_kib, recommender_arguments, reset_peak_rss, timings
 
-# Target ratio of a plain SGD epoch to X @ P (float64), about that of a C++ library's
-# SGD; other degrees, and AdaGrad, are informational.  AdaGrad adds a square
-# root and a division per coordinate (k per nonzero), which the CPU's divider serialises:
-# about 2.5x X @ P on top of the SGD pass at k = 10 here.
+# Target ratios of degree-2 SGD and AdaGrad epochs to X @ P (float64 rows); other degrees
+# and float32 are informational.  AdaGrad adds a square root and a division per
+# coordinate (k per nonzero), which go through the CPU's divider: 1.5-2x X @ P on
+# top of the SGD pass at k = 10 here.
 TARGETS = {("sgd", 2): 3.0, ("adagrad", 2): 4.0}
 TARGET_NOTE = ("targets at degree 2, float64: sgd <= 3x X @ P, adagrad <= 4x "
                "(a widely used C++ FM library's SGD spends about 7x)")

@@ -257,8 +257,8 @@ cdef inline void _adagrad_row(floating_row p, floating_row acc, floating x, int 
                               floating_row a1, floating_row a2, floating dl,
                               floating decay, double eta0, Py_ssize_t k) noexcept nogil:
     """AdaGrad on the k coordinates of one factor row of a block of degree m = 2 or 3:
-    g_f = dl (gradient of A_m in p_f) + decay p_f, then adagrad_step (vectorised: the
-    module is built with -fno-math-errno)."""
+    g_f = dl (gradient of A_m in p_f) + decay p_f, then _adagrad_step (vectorised:
+    the module is built with -fno-math-errno)."""
     cdef Py_ssize_t f
     if m == 2:
         for f in range(k):
@@ -266,7 +266,7 @@ cdef inline void _adagrad_row(floating_row p, floating_row acc, floating x, int 
     else:
         for f in range(k):
             _adagrad_step(&p[f], &acc[f],
-                         dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
+                          dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
 
 
 cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const index_t* indptr,
@@ -921,11 +921,11 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
                 row = P + (b * d + j) * k
                 for s in range(k):
                     _adagrad_step(&row[s], &acc_P[b, j, s],
-                                 dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
+                                  dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
                                   eta0)
         for r in range(n_dummy * k):
             _adagrad_step(&gamma[r], &acc_gamma[r // k, r % k],
-                         dl * ggamma[r] + beta * gamma[r], eta0)
+                          dl * ggamma[r] + beta * gamma[r], eta0)
         if kernel == POLYNOMIAL and fit_lam:
             for s in range(k):
                 _adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
