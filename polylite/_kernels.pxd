@@ -13,6 +13,23 @@ ctypedef fused index_t:
     int32_t
     int64_t
 
+# C99 restrict pointers, for the k-loops of the solvers' row kernels whose arrays never
+# overlap (a factor row, its AdaGrad statistics, a gradient or running-sum buffer): told
+# so, the compiler vectorises such a loop without an overlap test on every call.
+cdef extern from *:
+    ctypedef float* float_row "float *__restrict__"
+    ctypedef double* double_row "double *__restrict__"
+    ctypedef const float* const_float_row "const float *__restrict__"
+    ctypedef const double* const_double_row "const double *__restrict__"
+
+ctypedef fused floating_row:
+    float_row
+    double_row
+
+ctypedef fused const_floating_row:
+    const_float_row
+    const_double_row
+
 # Software prefetch (one definition, in C, for every module that cimports this one).
 cdef extern from "_prefetch.h":
     void POLYLITE_PREFETCH(const void* p) noexcept nogil

@@ -21,10 +21,10 @@ from libc.math cimport exp, log, sqrt, sqrtf, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
-from .._kernels cimport (index_t, floating, ANOVA, ALL_SUBSETS, POLYNOMIAL,
-                        POLYLITE_PREFETCH, anova_gradient, all_subsets_gradient,
-                        linear_forms, polylite_barrier, polylite_team_size,
-                        thread_range)
+from .._kernels cimport (index_t, floating, floating_row, ANOVA, ALL_SUBSETS,
+                        POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
+                        all_subsets_gradient, linear_forms, polylite_barrier,
+                        polylite_team_size, thread_range)
 from .._losses cimport loss_derivative, loss_value
 
 cdef double ADAGRAD_EPS = 1e-8
@@ -33,18 +33,6 @@ cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
     # far ahead, and the row itself (values, indices, label, weight) half as far ahead.
     PREFETCH_ROWS = 16
-
-cdef extern from *:
-    # C99 restrict pointers for the row kernels below: a factor row, its AdaGrad
-    # statistics and the running ANOVA sums never overlap.  Told so, the compiler
-    # vectorises their k-loops without an overlap test on every call (which cost 18% of
-    # an AdaGrad epoch's instructions).
-    ctypedef float* float_row "float *__restrict__"
-    ctypedef double* double_row "double *__restrict__"
-
-ctypedef fused floating_row:
-    float_row
-    double_row
 
 cdef enum:
     CONSTANT = 0
@@ -209,7 +197,8 @@ cdef inline void _forward_row(floating_row p, floating x, int m, floating_row a1
     """Add one item, q = x p_f, to the running A_1..A_m of a block of degree m = 2 or 3:
     the ANOVA dynamic programme of anova_forward, written out (descending degrees, so
     that each update reads the previous item's value).  One branch per factor row, not
-    per component, so the k-loop vectorises."""
+    per component, so the k-loop vectorises (restrict pointers: p, a1, a2 and a3 never
+    overlap, nor do the row kernels' arrays below)."""
     cdef Py_ssize_t f
     cdef floating q
     if m == 2:

@@ -29,8 +29,9 @@ from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from .._kernels cimport (floating, ANOVA, POLYLITE_PREFETCH, polylite_prefetch_block,
-                        anova_forward, anova_table, anova_backward, all_subsets_forward,
+from .._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
+                        POLYLITE_PREFETCH, polylite_prefetch_block, anova_forward,
+                        anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
                         thread_range, thread_align, THREAD_ALIGN)
 
@@ -398,11 +399,12 @@ cdef inline double _step_size(const Settings* cfg, long long step) noexcept nogi
     return cfg.eta0
 
 
-cdef inline void _update(floating* p, floating* acc, const floating* grad, Py_ssize_t k,
-                         double reg, double elapsed, double eta,
+cdef inline void _update(floating_row p, floating_row acc, const_floating_row grad,
+                         Py_ssize_t k, double reg, double elapsed, double eta,
                          const Settings* cfg, double x=1) noexcept nogil:
     """One step on k parameters: the loss gradient ``x * grad`` and the penalty of the
-    steps ``elapsed`` since they were last touched."""
+    steps ``elapsed`` since they were last touched (p, acc and grad never overlap:
+    restrict pointers, so the k-loops vectorise without an overlap test)."""
     cdef Py_ssize_t s
     cdef double g, decay
     cdef float scale
