@@ -106,8 +106,6 @@ cdef void anova_forward(const floating* P, Py_ssize_t k,
     cdef Py_ssize_t n_items = n_dummy + nnz
     cdef const floating* row
     cdef floating x
-    cdef floating* hi
-    cdef floating* lo
     for s in range(k):
         a[s] = 1
     for s in range(k, (degree + 1) * k):
@@ -119,10 +117,7 @@ cdef void anova_forward(const floating* P, Py_ssize_t k,
         top = e + 1 if e + 1 < degree else degree
         # Descending t so that a[t-1] still holds the previous item's value.
         for t in range(top, 0, -1):
-            hi = a + t * k
-            lo = a + (t - 1) * k
-            for s in range(k):
-                hi[s] += x * row[s] * lo[s]
+            _dp_add(a + t * k, a + (t - 1) * k, row, x, k)
 
 
 cdef void anova_gradient(const floating* P, Py_ssize_t k,
@@ -208,18 +203,30 @@ cdef void anova_backward(const floating* P, Py_ssize_t k,
             g[s] *= x
         # Ascending t: adj[t+1] still holds the later item's adjoint.
         for t in range(degree):
-            _dp_row(adj + t * k, adj + t * k, adj + (t + 1) * k, row, x, k)
+            _dp_add(adj + t * k, adj + (t + 1) * k, row, x, k)
 
 
-cdef inline void _dp_row(floating* out, const floating* same, const floating* lower,
-                         const floating* row, floating x, Py_ssize_t k) noexcept nogil:
-    """out[s] = same[s] + x * row[s] * lower[s] (out may be ``same``)."""
+# The k-loops below take restrict pointers (their arrays never overlap), so the compiler
+# vectorises them without a run-time overlap test on every call.
+
+cdef inline void _dp_row(floating_row out, const_floating_row same,
+                         const_floating_row lower, const_floating_row row, floating x,
+                         Py_ssize_t k) noexcept nogil:
+    """out[s] = same[s] + x * row[s] * lower[s] (four distinct arrays)."""
     cdef Py_ssize_t s
     for s in range(k):
         out[s] = same[s] + x * row[s] * lower[s]
 
 
-cdef inline void _accumulate(floating* acc, const floating* a, const floating* b,
+cdef inline void _dp_add(floating_row acc, const_floating_row lower,
+                         const_floating_row row, floating x, Py_ssize_t k) noexcept nogil:
+    """acc[s] += x * row[s] * lower[s]: one update of the dynamic programme in place."""
+    cdef Py_ssize_t s
+    for s in range(k):
+        acc[s] += x * row[s] * lower[s]
+
+
+cdef inline void _accumulate(floating_row acc, const_floating_row a, const_floating_row b,
                              Py_ssize_t k) noexcept nogil:
     cdef Py_ssize_t s
     for s in range(k):
