@@ -17,10 +17,19 @@ ctypedef fused index_t:
 # overlap (a factor row, its AdaGrad statistics, a gradient or running-sum buffer): told
 # so, the compiler vectorises such a loop without an overlap test on every call.
 cdef extern from *:
-    ctypedef float* float_row "float *__restrict__"
-    ctypedef double* double_row "double *__restrict__"
-    ctypedef const float* const_float_row "const float *__restrict__"
-    ctypedef const double* const_double_row "const double *__restrict__"
+    """
+    #ifndef POLYLITE_RESTRICT
+    #if defined(_MSC_VER)
+    #define POLYLITE_RESTRICT __restrict
+    #else
+    #define POLYLITE_RESTRICT restrict
+    #endif
+    #endif
+    """
+    ctypedef float* float_row "float *POLYLITE_RESTRICT"
+    ctypedef double* double_row "double *POLYLITE_RESTRICT"
+    ctypedef const float* const_float_row "const float *POLYLITE_RESTRICT"
+    ctypedef const double* const_double_row "const double *POLYLITE_RESTRICT"
 
 ctypedef fused floating_row:
     float_row

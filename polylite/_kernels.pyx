@@ -18,12 +18,8 @@ cdef extern from *:
        When `fresh`, row t has never been written (t = number of items so far):
        it is assigned instead of accumulated, so the table needs no zeroing.  The pointers
        are `restrict` (the table, P and gamma never overlap) and the inner loop is a plain
-       loop over the k components, so the compiler vectorises it without alias checks. */
-    #if defined(_MSC_VER)
-    #define POLYLITE_RESTRICT __restrict
-    #else
-    #define POLYLITE_RESTRICT restrict
-    #endif
+       loop over the k components, so the compiler vectorises it without alias checks
+       (POLYLITE_RESTRICT: _kernels.pxd). */
     #define POLYLITE_DEFINE_ANOVA_ITEM(NAME, T)                                      \
     static inline void NAME(T *POLYLITE_RESTRICT a, const T *POLYLITE_RESTRICT row,  \
                             const T x, const Py_ssize_t k, Py_ssize_t t,             \
