@@ -362,7 +362,7 @@ def main():
         tracemalloc.stop()
         probes.clear()
         epochs = np.array(epoch_times)
-        xp = np.array([xp for xp, _ in probe_times])
+        xp_after = np.array([product for product, _ in probe_times])
         bandwidths = moved / np.array([seconds for _, seconds in probe_times])
         epoch = float(np.median(epochs))
         model = epoch_bytes(**last_epoch)
@@ -375,9 +375,10 @@ def main():
             bounds = model.total / bandwidths
             traffic = (f"{model.row_passes:>6} {model.total / 1e9:>8.2f} "
                        f"{np.median(bandwidths) / 1e9:>5.1f} {np.median(bounds):>8.3f} "
-                       f"{np.median(epochs / bounds):>7.1f} {np.median(bounds / xp):>12.1f}")
+                       f"{np.median(epochs / bounds):>7.1f} "
+                       f"{np.median(bounds / xp_after):>12.1f}")
         print(f"{degree:>6} {lower:>8} {n_jobs:>6} {epoch:>9.3f} {epoch / (nnz * k) * 1e9:>11.2f} "
-              f"{np.median(xp) * 1e3:>7.1f} {np.median(epochs / xp):>8.1f} "
+              f"{np.median(xp_after) * 1e3:>7.1f} {np.median(epochs / xp_after):>8.1f} "
               f"{fit_time / epochs_run[0]:>12.3f} "
               f"{peak / 2**20:>9.0f} {peak / x_bytes:>7.2f} {traffic}")
         if model is not None:
