@@ -30,10 +30,12 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
     X.indices, X.indptr = indices, indptr  # as given (scipy may narrow them)
     if support is None:
         support = _cd.column_support(indices, indptr, np.asarray(sw, np.float64), d)
+    fourth = _cd.column_fourth_moments(X.data, indices, indptr,
+                                       np.asarray(sw, np.float64), d)
     if lam is None:
         lam = np.ones(k, P.dtype)
     return _cd.cd_epoch(
-        CDData(X, groups, support, n_threads),
+        CDData(X, groups, support, fourth, n_threads),
         CDProblem(y, sw, kernel, np.asarray(degrees, np.intc), loss, alpha, beta,
                   fit_intercept, fit_linear, fit_lam),
         _OutputParams(intercept, w, P, gamma, lam), y_pred, prior=prior,

@@ -362,6 +362,9 @@ cdef struct Sweep:
     Layout L
     const Threads* threads
     const double* support  # per column, sum_i s_i over its rows (see column_support)
+    const double* fourth   # degree-2 factors' rows sweeps: per column, sum_i s_i x_ij^4
+                           # (column_fourth_moments), whence each column's noise sum
+                           # (_degree2_noise; see _n_terms); else NULL
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
     Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
                          # one, see _apply_entry)
@@ -390,6 +393,7 @@ cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* 
     sweep.L = L[0]
     sweep.threads = threads
     sweep.support = support
+    sweep.fourth = NULL
     sweep.cur = cur
     sweep.nxt = nxt
     sweep.has_next = has_next
@@ -918,7 +922,8 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                        const Prior* prior, floating* param,
                        Py_ssize_t param_stride, double mu, double third, double reg,
                        double* gradient, double gradient_scale, bint has_next,
-                       double* max_change, double* variance_change) noexcept nogil:
+                       const double* fourth, double* max_change,
+                       double* variance_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
     cdef double p, p_new, delta, var, var_new, largest = 0, change = 0
@@ -933,6 +938,9 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 continue
             p = col[COL_P]
             var = col[COL_VAR]
+            if fourth != NULL:  # (in the sums' scale: without the weight they leave out)
+                col[COL_NOISE] = _degree2_noise(col[COL_CURV], p,
+                                                fourth[j] / gradient_scale)
             delta = _take_step(param + j * param_stride,
                                _coordinate_step(prior, j, support[j], col + COL_GRAD, mu,
                                                 third, reg, p))
@@ -981,12 +989,12 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     if threads == 1:
         _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
                      param_stride, mu, sw.L.third, reg, sw.gradient, sw.gradient_scale,
-                     sw.has_next, largest, sw.threads.variance_change)
+                     sw.has_next, sw.fourth, largest, sw.threads.variance_change)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
                          sw.prior, param, param_stride, mu, sw.L.third, reg, sw.gradient,
-                         sw.gradient_scale, sw.has_next, largest,
+                         sw.gradient_scale, sw.has_next, sw.fourth, largest,
                          sw.threads.variance_change)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
@@ -1195,6 +1203,7 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
     cdef Sweep tsw = sw[0]
     tsw.L.third = 0
+    tsw.fourth = NULL  # (the moments sum the noise)
     tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
     if not gathered:  # (else the component's start gathered it)
         table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
@@ -1294,8 +1303,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                           floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
                           double beta, double* state, const Layout* L, Py_ssize_t cur,
                           Py_ssize_t nxt, double* scratch, const Threads* threads,
-                          const double* support, double* A, double* base,
-                          Pending* pending, const Prior* block_prior,
+                          const double* support, const double* fourth, double* A,
+                          double* base, Pending* pending, const Prior* block_prior,
                           const Prior* dummy_prior, Blocks* blocks,
                           double* gradient, double* gamma_gradient,
                           double gradient_scale) noexcept nogil:
@@ -1340,6 +1349,8 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                               base if has_next and first_full else NULL,
                               &features if block_prior != NULL else NULL,
                               gradient + s if gradient != NULL else NULL, gradient_scale)
+    if _n_terms(L, kind) < 3:  # (no noise sums: the steps take the columns' bound)
+        sweep.fourth = fourth
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
@@ -1873,6 +1884,26 @@ def column_support(const index_t[::1] indices, const index_t[::1] indptr,
     return support_array
 
 
+def column_fourth_moments(const floating[::1] data, const index_t[::1] indices,
+                          const index_t[::1] indptr, const double[::1] sample_weight,
+                          Py_ssize_t n_features):
+    """sum_i s_i x_ij^4 of each column: the rounding-noise bound of a degree-2 factor's
+    steps (_degree2_noise), from the column instead of a sum over its rows in every
+    pass."""
+    cdef Py_ssize_t i, z, n = indptr.shape[0] - 1
+    cdef double x2
+    fourth_array = np.zeros(n_features, dtype=np.float64)
+    cdef double[::1] fourth = fourth_array
+    if sample_weight.shape[0] != n:
+        raise ValueError("column_fourth_moments: one weight per row is needed")
+    with nogil:
+        for i in range(n):
+            for z in range(indptr[i], indptr[i + 1]):
+                x2 = data[z] * <double> data[z]
+                fourth[indices[z]] += sample_weight[i] * x2 * x2
+    return fourth_array
+
+
 def _buffer(dict workspace, str name, Py_ssize_t size):
     """A float64 work array of at least ``size`` (contents undefined), the one kept in
     ``workspace`` under ``name`` when it is large enough."""
@@ -1956,7 +1987,8 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     ----------
     data : polylite.polynomial._cd_data.CDData
         The rows and what a fit derives from them once (:func:`column_groups` with
-        ``disjoint`` false for kernel POLYNOMIAL, :func:`column_support`, the threads).
+        ``disjoint`` false for kernel POLYNOMIAL, :func:`column_support`,
+        :func:`column_fourth_moments`, the threads).
     problem : polylite.polynomial._cd_data.CDProblem
         Targets, sample weights (summing to 1), kernel, degrees, loss, penalties.
     params : polylite.polynomial._base._OutputParams
@@ -2051,7 +2083,7 @@ def _check_epoch(data, problem, params, y_pred, gradient):
              and problem.sample_weight.shape[0] == n and y_pred.shape[0] == n
              and params.intercept.shape[0] == 1 and (n_dummy == 0 or gamma.shape[1] == k)
              and degrees.shape[0] == n_blocks and (lam is None or lam.shape[0] == k)
-             and data.support.shape[0] == d)
+             and data.support.shape[0] == d and data.fourth.shape[0] == d)
     if agree and n_groups > 0:
         entries, columns, rows, entry_columns, values = (np.diff(p) for p in pointers)
         single_column = columns == 1
@@ -2213,6 +2245,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef const index_t[::1] entry_columns = groups.columns
     cdef const floating[::1] entry_values = groups.values
     cdef const double[::1] col_support = data.support
+    cdef const double[::1] col_fourth = data.fourth
     cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
     cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
     cdef Groups G = _group_struct(groups)
@@ -2418,7 +2451,7 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
                             n_dummy if b == 0 else 0,
                             s + 1 < k and blocks.count == 0 and not gradient_pass,
                             mu, beta, state, &L, cur, nxt, scratch, &threads,
-                            &col_support[0], A, base, &pending,
+                            &col_support[0], &col_fourth[0], A, base, &pending,
                             &block_prior if sampling else NULL,
                             &dummy_prior if sampling and b == 0 else NULL, &blocks,
                             grad_P_ptr + b * d * k if gradient_pass else NULL,

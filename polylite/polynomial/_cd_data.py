@@ -48,6 +48,8 @@ class CDData(NamedTuple):
                              # direct part (the blocks' columns empty)
     groups: ColumnGroups     # of X (its part: the columns outside every block)
     support: np.ndarray      # (n_features,): per column, sum_i s_i over its rows
+    fourth: np.ndarray       # (n_features,): per column, sum_i s_i x_ij^4 over the rows
+                             # of X (column_fourth_moments)
     n_threads: int
     blocks: tuple = ()       # TableBlock of each relation block, in column order
 

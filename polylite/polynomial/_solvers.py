@@ -138,6 +138,7 @@ def cd_data(X, sw, kernel, n_jobs):
         return _relational_cd_data(X, sw, kernel, n_jobs)
     return CDData(X, column_groups(X, kernel),
                   _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
+                  _cd.column_fourth_moments(X.data, X.indices, X.indptr, sw, X.shape[1]),
                   cd_threads(n_jobs, X.shape[0], X.shape[1],
                              X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
 
@@ -181,7 +182,9 @@ def _relational_cd_data(X, sw, kernel, n_jobs):
         blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
                                  start, stop, position, row_weight, row_count))
         x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
-    return CDData(direct, groups, support, cd_threads(n_jobs, n, d, x_bytes), tuple(blocks))
+    fourth = _cd.column_fourth_moments(direct.data, direct.indices, direct.indptr, sw, d)
+    return CDData(direct, groups, support, fourth, cd_threads(n_jobs, n, d, x_bytes),
+                  tuple(blocks))
 
 
 def cd_problem(est, y, sw, loss_code, kernel, degrees):
