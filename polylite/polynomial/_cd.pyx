@@ -710,15 +710,19 @@ cdef inline void _fused_units(const Pending* done, const index_t* done_columns,
                               bint split) noexcept nogil:
     """_fused_rows of a simple sweep (squared loss, uniform weights), the one-column flags
     literal.  With ``split``, so are the flags of the groups whose values are 1 and not
-    stored: only groups of several columns can be one (one column stores its values)."""
+    stored: only groups of several columns can be one (one column stores its values);
+    and between two such groups (user and item, the recommender's pass) ``reset`` too."""
     cdef const Sweep* dsw = &done.sweep
     cdef bint done_unit = not done_single and done_values == NULL
     cdef bint unit = not single and values == NULL
     if not split:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
                     state, kind, SIMPLE, done_single, single, done_unit, unit)
+    elif done_unit and unit and done.reset:
+        _fused_rows(done_columns, done_values, dsw, True, columns, values, sw, n,
+                    state, kind, SIMPLE, done_single, single, True, True)
     elif done_unit and unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
+        _fused_rows(done_columns, done_values, dsw, False, columns, values, sw, n,
                     state, kind, SIMPLE, done_single, single, True, True)
     elif done_unit:
         _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
