@@ -249,21 +249,21 @@ cdef struct Blocks:
     bint first_gathered  # it did
 
 
-cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
-                      Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
-                      const double* factors, const double* variances,
-                      const floating* csr_data, const index_t* csr_indices,
-                      const index_t* csr_indptr, const double* base) noexcept nogil:
-    cdef Py_ssize_t i, z, t_, lo, hi, end
+cdef inline void _fill_rows(Py_ssize_t lo, Py_ssize_t hi, double* state, const Layout* L,
+                            Py_ssize_t slot, int kernel, int kind, const double* factors,
+                            const double* variances, const floating* csr_data,
+                            const index_t* csr_indices, const index_t* csr_indptr,
+                            const double* base) noexcept nogil:
+    """The cache in ``slot`` of rows lo..hi-1 from their CSR entries (``kind`` a literal
+    where the callers can: its arithmetic and the slot's width then fold)."""
+    cdef Py_ssize_t i, z, t, end = csr_indptr[hi]
+    cdef Py_ssize_t width = _width(kind, L.width) if kernel != POLYNOMIAL else L.width
     cdef double q, x, v
     cdef double* D
-    if not thread_range(t, threads, n, &lo, &hi):
-        return
-    end = csr_indptr[hi]
     for i in range(lo, hi):
         D = state + i * L.stride + slot
-        for t_ in range(L.width):
-            D[t_] = base[t_]
+        for t in range(width):
+            D[t] = base[t]
         for z in range(csr_indptr[i], csr_indptr[i + 1]):
             # The factors are read at random: request them ahead.
             if z + PREFETCH_AHEAD < end:
@@ -278,7 +278,23 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                 D[1] += v * x * x
                 D[2] += v * q * x * x
             else:
-                _add_factor(D, kind, L.width, q)
+                _add_factor(D, kind, width, q)
+
+
+cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
+                      Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
+                      const double* factors, const double* variances,
+                      const floating* csr_data, const index_t* csr_indices,
+                      const index_t* csr_indptr, const double* base) noexcept nogil:
+    cdef Py_ssize_t lo, hi
+    if not thread_range(t, threads, n, &lo, &hi):
+        return
+    if kernel != POLYNOMIAL and kind == 2:  # (the recommender's: a loop of its own)
+        _fill_rows(lo, hi, state, L, slot, kernel, 2, factors, variances, csr_data,
+                   csr_indices, csr_indptr, base)
+    else:
+        _fill_rows(lo, hi, state, L, slot, kernel, kind, factors, variances, csr_data,
+                   csr_indices, csr_indptr, base)
 
 
 cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
