@@ -635,6 +635,48 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
                      &sw, kind, reset)
 
 
+cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead,
+                             const index_t* done_columns, const floating* done_values,
+                             const Sweep* dsw, bint reset, const index_t* columns,
+                             const floating* values, const Sweep* sw, double* state,
+                             int kind, int n_terms, bint done_single, bint single,
+                             bint done_unit, bint unit, double* sums) noexcept nogil:
+    """_fused_rows over entries lo..hi-1, adding to ``sums`` (groups of one column).
+    ``ahead`` (a literal): the entries PREFETCH_AHEAD further on exist, so that their
+    scratch records are requested without a test per entry."""
+    cdef Py_ssize_t z
+    cdef double terms[N_TERMS]
+    cdef double acc[N_TERMS]
+    cdef double* row
+    cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
+    cdef Move move = _move(done, kind)
+    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double p = col[COL_P]
+    cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
+    cdef int t
+    for t in range(n_terms):  # (in registers for the loop)
+        acc[t] = sums[t]
+    for z in range(lo, hi):
+        row = state + z * sw.L.stride
+        if not done_single:
+            if ahead:
+                _request_record(dsw.scratch, done_columns, z + PREFETCH_AHEAD)
+            done = dsw.scratch + done_columns[z] * COL_STRIDE
+            move = _move(done, kind)
+        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, dsw, kind, reset)
+        if not single:
+            if ahead:
+                _request_record(sw.scratch, columns, z + PREFETCH_AHEAD)
+            col = sw.scratch + columns[z] * COL_STRIDE
+            p = col[COL_P]
+            if kind == KIND_MEANFIELD:
+                var = col[COL_VAR]
+        _entry_terms(1.0 if unit else values[z], row, p, var, sw, kind, terms)
+        _gather(col, acc, terms, single, n_terms)
+    for t in range(n_terms):
+        sums[t] = acc[t]
+
+
 cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
                              const Sweep* done_sweep, bint reset,
                              const index_t* columns, const floating* values,
@@ -644,35 +686,20 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
     of the next (of ``sweep``: the same, or the next component's), both with an entry in
     every row.  ``done_unit``, ``unit``: the group's values are all 1 (and not stored)."""
-    cdef Py_ssize_t z
     cdef Sweep dsw = done_sweep[0]
     cdef Sweep sw = sweep[0]
-    cdef double terms[N_TERMS]
     cdef double sums[N_TERMS]
-    cdef double* row
-    cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
-    cdef Move move = _move(done, kind)
-    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
-    cdef double p = col[COL_P]
-    cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
     _assume(&sw, mode)
     cdef int n_terms = _n_terms(&sw.L, kind)
+    # The entries with one PREFETCH_AHEAD further on, then the rest.
+    cdef Py_ssize_t split = n - PREFETCH_AHEAD if n > PREFETCH_AHEAD else 0
     _zero_terms(sums)
-    for z in range(n):
-        row = state + z * sw.L.stride
-        if not done_single:
-            done = _record(dsw.scratch, done_columns, z, n)
-            move = _move(done, kind)
-        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, &dsw, kind, reset)
-        if not single:
-            col = _record(sw.scratch, columns, z, n)
-            p = col[COL_P]
-            if kind == KIND_MEANFIELD:
-                var = col[COL_VAR]
-        _entry_terms(1.0 if unit else values[z], row, p, var, &sw, kind, terms)
-        _gather(col, sums, terms, single, n_terms)
+    _fused_span(0, split, True, done_columns, done_values, &dsw, reset, columns, values,
+                &sw, state, kind, n_terms, done_single, single, done_unit, unit, sums)
+    _fused_span(split, n, False, done_columns, done_values, &dsw, reset, columns, values,
+                &sw, state, kind, n_terms, done_single, single, done_unit, unit, sums)
     if single:
-        _add_terms(col, sums, n_terms)
+        _add_terms(sw.scratch + columns[0] * COL_STRIDE, sums, n_terms)
 
 
 cdef struct Pending:

@@ -123,8 +123,14 @@ cdef inline double* _record(const double* scratch, const index_t* columns, Py_ss
     PREFETCH_AHEAD visits ahead: the columns of a group come in random order, so that
     its cache miss overlaps the current work."""
     if z + PREFETCH_AHEAD < count:
-        POLYLITE_PREFETCH(scratch + columns[z + PREFETCH_AHEAD] * COL_STRIDE)
+        _request_record(scratch, columns, z + PREFETCH_AHEAD)
     return <double*> scratch + columns[z] * COL_STRIDE
+
+
+cdef inline void _request_record(const double* scratch, const index_t* columns,
+                                 Py_ssize_t z) noexcept nogil:
+    """Request the scratch record of entry z's column (see _record)."""
+    POLYLITE_PREFETCH(scratch + columns[z] * COL_STRIDE)
 
 
 cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const index_t* rows,
