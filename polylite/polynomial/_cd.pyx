@@ -597,7 +597,7 @@ cdef inline void _gradient_rows(const index_t* rows, const index_t* columns,
     cdef Sweep sw = sweep[0]
     cdef double terms[N_TERMS]
     cdef double sums[N_TERMS]
-    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double* col = _column_record(sw.scratch, columns, 0)
     cdef double p = col[COL_P]
     cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
     _assume(&sw, mode)
@@ -624,7 +624,7 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
     """Pass 2 over a group's entries."""
     cdef Py_ssize_t z
     cdef Sweep sw = sweep[0]
-    cdef const double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef const double* col = _column_record(sw.scratch, columns, 0)
     cdef Move move = _move(col, kind)
     for z in range(count):
         _prefetch_row(state, sw.L.stride, rows, z, count)
@@ -648,9 +648,9 @@ cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead,
     cdef double terms[N_TERMS]
     cdef double acc[N_TERMS]
     cdef double* row
-    cdef const double* done = dsw.scratch + done_columns[0] * COL_STRIDE
+    cdef const double* done = _column_record(dsw.scratch, done_columns, 0)
     cdef Move move = _move(done, kind)
-    cdef double* col = sw.scratch + columns[0] * COL_STRIDE
+    cdef double* col = _column_record(sw.scratch, columns, 0)
     cdef double p = col[COL_P]
     cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
     cdef int t
@@ -661,13 +661,13 @@ cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead,
         if not done_single:
             if ahead:
                 _request_record(dsw.scratch, done_columns, z + PREFETCH_AHEAD)
-            done = dsw.scratch + done_columns[z] * COL_STRIDE
+            done = _column_record(dsw.scratch, done_columns, z)
             move = _move(done, kind)
         _apply_entry(&move, 1.0 if done_unit else done_values[z], row, dsw, kind, reset)
         if not single:
             if ahead:
                 _request_record(sw.scratch, columns, z + PREFETCH_AHEAD)
-            col = sw.scratch + columns[z] * COL_STRIDE
+            col = _column_record(sw.scratch, columns, z)
             p = col[COL_P]
             if kind == KIND_MEANFIELD:
                 var = col[COL_VAR]
@@ -699,7 +699,7 @@ cdef inline void _fused_rows(const index_t* done_columns, const floating* done_v
     _fused_span(split, n, False, done_columns, done_values, &dsw, reset, columns, values,
                 &sw, state, kind, n_terms, done_single, single, done_unit, unit, sums)
     if single:
-        _add_terms(sw.scratch + columns[0] * COL_STRIDE, sums, n_terms)
+        _add_terms(_column_record(sw.scratch, columns, 0), sums, n_terms)
 
 
 cdef struct Pending:

@@ -117,6 +117,13 @@ cdef inline double _weight(const double* row, const Layout* L) noexcept nogil:
     return row[L.weight] if L.weight >= 0 else 1.0
 
 
+cdef inline double* _column_record(const double* scratch, const index_t* columns,
+                                   Py_ssize_t z) noexcept nogil:
+    """The scratch record of entry z's column (the index widened first: one load that
+    sign-extends, and no 32-bit product)."""
+    return <double*> scratch + <Py_ssize_t> columns[z] * COL_STRIDE
+
+
 cdef inline double* _record(const double* scratch, const index_t* columns, Py_ssize_t z,
                             Py_ssize_t count) noexcept nogil:
     """The scratch record of entry z's column.  Also requests that of the entry
@@ -124,13 +131,13 @@ cdef inline double* _record(const double* scratch, const index_t* columns, Py_ss
     its cache miss overlaps the current work."""
     if z + PREFETCH_AHEAD < count:
         _request_record(scratch, columns, z + PREFETCH_AHEAD)
-    return <double*> scratch + columns[z] * COL_STRIDE
+    return _column_record(scratch, columns, z)
 
 
 cdef inline void _request_record(const double* scratch, const index_t* columns,
                                  Py_ssize_t z) noexcept nogil:
     """Request the scratch record of entry z's column (see _record)."""
-    POLYLITE_PREFETCH(scratch + columns[z] * COL_STRIDE)
+    POLYLITE_PREFETCH(_column_record(scratch, columns, z))
 
 
 cdef inline void _prefetch_row(const double* state, Py_ssize_t stride, const index_t* rows,
