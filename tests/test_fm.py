@@ -285,6 +285,39 @@ def test_zero_derivative_with_roundoff_takes_no_step():
     np.testing.assert_allclose(y_pred, prob.predict(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_degree2_derivative_of_rounding_noise_takes_no_step(weighted):
+    """In every row the other factors cancel (0.7 - 0.7): column 0's degree-2 derivative
+    is 0 but for rounding (the cache sums 0.1 + 0.7 - 0.7 from the rows), and without
+    a penalty its step would be the noise's ratio, about 1e16.  The noise bound that
+    the steps take from the column (not summed per row) must call it uninformed."""
+    n = 20
+    X = np.ones((n, 3))
+    rng = np.random.RandomState(0)
+    prob = _Problem(X, rng.randn(n), rng.uniform(0.5, 2.0, size=n) if weighted else None,
+                    degree=2, lower_degrees="none", kernel="anova", k=1, loss="squared",
+                    alpha=0.0, beta=0.0, fit_intercept=False, fit_linear=False)
+    prob.P[0, :, 0] = [0.1, 0.7, -0.7]
+    assert (0.1 + 0.7) - 0.7 - 0.1 != 0  # (the rounding the test relies on)
+    prob.epoch()
+    assert prob.P[0, 0, 0] == 0.1
+    assert np.all(np.isfinite(prob.P))
+
+
+def test_column_fourth_moments_is_the_weighted_sum_of_x4():
+    rng = np.random.RandomState(3)
+    X = sp.random(40, 7, density=0.4, format="csr", random_state=rng, dtype=np.float64)
+    X.data = rng.randn(X.nnz)
+    sw = rng.uniform(0.1, 1.0, size=40)
+    expected = (sw[:, None] * X.toarray() ** 4).sum(axis=0)
+    for data in (X.data, X.data.astype(np.float32)):
+        np.testing.assert_allclose(
+            _cd.column_fourth_moments(data, X.indices, X.indptr, sw, 7), expected,
+            rtol=1e-6 if data.dtype == np.float32 else 1e-13)
+    with pytest.raises(ValueError, match="one weight per row"):
+        _cd.column_fourth_moments(X.data, X.indices, X.indptr, sw[:-1], 7)
+
+
 def test_single_factor_step_is_exact_minimiser_all_subsets():
     rng = np.random.RandomState(7)
     X = rng.randn(25, 1)
