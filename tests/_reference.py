@@ -28,10 +28,9 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
     n, d, k = len(y), P.shape[1], P.shape[2]
     X = sp.csr_matrix((data, indices, indptr), shape=(n, d))
     X.indices, X.indptr = indices, indptr  # as given (scipy may narrow them)
-    if support is None:
-        support = _cd.column_support(indices, indptr, np.asarray(sw, np.float64), d)
-    fourth = _cd.column_fourth_moments(X.data, indices, indptr,
-                                       np.asarray(sw, np.float64), d)
+    moments = _cd.column_moments(X.data, indices, indptr, np.asarray(sw, np.float64), d)
+    support = moments[0] if support is None else support
+    fourth = moments[1]
     if lam is None:
         lam = np.ones(k, P.dtype)
     return _cd.cd_epoch(

@@ -304,18 +304,20 @@ def test_degree2_derivative_of_rounding_noise_takes_no_step(weighted):
     assert np.all(np.isfinite(prob.P))
 
 
-def test_column_fourth_moments_is_the_weighted_sum_of_x4():
+def test_column_moments_are_the_weighted_sums_of_x0_and_x4():
     rng = np.random.RandomState(3)
     X = sp.random(40, 7, density=0.4, format="csr", random_state=rng, dtype=np.float64)
     X.data = rng.randn(X.nnz)
     sw = rng.uniform(0.1, 1.0, size=40)
-    expected = (sw[:, None] * X.toarray() ** 4).sum(axis=0)
+    dense = X.toarray()
     for data in (X.data, X.data.astype(np.float32)):
-        np.testing.assert_allclose(
-            _cd.column_fourth_moments(data, X.indices, X.indptr, sw, 7), expected,
-            rtol=1e-6 if data.dtype == np.float32 else 1e-13)
+        support, fourth = _cd.column_moments(data, X.indices, X.indptr, sw, 7)
+        np.testing.assert_allclose(support, (sw[:, None] * (dense != 0)).sum(axis=0),
+                                   rtol=1e-13)
+        np.testing.assert_allclose(fourth, (sw[:, None] * dense ** 4).sum(axis=0),
+                                   rtol=1e-6 if data.dtype == np.float32 else 1e-13)
     with pytest.raises(ValueError, match="one weight per row"):
-        _cd.column_fourth_moments(X.data, X.indices, X.indptr, sw[:-1], 7)
+        _cd.column_moments(X.data, X.indices, X.indptr, sw[:-1], 7)
 
 
 def test_single_factor_step_is_exact_minimiser_all_subsets():

@@ -377,9 +377,9 @@ cdef struct Sweep:
     # compiler knows the row writes cannot change it).
     Layout L
     const Threads* threads
-    const double* support  # per column, sum_i s_i over its rows (see column_support)
+    const double* support  # per column, sum_i s_i over its rows (see column_moments)
     const double* fourth   # degree-2 factors' rows sweeps: per column, sum_i s_i x_ij^4
-                           # (column_fourth_moments), whence each column's noise sum
+                           # (column_moments), whence each column's noise sum
                            # (_degree2_noise; see _n_terms); else NULL
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
     Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
@@ -1914,41 +1914,28 @@ cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L
         state[i * L.stride + PRED] += delta
 
 
-def column_support(const index_t[::1] indices, const index_t[::1] indptr,
-                   const double[::1] sample_weight, Py_ssize_t n_features):
-    """The weight of each column's rows, sum_i s_i over the rows i where x_ij != 0: what
-    a step of :func:`cd_epoch` needs to tell a feature the data never shows (its
-    weight is 0), the same in every epoch."""
-    cdef Py_ssize_t i, z, n = indptr.shape[0] - 1
-    support_array = np.zeros(n_features, dtype=np.float64)
-    cdef double[::1] support = support_array
-    if sample_weight.shape[0] != n:
-        raise ValueError("column_support: one weight per row is needed")
-    with nogil:
-        for i in range(n):
-            for z in range(indptr[i], indptr[i + 1]):
-                support[indices[z]] += sample_weight[i]
-    return support_array
-
-
-def column_fourth_moments(const floating[::1] data, const index_t[::1] indices,
-                          const index_t[::1] indptr, const double[::1] sample_weight,
-                          Py_ssize_t n_features):
-    """sum_i s_i x_ij^4 of each column: the rounding-noise bound of a degree-2 factor's
-    steps (_degree2_noise), from the column instead of a sum over its rows in every
-    pass."""
+def column_moments(const floating[::1] data, const index_t[::1] indices,
+                   const index_t[::1] indptr, const double[::1] sample_weight,
+                   Py_ssize_t n_features):
+    """Two weighted sums over each column's stored entries, the same in every epoch:
+    the weight of its rows, sum_i s_i (its support: a step of :func:`cd_epoch` needs it
+    to tell a feature the data never shows, of weight 0), and sum_i s_i x_ij^4 (the
+    rounding-noise bound of its degree-2 factors' steps, _degree2_noise).  Returns the
+    two float64 arrays (n_features,)."""
     cdef Py_ssize_t i, z, n = indptr.shape[0] - 1
     cdef double x2
+    support_array = np.zeros(n_features, dtype=np.float64)
     fourth_array = np.zeros(n_features, dtype=np.float64)
-    cdef double[::1] fourth = fourth_array
+    cdef double[::1] support = support_array, fourth = fourth_array
     if sample_weight.shape[0] != n:
-        raise ValueError("column_fourth_moments: one weight per row is needed")
+        raise ValueError("column_moments: one weight per row is needed")
     with nogil:
         for i in range(n):
             for z in range(indptr[i], indptr[i + 1]):
                 x2 = data[z] * <double> data[z]
+                support[indices[z]] += sample_weight[i]
                 fourth[indices[z]] += sample_weight[i] * x2 * x2
-    return fourth_array
+    return support_array, fourth_array
 
 
 def _buffer(dict workspace, str name, Py_ssize_t size):
@@ -2034,8 +2021,8 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     ----------
     data : polylite.polynomial._cd_data.CDData
         The rows and what a fit derives from them once (:func:`column_groups` with
-        ``disjoint`` false for kernel POLYNOMIAL, :func:`column_support`,
-        :func:`column_fourth_moments`, the threads).
+        ``disjoint`` false for kernel POLYNOMIAL, :func:`column_moments`, the
+        threads).
     problem : polylite.polynomial._cd_data.CDProblem
         Targets, sample weights (summing to 1), kernel, degrees, loss, penalties.
     params : polylite.polynomial._base._OutputParams

@@ -49,7 +49,7 @@ class CDData(NamedTuple):
     groups: ColumnGroups     # of X (its part: the columns outside every block)
     support: np.ndarray      # (n_features,): per column, sum_i s_i over its rows
     fourth: np.ndarray       # (n_features,): per column, sum_i s_i x_ij^4 over the rows
-                             # of X (column_fourth_moments)
+                             # of X (column_moments)
     n_threads: int
     blocks: tuple = ()       # TableBlock of each relation block, in column order
 

@@ -137,8 +137,7 @@ def cd_data(X, sw, kernel, n_jobs):
     if isinstance(X, RelationalMatrix):
         return _relational_cd_data(X, sw, kernel, n_jobs)
     return CDData(X, column_groups(X, kernel),
-                  _cd.column_support(X.indices, X.indptr, sw, X.shape[1]),
-                  _cd.column_fourth_moments(X.data, X.indices, X.indptr, sw, X.shape[1]),
+                  *_cd.column_moments(X.data, X.indices, X.indptr, sw, X.shape[1]),
                   cd_threads(n_jobs, X.shape[0], X.shape[1],
                              X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
 
@@ -158,7 +157,8 @@ def _relational_cd_data(X, sw, kernel, n_jobs):
     for start, stop in X.block_columns():
         in_block[start:stop] = True
     groups = column_groups(direct, kernel, ~in_block)
-    support = _cd.column_support(direct.indices, direct.indptr, sw, d)
+    support, fourth = _cd.column_moments(direct.data, direct.indices, direct.indptr,
+                                         sw, d)
     # The first column of each direct group with entries (the last group may hold the
     # columns without any, whose steps commute with every other: it comes last).
     firsts = groups.group_columns[groups.columns_ptr[:-1]]
@@ -177,12 +177,11 @@ def _relational_cd_data(X, sw, kernel, n_jobs):
         table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
         position = int(np.count_nonzero(with_entries & (firsts < start)))
         row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
-        support += _cd.column_support(indices, indptr, row_weight, d)
+        support += _cd.column_moments(data, indices, indptr, row_weight, d)[0]
         row_count = np.bincount(block.index, minlength=table.shape[0]).astype(np.float64)
         blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
                                  start, stop, position, row_weight, row_count))
         x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
-    fourth = _cd.column_fourth_moments(direct.data, direct.indices, direct.indptr, sw, d)
     return CDData(direct, groups, support, fourth, cd_threads(n_jobs, n, d, x_bytes),
                   tuple(blocks))
 
