@@ -18,14 +18,17 @@ each thread count:
   (``_sgd.objective_gradient``, wrapped).
 - cd: one fit of ``--epochs`` epochs; the median time of ``_cd.cd_epoch`` (wrapped).
 
-"x (X@P)" divides the time by the median of ``X @ P`` (scipy, d x k dense P, one thread)
-timed three times before and three times after each measurement (the load of a shared
-machine drifts); "speed-up" divides the 1-thread time of the same task and degree by the
-time at this thread count.
+Each configuration is measured ``--repeats`` times (3), in rounds that take every thread
+count in turn, so that a drift of the machine's load reaches all of them alike.  "s/pass"
+is the median over the rounds; "x (X@P)" the median of each round's time over the median
+of ``X @ P`` (scipy, d x k dense P, one thread) timed three times before and three times
+after that measurement; "speed-up" the median of each round's 1-thread time of the same
+task and degree over its time at this thread count.
 
     python benchmarks/bench_threads.py [--rows 1000000] [--degrees 2 3] [--n-jobs 1 2]
                                        [--tasks predict sgd adagrad lbfgs cd] [--epochs 3]
                                        [--batch-sizes 256 4096] [--min-batch-rows N]
+                                       [--repeats 3]
                                        [--output benchmarks/results/threads.json]
 
 The table is also written to ``--output`` (a result file of ``_results.py``, which the
@@ -94,6 +97,8 @@ def main():
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 4096])
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds over the thread counts; the medians are reported")
     parser.add_argument("--min-batch-rows", type=int, default=None,
                         help="rows of a mini-batch per thread below which it runs on one "
                              "thread (default: polylite's rule)")
@@ -120,22 +125,33 @@ def main():
         stochastic = task in ("sgd", "adagrad")
         for degree in args.degrees:
             for batch_size in args.batch_sizes if stochastic else args.batch_sizes[:1]:
-                single = None
+                seconds = {n_jobs: [] for n_jobs in args.n_jobs}
+                ratios = {n_jobs: [] for n_jobs in args.n_jobs}
+                xps = {n_jobs: [] for n_jobs in args.n_jobs}
+                for _ in range(args.repeats):
+                    for n_jobs in args.n_jobs:
+                        xp_times = timings(lambda: X @ P, 3)
+                        time_ = measure(task, X, y, degree, k, n_jobs, args.epochs,
+                                        batch_size)
+                        xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
+                        seconds[n_jobs].append(time_)
+                        ratios[n_jobs].append(time_ / xp)
+                        xps[n_jobs].append(xp)
+                single = np.array(seconds[args.n_jobs[0]])
                 for n_jobs in args.n_jobs:
                     threads = (_solvers.stochastic_threads(n_jobs, batch_size)
                                if stochastic else row_threads(n_jobs, X.shape[0]))
-                    xp_times = timings(lambda: X @ P, 3)
-                    seconds = measure(task, X, y, degree, k, n_jobs, args.epochs,
-                                      batch_size)
-                    xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
-                    single = seconds if single is None else single
                     batch = batch_size if stochastic else "-"
+                    time_ = float(np.median(seconds[n_jobs]))
+                    ratio = float(np.median(ratios[n_jobs]))
+                    xp = float(np.median(xps[n_jobs]))
+                    speed_up = float(np.median(single / np.array(seconds[n_jobs])))
                     print(f"{task:>8} {degree:>6} {batch:>6} {n_jobs:>6} {threads:>7} "
-                          f"{seconds:>8.3f} {xp * 1e3:>7.1f} {seconds / xp:>8.1f} "
-                          f"{single / seconds:>8.2f}", flush=True)
-                    rows.append([task, degree, batch, n_jobs, threads, round(seconds, 4),
-                                 round(xp * 1e3, 1), round(seconds / xp, 2),
-                                 round(single / seconds, 2)])
+                          f"{time_:>8.3f} {xp * 1e3:>7.1f} {ratio:>8.1f} "
+                          f"{speed_up:>8.2f}", flush=True)
+                    rows.append([task, degree, batch, n_jobs, threads, round(time_, 4),
+                                 round(xp * 1e3, 1), round(ratio, 2),
+                                 round(speed_up, 2)])
     if args.output != "-":
         _results.save(
             args.output, "threads",
@@ -143,11 +159,12 @@ def main():
             [_results.table(
                 f"{X.shape[0]:,} rows, {X.nnz // X.shape[0]} nonzeros per row, "
                 f"k = {k}", columns, rows,
-                note="x (X@P): the pass's time over that of scipy's X @ P (one thread, "
-                     "d x k dense P) timed in the same run; speed-up: one thread's time "
-                     "over this thread count's")],
+                note=f"medians over {args.repeats} rounds of every thread count; "
+                     "x (X@P): the pass's time over that of scipy's X @ P (one thread, "
+                     "d x k dense P) timed around it; speed-up: one thread's time over "
+                     "this thread count's in the same round")],
             settings={"rows": X.shape[0], "columns": X.shape[1], "nnz": int(X.nnz),
-                      "components": k, "epochs": args.epochs,
+                      "components": k, "epochs": args.epochs, "repeats": args.repeats,
                       "batch_sizes": args.batch_sizes})
 
 
