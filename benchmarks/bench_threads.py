@@ -125,31 +125,31 @@ def main():
         stochastic = task in ("sgd", "adagrad")
         for degree in args.degrees:
             for batch_size in args.batch_sizes if stochastic else args.batch_sizes[:1]:
-                seconds = {n_jobs: [] for n_jobs in args.n_jobs}
+                times = {n_jobs: [] for n_jobs in args.n_jobs}
                 ratios = {n_jobs: [] for n_jobs in args.n_jobs}
                 xps = {n_jobs: [] for n_jobs in args.n_jobs}
                 for _ in range(args.repeats):
                     for n_jobs in args.n_jobs:
                         xp_times = timings(lambda: X @ P, 3)
-                        time_ = measure(task, X, y, degree, k, n_jobs, args.epochs,
-                                        batch_size)
+                        seconds = measure(task, X, y, degree, k, n_jobs, args.epochs,
+                                          batch_size)
                         xp = float(np.median(xp_times + timings(lambda: X @ P, 3)))
-                        seconds[n_jobs].append(time_)
-                        ratios[n_jobs].append(time_ / xp)
+                        times[n_jobs].append(seconds)
+                        ratios[n_jobs].append(seconds / xp)
                         xps[n_jobs].append(xp)
-                single = np.array(seconds[args.n_jobs[0]])
+                single = np.array(times[args.n_jobs[0]])
                 for n_jobs in args.n_jobs:
                     threads = (_solvers.stochastic_threads(n_jobs, batch_size)
                                if stochastic else row_threads(n_jobs, X.shape[0]))
                     batch = batch_size if stochastic else "-"
-                    time_ = float(np.median(seconds[n_jobs]))
+                    seconds = float(np.median(times[n_jobs]))
                     ratio = float(np.median(ratios[n_jobs]))
                     xp = float(np.median(xps[n_jobs]))
-                    speed_up = float(np.median(single / np.array(seconds[n_jobs])))
+                    speed_up = float(np.median(single / np.array(times[n_jobs])))
                     print(f"{task:>8} {degree:>6} {batch:>6} {n_jobs:>6} {threads:>7} "
-                          f"{time_:>8.3f} {xp * 1e3:>7.1f} {ratio:>8.1f} "
+                          f"{seconds:>8.3f} {xp * 1e3:>7.1f} {ratio:>8.1f} "
                           f"{speed_up:>8.2f}", flush=True)
-                    rows.append([task, degree, batch, n_jobs, threads, round(time_, 4),
+                    rows.append([task, degree, batch, n_jobs, threads, round(seconds, 4),
                                  round(xp * 1e3, 1), round(ratio, 2),
                                  round(speed_up, 2)])
     if args.output != "-":
