@@ -25,7 +25,7 @@ import numpy as np
 
 from polylite import BayesianFactorizationMachineRegressor
 from polylite import _losses, kernels
-from polylite.bayes._sampler import FeatureGroups, GibbsChain
+from polylite.bayes._sampler import FeatureGroups, Gaussian, GibbsChain
 from polylite.datasets import make_recommender
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
@@ -45,7 +45,8 @@ def chain_and_epoch(X, y, groups, degree, k, n_jobs):
                            gamma=np.zeros((0, k)), lam=np.ones(k))
     data = _solvers.cd_data(X, np.full(n, 1.0 / n), "anova", n_jobs)
     chain = GibbsChain(X, y, data, params, structure, groups, fit_intercept=True,
-                       fit_linear=True, probit=False, rng=rng, workspace={})
+                       fit_linear=True, likelihood=Gaussian(), rng=rng, workspace={},
+                       n_jobs=n_jobs)
     cd_params = dataclasses.replace(params, **{name: np.array(getattr(params, name))
                                                for name in ("intercept", "w", "P")})
     cd_pred = chain.y_pred.copy()
