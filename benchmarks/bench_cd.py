@@ -21,7 +21,8 @@ fits one matrix with dummy features; none fits degree m only).
 
 Memory bandwidth.  The header gives the machine's streaming bandwidth, measured in the
 same run: ``np.copyto`` of a float64 array of max(256 MiB, 8 x the last-level cache)
-into another, median of 7 copies, counted as bytes read + bytes written (2 x the array).
+(``--copy-mib`` sets another size) into another, median of 7 copies, counted as bytes
+read + bytes written (2 x the array).
 "GB/s" in the table is the same copy on the fit's number of threads, once after each
 measured epoch, like X @ P (the median over them).
 
@@ -73,6 +74,7 @@ above, split the same way), the bandwidth it reached and how far it is from the 
 
     python benchmarks/bench_cd.py [--rows 1000000] [--epochs 6] [--dtype float64]
                                   [--n-jobs 1 2] [--lower-degrees separate shared none]
+                                  [--copy-mib MIB]
 """
 import argparse
 import itertools
@@ -314,6 +316,9 @@ def main():
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[1])
     parser.add_argument("--lower-degrees", nargs="+", default=["separate"],
                         choices=["separate", "shared", "none"])
+    parser.add_argument("--copy-mib", type=int, default=None,
+                        help="MiB of the bandwidth copy's array (default: max(256, 8 x "
+                             "the last-level cache); a small one for a quick check)")
     args = parser.parse_args()
     dtype = np.dtype(args.dtype)
 
@@ -325,7 +330,8 @@ def main():
     nnz = X.nnz
     x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
     llc = cache_bytes()
-    copy, moved = stream_copy(max(2**28, 8 * (llc or 0)))
+    copy, moved = stream_copy(args.copy_mib * 2**20 if args.copy_mib
+                              else max(2**28, 8 * (llc or 0)))
     copy()  # (first touch)
     bandwidth = moved / float(np.median(timings(copy, 7)))
     print(f"X: {X.shape[0]} x {X.shape[1]}, {nnz} nonzeros, {dtype}, "

@@ -25,7 +25,10 @@ Baselines: the global mean and Ridge on the one-hot columns (alpha chosen on "ra
 The selected configuration is also fitted at degree 3 (rows have two nonzeros, so the
 degree-3 term is zero and degree 3 equals degree 2).
 
-    python benchmarks/bench_movielens.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_movielens.py [--data ../shared/data/movielens/ml-100k] [--quick]
+
+``--quick``: the first value of each grid and at most 5 epochs per fit (a check that
+the script runs, not a measurement).
 """
 import argparse
 import itertools
@@ -83,14 +86,14 @@ def validation_split(users, design, rng):
     return held
 
 
-def fit_score(fit, score, exponent, k, lam, a, shape, degree=2):
+def fit_score(fit, score, exponent, k, lam, a, shape, degree=2, max_iter=300):
     """Fit on ``fit`` = (users, items, y), return (RMSE on ``score``, seconds, epochs)."""
     users, items, y = fit
     counts = (np.maximum(np.bincount(users, minlength=shape[0]), 1.0),
               np.maximum(np.bincount(items, minlength=shape[1]), 1.0))
     n = len(y)
     fm = FactorizationMachineRegressor(degree=degree, n_components=k, alpha=a / n,
-                                       beta=lam / n, init_scale=0.1, max_iter=300,
+                                       beta=lam / n, init_scale=0.1, max_iter=max_iter,
                                        tol=1e-6, random_state=0)
     start = time.perf_counter()
     fm.fit(encode(users, items, counts, exponent, shape), y)
@@ -103,8 +106,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--quick", action="store_true",
+                        help="the first value of each grid, at most 5 epochs per fit")
     args = parser.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
+    grids = (COMPONENTS, PENALTIES, BIAS_PENALTIES)
+    exponents_of, max_iter = EXPONENTS, 300
+    if args.quick:
+        grids = tuple(values[:1] for values in grids)
+        exponents_of = {encoding: values[:1] for encoding, values in EXPONENTS.items()}
+        max_iter = 5
 
     X, y, X_test, y_test = load_movielens_100k(args.data, "u1")
     n_users = 943
@@ -131,13 +142,15 @@ def main():
     for design, held in splits.items():
         fit = (users[~held], items[~held], y[~held])
         val = (users[held], items[held], y[held])
-        for encoding, exponents in EXPONENTS.items():
-            grid = list(itertools.product(exponents, COMPONENTS, PENALTIES, BIAS_PENALTIES))
-            scores = {g: fit_score(fit, val, *g, shape)[0] for g in grid}
+        for encoding, exponents in exponents_of.items():
+            grid = list(itertools.product(exponents, *grids))
+            scores = {g: fit_score(fit, val, *g, shape, max_iter=max_iter)[0]
+                      for g in grid}
             exponent, k, lam, a = best = min(scores, key=scores.get)
             for degree in (2, 3):
                 rmse_test, elapsed, epochs = fit_score((users, items, y), test, *best,
-                                                       shape, degree=degree)
+                                                       shape, degree=degree,
+                                                       max_iter=max_iter)
                 e = f", e={exponent}" if encoding != "one-hot" else ""
                 name = f"FM m={degree} {encoding} ({design}): k={k}, lam={lam}, a={a}{e}"
                 print(f"{name:<60}{scores[best]:>10.4f}{rmse_test:>10.4f}{elapsed:>8.2f}")

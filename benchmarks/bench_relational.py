@@ -36,11 +36,13 @@ own):
     python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
         [--sweeps 200] [--seeds 5] [--burn-in 20] [--timing-sweeps 22] [--repeats 3]
-        [--scale-rows 10000000] [--csr-rmse]
+        [--scale-rows 10000000] [--csr-rmse] [--encoding side]
         [--output benchmarks/results/relational_movielens.json]
 
 The ``movielens`` part's tables are also written to ``--output`` (a result file of
 ``_results.py``, which the documentation's benchmarks page is drawn from).
+``--encoding`` gives the MovieLens parts another encoding of ``bench_bayes_movielens.py``
+(``one-hot``: 2 nonzeros per rating, a quick check that the script runs).
 """
 import argparse
 import contextlib
@@ -60,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
-from bench_bayes_movielens import encoder_for, rmse  # noqa: E402
+from bench_bayes_movielens import ENCODINGS, encoder_for, rmse  # noqa: E402
 from bench_link_prediction import side_tables  # noqa: E402
 
 from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
@@ -241,13 +243,14 @@ def sweep_seconds(X, y, fields, degree=2, n_jobs=None, sweeps=3):
 # ---- the parts ------------------------------------------------------------------------------
 
 def part_movielens(args):
-    ml = movielens_side(args.data)
+    ml = movielens_side(args.data, args.encoding)
     X, X_test = ml["relational"]
     Xc, Xc_test = ml["csr"]
     y, y_test = ml["y"]
-    print(f"MovieLens 100K u1, 'side' encoding: {Xc.shape[0]} ratings x {Xc.shape[1]} "
-          f"columns, {Xc.nnz / Xc.shape[0]:.0f} nonzeros per row expanded; relational: "
-          f"{X.nnz} nonzeros stored in {len(X.blocks)} tables; k = 10, degree 2")
+    print(f"MovieLens 100K u1, '{args.encoding}' encoding: {Xc.shape[0]} ratings x "
+          f"{Xc.shape[1]} columns, {Xc.nnz / Xc.shape[0]:.0f} nonzeros per row expanded; "
+          f"relational: {X.nnz} nonzeros stored in {len(X.blocks)} tables; k = 10, "
+          f"degree 2")
     libfm = None
     if args.libfm:
         folder = tempfile.mkdtemp()
@@ -309,9 +312,10 @@ def part_movielens(args):
     if libfm is not None:
         shutil.rmtree(libfm.folder)
     if args.output != "-":
-        data = (f"MovieLens 100K u1, ids + both implicit sets + user and movie side "
-                f"features ({Xc.nnz / Xc.shape[0]:.0f} nonzeros per rating), k = 10, "
-                f"degree 2")
+        features = ("ids + both implicit sets + user and movie side features"
+                    if args.encoding == "side" else f"the {args.encoding} encoding")
+        data = (f"MovieLens 100K u1, {features} ({Xc.nnz / Xc.shape[0]:.0f} nonzeros per "
+                f"rating), k = 10, degree 2")
         _results.save(
             args.output, "relational_movielens",
             "Bayesian FMs on relational data: polylite, libFM and myFM",
@@ -360,7 +364,7 @@ def part_scale(args):
 
 
 def part_degree3(args):
-    ml = movielens_side(args.data)
+    ml = movielens_side(args.data, args.encoding)
     X = ml["relational"][0]
     y = ml["y"][0]
     print(f"{'data':>10} {'degree':>6} {'sweep cpu s':>12} {'epoch cpu s':>12}")
@@ -379,7 +383,7 @@ def part_degree3(args):
 
 def part_solvers(args):
     from polylite.polynomial import _solvers
-    ml = movielens_side(args.data)
+    ml = movielens_side(args.data, args.encoding)
     y = ml["y"][0]
     print(f"{'what':>28} {'input':>10} {'cpu s':>8} {'x relational':>13}")
     rows = []
@@ -436,6 +440,9 @@ def main():
     parser.add_argument("--scale-rows", type=int, default=10_000_000)
     parser.add_argument("--csr-rmse", action="store_true",
                         help="also score polylite's chain on the CSR rows (slow)")
+    parser.add_argument("--encoding", default="side", choices=ENCODINGS,
+                        help="the MovieLens parts' encoding (bench_bayes_movielens.py's; "
+                             "one-hot: a quick check)")
     parser.add_argument("--output", default=os.path.join(
         _results.RESULTS, "relational_movielens.json"),
         help="the movielens part's result file ('-' for none)")

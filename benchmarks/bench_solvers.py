@@ -217,9 +217,9 @@ def main():
     if args.side_features:
         X = side_features(args.data, X)
         name = "user+item+side"
-    os.makedirs(OUTPUT, exist_ok=True)
     png = args.output or os.path.join(
         OUTPUT, "solvers_movielens" + ("_side" if args.side_features else "") + ".png")
+    os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
 
     limit = contextlib.nullcontext()
     if args.blas_threads > 0:
