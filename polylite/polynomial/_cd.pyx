@@ -380,7 +380,7 @@ cdef struct Sweep:
     const double* support  # per column, sum_i s_i over its rows (see column_moments)
     const double* fourth   # degree-2 factors' rows sweeps: per column, sum_i s_i x_ij^4
                            # (column_moments), whence each column's noise sum
-                           # (_degree2_noise; see _n_terms); else NULL
+                           # (_degree2_noise) where _noise_from_column; else NULL
     Py_ssize_t cur       # cache slot of the component being updated (unused: linear)
     Py_ssize_t nxt       # cache slot of the next component (factors: a slot even without
                          # one, see _apply_entry)
@@ -1396,7 +1396,7 @@ cdef double _cd_component(const Groups* G, const index_t* group_columns,
                               base if has_next and first_full else NULL,
                               &features if block_prior != NULL else NULL,
                               gradient + s if gradient != NULL else NULL, gradient_scale)
-    if _n_terms(L, kind) < 3:  # (no noise sums: the steps take the columns' bound)
+    if _noise_from_column(L, kind):
         sweep.fourth = fourth
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).

@@ -559,14 +559,20 @@ cdef inline void _zero_terms(double* terms) noexcept nogil:
         terms[t] = 0
 
 
+cdef inline bint _noise_from_column(const Layout* L, int kind) noexcept nogil:
+    """Whether the steps of this kind take their noise sum from the column
+    (_degree2_noise, the Sweep's ``fourth``) rather than from a term per row: degree-2
+    factors under a squared-loss bound, so that the rows' loops, where the recommender's
+    epochs spend their time, only sum the gradient and curvature."""
+    return kind == 2 and L.loss != LOGISTIC
+
+
 cdef inline int _n_terms(const Layout* L, int kind) noexcept nogil:
     """How many of the N_TERMS sums the passes add up: the last two for the logistic loss
-    and the mean-field factors only; a degree-2 factor's noise sum comes from its column
-    instead (_degree2_noise, the Sweep's ``fourth``), so that the rows' loops, where
-    the recommender's epochs spend their time, only sum the gradient and curvature."""
+    and the mean-field factors only; not the noise sum where it comes from the column."""
     if L.loss == LOGISTIC or kind == KIND_MEANFIELD:
         return N_TERMS
-    return 2 if kind == 2 else 3
+    return 2 if _noise_from_column(L, kind) else 3
 
 
 cdef inline void _add_terms(double* col, const double* terms, int count) noexcept nogil:
