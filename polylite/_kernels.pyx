@@ -6,7 +6,7 @@ kernel on one row for tests and for users who want the raw kernels.
 """
 import numpy as np
 from libc.stdlib cimport malloc, free
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport uint32_t, int32_t, int64_t
 from cython.parallel cimport prange
 
 
@@ -793,6 +793,26 @@ def append_rows(const floating[::1] data, const index_t[::1] indices,
                 out_indices[at] = <out_index_t> (indices[z] + offset)
                 at += 1
             cursor[i] = at
+
+
+def libfm_row_sizes(const uint32_t[::1] words, int64_t[::1] sizes):
+    """The size of each row of a libFM binary matrix's body ``words`` (its 32-bit words
+    after the header: per row a size, then two words per entry), into ``sizes``; returns
+    the number of words the rows span, or -1 where a size runs past the end.  A row's
+    size says where the next one starts, so the walk is one loop."""
+    cdef Py_ssize_t r, position = 0, n = words.shape[0]
+    cdef bint overrun = False
+    with nogil:
+        for r in range(sizes.shape[0]):
+            if position >= n:
+                overrun = True
+                break
+            sizes[r] = words[position]
+            position += 1 + 2 * <Py_ssize_t> words[position]
+            if position > n:
+                overrun = True
+                break
+    return -1 if overrun else position
 
 
 # ---------------------------------------------------------------------------------------

@@ -60,25 +60,21 @@ def read_table(path, dtype=np.float64):
     if len(raw) != expected:
         raise DataFileError(f"{path}: {len(raw)} bytes, but its header declares {n_rows} "
                             f"rows and {n_values} values ({expected} bytes)")
-    # Each row: its size, then its entries.  Walk the sizes (a row's size says where the
-    # next starts), then take every entry at once.
+    # Each row: its size, then its entries; a row's size says where the next starts (a
+    # compiled walk over the sizes), then every entry is taken at once.
+    from ._kernels import libfm_row_sizes
+    words = np.frombuffer(raw, "<u4", offset=_HEADER.itemsize).astype(np.uint32,
+                                                                       copy=False)
     sizes = np.empty(n_rows, dtype=np.int64)
-    offset = _HEADER.itemsize
-    starts = np.empty(n_rows, dtype=np.int64)
-    view = memoryview(raw)
-    for r in range(n_rows):
-        size = int.from_bytes(view[offset:offset + 4], "little")
-        sizes[r], starts[r] = size, offset + 4
-        offset += 4 + _ENTRY.itemsize * size
-    if offset != len(raw) or sizes.sum() != n_values:
+    if libfm_row_sizes(words, sizes) != words.shape[0] or sizes.sum() != n_values:
         raise DataFileError(f"{path}: its row sizes do not add up to the {n_values} "
                             f"values its header declares")
-    entries = np.empty(n_values, dtype=_ENTRY)
-    position = 0
-    for start, size in zip(starts, sizes):
-        entries[position:position + size] = np.frombuffer(raw, _ENTRY, count=size,
-                                                          offset=start)
-        position += size
+    # The entries' words: all but each row's size word.
+    size_words = np.cumsum(np.concatenate([[0], 1 + 2 * sizes[:-1]])) if n_rows else \
+        np.zeros(0, np.int64)
+    is_entry = np.ones(words.shape[0], dtype=bool)
+    is_entry[size_words] = False
+    entries = words[is_entry].view(_ENTRY)
     columns = entries["column"].astype(np.int64)
     if n_values and columns.max() >= n_cols:
         raise DataFileError(f"{path}: column {int(columns.max())} out of range for the "

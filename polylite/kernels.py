@@ -171,6 +171,70 @@ def check_finite_predictions(values, estimator, what="predictions", dtype=None):
         f"parameters are too large")
 
 
+#: A regressor whose fitted outputs on its own training rows miss the targets by more than
+#: this many times the error of predicting 0 is refused (:func:`check_fitted_scale`).
+FITTED_SCALE_LIMIT = 1e3
+
+
+def check_fitted_scale(estimator, X, y, y_pred, sample_weight=None):
+    """Refuse (FloatingPointError) a regressor's fit whose outputs on its own training
+    rows are absurd for its targets.
+
+    The rule: the root-mean-square training error, ``sqrt(sum_i s_i (f(x_i) - y_i)^2)``
+    (rows weighted by ``sample_weight``, normalised to sum to 1), must not exceed
+    :data:`FITTED_SCALE_LIMIT` times ``sqrt(sum_i s_i y_i^2)``, the error of the model
+    that predicts 0 everywhere.  A fit a thousand times worse than predicting 0 on the
+    rows it was fitted on is garbage, every output finite: features so large (1e38 in
+    float64, say) that the products a model of their degree forms dwarf the targets in
+    the dtype's precision, or a stochastic solver whose steps diverged without
+    overflowing.  Targets that are all 0 are not checked.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The regressor (named in the message).
+    X : {sparse matrix, ndarray, RelationalMatrix}
+        Its training rows (the largest value is named in the message).
+    y, y_pred : ndarray of shape (n_samples,)
+        The targets and the fitted model's outputs on X.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative row weights (None: equal).
+
+    Raises
+    ------
+    FloatingPointError
+        When the rule does not hold, naming the largest ``|x|`` and what to change.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    weights = (np.ones(y.shape[0]) if sample_weight is None
+               else np.asarray(sample_weight, dtype=np.float64))
+    weights = weights / max(weights.sum(), np.finfo(np.float64).tiny)
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = np.sqrt(np.dot(weights, (np.asarray(y_pred, np.float64) - y) ** 2))
+        zero_error = np.sqrt(np.dot(weights, y * y))
+    if not zero_error > 0 or error <= FITTED_SCALE_LIMIT * zero_error:
+        return
+    remedies = "scale the features of X (for example to unit variance)"
+    if getattr(estimator, "solver_", None) in ("sgd", "adagrad"):
+        remedies += ", or use a smaller learning rate eta0"
+    raise FloatingPointError(
+        f"{type(estimator).__name__}: the fitted model misses its own training targets "
+        f"by a root-mean-square of {error:.3g}, more than {FITTED_SCALE_LIMIT:g} times "
+        f"that of predicting 0 ({zero_error:.3g}), so its outputs are meaningless: the "
+        f"values of X (largest |x| = {largest_abs(X):.3g}) are too large for a model of "
+        f"this degree in {X.dtype.name}, or the fit diverged; {remedies}")
+
+
+def largest_abs(X):
+    """The largest absolute value of X (a sparse matrix, an array or a
+    RelationalMatrix), 0.0 when it has none."""
+    if isinstance(X, RelationalMatrix):
+        return max(largest_abs(X.direct()),
+                   *[largest_abs(block.table) for block in X.blocks], 0.0)
+    data = X.data if sp.issparse(X) else np.asarray(X)
+    return float(np.max(np.abs(data))) if data.size else 0.0
+
+
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
             lam=None, check_input=True, n_jobs=None):
     """Predictions of a polynomial model of any degree on every row of X.

@@ -427,7 +427,12 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             [sp.hstack(blocks[side], format="csr", dtype=dtype),
              sp.csr_matrix((1, sum(b.shape[1] for b in blocks[side])), dtype=dtype)],
             format="csr") for side in keys}
-        self.n_features_out_ = self.fields_[-1].stop if self.fields_ else 0
+        if not self.fields_ or self.fields_[-1].stop == 0:
+            raise ValueError(
+                f"the encoder has no columns to make: ids={self.ids!r} with no "
+                f"user_features, item_features, context_features or implicit sets; "
+                f"give some features, or ids='both'")
+        self.n_features_out_ = self.fields_[-1].stop
         read = [self.user, self.item, *context]
         self.n_features_in_ = len(read)
         self.feature_names_in_ = np.array(read, dtype=object)

@@ -96,7 +96,31 @@ def _checked_index(index, n_rows, name):
         if high >= n_rows:
             raise ValueError(f"{name} holds table row {high}, out of range for a table of "
                              f"{n_rows} rows")
-    return np.ascontiguousarray(array, dtype=np.intp)
+    return _frozen(np.array(array, dtype=np.intp, order="C", copy=True))
+
+
+def _frozen(array):
+    """``array`` made read-only (in place: it is a copy the matrix owns)."""
+    array.flags.writeable = False
+    return array
+
+
+def _owned_csr(matrix, source):
+    """The checked CSR ``matrix`` with arrays of its own (copied where they are still the
+    caller's ``source``'s), read-only: later changes to the caller's arrays cannot reach
+    what the kernels read."""
+    source_arrays = ([source.data, source.indices, source.indptr] if sp.issparse(source)
+                     else [np.asarray(source)])
+    if any(np.may_share_memory(array, other) for array in
+           (matrix.data, matrix.indices, matrix.indptr) for other in source_arrays):
+        matrix = matrix.copy()
+    return _frozen_csr(matrix)
+
+
+def _frozen_csr(matrix):
+    for array in (matrix.data, matrix.indices, matrix.indptr):
+        _frozen(array)
+    return matrix
 
 
 class RelationalMatrix:
@@ -125,7 +149,10 @@ class RelationalMatrix:
     dtype : numpy.dtype
     parts : list
         The checked parts: CSR matrices (direct parts) and RelationBlocks with canonical
-        CSR tables and intp indices.
+        CSR tables and intp indices.  They are the matrix's own copies, read-only: the
+        arrays given to the constructor can be changed or reused afterwards without
+        changing what the matrix holds, and the kernels never read a row or column
+        outside what was checked when it was made.
     offsets : ndarray of shape (n_parts + 1,)
         Part p owns the columns ``offsets[p]:offsets[p + 1]``.
 
@@ -155,7 +182,8 @@ class RelationalMatrix:
         for p, part in enumerate(parts):
             if isinstance(part, RelationBlock):
                 name = f"block {p} (part {p})"
-                table = _checked_csr(part.table, f"the table of {name}", dtype)
+                table = _owned_csr(_checked_csr(part.table, f"the table of {name}", dtype),
+                                   part.table)
                 if table.shape[0] == 0:
                     raise ValueError(f"the table of {name} has no rows: a block needs a "
                                      f"row for each entity its index names")
@@ -165,7 +193,7 @@ class RelationalMatrix:
                 widths.append(table.shape[1])
             else:
                 name = f"part {p}"
-                matrix = _checked_csr(part, name, dtype)
+                matrix = _owned_csr(_checked_csr(part, name, dtype), part)
                 rows = matrix.shape[0]
                 checked.append(matrix)
                 widths.append(matrix.shape[1])
@@ -347,6 +375,12 @@ class RelationalMatrix:
         copy."""
         out = object.__new__(cls)
         out.parts, out.dtype = list(parts), np.dtype(dtype)
+        for part in out.parts:  # read-only, as the checked parts of __init__
+            if isinstance(part, RelationBlock):
+                _frozen(part.index)
+                _frozen_csr(part.table)
+            else:
+                _frozen_csr(part)
         widths = [part.table.shape[1] if isinstance(part, RelationBlock) else part.shape[1]
                   for part in out.parts]
         out.offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)

@@ -27,11 +27,15 @@ from sklearn.pipeline import make_pipeline
 
 import polylite
 from polylite import (BayesianFactorizationMachineClassifier,
+                      BayesianFactorizationMachineOrdinalRegressor,
                       BayesianFactorizationMachineRegressor, FactorizationMachineClassifier,
-                      FactorizationMachineRegressor, FieldEncoder,
-                      MultiOutputPolynomialClassifier, MultiOutputPolynomialRegressor,
-                      OrdinalMcRankRegressor, PolynomialNetworkClassifier,
-                      PolynomialNetworkRegressor)
+                      FactorizationMachineRanker, FactorizationMachineRegressor,
+                      FieldEncoder, MultiOutputPolynomialClassifier,
+                      MultiOutputPolynomialRegressor, OrdinalMcRankRegressor,
+                      PolynomialNetworkClassifier, PolynomialNetworkRegressor,
+                      VariationalFactorizationMachineClassifier,
+                      VariationalFactorizationMachineRegressor)
+from polylite.relational import RelationalMatrix, RelationBlock
 
 CASES = int(os.environ.get("POLYLITE_FUZZ_CASES", "6"))
 FIRST_SEED = int(os.environ.get("POLYLITE_FUZZ_SEED", "0"))
@@ -292,6 +296,103 @@ def _pipeline_case(rng):
     return make_pipeline(encoder, est), table, y, {}
 
 
+def _relational_case(rng):
+    """A RelationalMatrix of random users, items and direct columns, whose caller's
+    arrays (indices, tables) are then changed, often out of range: the matrix owns
+    copies, so the fit and the predictions must not see it."""
+    n = int(rng.integers(2, 60))
+    n_users, n_items = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    dtype = _choice(rng, [np.float64, np.float32])
+    scale = 10.0 ** rng.choice([rng.uniform(-3, 3), rng.uniform(3, 20)], p=[0.85, 0.15])
+    users = sp.random(n_users, int(rng.integers(1, 5)), density=rng.uniform(0.2, 1),
+                      random_state=int(rng.integers(1000)), format="csr") * scale
+    items = sp.random(n_items, int(rng.integers(1, 5)), density=rng.uniform(0.2, 1),
+                      random_state=int(rng.integers(1000)), format="csr")
+    user_index = rng.integers(0, n_users, n)
+    item_index = rng.integers(0, n_items, n)
+    direct = sp.random(n, int(rng.integers(1, 4)), density=rng.uniform(0, 1),
+                       random_state=int(rng.integers(1000)), format="csr")
+    parts = [RelationBlock(user_index, users.astype(dtype)),
+             RelationBlock(item_index, items), direct.astype(dtype)]
+    X = RelationalMatrix([parts[i] for i in rng.permutation(3)], dtype=dtype)
+    for array in (user_index, item_index, users.indices, items.indices, direct.indices):
+        if array.size:
+            array[rng.integers(array.size)] = _choice(rng, [-1, 10**8, 2**31 - 1])
+    y = rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 6) + rng.uniform(-5, 5)
+    model = _choice(rng, ["fm", "fm", "bayes", "classifier"])
+    if model in ("fm", "classifier"):
+        cls = (FactorizationMachineClassifier if model == "classifier"
+               else FactorizationMachineRegressor)
+        est = cls(solver=_choice(rng, SOLVERS), n_components=int(rng.integers(1, 5)),
+                  degree=int(rng.integers(2, 4)), max_iter=int(rng.integers(1, 6)),
+                  random_state=int(rng.integers(1000)))
+        if model == "classifier":
+            y = np.where(np.arange(n) % 2 == 0, "a", "b")
+    else:
+        est = BayesianFactorizationMachineRegressor(
+            n_components=int(rng.integers(1, 5)), n_iter=4, n_burn_in=1,
+            random_state=int(rng.integers(1000)))
+    return est, X, y, {}
+
+
+def _ranker_case(rng):
+    """Positives of random users and items, as CSR rows with item_columns or as a
+    RelationalMatrix, with side features, weights, a loss and a solver."""
+    n = int(rng.integers(2, 80))
+    n_users, n_items = int(rng.integers(1, 10)), int(rng.integers(2, 12))
+    users = sp.hstack([sp.identity(n_users),
+                       sp.random(n_users, 2, density=0.5,
+                                 random_state=int(rng.integers(1000)))]).tocsr()
+    items = sp.hstack([sp.identity(n_items),
+                       sp.random(n_items, 3, density=0.5,
+                                 random_state=int(rng.integers(1000))) *
+                       10.0 ** rng.uniform(-3, 3)]).tocsr()
+    X = RelationalMatrix([RelationBlock(rng.integers(0, n_users, n), users),
+                          RelationBlock(rng.integers(0, n_items, n), items)],
+                         dtype=_choice(rng, [np.float64, np.float32]))
+    params = dict(loss=_choice(rng, ["bpr", "warp"]),
+                  solver=_choice(rng, ["sgd", "adagrad"]),
+                  n_components=int(rng.integers(1, 6)), degree=int(rng.integers(2, 4)),
+                  max_iter=int(rng.integers(1, 5)), alpha=_choice(rng, [0.0, 1e-4, 0.1]),
+                  beta=_choice(rng, [0.0, 1e-4, 0.1]),
+                  shuffle=bool(rng.random() < 0.7), random_state=int(rng.integers(1000)))
+    if rng.random() < 0.5:
+        params["item_columns"] = (users.shape[1], users.shape[1] + items.shape[1])
+        X = X.to_csr()
+    fit_args = {}
+    if rng.random() < 0.3:
+        fit_args["sample_weight"] = rng.integers(0, 3, n).astype(float) + (
+            np.arange(n) == 0)
+    return FactorizationMachineRanker(**params), X, None, fit_args
+
+
+def _probit_case(rng):
+    X, _, _ = _problem(rng, False)
+    levels = np.array(_choice(rng, [[1, 2, 3, 4, 5], [0, 1], [-1.5, 0.5, 2.0],
+                                    ["low", "mid", "high"]]))
+    y = levels[rng.integers(len(levels), size=X.shape[0])]
+    y[:2] = levels[:2]
+    n_iter = int(rng.integers(2, 9))
+    est = BayesianFactorizationMachineOrdinalRegressor(
+        n_components=int(rng.integers(1, 5)), n_iter=n_iter,
+        n_burn_in=int(rng.integers(0, n_iter)), n_kept=int(rng.integers(1, 5)),
+        init_scale=_choice(rng, [0.01, 0.1, 1.0]), random_state=int(rng.integers(1000)))
+    return est, X, y, {}
+
+
+def _variational_case(rng, cls):
+    classifier = cls is VariationalFactorizationMachineClassifier
+    X, y, _ = _problem(rng, classifier)
+    est = cls(n_components=int(rng.integers(1, 5)), max_iter=int(rng.integers(1, 10)),
+              fit_linear=bool(rng.random() < 0.8), fit_intercept=bool(rng.random() < 0.8),
+              init_scale=_choice(rng, [0.01, 0.1, 1.0]),
+              random_state=int(rng.integers(1000)))
+    fit_args = {}
+    if rng.random() < 0.3:
+        fit_args["feature_groups"] = rng.integers(0, 3, size=X.shape[1])
+    return est, X, y, fit_args
+
+
 FAMILIES = {
     "BayesianFactorizationMachineRegressor":
         lambda rng: _bayes_case(rng, BayesianFactorizationMachineRegressor),
@@ -303,6 +404,13 @@ FAMILIES = {
         lambda rng: _multioutput_case(rng, MultiOutputPolynomialClassifier),
     "OrdinalMcRankRegressor": _ordinal_case,
     "Pipeline": _pipeline_case,
+    "Relational": _relational_case,
+    "FactorizationMachineRanker": _ranker_case,
+    "BayesianFactorizationMachineOrdinalRegressor": _probit_case,
+    "VariationalFactorizationMachineRegressor":
+        lambda rng: _variational_case(rng, VariationalFactorizationMachineRegressor),
+    "VariationalFactorizationMachineClassifier":
+        lambda rng: _variational_case(rng, VariationalFactorizationMachineClassifier),
 }
 
 

@@ -24,10 +24,12 @@ from sklearn.pipeline import make_pipeline
 
 import polylite
 from polylite import (BayesianFactorizationMachineClassifier,
+                      BayesianFactorizationMachineOrdinalRegressor,
                       BayesianFactorizationMachineRegressor, FactorizationMachineClassifier,
                       FactorizationMachineRegressor, FieldEncoder,
                       MultiOutputPolynomialClassifier, MultiOutputPolynomialRegressor,
-                      ModelFileError, OrdinalMcRankRegressor, PolynomialNetworkRegressor)
+                      ModelFileError, OrdinalMcRankRegressor, PolynomialNetworkRegressor,
+                      VariationalFactorizationMachineRegressor)
 from polylite.polynomial import _base
 from polylite.relational import RelationalMatrix
 
@@ -471,3 +473,92 @@ def test_huge_finite_parameters_never_predict_infinity(tmp_path, est, kind, edit
     for method in methods:
         with pytest.raises(FloatingPointError, match="not finite"):
             getattr(loaded, method)(X)
+
+
+# --------------------------------------------------------------------------------------
+# 7. ordinal and variational files whose predictions were NaN
+# --------------------------------------------------------------------------------------
+
+def _ordinal_levels(rng, n=30):
+    return rng.randint(1, 4, n)
+
+
+def test_ordinal_file_with_huge_cutpoints_predicts_numbers(tmp_path):
+    """Increasing finite cutpoints up to 1.7e308 loaded, and predict/predict_proba gave
+    NaN: intervals beyond the float64 tail have probability 0, the probabilities stay
+    a distribution."""
+    X, rng = _data()
+    est = BayesianFactorizationMachineOrdinalRegressor(n_iter=6, n_burn_in=2,
+                                                       random_state=0)
+    path = _saved(est, _ordinal_levels(rng), tmp_path)
+
+    def edit(header, arrays):
+        cuts = arrays["cutpoints_samples"]
+        cuts[..., 1] = 1.7e308
+    _rewrite(path, edit)
+    loaded = polylite.load(path)
+    proba = loaded.predict_proba(X)
+    assert np.all(np.isfinite(proba))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.all(np.isfinite(loaded.predict(X)))
+
+
+def test_ordinal_file_with_huge_outputs_predicts_numbers(tmp_path):
+    """A sample whose outputs are finite but huge (intercept 1e300) put NaN in the middle
+    levels' probabilities: the top level is certain."""
+    X, rng = _data()
+    est = BayesianFactorizationMachineOrdinalRegressor(n_iter=6, n_burn_in=2,
+                                                       random_state=0)
+    path = _saved(est, _ordinal_levels(rng), tmp_path)
+    _rewrite(path, _huge("intercept_samples"))
+    proba = polylite.load(path).predict_proba(X)
+    np.testing.assert_array_equal(proba, np.tile([0.0, 0.0, 1.0], (X.shape[0], 1)))
+
+
+def test_ordinal_file_with_huge_factors_raises(tmp_path):
+    """A factor sample at 1.7e308 (finite) gave NaN: outputs that overflow raise, as the
+    regressor's and the classifier's do."""
+    X, rng = _data()
+    est = BayesianFactorizationMachineOrdinalRegressor(n_iter=6, n_burn_in=2,
+                                                       random_state=0)
+    path = _saved(est, _ordinal_levels(rng), tmp_path)
+    _rewrite(path, lambda h, a: a["P_samples"].__setitem__(..., 1.7e308))
+    loaded = polylite.load(path)
+    for method in (loaded.predict, loaded.predict_proba):
+        with pytest.raises(FloatingPointError, match="not finite"):
+            method(X)
+
+
+def test_ordinal_file_of_string_levels_that_predicts_expected_levels_is_refused(tmp_path):
+    """Levels of strings in a file whose model predicts the expected level loaded, then
+    failed inside NumPy."""
+    X, rng = _data()
+    est = BayesianFactorizationMachineOrdinalRegressor(n_iter=6, n_burn_in=2,
+                                                       prediction="expected",
+                                                       random_state=0)
+    path = _saved(est, _ordinal_levels(rng), tmp_path)
+    _rewrite(path, lambda h, a: a.__setitem__("levels", np.array(["a", "b", "c"])))
+    with pytest.raises(ModelFileError, match="levels.*not numbers"):
+        polylite.load(path)
+
+
+def test_ordinal_file_of_string_levels_predicts_them(tmp_path):
+    X, rng = _data()
+    est = BayesianFactorizationMachineOrdinalRegressor(n_iter=6, n_burn_in=2,
+                                                       random_state=0)
+    path = _saved(est, _ordinal_levels(rng), tmp_path)
+    _rewrite(path, lambda h, a: a.__setitem__("levels", np.array(["a", "b", "c"])))
+    assert set(polylite.load(path).predict(X)) <= {"a", "b", "c"}
+
+
+def test_variational_file_with_huge_variance_raises_for_the_std(tmp_path):
+    """A factor variance of 1e308 loaded, and predict(X, return_std=True) returned an
+    all-NaN std."""
+    X, rng = _data()
+    est = VariationalFactorizationMachineRegressor(random_state=0)
+    path = _saved(est, rng.randn(X.shape[0]), tmp_path)
+    _rewrite(path, lambda h, a: a["P_var"].__setitem__(..., 1e308))
+    loaded = polylite.load(path)
+    assert np.all(np.isfinite(loaded.predict(X)))
+    with pytest.raises(FloatingPointError, match="variances.*not finite"):
+        loaded.predict(X, return_std=True)

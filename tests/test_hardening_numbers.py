@@ -392,3 +392,70 @@ def test_dask_classifier_refuses_missing_labels(missing):
         assert not hasattr(est, "classes_")
         with pytest.raises(ValueError, match="continuous"):
             est.fit(Xd, da.from_array(y, chunks=20))
+
+
+# --------------------------------------------------------------------------------------
+# Huge finite features: a fitted model that misses its own targets absurdly is refused
+# --------------------------------------------------------------------------------------
+
+def _huge_features(n=200, d=10, seed=0):
+    """Features near 3e38 (finite in float64), targets in [0, 3]."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.3, random_state=seed, format="csr")
+    X.data[:] = 3e38 * rng.uniform(0.5, 1.0, X.nnz)
+    return X, rng.uniform(0.0, 3.0, n)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("est", [
+    BayesianFactorizationMachineRegressor(**BAYES),
+    polylite.VariationalFactorizationMachineRegressor(max_iter=5, random_state=0),
+    FactorizationMachineRegressor(max_iter=5, random_state=0),
+    FactorizationMachineRegressor(solver="sgd", max_iter=3, random_state=0),
+    FactorizationMachineRegressor(solver="lbfgs", max_iter=5, random_state=0),
+    PolynomialNetworkRegressor(max_iter=5, random_state=0),
+], ids=lambda est: f"{type(est).__name__}-{getattr(est, 'solver', '')}")
+def test_features_near_3e38_are_refused_not_fitted_into_garbage(est):
+    """Fitted without a word and predicted about 1e39 to 1e74 on targets in [0, 3]."""
+    X, y = _huge_features()
+    with pytest.raises(FloatingPointError, match=r"misses its own training targets.*"
+                                                 r"largest \|x\| = 3e\+38"):
+        est.fit(X, y)
+    assert not est.__sklearn_is_fitted__()
+
+
+def test_the_rule_passes_ordinary_fits_and_zero_targets():
+    rng = np.random.RandomState(0)
+    X, y = _small(rng)
+    FactorizationMachineRegressor(max_iter=3, random_state=0).fit(X, y)
+    FactorizationMachineRegressor(max_iter=3, random_state=0).fit(X, np.zeros(len(y)))
+    polylite.kernels.check_fitted_scale(None, X, y, y * 999.0)
+    with pytest.raises(FloatingPointError):
+        polylite.kernels.check_fitted_scale(None, X, y, y * 1002.0)
+
+
+def test_cli_fit_on_a_relation_of_float32_3e38_is_an_error(tmp_path, capsys):
+    """A libFM relation file with float32 values of 3e38 fitted with exit 0 and
+    evaluated to an RMSE of 3.5e70 (fm) or 7.9e62 (bayes-fm, nothing printed)."""
+    from sklearn.datasets import dump_svmlight_file
+    from test_libfm_relations import write_binary_index, write_table
+    from polylite.cli import main
+    rng = np.random.RandomState(0)
+    n, n_users = 300, 20
+    table = sp.random(n_users, 5, density=0.5, random_state=1, format="csr")
+    table.data[:] = 3e38
+    write_table(tmp_path / "user.x", table)
+    write_binary_index(tmp_path / "user.train", rng.randint(n_users, size=n))
+    own = sp.random(n, 3, density=0.5, random_state=2, format="csr")
+    dump_svmlight_file(own, rng.uniform(1, 5, n), str(tmp_path / "train.libfm"),
+                       zero_based=True)
+    for estimator, extra in (("fm", ["--max-iter", "3"]),
+                             ("bayes-fm", ["--n-iter", "4", "--n-burn-in", "1"])):
+        status = main(["fit", str(tmp_path / "train.libfm"), "--relation",
+                       str(tmp_path / "user"), "--zero-based", "--estimator", estimator,
+                       "-m", str(tmp_path / f"{estimator}.npz"), "--progress", "none",
+                       *extra])
+        err = capsys.readouterr().err
+        assert status == 1, err
+        assert "misses its own training targets" in err and "3e+38" in err
+        assert not (tmp_path / f"{estimator}.npz").exists()

@@ -47,6 +47,9 @@ def test_a_table_reads_back_as_written(tmp_path):
     (lambda raw: raw[:-4], "bytes, but its header declares"),
     (lambda raw: raw[:24] + struct.pack("<I", 1) + struct.pack("<If", 9, 1.0)
      + raw[24 + 12:], "out of range"),
+    # A row's size past its entries: the walk over the sizes runs beyond the file.
+    (lambda raw: raw[:24] + struct.pack("<I", 2) + raw[28:], "do not add up"),
+    (lambda raw: raw[:24] + struct.pack("<I", 0) + raw[28:], "do not add up"),
 ])
 def test_damaged_tables_are_refused_by_name(tmp_path, damage, message):
     write_table(tmp_path / "t.x", sp.csr_matrix(np.eye(3, dtype=np.float32)))

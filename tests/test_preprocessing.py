@@ -71,6 +71,12 @@ def test_ids_none_side_features_only():
     assert enc.get_feature_names_out().tolist() == ["item_id=a", "item_id=b", "item_id=c"]
 
 
+def test_an_encoder_of_no_columns_is_refused():
+    """ids="none" and no features gave 0 columns without a word."""
+    with pytest.raises(ValueError, match="no columns to make: ids='none'"):
+        FieldEncoder(ids="none").fit(RATINGS)
+
+
 @pytest.mark.parametrize("norm, scale", [("sqrt", lambda n: n ** -0.5),
                                          ("sum", lambda n: 1 / n), ("none", lambda n: 1)])
 def test_implicit_feedback(norm, scale):

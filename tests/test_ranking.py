@@ -467,3 +467,27 @@ def test_early_stopping_on_given_validation_positives():
     other = RelationalMatrix([RelationBlock(users.index, users.table[::-1])] + X.parts[1:])
     with pytest.raises(ValueError, match="same relation blocks' tables"):
         est.fit(X, X_val=other)
+
+
+def test_relational_and_csr_positives_fit_the_same_when_their_catalogues_agree():
+    """The documented rule: the same model, and the same fit from the same seed when the
+    item table's rows are the positives' items in the order of their first positives
+    (the CSR catalogue's order); another table order draws other negatives."""
+    rng = np.random.default_rng(0)
+    n_users, n_items, n = 30, 40, 400
+    items = np.concatenate([np.arange(n_items), rng.integers(0, n_items, n - n_items)])
+    users = rng.integers(0, n_users, n)
+    user_table = sp.identity(n_users, format="csr")
+    item_table = sp.hstack([sp.identity(n_items),
+                            sp.random(n_items, 3, density=0.5, random_state=0)]).tocsr()
+    X = RelationalMatrix([RelationBlock(users, user_table), RelationBlock(items, item_table)])
+    params = dict(random_state=0, max_iter=3, shuffle=False)
+    relational = FactorizationMachineRanker(**params).fit(X)
+    csr = FactorizationMachineRanker(
+        item_columns=(n_users, n_users + item_table.shape[1]), **params).fit(X.to_csr())
+    np.testing.assert_array_equal(relational.P_, csr.P_)
+    perm = rng.permutation(n_items)
+    permuted = RelationalMatrix([RelationBlock(users, user_table),
+                                 RelationBlock(perm[items], item_table[np.argsort(perm)])])
+    other = FactorizationMachineRanker(**params).fit(permuted)
+    assert not np.array_equal(other.P_, csr.P_)

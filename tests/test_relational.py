@@ -534,3 +534,60 @@ def test_cd_epochs_on_one_block_equal_those_on_the_expanded_rows(variant, with_d
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-11,
                                    atol=1e-12, err_msg=name)
     np.testing.assert_allclose(got_pred, want_pred, rtol=1e-11, atol=1e-11)
+
+
+# --------------------------------------------------------------------------------------
+# The matrix owns its arrays: changes to the caller's arrays after construction
+# --------------------------------------------------------------------------------------
+
+_MUTATION_SCRIPT = """
+import numpy as np, scipy.sparse as sp
+from polylite import BayesianFactorizationMachineRegressor, FactorizationMachineRegressor
+from polylite.relational import RelationBlock, RelationalMatrix
+rng = np.random.default_rng(0)
+users = rng.integers(0, 5, 60).astype(np.intp)
+items = rng.integers(0, 4, 60).astype(np.intp)
+user_table, item_table = sp.identity(5, format="csr"), sp.identity(4, format="csr")
+direct = sp.random(60, 3, density=0.5, format="csr", random_state=0)
+X = RelationalMatrix([direct, RelationBlock(users, user_table),
+                      RelationBlock(items, item_table)])
+y = rng.random(60)
+fm = FactorizationMachineRegressor(max_iter=5, random_state=0).fit(X, y)
+before = fm.predict(X)
+users[0] = 10**8
+item_table.indices[0] = 10**8
+item_table.indptr[-1] = 10**6
+direct.indices[:] = 10**7
+after = fm.predict(X)
+assert np.array_equal(before, after), "predictions changed"
+FactorizationMachineRegressor(max_iter=2).fit(X, y)
+BayesianFactorizationMachineRegressor(n_iter=3, n_burn_in=1).fit(X, y)
+print("ok")
+"""
+
+
+def test_changing_the_callers_arrays_after_construction_changes_nothing():
+    """predict read out of bounds (a segfault) after the caller changed an index array
+    or a table it had given; fit raised an IndexError, the Bayesian fit an internal
+    error.  Run in a process of its own, so that a crash fails this test only."""
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", _MUTATION_SCRIPT],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_the_matrix_arrays_are_read_only():
+    X = _relational(n=50)[0]
+    for part in X.parts:
+        arrays = ([part.index, part.table.data, part.table.indices, part.table.indptr]
+                  if isinstance(part, RelationBlock)
+                  else [part.data, part.indices, part.indptr])
+        for array in arrays:
+            with pytest.raises(ValueError, match="read-only"):
+                array[0] = array[0]
+    for part in X[np.arange(10)].parts:  # selected rows: read-only too
+        if isinstance(part, RelationBlock):
+            with pytest.raises(ValueError, match="read-only"):
+                part.index[0] = 0

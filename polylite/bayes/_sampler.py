@@ -126,7 +126,11 @@ def log_interval_probability(a, b):
     elementwise (infinite ends allowed), accurate far in either tail."""
     a, b, _ = _mirrored(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
     log_b = log_ndtr(b)
-    return log_b + _log1mexp(log_ndtr(a) - log_b)
+    with np.errstate(invalid="ignore"):
+        out = log_b + _log1mexp(log_ndtr(a) - log_b)
+    # An interval beyond the float64 tail (log Phi(b) = -inf: -inf - -inf above) or one
+    # that rounding emptied (a = b) has probability 0, not NaN.
+    return np.where((log_b == -np.inf) | (a >= b), -np.inf, out)
 
 
 def draw_truncated_normal(rng, mean, lower, upper):

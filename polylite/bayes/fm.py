@@ -62,15 +62,6 @@ def class_probabilities(p):
     return np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]), where=total > 0)
 
 
-def _largest_abs(X):
-    """The largest absolute value in X (CSR, or relational: its parts)."""
-    if isinstance(X, RelationalMatrix):
-        parts = [X.direct().data] + [block.table.data for block in X.blocks]
-    else:
-        parts = [X.data]
-    return max((float(np.max(np.abs(a))) for a in parts if a.size), default=0.0)
-
-
 class _BayesianFactorizationMachine(BaseEstimator):
     """Fit and prediction shared by the regressor and the classifier: one chain per output
     (one for regression and two classes, one per class for more), swept in turn."""
@@ -295,6 +286,9 @@ class _BayesianFactorizationMachine(BaseEstimator):
             if self._sweep_callback is not None:
                 self._sweep_callback(sweep, self.n_iter, scores[sweep - 1],
                                      time.perf_counter() - start)
+        for o, chain in enumerate(chains):
+            if isinstance(chain.likelihood, Gaussian):  # regression: y on f's scale
+                kernels.check_fitted_scale(self, X, targets[:, o], chain.y_pred)
         self.n_iter_ = int(self.n_iter)
         self.feature_groups_ = index
         self._finish_likelihoods(likelihoods)
@@ -347,7 +341,7 @@ class _BayesianFactorizationMachine(BaseEstimator):
     def _scale_advice(self, X, targets=None):
         """What to scale, naming the inputs and parameters that are large: the values of
         X, y (``targets`` of a regressor) and init_scale."""
-        largest_x = _largest_abs(X)
+        largest_x = kernels.largest_abs(X)
         largest_y = (np.max(np.abs(targets)) if targets is not None and targets.size
                      and not self._is_classifier else 0.0)
         causes = []

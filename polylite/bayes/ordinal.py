@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_array, column_or_1d
 
+from .. import kernels
 from .._io import ModelFileError, register_model
 from .._validation import check_choice, store_init_params
 from ._sampler import OrderedProbit, log_interval_probability
@@ -242,7 +243,8 @@ class BayesianFactorizationMachineOrdinalRegressor(RegressorMixin,
         proba = np.zeros((F.shape[1], self.levels_.shape[0]))
         for f, cutpoints in zip(F, self.cutpoints_samples_):
             proba += level_probabilities(f, cutpoints)
-        return proba / F.shape[0]
+        return kernels.check_finite_predictions(proba / F.shape[0], self,
+                                                "level probabilities")
 
     def predict(self, X):
         """The expected level or the most probable one (``prediction``).
@@ -292,6 +294,10 @@ class BayesianFactorizationMachineOrdinalRegressor(RegressorMixin,
             raise ModelFileError(f"model file has no valid cutpoint_acceptance_ "
                                  f"(got {acceptance!r})")
         super()._restore_model(arrays, attributes)
+        if self.prediction == "expected" and not self._numeric(levels):
+            raise ModelFileError(f"the model predicts the expected level "
+                                 f"(prediction='expected'), but array 'levels' holds "
+                                 f"{levels.dtype} values, not numbers")
         self.levels_ = levels
         self.cutpoint_acceptance_ = acceptance
         n_kept = self.P_samples_.shape[0]

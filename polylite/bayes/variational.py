@@ -470,6 +470,9 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         # (an output that stopped earlier keeps its last value)
         elbo = np.array([h + h[-1:] * (self.n_iter_ - len(h)) for h in history])
         self.elbo_ = elbo if self._is_classifier else elbo[0]
+        if not self._is_classifier:
+            for o, posterior in enumerate(posteriors):
+                kernels.check_fitted_scale(self, X, targets[:, o], posterior.y_pred)
         self.feature_groups_ = index
         self._install(posteriors)
         return posteriors
@@ -505,8 +508,9 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
             line += f"  alpha {alpha:.4g} (noise sd {alpha ** -0.5:.4g})"
         print(f"{line}  {elapsed:.2f}s", flush=True)
 
-    def _moments(self, X):
-        """E[f(x)] and Var f(x) of each output on X: two (n_outputs, n_samples) arrays."""
+    def _moments(self, X, variance=True):
+        """E[f(x)] and Var f(x) of each output on X: two (n_outputs, n_samples) arrays
+        (the second None without ``variance``)."""
         X = self._validate_predict_data(X)
         fitted = self._fitted()
         mean = np.empty((fitted["P_"].shape[0], X.shape[0]))
@@ -517,10 +521,14 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
             mean[o] = kernels.predict(X, fitted["P_"][o], degrees=[2],
                                       intercept=fitted["intercept_"][o], w=w,
                                       check_input=False, n_jobs=self.n_jobs)
-            var[o] = output_variance(X, fitted["P_"][o][0], fitted["P_var_"][o][0],
-                                     fitted["w_var_"][o] if self.fit_linear else None,
-                                     float(fitted["intercept_var_"][o]), threads)
+            if variance:
+                var[o] = output_variance(X, fitted["P_"][o][0], fitted["P_var_"][o][0],
+                                         fitted["w_var_"][o] if self.fit_linear else None,
+                                         float(fitted["intercept_var_"][o]), threads)
         kernels.check_finite_predictions(mean.T, self, "expected outputs")
+        if not variance:
+            return mean, None
+        kernels.check_finite_predictions(var.T, self, "output variances")
         return mean, var
 
     # ---- save / load (polylite._io) --------------------------------------------------------
@@ -659,7 +667,7 @@ class VariationalFactorizationMachineRegressor(RegressorMixin,
         y_std : ndarray of shape (n_samples,)
             Only with ``return_std``.
         """
-        mean, var = self._moments(X)
+        mean, var = self._moments(X, variance=return_std)
         if return_std:
             return mean[0], np.sqrt(var[0])
         return mean[0]

@@ -570,7 +570,7 @@ class _PolynomialModel(BaseEstimator):
                 return epoch, None
             if solver_name == "cd":
                 if decrease < self.tol or max_change < self.tol:
-                    return epoch, None
+                    break
             else:
                 # Stochastic: stop after n_iter_no_change epochs without an improvement
                 # of the objective by tol (relative), as scikit-learn's SGD estimators do.
@@ -580,9 +580,17 @@ class _PolynomialModel(BaseEstimator):
                     stalled = 0
                 best = min(best, objective)
                 if stalled >= self.n_iter_no_change:
-                    return epoch, None
+                    break
+        else:
+            epoch = None  # every epoch ran
         if stopper is not None:
             stopper.restore()
+        elif loss == "squared":
+            # The rows the objective watched (all for CD, the sample of the stochastic
+            # solvers), with the final model.
+            kernels.check_fitted_scale(self, X, y_watched, y_pred, sw_watched)
+        if epoch is not None:
+            return epoch, None
         # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
         # it needs many more of them (benchmarks/bench_classification.py --speed).
         return self._max_iter, (
@@ -618,9 +626,12 @@ class _PolynomialModel(BaseEstimator):
             stopper.restore()
         # The objective L-BFGS saw was finite, but that of a classifier can be with
         # infinite (or, squared hinge, NaN) predictions.
-        if not np.all(np.isfinite(self._predict_output(X, params, kernel, degrees))):
+        y_pred = self._predict_output(X, params, kernel, degrees)
+        if not np.all(np.isfinite(y_pred)):
             raise FloatingPointError("L-BFGS ended with non-finite predictions; scale the "
                                      "features or increase beta")
+        if loss_code == _losses.loss_code("squared"):
+            kernels.check_fitted_scale(self, X, y, y_pred, sw)
         if stopped_early:
             return n_iter, None
         # L-BFGS-B's own test (the objective stalls) also passes where it cannot progress

@@ -179,7 +179,13 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         block: None takes the second block (as ``FieldEncoder(output="relational")``
         lays them out), and the user is the row of the first other block.  CSR rows
         need it: the items are then the distinct item parts of the positives, the users
-        the distinct parts of the columns before ``start``.
+        the distinct parts of the columns before ``start``.  The catalogue the
+        negatives are drawn from is the item block's table (every row with features,
+        in the table's order) for a RelationalMatrix, and the distinct item parts in
+        the order the positives first show them for CSR rows: a RelationalMatrix and
+        its ``to_csr()`` hold the same model but draw different negatives from the same
+        ``random_state``, so their fits differ as two seeds do (unless every table row
+        is some positive's item, in the order of their first positives).
     warm_start : bool, default=False
         Continue from the previous fit's parameters.
     random_state : int, RandomState instance or None, default=None
