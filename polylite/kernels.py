@@ -7,23 +7,16 @@ problem.  Estimators call :func:`check_X` and :func:`predict` from here.
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.utils import check_array
 
 from . import _kernels
-from ._validation import check_n_jobs, row_threads
-from .relational import RelationalMatrix
+from ._engine.codes import KERNELS
+from ._engine.layouts import layout_of
+from ._validation import check_n_jobs
 
 __all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
            "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
            "power_sums", "anova_from_power_sums", "anova_coordinate_derivative"]
 
-#: Kernel names accepted by :func:`predict` and the estimators, with their codes.
-KERNELS = {"anova": 0, "all-subsets": 1, "polynomial": 2}
-
-# Dense input is converted to CSR this many rows at a time, so prediction on a large dense
-# array never holds a second full copy of it.
-_DENSE_CHUNK_ROWS = 8192
 
 
 def check_degree(degree, minimum=1, name="degree"):
@@ -54,7 +47,7 @@ def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, accept_dense=
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    X : {array-like, sparse matrix, RelationalMatrix} of shape (n_samples, n_features)
         Data.  Any scipy sparse format is accepted and converted to CSR.
     dtype : dtype or tuple of dtypes, default=(float64, float32)
         Allowed floating types; the first is used when X has another type.
@@ -65,74 +58,20 @@ def check_X(X, *, dtype=(np.float64, np.float32), n_features=None, accept_dense=
 
     Returns
     -------
-    X : csr_matrix or csr_array or ndarray
+    X : csr_matrix or csr_array or ndarray or RelationalMatrix
         Canonical CSR (no duplicate entries, indices checked to lie in
         ``[0, n_features)``) or a C-contiguous dense array, finite, of an allowed dtype.
+        A :class:`polylite.relational.RelationalMatrix` (checked when it was made) is
+        returned as it is, its values converted to an allowed dtype.
 
     Raises
     ------
     ValueError
         If X contains NaN or inf, is not 2-D, has a wrong number of columns, or has
         negative or out-of-range column indices.
-
-    A :class:`polylite.relational.RelationalMatrix` (checked when it was made) is
-    returned as it is, its values converted to an allowed dtype.
     """
     dtypes = list(dtype) if isinstance(dtype, (tuple, list)) else [dtype]
-    if isinstance(X, RelationalMatrix):
-        if X.dtype not in [np.dtype(t) for t in dtypes]:
-            X = X.astype(dtypes[0])
-        if n_features is not None and X.shape[1] != n_features:
-            raise ValueError(f"X has {X.shape[1]} features, but the model expects "
-                             f"{n_features}")
-        return X
-    X = check_array(X, accept_sparse="csr", dtype=dtypes, order="C",
-                    ensure_all_finite=True, accept_large_sparse=True,
-                    ensure_min_samples=0, ensure_min_features=0)
-    if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the model expects "
-                         f"{n_features}")
-    if sp.issparse(X):
-        X = _check_csr_structure(X)
-    elif not accept_dense:
-        X = sp.csr_matrix(X)
-    return X
-
-
-def _check_csr_structure(X):
-    n_rows, n_cols = X.shape
-    indptr, indices = X.indptr, X.indices
-    if indptr.shape[0] != n_rows + 1 or indptr[0] != 0 or indptr[-1] > indices.shape[0]:
-        raise ValueError("X is a corrupt CSR matrix: its indptr does not match its shape")
-    if np.any(np.diff(indptr) < 0):
-        raise ValueError("X is a corrupt CSR matrix: its indptr is not non-decreasing")
-    used = indices[:indptr[-1]]
-    if used.size:
-        lo, hi = used.min(), used.max()
-        if lo < 0:
-            raise ValueError(f"X has a negative column index ({lo})")
-        if hi >= n_cols:
-            raise ValueError(f"X has a column index {hi} out of range for "
-                             f"{n_cols} columns")
-    if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
-        idx = np.int64 if max(indices.dtype.itemsize, indptr.dtype.itemsize) > 4 else np.int32
-        X = X.copy()
-        X.indices = X.indices.astype(idx)
-        X.indptr = X.indptr.astype(idx)
-    if not X.has_canonical_format:
-        # Duplicate entries would count a feature twice in the ANOVA kernel.
-        X = X.copy()
-        X.sum_duplicates()
-    return X
-
-
-def _iter_csr_chunks(X):
-    """Yield (start, CSR chunk) pairs covering X; dense input is converted chunk by chunk."""
-    if sp.issparse(X):
-        yield 0, X
-        return
-    for start in range(0, X.shape[0], _DENSE_CHUNK_ROWS):
-        yield start, sp.csr_matrix(X[start:start + _DENSE_CHUNK_ROWS])
+    return layout_of(X).check(X, dtypes, n_features, accept_dense)
 
 
 def _as_param(a, dtype, shape, name):
@@ -228,11 +167,7 @@ def check_fitted_scale(estimator, X, y, y_pred, sample_weight=None):
 def largest_abs(X):
     """The largest absolute value of X (a sparse matrix, an array or a
     RelationalMatrix), 0.0 when it has none."""
-    if isinstance(X, RelationalMatrix):
-        return max(largest_abs(X.direct()),
-                   *[largest_abs(block.table) for block in X.blocks], 0.0)
-    data = X.data if sp.issparse(X) else np.asarray(X)
-    return float(np.max(np.abs(data))) if data.size else 0.0
+    return layout_of(X).largest_abs(X)
 
 
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
@@ -320,50 +255,7 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     elif X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
     check_n_jobs(n_jobs)
-    if isinstance(X, RelationalMatrix):
-        if kernel == "polynomial":
-            raise ValueError("relational input is taken by the anova and all-subsets "
-                             "kernels (factorization machines); give the polynomial "
-                             "kernel X.to_csr()")
-        return _predict_relational(X, P, degrees, kernel, intercept, w, gamma, n_jobs)
-    out = np.empty(X.shape[0], dtype=dtype)
-    for start, chunk in _iter_csr_chunks(X):
-        data = np.asarray(chunk.data, dtype=dtype)
-        _kernels.predict_csr(data, chunk.indices, chunk.indptr, intercept, w, P,
-                             degrees, gamma, lam, KERNELS[kernel],
-                             out[start:start + chunk.shape[0]],
-                             row_threads(n_jobs, chunk.shape[0]))
-    return out
-
-
-def relational_terms(X, P, degrees, kernel, w, n_jobs=None):
-    """Each relation block's :func:`polylite._kernels.table_terms`: its table rows'
-    shares of a prediction (float64, one array per block of ``X``)."""
-    out = []
-    for block, (start, stop) in zip(X.blocks, X.block_columns()):
-        table = block.table
-        n_terms = 1 + (P.shape[2] if kernel == "all-subsets"
-                       else int(np.sum(degrees)) * P.shape[2])
-        terms = np.empty((table.shape[0], n_terms))
-        _kernels.table_terms(np.asarray(table.data, P.dtype), table.indices, table.indptr,
-                             w[start:stop], np.ascontiguousarray(P[:, start:stop]), degrees,
-                             KERNELS[kernel], terms, row_threads(n_jobs, table.shape[0]))
-        out.append(terms)
-    return out
-
-
-def _predict_relational(X, P, degrees, kernel, intercept, w, gamma, n_jobs):
-    """:func:`predict` of a RelationalMatrix (parameters validated)."""
-    X = X.astype(P.dtype)
-    terms = relational_terms(X, P, degrees, kernel, w if w.shape[0] else
-                             np.zeros(P.shape[1], P.dtype), n_jobs)
-    direct = X.direct()
-    out = np.empty(X.shape[0], dtype=P.dtype)
-    _kernels.predict_relational(direct.data, direct.indices, direct.indptr, intercept, w,
-                                P, degrees, gamma, KERNELS[kernel],
-                                [block.index for block in X.blocks], terms, out,
-                                row_threads(n_jobs, X.shape[0]))
-    return out
+    return layout_of(X).predict(X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs)
 
 
 # --------------------------------------------------------------------------------------

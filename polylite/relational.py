@@ -21,6 +21,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from ._engine.csr import check_rows
+
 __all__ = ["RelationBlock", "RelationalMatrix"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -73,9 +75,8 @@ def _part_dtype(part, name):
 def _checked_csr(matrix, name, dtype):
     """``matrix`` as canonical CSR of ``dtype`` with finite values and 32- or 64-bit
     indices of one type, a copy where anything had to change."""
-    from .kernels import check_X
     try:
-        return check_X(matrix, dtype=dtype, accept_dense=False)
+        return check_rows(matrix, [dtype], accept_dense=False)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
 
@@ -432,17 +433,30 @@ def _buffer(buffers, name, size, dtype):
     return kept[:size]
 
 
+def check_relational(X, dtypes, n_features=None):
+    """A RelationalMatrix (its parts checked when it was made) with values of one of
+    ``dtypes`` (converted to the first when it has another) and ``n_features`` columns
+    when given."""
+    dtypes = [np.dtype(t) for t in (dtypes if isinstance(dtypes, (tuple, list))
+                                    else [dtypes])]
+    if X.dtype not in dtypes:
+        X = X.astype(dtypes[0])
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but the model expects "
+                         f"{n_features}")
+    return X
+
+
 def check_relational_input(estimator, X, y=None, *, reset, dtype):
     """An estimator's check of a RelationalMatrix ``X`` (and targets ``y``), as
     scikit-learn's ``validate_data`` checks arrays: the estimator takes relational input,
     X has the model's columns (``reset``: sets ``n_features_in_``) and at least one
     interaction, its values one of ``dtype``; returns X, or (X, y)."""
     from sklearn.utils import check_array, check_consistent_length, column_or_1d
-    from .kernels import check_X
     if not getattr(estimator, "_takes_relational", False):
         raise TypeError(f"{type(estimator).__name__} takes a CSR matrix: relational input "
                         f"is for factorization machines; give X.to_csr()")
-    X = check_X(X, dtype=dtype, n_features=None if reset else estimator.n_features_in_)
+    X = check_relational(X, dtype, None if reset else estimator.n_features_in_)
     if X.shape[0] == 0:
         raise ValueError(f"Found a RelationalMatrix of 0 interactions (shape={X.shape}) "
                          f"while a minimum of 1 is required by {type(estimator).__name__}.")

@@ -32,7 +32,7 @@ def test_the_recording_has_every_case(reference):
         f"{sorted(recorded - set(CASES))[:3]}...: re-record the matrix")
 
 
-@pytest.mark.parametrize("case_id", sorted(CASES))
+@pytest.mark.parametrize("case_id", sorted(CASES), ids=sorted(CASES))
 def test_fit_matches_the_reference(reference, case_id):
     expected = reference[_fit_matrix.key(case_id)]
     got = _fit_matrix.run(CASES[case_id])

@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.preprocessing import PolynomialFeatures
 
+from polylite._engine import layouts
 import polylite.kernels as K
 
 DEGREES = [1, 2, 3, 4, 5]
@@ -552,7 +553,7 @@ FORMATS = [("csr_matrix", np.int32), ("csr_matrix", np.int64), ("csr_array", np.
 @pytest.mark.parametrize("model", list(MODELS))
 def test_predict_matches_reference(model, fmt, index_dtype, dtype, linear, rng,
                                    monkeypatch):
-    monkeypatch.setattr(K, "_DENSE_CHUNK_ROWS", 7)   # 40 rows: 6 chunks, last partial
+    monkeypatch.setattr(layouts, "DENSE_CHUNK_ROWS", 7)   # 40 rows: 6 chunks, last partial
     X = make_csr(rng, dtype=dtype, index_dtype=index_dtype)
     params = make_model(model, rng, dtype=dtype, linear=linear)
     y = K.predict(_convert(X, fmt), **params)
@@ -630,7 +631,7 @@ def test_predict_dense_chunks_cover_every_row(rng, monkeypatch):
     params = make_model("hofm-separate", rng)
     expected = K.predict(X, **params)
     for chunk in (1, 5, 53, 54, 1000):
-        monkeypatch.setattr(K, "_DENSE_CHUNK_ROWS", chunk)
+        monkeypatch.setattr(layouts, "DENSE_CHUNK_ROWS", chunk)
         assert_close(K.predict(X.toarray(), **params), expected, rtol=1e-12)
 
 

@@ -13,6 +13,7 @@ from polylite import (BayesianFactorizationMachineClassifier,
                       PolynomialNetworkRegressor, _losses, _validation, kernels,
                       load)
 from polylite.bayes._sampler import GibbsPrior
+from polylite._engine import layouts
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
 from polylite.polynomial._cd_data import CDProblem
@@ -393,7 +394,7 @@ def test_stochastic_passes_over_expanded_chunks_equal_those_on_the_whole(
     """The stochastic solvers expand a relational input's rows a chunk at a time (whole
     mini-batches), in the pass's shuffled order: the same steps as on the expanded
     matrix."""
-    monkeypatch.setattr(_solvers, "RELATIONAL_CHUNK_ROWS", 50)
+    monkeypatch.setattr(layouts, "RELATIONAL_CHUNK_ROWS", 50)
     X, rng = _relational()
     y = np.where(_targets(X, rng) > 0, 1, -1)
     kw = dict(n_components=2, random_state=0, max_iter=4, solver=solver,

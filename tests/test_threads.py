@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
+from polylite._engine import layouts
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor,
                       _kernels, _losses, _validation, kernels)
@@ -122,7 +123,7 @@ def test_predict_threads_running_at_once(monkeypatch, model, k, dtype):
     computed from another thread's DP table.  Sparse input in one call, dense input in
     several chunks."""
     monkeypatch.setattr(_validation, "MIN_ROWS_PER_THREAD", 1000)
-    monkeypatch.setattr(kernels, "_DENSE_CHUNK_ROWS", 25_000)   # 3 chunks, the last partial
+    monkeypatch.setattr(layouts, "DENSE_CHUNK_ROWS", 25_000)   # 3 chunks, the last partial
     X, _, _, params = _problem(model, n=60_000, d=16, k=k, dtype=dtype)
     kw = dict(degrees=model[1], intercept=0.3, w=params["w"], gamma=params["gamma"])
     one = kernels.predict(X, params["P"], **kw)

@@ -5,13 +5,15 @@ import warnings
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri_exp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .. import kernels
+from .._classification import ClassifierLayer, one_vs_rest_probabilities
+from .._engine.layouts import layout_of
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
 from .._io import save_model
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
@@ -19,7 +21,6 @@ from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
 from ..polynomial import _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
-from ..relational import RelationalMatrix, check_relational_input
 from ._sampler import FeatureGroups, Gaussian, GibbsChain, Probit
 
 __all__ = ["BayesianFactorizationMachineRegressor",
@@ -50,16 +51,6 @@ def probit_targets(estimator, y):
     if encoder.classes_.shape[0] == 2:
         return np.where(codes == 1, 1.0, -1.0)[:, np.newaxis]
     return np.where(codes[:, np.newaxis] == np.arange(encoder.classes_.shape[0]), 1.0, -1.0)
-
-
-def class_probabilities(p):
-    """Class probabilities of the probit classifiers from each output's P(y = its
-    class), (n, n_outputs): ``[1 - p, p]`` for one output, else normalised to sum to one;
-    (n, n_classes)."""
-    if p.shape[1] == 1:
-        return np.column_stack([1.0 - p[:, 0], p[:, 0]])
-    total = p.sum(axis=1, keepdims=True)
-    return np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]), where=total > 0)
 
 
 class _BayesianFactorizationMachine(BaseEstimator):
@@ -145,21 +136,13 @@ class _BayesianFactorizationMachine(BaseEstimator):
     # ---- data ---------------------------------------------------------------------------
 
     def _validate_fit_data(self, X, y):
-        if isinstance(X, RelationalMatrix):
-            return check_relational_input(self, X, y, reset=True, dtype=_FLOAT_DTYPES)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_FLOAT_DTYPES,
-                             accept_large_sparse=True,
-                             y_numeric=not getattr(self, "_labels_as_y", self._is_classifier))
-        return kernels.check_X(X, dtype=X.dtype, accept_dense=False), y
+        return layout_of(X).validate(
+            self, X, y, reset=True, dtype=_FLOAT_DTYPES, accept_dense=False,
+            y_numeric=not getattr(self, "_labels_as_y", self._is_classifier))
 
     def _validate_predict_data(self, X):
         check_is_fitted(self)
-        dtype = self.P_samples_.dtype
-        if isinstance(X, RelationalMatrix):
-            return check_relational_input(self, X, reset=False, dtype=dtype)
-        X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
-                          accept_large_sparse=True)
-        return kernels.check_X(X, dtype=dtype)
+        return layout_of(X).validate(self, X, reset=False, dtype=self.P_samples_.dtype)
 
     def _check_feature_groups(self, feature_groups, n_features):
         """Each column's group index in [0, n_groups) from any labels, and n_groups."""
@@ -661,7 +644,7 @@ class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizati
 
 
 @register_model
-class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactorizationMachine):
+class BayesianFactorizationMachineClassifier(ClassifierLayer, _BayesianFactorizationMachine):
     __doc__ = """Bayesian factorization machine classifier of any degree (Gibbs sampling).
 
     The probit model: ``P(y = 1 | x) = Phi(f(x))`` with ``f`` as in
@@ -730,12 +713,12 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         if y_eval is not None:
             eval_codes = self._encode(y_eval)
             score = lambda mean: float(np.mean(  # noqa: E731
-                np.argmax(class_probabilities(mean), axis=1) == eval_codes))
+                np.argmax(one_vs_rest_probabilities(mean), axis=1) == eval_codes))
         for name in ("eval_proba_", "eval_accuracy_"):
             self.__dict__.pop(name, None)
         _, eval_mean, scores = self._fit_chains(X, targets, feature_groups, X_eval, score)
         if X_eval is not None:
-            self.eval_proba_ = class_probabilities(eval_mean)
+            self.eval_proba_ = one_vs_rest_probabilities(eval_mean)
             if y_eval is not None:
                 self.eval_accuracy_ = scores
         return self
@@ -757,22 +740,18 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         """Each output's mean P(y = its class | x) over the kept samples: (n, n_outputs)."""
         return ndtr(self._sample_outputs(self._validate_predict_data(X))).mean(axis=1).T
 
-    def predict_proba(self, X):
-        """Class probabilities averaged over the kept samples.
+    def _class_proba(self, X):
+        """The class probabilities averaged over the kept samples.  Binary: ``[1 - p,
+        p]`` with ``p`` the mean of ``Phi(f(x))``.  Multi-class: each class's
+        one-vs-rest probability, normalised to sum to one."""
+        return one_vs_rest_probabilities(self._output_proba(X))
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    def _predict_scores(self, X):
+        """The most probable class under the mean probabilities."""
+        p = self._output_proba(X)
+        return p - 0.5 if p.shape[1] == 1 else p
 
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Binary: ``[1 - p, p]`` with ``p`` the mean of ``Phi(f(x))``.  Multi-class:
-            each class's one-vs-rest probability, normalised to sum to one.
-        """
-        return class_probabilities(self._output_proba(X))
-
-    def decision_function(self, X):
+    def _class_scores(self, X):
         """``Phi^-1`` of each output's mean probability: the probit score of the averaged
         predictor, finite, in the order of ``predict_proba`` and finer.
 
@@ -784,16 +763,6 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
         strictly increasing function of ``p`` without saturation (a row whose every sample
         has ``f = 40`` scores 40).  Only beyond ``|f| ~ 1.9e154`` on every sample, where
         even ``log Phi(-|f|)`` underflows, is it the samples' mean ``f``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, positive scores favour ``classes_[1]``; for more, column c
-            is the score of class c against the rest, largest for the predicted class.
         """
         F = self._sample_outputs(self._validate_predict_data(X))
         log_n = np.log(F.shape[1])
@@ -803,24 +772,7 @@ class BayesianFactorizationMachineClassifier(ClassifierMixin, _BayesianFactoriza
             # Phi^-1(p) = -Phi^-1(1 - p): from the smaller of p and 1 - p.
             scores = np.where(log_p < log_q, ndtri_exp(log_p), -ndtri_exp(log_q))
             scores = np.where(np.isfinite(scores), scores, F.mean(axis=1)).T
-        kernels.check_finite_predictions(scores, self, "scores")
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels: the most probable class under :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        p = self._output_proba(X)
-        if p.shape[1] == 1:
-            return self.classes_[(p[:, 0] > 0.5).astype(np.intp)]
-        return self.classes_[np.argmax(p, axis=1)]
+        return kernels.check_finite_predictions(scores, self, "scores")
 
     def _n_outputs(self):
         return 1 if self.classes_.shape[0] == 2 else self.classes_.shape[0]

@@ -19,22 +19,23 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.special import digamma, gammaln, log_ndtr, ndtr
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .. import _losses, kernels
+from .._classification import ClassifierLayer, one_vs_rest_probabilities
+from .._engine.layouts import layout_of
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
 from .._io import save_model
 from .._validation import check_number, row_threads, store_init_params
 from ..polynomial import _cd, _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial._cd_data import CDProblem
-from ..relational import RelationalMatrix
 from ._sampler import ALPHA_0, BETA_0, GAMMA_0, MU_0, FeatureGroups
 from ._variational import output_variance
-from .fm import _BayesianFactorizationMachine, class_probabilities, probit_targets
+from .fm import _BayesianFactorizationMachine, probit_targets
 
 __all__ = ["VariationalFactorizationMachineRegressor",
            "VariationalFactorizationMachineClassifier"]
@@ -384,7 +385,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         return hasattr(self, "P_")
 
     def _validate_fit_data(self, X, y):
-        if isinstance(X, RelationalMatrix):
+        if layout_of(X).stored_once:
             raise TypeError(f"{type(self).__name__} does not take relational input; give "
                             f"X.to_csr(), or sample the posterior with the Gibbs "
                             f"estimators, which do")
@@ -392,12 +393,12 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
 
     def _validate_predict_data(self, X):
         check_is_fitted(self)
-        if isinstance(X, RelationalMatrix):
-            X = X.to_csr()
-        dtype = self.P_.dtype
-        X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
-                          accept_large_sparse=True)
-        return kernels.check_X(X, dtype=dtype, accept_dense=False)
+        layout = layout_of(X)
+        if layout.stored_once:  # its kernels compute every row's features
+            X = layout.to_csr(X)
+            layout = layout_of(X)
+        return layout.validate(self, X, reset=False, dtype=self.P_.dtype,
+                               accept_dense=False)
 
     def _fit_posteriors(self, X, targets, feature_groups):
         """Fit a mean-field posterior per column of ``targets`` (n, n_outputs); returns
@@ -677,7 +678,7 @@ class VariationalFactorizationMachineRegressor(RegressorMixin,
 
 
 @register_model
-class VariationalFactorizationMachineClassifier(ClassifierMixin,
+class VariationalFactorizationMachineClassifier(ClassifierLayer,
                                                _VariationalFactorizationMachine):
     __doc__ = """Variational Bayesian factorization machine classifier (degree 2).
 
@@ -716,54 +717,20 @@ class VariationalFactorizationMachineClassifier(ClassifierMixin,
         """The probit outputs' targets (and ``classes_``)."""
         return probit_targets(self, y)
 
-    def decision_function(self, X):
+    def _class_scores(self, X):
         """The probit score ``E[f(x)] / sqrt(1 + Var f(x))`` of each output, whose
-        ``Phi`` is the output's probability.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, positive scores favour ``classes_[1]``; for more, column c
-            is the score of class c against the rest.
-        """
+        ``Phi`` is the output's probability."""
         mean, var = self._moments(X)
-        scores = (mean / np.sqrt(1.0 + var)).T
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+        return (mean / np.sqrt(1.0 + var)).T
 
-    def predict_proba(self, X):
-        """Class probabilities.
+    def _class_proba(self, X):
+        """Binary: ``[1 - p, p]`` with ``p = Phi(score)`` (:meth:`decision_function`).
+        Multi-class: each class's one-vs-rest probability, normalised to sum to one."""
+        return one_vs_rest_probabilities(ndtr(self._class_scores(X)))
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-            Binary: ``[1 - p, p]`` with ``p = Phi(score)`` (:meth:`decision_function`).
-            Multi-class: each class's one-vs-rest probability, normalised to sum to one.
-        """
-        scores = self.decision_function(X)
-        p = ndtr(scores.reshape(scores.shape[0], -1))
-        return class_probabilities(p)
-
-    def predict(self, X):
-        """Predicted class labels: the most probable class under :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+    def _predict_scores(self, X):
+        """The most probable class under :meth:`predict_proba`."""
+        return self._class_proba(X)
 
     def _n_outputs(self):
         n_classes = self.classes_.shape[0]

@@ -20,7 +20,7 @@ def with_relations(args, X, split, dtype, path, rows=None):
     """X (the data file ``path``'s columns) with libFM's relation blocks ``args.relation``
     after them: a RelationalMatrix; ``rows``, the slice of the file's lines X holds (a
     chunk: then the index files are checked against the whole file at its end)."""
-    from ..kernels import check_X
+    from .._engine.csr import check_rows
     from ..relational import RelationalMatrix, RelationBlock
     blocks, _ = relation_files(args, split, dtype)  # checked
     for name, block in zip(args.relation, blocks):
@@ -34,7 +34,7 @@ def with_relations(args, X, split, dtype, path, rows=None):
     if rows is not None:
         blocks = [RelationBlock(block.index[rows], block.table) for block in blocks]
     # The tables were checked when read: only the data file's columns are, here.
-    return RelationalMatrix._from_checked([check_X(X, dtype=dtype), *blocks], dtype)
+    return RelationalMatrix._from_checked([check_rows(X, [dtype]), *blocks], dtype)
 
 
 def relation_files(args, split, dtype):
@@ -74,25 +74,9 @@ def relation_inputs(args, splits):
 
 def stack_rows(blocks):
     """The rows of several matrices of one layout in one matrix (relational ones read
-    with the same relations' tables: the first's are kept)."""
-    if len(blocks) == 1:
-        return blocks[0]
-    import scipy.sparse as sp
-
-    from ..relational import RelationalMatrix, RelationBlock
-    first = blocks[0]
-    if not isinstance(first, RelationalMatrix):
-        return sp.vstack(blocks, format="csr")
-    parts = []
-    for p, part in enumerate(first.parts):
-        if isinstance(part, RelationBlock):
-            parts.append(RelationBlock(np.concatenate([b.parts[p].index for b in blocks]),
-                                       part.table))
-        else:
-            stacked = sp.vstack([b.parts[p] for b in blocks], format="csr")
-            stacked.sum_duplicates()  # canonical, as the blocks were
-            parts.append(stacked)
-    return RelationalMatrix._from_checked(parts, first.dtype)
+    with the same relations' tables)."""
+    from .._engine.layouts import layout_of
+    return layout_of(blocks[0]).stack(blocks)
 
 
 # ---- DATA of predict and evaluate --------------------------------------------------------

@@ -2,12 +2,13 @@
 by conditional gradient (Blondel, Niculae, Otsuka, Ueda, NIPS 2017)."""
 import numpy as np
 from scipy.special import expit, log_softmax
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._classification import ClassifierLayer
 from .._io import ModelFileError, register_model
 from .._validation import check_choice, store_init_params
 from ._base import _COMMON_ATTRIBUTES_DOC, _COMMON_PARAMS_DOC, _MultiOutputPolynomial
@@ -40,7 +41,7 @@ def _has_logistic_loss(est):
 
 
 @register_model
-class MultiOutputPolynomialClassifier(ClassifierMixin, _MultiOutputPolynomial):
+class MultiOutputPolynomialClassifier(ClassifierLayer, _MultiOutputPolynomial):
     __doc__ = """Multi-class polynomial network or factorization machine, one output per
     class over one shared set of basis vectors, grown by conditional gradient.
 
@@ -127,61 +128,22 @@ class MultiOutputPolynomialClassifier(ClassifierMixin, _MultiOutputPolynomial):
     def _n_outputs_expected(self, attributes):
         return self.classes_.shape[0]
 
-    def decision_function(self, X):
-        """Raw outputs.
+    def _has_proba(self):
+        return self.loss == "logistic"
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, ``o_1 - o_0``: positive scores favour ``classes_[1]``.
-        """
-        O = self._outputs(X)
-        return O[:, 1] - O[:, 0] if O.shape[1] == 2 else O
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y : ndarray of shape (n_samples,)
-        """
+    def _class_scores(self, X):
+        """The outputs, one per class; for two classes ``o_1 - o_0``."""
         O = self._outputs(X)   # checks that the model is fitted
-        return self.classes_[np.argmax(O, axis=1)]
+        return O[:, 1:] - O[:, :1] if O.shape[1] == 2 else O
 
-    @available_if(_has_logistic_loss)
-    def predict_proba(self, X):
-        """Class probabilities, the softmax of the outputs (logistic loss only).
+    def _predict_scores(self, X):
+        return self._outputs(X)
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-        """
+    def _class_proba(self, X):
+        """The softmax of the outputs (logistic loss)."""
         return class_probabilities(self._outputs(X))
 
-    @available_if(_has_logistic_loss)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`, without under- or overflow.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-        """
+    def _class_log_proba(self, X):
         return log_softmax(self._outputs(X), axis=1)
 
 

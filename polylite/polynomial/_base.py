@@ -16,19 +16,18 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state, column_or_1d
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
+from .._engine.layouts import NO_TARGETS, layout_of
 from .._io import (ModelFileError, check_array_names, check_float_arrays,
                    save_model)
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
-from ..relational import RelationalMatrix, check_relational_input
 from . import _cd, _solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
@@ -126,8 +125,7 @@ DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
 def is_dense(X):
     """Whether ``X`` (CSR, or relational: its expanded rows) counts as dense for the
     choice of a solver (``DENSE_FRACTION``), so that either form gets the same one."""
-    nnz = X.expanded_nnz if isinstance(X, RelationalMatrix) else X.nnz
-    return nnz > DENSE_FRACTION * X.shape[0] * X.shape[1]
+    return layout_of(X).expanded_nnz(X) > DENSE_FRACTION * X.shape[0] * X.shape[1]
 
 
 def _partial_fit_available(est):
@@ -263,28 +261,15 @@ class _PolynomialModel(BaseEstimator):
     _takes_relational = False
 
     def _prepare_X(self, X, *, reset, y=None):
-        """validate_data + CSR structure checks; returns (X, y) or X."""
+        """The layout's validation of X (and y): returns (X, y) or X.  A fit's rows
+        become CSR (dense ones too), a prediction's dense rows stay dense."""
         dtype = _FLOAT_DTYPES if reset else self.P_.dtype
-        if isinstance(X, RelationalMatrix):
-            return self._prepare_relational(X, reset=reset, y=y, dtype=dtype)
-        if y is None and not reset:
-            X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=False,
-                              accept_large_sparse=True)
-            # (validate_data has checked the values: a sparse X needs only its structure
-            # checked, not a second pass over its values, serial before the threads)
-            return (kernels._check_csr_structure(X) if sp.issparse(X)
-                    else kernels.check_X(X, dtype=dtype))
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=dtype, reset=reset,
-                             accept_large_sparse=True, y_numeric=not self._is_classifier)
-        X = kernels.check_X(X, dtype=dtype, accept_dense=False)
-        self._fit_dtype = X.dtype
-        return X, y
-
-    def _prepare_relational(self, X, *, reset, y, dtype):
-        """_prepare_X of a RelationalMatrix (its parts were checked when it was made)."""
-        out = check_relational_input(self, X, y, reset=reset, dtype=dtype)
-        if reset:
-            self._fit_dtype = (out if y is None else out[0]).dtype
+        predicting = y is None and not reset
+        out = layout_of(X).validate(self, X, NO_TARGETS if predicting else y, reset=reset,
+                                    dtype=dtype, y_numeric=not self._is_classifier,
+                                    accept_dense=predicting)
+        if not predicting:
+            self._fit_dtype = out[0].dtype
         return out
 
     def _validation_set(self, X_val, y_val):
@@ -438,7 +423,7 @@ class _PolynomialModel(BaseEstimator):
         workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
         kernel, degrees, _ = self._structure()
         if self.solver_ == "cd" or (self.solver_ == "lbfgs"
-                                    and isinstance(X, RelationalMatrix)):
+                                    and layout_of(X).stored_once):
             # (L-BFGS on relational input: its gradient from coordinate descent's sums
             # over table rows, see _solvers.fit_lbfgs.)
             solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)

@@ -5,14 +5,15 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._classification import ClassifierLayer
 from .._validation import check_choice
 from ._base import _partial_fit_available
 
 CLASSIFIER_LOSSES = ("logistic", "squared_hinge")
 
 
-class _OneVsRestMixin:
-    """fit / decision_function / predict / predict_proba for binary and multi-class.
+class _OneVsRestMixin(ClassifierLayer):
+    """fit and the outputs of the classifier layer, for binary and multi-class.
 
     Binary problems fit one output (the second class is positive); multi-class problems fit
     one output per class, class c against the rest, in the order of ``classes_``.
@@ -122,77 +123,26 @@ class _OneVsRestMixin:
         return self._partial_fit_outputs(X, self._targets(self._encode(y)), sample_weight,
                                          self.loss)
 
-    def decision_function(self, X):
-        """Raw model outputs.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, positive scores favour ``classes_[1]``.
-        """
+    def _class_scores(self, X):
+        """The outputs: one for two classes, one per class (one-vs-rest) for more."""
         self._validate_X_predict()
-        X = self._prepare_X(X, reset=False)
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-            Elements of ``classes_``.
-        """
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(np.intp)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        return self._decision(self._prepare_X(X, reset=False))
 
     def _has_proba(self):
         return self.loss == "logistic"
 
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities (logistic loss only).
+    def _class_proba(self, X):
+        """Binary: ``[1 - sigmoid(f), sigmoid(f)]``.  Multi-class: the one-vs-rest
+        sigmoids normalised to sum to one."""
+        return np.exp(self._class_log_proba(X))
 
-        Binary: ``[1 - sigmoid(f), sigmoid(f)]``.  Multi-class: the one-vs-rest sigmoids
-        normalised to sum to one.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-        """
-        return np.exp(self.predict_log_proba(X))
-
-    @available_if(_has_proba)
-    def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`, computed without under- or overflow.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-        """
-        scores = np.asarray(self.decision_function(X), dtype=np.float64)
-        if scores.ndim == 1:
+    def _class_log_proba(self, X):
+        """The log of :meth:`_class_proba`, computed without under- or overflow."""
+        scores = np.asarray(self._class_scores(X), dtype=np.float64)
+        if scores.shape[1] == 1:
             # log sigmoid(f) = -log(1 + exp(-f)), log(1 - sigmoid(f)) = -log(1 + exp(f))
-            return np.column_stack([-np.logaddexp(0.0, scores),
-                                    -np.logaddexp(0.0, -scores)])
+            return np.column_stack([-np.logaddexp(0.0, scores[:, 0]),
+                                    -np.logaddexp(0.0, -scores[:, 0])])
         log_sigmoid = -np.logaddexp(0.0, -scores)
         return log_sigmoid - logsumexp(log_sigmoid, axis=1, keepdims=True)
 

@@ -9,14 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 import joblib
 import numpy as np
 import scipy.optimize
-import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
-from ..relational import RelationalMatrix
-from ._cd_data import CDData, CDProblem, Gradient, TableBlock
+from .._engine.layouts import cd_threads, column_groups, layout_of  # noqa: F401
+from ._cd_data import CDData, CDProblem, Gradient
 
 STOCHASTIC = ("sgd", "adagrad")
 SCHEDULES = {"constant": 0, "invscaling": 1}
@@ -68,44 +67,12 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
 
 
 def _squared_row_norms(X):
-    """||x_i||^2 of every row of CSR ``X``, or of a relational input's rows (the sums of
-    their parts')."""
-    from sklearn.utils.extmath import row_norms
-    if not isinstance(X, RelationalMatrix):
-        return row_norms(X, squared=True).astype(np.float64)
-    norms = row_norms(X.direct(), squared=True).astype(np.float64)
-    for block in X.blocks:
-        norms += row_norms(block.table, squared=True).astype(np.float64)[block.index]
-    return norms
-
-
-# A relational input's rows are expanded for the stochastic solvers this many at a time
-# (a multiple of the mini-batch size): their memory is a chunk's, not the data set's.
-RELATIONAL_CHUNK_ROWS = 65536
+    """||x_i||^2 of every row of ``X``, in any layout."""
+    return layout_of(X).squared_row_norms(X)
 
 
 def _degrees_array(degrees):
     return np.asarray(degrees, dtype=np.intc)
-
-
-def column_groups(X, kernel, part=None):
-    """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
-    (:func:`polylite._cd.column_groups`): runs of row-disjoint columns in column order,
-    except for the polynomial kernel, whose coordinates take one column at a time;
-    ``part`` restricts them to the columns it marks."""
-    return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
-                             kernel != "polynomial", part)
-
-
-def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
-    """Threads for the passes of coordinate descent: :func:`polylite._validation.row_threads`,
-    fewer when the extra threads' scratch records would take more memory than X itself
-    (``x_bytes``)."""
-    threads = row_threads(n_jobs, n_rows)
-    if n_features > 0:
-        threads = min(threads,
-                      1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
-    return int(max(1, threads))
 
 
 def output_threads(n_jobs, n_outputs):
@@ -131,59 +98,10 @@ def map_outputs(fit_output, n_outputs, workers):
 
 
 def cd_data(X, sw, kernel, n_jobs):
-    """:class:`polylite.polynomial._cd_data.CDData` of canonical CSR ``X`` (or a
-    :class:`polylite.relational.RelationalMatrix`) with sample weights ``sw``: what
-    coordinate descent derives from the rows once per fit, for every output."""
-    if isinstance(X, RelationalMatrix):
-        return _relational_cd_data(X, sw, kernel, n_jobs)
-    return CDData(X, column_groups(X, kernel),
-                  *_cd.column_moments(X.data, X.indices, X.indptr, sw, X.shape[1]),
-                  cd_threads(n_jobs, X.shape[0], X.shape[1],
-                             X.data.nbytes + X.indices.nbytes + X.indptr.nbytes))
-
-
-def _relational_cd_data(X, sw, kernel, n_jobs):
-    """:func:`cd_data` of a relational input: the direct part's groups (its own columns,
-    runs ending where a block's columns lie), and for each block its table with the
-    model's column numbers, regrouped by runs, and where its columns come among the
-    direct groups; each column's support sums the weights of the interactions of the
-    table rows that hold it."""
-    if kernel == "polynomial":
-        raise ValueError("relational input is taken by factorization machines (anova and "
-                         "all-subsets kernels); give a polynomial network X.to_csr()")
-    n, d = X.shape
-    direct = X.direct()
-    in_block = np.zeros(d, dtype=bool)
-    for start, stop in X.block_columns():
-        in_block[start:stop] = True
-    groups = column_groups(direct, kernel, ~in_block)
-    support, fourth = _cd.column_moments(direct.data, direct.indices, direct.indptr,
-                                         sw, d)
-    # The first column of each direct group with entries (the last group may hold the
-    # columns without any, whose steps commute with every other: it comes last).
-    firsts = groups.group_columns[groups.columns_ptr[:-1]]
-    with_entries = np.diff(groups.group_ptr) > 0
-    blocks = []
-    x_bytes = direct.data.nbytes + direct.indices.nbytes + direct.indptr.nbytes
-    for block, (start, stop) in zip(X.blocks, X.block_columns()):
-        table = block.table
-        indptr = table.indptr.astype(np.int64)
-        indices = table.indices.astype(np.int64) + start
-        data = table.data.astype(np.float64)
-        table = sp.csr_matrix((data, indices, indptr), shape=(table.shape[0], d))
-        table.indices, table.indptr = indices, indptr  # int64, as the table passes read
-        mask = np.zeros(d, dtype=bool)
-        mask[start:stop] = True
-        table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
-        position = int(np.count_nonzero(with_entries & (firsts < start)))
-        row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
-        support += _cd.column_moments(data, indices, indptr, row_weight, d)[0]
-        row_count = np.bincount(block.index, minlength=table.shape[0]).astype(np.float64)
-        blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
-                                 start, stop, position, row_weight, row_count))
-        x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
-    return CDData(direct, groups, support, fourth, cd_threads(n_jobs, n, d, x_bytes),
-                  tuple(blocks))
+    """:class:`polylite.polynomial._cd_data.CDData` of checked rows ``X`` (any layout)
+    with sample weights ``sw``: what coordinate descent derives from the rows once per
+    fit, for every output."""
+    return layout_of(X).cd_data(X, sw, kernel, n_jobs)
 
 
 def cd_problem(est, y, sw, loss_code, kernel, degrees):
@@ -230,12 +148,8 @@ def watched_data(X):
     the same for every pass and every fit on as many rows (``slice(None)``: all rows; of
     a relational input always, whose predictions compute each table row once).  Every
     output of a fit shares it."""
-    n_rows = X.shape[0]
-    size = max(WATCHED_MIN_ROWS, int(np.ceil(WATCHED_FRACTION * n_rows)))
-    if size >= n_rows or isinstance(X, RelationalMatrix):
-        return slice(None), X
-    rows = np.sort(np.random.default_rng(n_rows).choice(n_rows, size, replace=False))
-    return rows, X[rows]
+    size = max(WATCHED_MIN_ROWS, int(np.ceil(WATCHED_FRACTION * X.shape[0])))
+    return layout_of(X).watched(X, size)
 
 
 # Rows of a mini-batch per thread below which it runs on one thread.  The threads of a
@@ -345,23 +259,17 @@ class StochasticGradient:
                    for name in before)
 
     def _row_chunks(self, order):
-        """(order, X, y, sw) of one pass: the rows as they are; or, of a relational
-        input, its rows in ``order`` expanded a chunk at a time (identity order within
-        each), whole mini-batches per chunk: the same steps as on the expanded matrix,
-        the memory of a chunk.  The lazy L2 scaling is settled at the end of each call,
-        exactly."""
-        X = self.X
-        if not isinstance(X, RelationalMatrix):
-            yield order, X, self.y, self.sw
-            return
-        batch = int(self.est.batch_size)
-        chunk = max(batch, RELATIONAL_CHUNK_ROWS // batch * batch)
-        for start in range(0, order.shape[0], chunk):
-            rows = order[start:start + chunk]
-            # (Arrays reused from one chunk and one epoch to the next.)
-            yield (np.arange(rows.shape[0], dtype=np.intp),
-                   X._expanded(rows, self._chunk_buffers),
-                   np.ascontiguousarray(self.y[rows]), np.ascontiguousarray(self.sw[rows]))
+        """(order, X, y, sw) of one pass, a chunk of rows at a time as the layout gives
+        them (all at once, or a relational input's rows expanded a chunk at a time:
+        the same steps as on the expanded matrix, the memory of a chunk).  The lazy L2
+        scaling is settled at the end of each call, exactly."""
+        for order_in_chunk, X_rows, rows in layout_of(self.X).row_chunks(
+                self.X, order, int(self.est.batch_size), self._chunk_buffers):
+            if rows is None:
+                yield order_in_chunk, X_rows, self.y, self.sw
+            else:
+                yield (order_in_chunk, X_rows, np.ascontiguousarray(self.y[rows]),
+                       np.ascontiguousarray(self.sw[rows]))
 
     def predictions(self):
         """The current predictions on the watched rows (computed once per pass)."""

@@ -1,5 +1,5 @@
 """Factorization machines of any degree (HOFM), trained by coordinate descent."""
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
@@ -209,7 +209,7 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
 
 
 @register_model
-class FactorizationMachineClassifier(ClassifierMixin, _OneVsRestMixin,
+class FactorizationMachineClassifier(_OneVsRestMixin,
                                      _BaseFactorizationMachine):
     __doc__ = """Factorization machine classifier of any degree, binary or multi-class.
 

@@ -1,6 +1,6 @@
 """Polynomial networks: y_hat = intercept + <w, x> + sum_s lam_s (gamma_s + <p_s, x>)^m."""
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
@@ -201,7 +201,7 @@ class PolynomialNetworkRegressor(RegressorMixin, _RegressorFitMixin,
 
 
 @register_model
-class PolynomialNetworkClassifier(ClassifierMixin, _OneVsRestMixin, _BasePolynomialNetwork):
+class PolynomialNetworkClassifier(_OneVsRestMixin, _BasePolynomialNetwork):
     __doc__ = """Polynomial network classifier, binary or multi-class (one-vs-rest).
     """ + _PN_OBJECTIVE_DOC + _PN_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
         Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..relational import RelationalMatrix, RelationBlock
+from .._engine.layouts import distinct_rows
+from ..relational import RelationalMatrix
 
 # Positives per chunk of a pass: its query rows are expanded a chunk at a time, unless
 # all of them together hold at most EXPANDED_NNZ nonzeros (then once for every pass).
@@ -68,124 +69,6 @@ def _int64_csr(X):
                                          X.indptr.astype(np.int64))
     out.has_sorted_indices = True
     return out
-
-
-def distinct_rows(X):
-    """Codes of the distinct rows of CSR ``X`` (equal rows, equal codes; codes in order
-    of first appearance) and the first row of each code.
-
-    Rows are grouped by two random projections and their size, then checked entry by
-    entry against their group's first row; should two different rows ever share a
-    group, an exact (slower) grouping by the rows' bytes is used instead.
-    """
-    X = sp.csr_matrix(X)
-    X.sum_duplicates()
-    X.sort_indices()
-    n = X.shape[0]
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    rng = np.random.default_rng(0)
-    keys = np.column_stack([X @ rng.standard_normal(X.shape[1]),
-                            X @ rng.standard_normal(X.shape[1]),
-                            np.diff(X.indptr)])
-    _, first, codes = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    codes = codes.ravel()
-    # Renumber in order of first appearance.
-    order = np.argsort(first, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    codes, first = rank[codes], first[order]
-    if (X - X[first[codes]]).count_nonzero() == 0:
-        return codes.astype(np.int64), first.astype(np.int64)
-    seen, codes, first = {}, np.empty(n, np.int64), []
-    for r in range(n):
-        lo, hi = X.indptr[r], X.indptr[r + 1]
-        key = X.indices[lo:hi].tobytes() + X.data[lo:hi].tobytes()
-        if key not in seen:
-            seen[key] = len(first)
-            first.append(r)
-        codes[r] = seen[key]
-    return codes, np.asarray(first, np.int64)
-
-
-def check_item_columns(item_columns, X):
-    """The (start, stop) of the item part of X's columns, checked."""
-    if isinstance(X, RelationalMatrix):
-        blocks = X.block_columns()
-        if item_columns is None:
-            if len(blocks) < 2:
-                raise ValueError(
-                    f"the positives have {len(blocks)} relation block(s): the ranker "
-                    f"takes the item part from the second block (a user block, then an "
-                    f"item block, as FieldEncoder(output='relational') makes them), or "
-                    f"from the block whose columns item_columns names")
-            return blocks[1]
-        columns = _pair(item_columns, X.shape[1])
-        if columns not in blocks:
-            raise ValueError(f"item_columns={item_columns!r} is not the column range of "
-                             f"a relation block of the positives ({blocks})")
-        return columns
-    if item_columns is None:
-        raise ValueError(
-            "CSR positives need item_columns=(start, stop), the columns of the item part "
-            "(FieldEncoder.fields_ gives them), or give a RelationalMatrix: "
-            "FieldEncoder(output='relational') makes one whose second block is the items")
-    return _pair(item_columns, X.shape[1])
-
-
-def _pair(item_columns, n_features):
-    try:
-        start, stop = (int(v) for v in item_columns)
-        ok = [start, stop] == [v for v in item_columns]
-    except (TypeError, ValueError):
-        ok = False
-    if not ok or not 0 <= start < stop <= n_features:
-        raise ValueError(f"item_columns must be a pair (start, stop) of integers with "
-                         f"0 <= start < stop <= n_features={n_features}, got "
-                         f"{item_columns!r}")
-    return start, stop
-
-
-def split_positives(X, columns, dtype):
-    """(query RelationalMatrix, item rows per positive as codes and a table, user codes)
-    of positives ``X`` whose item part lies at ``columns``."""
-    start, stop = columns
-    if isinstance(X, RelationalMatrix):
-        parts, item_block, user_block = [], None, None
-        for part, offset in zip(X.parts, X.offsets[:-1]):
-            if isinstance(part, RelationBlock) and int(offset) == start:
-                item_block = part
-                parts.append(sp.csr_matrix((X.shape[0], part.table.shape[1]), dtype=dtype))
-                continue
-            if isinstance(part, RelationBlock) and user_block is None:
-                user_block = part
-            parts.append(part)
-        query = RelationalMatrix._from_checked(parts, dtype)
-        table = _placed(item_block.table, start, X.shape[1])
-        item, users = item_block.index.astype(np.int64), None
-        if user_block is not None:
-            users = user_block.index.astype(np.int64)
-        return query, item, table, users
-    X = sp.csr_matrix(X)
-    inside = (X.indices >= start) & (X.indices < stop)
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    item_part = sp.csr_matrix((X.data[inside], (rows[inside], X.indices[inside])),
-                              shape=X.shape, dtype=dtype)
-    query = sp.csr_matrix((X.data[~inside], (rows[~inside], X.indices[~inside])),
-                          shape=X.shape, dtype=dtype)
-    item, first = distinct_rows(item_part)
-    users = None
-    if start > 0:
-        user_part = query[:, :start]
-        users = distinct_rows(user_part)[0]
-    return RelationalMatrix._from_checked([query], dtype), item, item_part[first], users
-
-
-def _placed(table, start, n_features):
-    """A block's table at its columns of the whole row."""
-    table = sp.csr_matrix(table)
-    return sp.csr_matrix((table.data, table.indices.astype(np.int64) + start,
-                          table.indptr.astype(np.int64)), shape=(table.shape[0], n_features))
 
 
 def user_codes(query, users):

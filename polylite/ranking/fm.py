@@ -6,15 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from .. import kernels
+from .._engine.layouts import layout_of
 from .._io import register_model
 from .._validation import (check_bool, check_choice, check_number, row_threads,
                            store_init_params)
 from ..polynomial._base import _FLOAT_DTYPES, EpochReport
 from ..polynomial.fm import _BaseFactorizationMachine
-from ..relational import RelationalMatrix, RelationBlock, check_relational_input
 from . import _data
 from ._pairwise import pairwise_pass
 
@@ -298,12 +297,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         # Validation positives are checked in fit before P_ exists: the fit's dtype.
         dtype = (_FLOAT_DTYPES if reset else
                  self.P_.dtype if hasattr(self, "P_") else self._fit_dtype)
-        if isinstance(X, RelationalMatrix):
-            X = check_relational_input(self, X, reset=reset, dtype=dtype)
-        else:
-            X = validate_data(self, X, accept_sparse="csr", dtype=dtype, reset=reset,
-                              accept_large_sparse=True)
-            X = kernels.check_X(X, dtype=X.dtype, accept_dense=False)
+        X = layout_of(X).validate(self, X, reset=reset, dtype=dtype, accept_dense=False)
         if reset:
             self._fit_dtype = X.dtype
         return X
@@ -319,10 +313,14 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             raise ValueError("sample_weight must be finite and >= 0")
         if X_val is not None:
             X_val = self._check_positives(X_val, reset=False)
-            X = _stack_rows(X, X_val)
+            if layout_of(X_val) is not layout_of(X):
+                raise ValueError("X_val must have the form of X (both CSR, or both "
+                                 "relational)")
+            X = layout_of(X).stack([X, X_val])
             sw = np.concatenate([sw, np.ones(X_val.shape[0])])
-        columns = _data.check_item_columns(self.item_columns, X)
-        query, item_rows, table, users = _data.split_positives(X, columns, X.dtype)
+        layout = layout_of(X)
+        columns = layout.item_columns(X, self.item_columns)
+        query, item_rows, table, users = layout.split_positives(X, columns, X.dtype)
         users = _data.user_codes(query, users)
         n_users = int(users.max()) + 1
         items, item = _data.catalogue_of(table, item_rows)
@@ -637,33 +635,6 @@ def _max_row_nnz(query):
     """The longest expanded row of a RelationalMatrix, without expanding it."""
     sizes = query._row_nnz(np.arange(query.shape[0], dtype=np.intp))
     return int(sizes.max()) if sizes.size else 0
-
-
-def _stack_rows(X, X_val):
-    """The rows of X, then those of X_val (the same layout)."""
-    if isinstance(X, RelationalMatrix) != isinstance(X_val, RelationalMatrix):
-        raise ValueError("X_val must have the form of X (both CSR, or both relational)")
-    if not isinstance(X, RelationalMatrix):
-        return sp.vstack([X, X_val], format="csr")
-    if len(X.parts) != len(X_val.parts):
-        raise ValueError("X_val has another number of parts than X")
-    parts = []
-    for p, (a, b) in enumerate(zip(X.parts, X_val.parts)):
-        if isinstance(a, RelationBlock) != isinstance(b, RelationBlock) or (
-                isinstance(a, RelationBlock) and not _same_table(a.table, b.table)):
-            raise ValueError(f"part {p} of X_val differs from X's: validation positives "
-                             f"need the same relation blocks' tables (encode both with "
-                             f"one FieldEncoder)")
-        parts.append(RelationBlock(np.concatenate([a.index, b.index]), a.table)
-                     if isinstance(a, RelationBlock) else sp.vstack([a, b], format="csr"))
-    return RelationalMatrix._from_checked(parts, X.dtype)
-
-
-def _same_table(a, b):
-    return a is b or (a.shape == b.shape and a.nnz == b.nnz and
-                      np.array_equal(a.indptr, b.indptr) and
-                      np.array_equal(a.indices, b.indices) and
-                      np.array_equal(a.data, b.data))
 
 
 class _ValidationScore:
