@@ -39,6 +39,24 @@ ctypedef fused const_floating_row:
     const_float_row
     const_double_row
 
+# AdaGrad's epsilon (added to the square root of the accumulated squared gradients): one
+# definition for the stochastic passes and the pairwise ranking passes.
+cdef extern from *:
+    """
+    #define POLYLITE_ADAGRAD_EPS 1e-8
+    """
+    const double ADAGRAD_EPS "POLYLITE_ADAGRAD_EPS"
+
+
+cdef inline double int_power(double base, int m) noexcept nogil:
+    """base ** m for m >= 0 by m products (the rounding the kernels were tested with)."""
+    cdef double r = 1
+    cdef int i
+    for i in range(m):
+        r *= base
+    return r
+
+
 # Software prefetch (one definition, in C, for every module that cimports this one).
 cdef extern from "_prefetch.h":
     void POLYLITE_PREFETCH(const void* p) noexcept nogil

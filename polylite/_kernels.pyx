@@ -390,16 +390,8 @@ cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, work)
         m = degrees[0]
         for s in range(k):
-            total += lam[s] * _ipow(work[s], m)
+            total += lam[s] * int_power(work[s], m)
     return total
-
-
-cdef inline double _ipow(double base, Py_ssize_t m) noexcept nogil:
-    cdef double r = 1
-    cdef Py_ssize_t i
-    for i in range(m):
-        r *= base
-    return r
 
 
 # ---------------------------------------------------------------------------------------

@@ -4,10 +4,18 @@
 # float32 models from overflowing in exp().
 from libc.math cimport exp, fabs, log1p, fmax, tanh
 
+# The loss table: every loss of every model has its code here (polylite._losses.LOSSES
+# and MULTICLASS_LOSSES name them).
 cdef enum:
+    # Losses of one output, l(y, p) of a target and a prediction (every solver).
     SQUARED = 0
     LOGISTIC = 1
     SQUARED_HINGE = 2
+    # Multi-class losses of all the outputs o of a row at once, l(y, o) of a class code
+    # (the multi-output models: multioutput/_passes.pyx computes them).
+    MULTICLASS_LOGISTIC = 100
+    MULTICLASS_SMOOTH_HINGE = 101
+    MULTICLASS_SQUARED_HINGE = 102
 
 
 cdef inline double loss_value(int loss, double y, double p) noexcept nogil:

@@ -1,7 +1,12 @@
 """Python access to the loss functions of ``_losses.pxd`` (used by tests and estimators)."""
 import numpy as np
 
+#: The losses of one output, by name, with their codes (``_losses.pxd``).
 LOSSES = {"squared": SQUARED, "logistic": LOGISTIC, "squared_hinge": SQUARED_HINGE}
+#: The multi-class losses of the multi-output models, by name, with their codes.
+MULTICLASS_LOSSES = {"logistic": MULTICLASS_LOGISTIC,
+                     "smooth_hinge": MULTICLASS_SMOOTH_HINGE,
+                     "squared_hinge": MULTICLASS_SQUARED_HINGE}
 
 
 def loss_code(name):

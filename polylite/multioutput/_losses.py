@@ -26,6 +26,7 @@ Per-output losses (targets: a real matrix Y), summed over the outputs:
 import numpy as np
 from scipy.special import softmax
 
+from .._losses import LOSSES, MULTICLASS_LOSSES
 from . import _passes
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
@@ -59,7 +60,7 @@ class _Multiclass(_Loss):
 
 class MulticlassLogistic(_Multiclass):
     name = "logistic"
-    kind = _passes.MULTICLASS_LOGISTIC
+    kind = MULTICLASS_LOSSES["logistic"]
 
     def smoothness(self, n_outputs):
         # The Hessian diag(p) - p p^T has eigenvalues at most 1/2.
@@ -68,7 +69,7 @@ class MulticlassLogistic(_Multiclass):
 
 class SmoothHinge(_Multiclass):
     name = "smooth_hinge"
-    kind = _passes.SMOOTH_HINGE
+    kind = MULTICLASS_LOSSES["smooth_hinge"]
 
     def smoothness(self, n_outputs):
         return 1.0   # the projection onto the simplex is 1-Lipschitz
@@ -76,7 +77,7 @@ class SmoothHinge(_Multiclass):
 
 class MulticlassSquaredHinge(_Multiclass):
     name = "squared_hinge"
-    kind = _passes.SQUARED_HINGE
+    kind = MULTICLASS_LOSSES["squared_hinge"]
 
     def smoothness(self, n_outputs):
         # 2 x the Laplacian of a star with up to m - 1 leaves: eigenvalues up to 2 m.
@@ -99,7 +100,7 @@ class _PerOutput(_Loss):
 
 class Squared(_PerOutput):
     name = "squared"
-    kind = _passes.SQUARED
+    kind = LOSSES["squared"]
 
     def smoothness(self, n_outputs):
         return 1.0
@@ -107,7 +108,7 @@ class Squared(_PerOutput):
 
 class BinaryLogistic(_PerOutput):
     name = "logistic"
-    kind = _passes.LOGISTIC
+    kind = LOSSES["logistic"]
 
     def smoothness(self, n_outputs):
         return 0.25

@@ -37,24 +37,19 @@ from libc.math cimport fabs, log, sqrt
 
 from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
 from .._losses cimport logistic_from_exp, loss_value_derivative
-from .._losses cimport SQUARED as _SQUARED, LOGISTIC as _LOGISTIC
+from .._losses cimport (SQUARED as _SQUARED, LOGISTIC as _LOGISTIC,
+                       MULTICLASS_LOGISTIC as _MULTICLASS_LOGISTIC,
+                       MULTICLASS_SMOOTH_HINGE as _SMOOTH_HINGE,
+                       MULTICLASS_SQUARED_HINGE as _SQUARED_HINGE)
 from ._ball cimport simplex_threshold
 
 # Scratch rows of different threads are kept this many doubles (a cache line) apart.
 PAD_DOUBLES = 8
 
-# The per-output losses of the kernel layer (_losses.pxd) that loss_pass accepts.
-SQUARED = _SQUARED
-LOGISTIC = _LOGISTIC
-cdef enum:
-    _MULTICLASS_LOGISTIC = 100
-    _SMOOTH_HINGE = 101
-    _SQUARED_HINGE = 102
-# The multi-class losses (targets: class codes): the multi-class logistic loss (softmax
-# cross-entropy), the smoothed and the squared multi-class hinge (_losses documents them).
-MULTICLASS_LOGISTIC = _MULTICLASS_LOGISTIC
-SMOOTH_HINGE = _SMOOTH_HINGE
-SQUARED_HINGE = _SQUARED_HINGE
+# loss_pass takes the per-output losses of the loss table (_losses.pxd: squared,
+# logistic) and its multi-class ones (targets: class codes): the multi-class logistic loss
+# (softmax cross-entropy), the smoothed and the squared multi-class hinge
+# (multioutput/_losses.py documents them).
 
 cdef enum:
     # The row passes prefetch the rows of Q (and of the Gamma tables) that the nonzeros

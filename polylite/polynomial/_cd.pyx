@@ -86,7 +86,7 @@ from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
 
 from .._kernels cimport (index_t, floating, thread_range, ANOVA, ALL_SUBSETS,
-                        POLYNOMIAL)
+                        POLYNOMIAL, int_power)
 from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
@@ -1602,14 +1602,6 @@ cdef enum:
     # fixed arrays: degrees up to this one (cd_epoch checks).
     MAX_POLY_DEGREE = 12
 
-cdef inline double _power(double base, int m) noexcept nogil:
-    cdef double r = 1
-    cdef int i
-    for i in range(m):
-        r *= base
-    return r
-
-
 cdef double _poly_sums(double reg, double p, int degree, double lam_s,
                        const index_t* rows, const floating* values, Py_ssize_t count,
                        const double* state, const Layout* L, Py_ssize_t cur,
@@ -1773,7 +1765,7 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
         x = values[z] if values != NULL else 1.0
         row = state + i * L.stride
         u = row[cur]
-        row[PRED] += lam_s * (_power(u + delta * x, degree) - _power(u, degree))
+        row[PRED] += lam_s * (int_power(u + delta * x, degree) - int_power(u, degree))
         row[cur] = u + delta * x
     return delta
 
@@ -1803,7 +1795,7 @@ cdef double _cd_poly_component(
         _zero_terms(sums)
         for i in range(n):
             row = state + i * L.stride
-            feature = _power(row[cur], degree)
+            feature = int_power(row[cur], degree)
             sums[0] += _row_dlosses(row, L.label, L.weight, L.loss, &curvature) * feature
             sums[1] += _weight(row, L) * feature * feature
             sums[3] += curvature * feature * feature
@@ -1812,7 +1804,7 @@ cdef double _cd_poly_component(
         if delta != 0:
             for i in range(n):
                 row = state + i * L.stride
-                row[PRED] += delta * _power(row[cur], degree)
+                row[PRED] += delta * int_power(row[cur], degree)
             max_change = max(max_change, fabs(delta))
     if n_dummy > 0:
         delta = _poly_coordinate(&gamma[s], beta, degree, lam[s], <const index_t*> NULL,

@@ -24,10 +24,8 @@ from cython.parallel cimport parallel, prange, threadid
 from .._kernels cimport (index_t, floating, floating_row, ANOVA, ALL_SUBSETS,
                         POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
                         all_subsets_gradient, linear_forms, polylite_barrier,
-                        polylite_team_size, thread_range)
+                        polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
 from .._losses cimport loss_derivative, loss_value
-
-cdef double ADAGRAD_EPS = 1e-8
 
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this
@@ -38,14 +36,6 @@ cdef enum:
     CONSTANT = 0
     INVSCALING = 1
     ADAGRAD = 2
-
-
-cdef inline double _ipow(double base, int m) noexcept nogil:
-    cdef double r = 1
-    cdef int i
-    for i in range(m):
-        r *= base
-    return r
 
 
 cdef double _row_gradient(int kernel, const floating* P, Py_ssize_t d, Py_ssize_t k,
@@ -82,7 +72,7 @@ cdef double _row_gradient(int kernel, const floating* P, Py_ssize_t d, Py_ssize_
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
         for s in range(k):
             u = adj[s]
-            um1 = _ipow(u, m - 1)
+            um1 = int_power(u, m - 1)
             glam[s] = um1 * u
             total += lam[s] * um1 * u
             coef = lam[s] * m * um1

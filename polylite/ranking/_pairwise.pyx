@@ -33,9 +33,8 @@ from .._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
                         POLYLITE_PREFETCH, polylite_prefetch_block, anova_forward,
                         anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
-                        thread_range, thread_align, THREAD_ALIGN)
+                        thread_range, thread_align, THREAD_ALIGN, ADAGRAD_EPS)
 
-cdef double ADAGRAD_EPS = 1e-8
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
 # back to a uniform one among the unseen items (a user who saw most popular items).
 cdef int MAX_REJECTIONS = 32
