@@ -297,63 +297,6 @@ cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
                    csr_indices, csr_indptr, base)
 
 
-cdef void _fill_slot(double* state, const Layout* L, Py_ssize_t n, Py_ssize_t slot,
-                     int kernel, int degree, const floating* P, Py_ssize_t k,
-                     Py_ssize_t s, const floating* gamma, Py_ssize_t n_dummy,
-                     const floating* csr_data, const index_t* csr_indices,
-                     const index_t* csr_indptr, double* base, double* factors,
-                     Py_ssize_t d, int threads, Blocks* blocks,
-                     const double* variance) noexcept nogil:
-    """Compute the cache of component s in every row from scratch (row-wise pass, on
-    ``threads`` threads): the dummies' share, the row's own entries and each relation
-    block's table row (their caches computed first, _cd_tables.table_fill, or built
-    by the sums passes of component s - 1 when ``blocks.next_built``).  ``base`` is
-    work space for _slot_base, ``factors`` for the d factors of component s, gathered
-    first so that the rows read them from one contiguous array, not one cache line
-    each.  ``variance``: the block's factors' variances (shaped like P), for the caches
-    of mean-field factors (gathered after the factors), or NULL."""
-    cdef Py_ssize_t t, j
-    cdef int kind = _kind(kernel, degree) if variance == NULL else KIND_MEANFIELD
-    cdef double* variances = factors + d + 1
-    cdef Moments TM = table_moments(kind, degree)
-    cdef double* swap
-    cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
-    cdef Table* gather = NULL
-    TM.squared = L.loss == SQUARED
-    _slot_base(base, kernel, L.width, gamma, n_dummy, k, s)
-    for j in range(d):
-        factors[j] = P[j * k + s]
-    if variance != NULL:
-        for j in range(d):
-            variances[j] = variance[j * k + s]
-    for j in range(blocks.count):
-        if blocks.next_built:  # by the sums passes of component s - 1
-            swap = blocks.tables[j].cache
-            blocks.tables[j].cache = blocks.tables[j].next
-            blocks.tables[j].next = swap
-        else:
-            table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
-    if direct or blocks.count == 0:
-        if threads == 1:
-            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, variances,
-                        csr_data, csr_indices, csr_indptr, base)
-        else:
-            for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors,
-                            variances, csr_data, csr_indices, csr_indptr, base)
-    if blocks.count == 0:
-        return
-    # One pass over the rows: the previous sweep's last push, the blocks' caches, the
-    # first block's gather.
-    if blocks.gather_first and blocks.pending != &blocks.tables[0]:
-        gather = &blocks.tables[0]
-    table_start_rows(blocks.tables, blocks.count, &TM, blocks.pending, blocks.pending_cache,
-                     &blocks.pending_TM, blocks.pending_slot, gather, state, L, n, slot,
-                     base, not direct, blocks.threads)
-    blocks.pending = NULL
-    blocks.first_gathered = gather != NULL
-
-
 # ---- a group of row-disjoint columns -----------------------------------------------------
 #
 # The columns of a group share no row, so updating them one after the other or all at
@@ -392,35 +335,11 @@ cdef struct Sweep:
                          # the update pass of the first group writes into slot nxt before
                          # its factor (that group has an entry in every row); NULL when
                          # slot nxt was reset by a pass of its own
-    const Prior* prior   # the sampler's prior of these columns, or NULL: CD's steps
-    double* gradient     # or, not NULL: no step, each column's data-term gradient
+    int rule             # STEP_*: how the columns move
+    const Prior* prior   # STEP_DRAW, STEP_MEANFIELD: the prior of these columns
+    double* gradient     # STEP_GRADIENT: each column's data-term gradient
                          # sum_i s_i l'_i g_i recorded here (at the parameter's place)
     double gradient_scale  # the weight the sums leave out (see cd_epoch), or 1
-
-
-cdef inline Sweep _sweep(const Layout* L, const Threads* threads, const double* support,
-                         Py_ssize_t cur, Py_ssize_t nxt, bint has_next, int degree,
-                         double* scratch, double* A, const double* base,
-                         const Prior* prior, double* gradient,
-                         double gradient_scale) noexcept nogil:
-    """A :c:type:`Sweep` of these fields (the linear weights': cur 0, nxt -1, no next,
-    degree 0, base NULL)."""
-    cdef Sweep sweep
-    sweep.L = L[0]
-    sweep.threads = threads
-    sweep.support = support
-    sweep.fourth = NULL
-    sweep.cur = cur
-    sweep.nxt = nxt
-    sweep.has_next = has_next
-    sweep.degree = degree
-    sweep.scratch = scratch
-    sweep.A = A
-    sweep.base = base
-    sweep.prior = prior
-    sweep.gradient = gradient
-    sweep.gradient_scale = gradient_scale
-    return sweep
 
 
 cdef inline void _entry_terms(double x, const double* row, double p, double var,
@@ -965,21 +884,27 @@ cdef inline void _fused(const Pending* done, const index_t* done_columns,
 
 
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
-                       Py_ssize_t count, double* scratch, const double* support,
-                       const Prior* prior, floating* param,
-                       Py_ssize_t param_stride, double mu, double third, double reg,
-                       double* gradient, double gradient_scale, bint has_next,
-                       const double* fourth, double* max_change,
-                       double* variance_change) noexcept nogil:
+                       Py_ssize_t count, const Sweep* sw, floating* param,
+                       Py_ssize_t param_stride, double mu, double reg,
+                       double* max_change) noexcept nogil:
     cdef Py_ssize_t c, j, lo, hi
     cdef double* col
     cdef double p, p_new, delta, var, var_new, largest = 0, change = 0
-    cdef bint meanfield = prior != NULL and prior.variance != NULL
+    # (locals: the compiler then knows the parameters' writes cannot change them)
+    cdef int rule = sw.rule
+    cdef double* scratch = sw.scratch
+    cdef const double* support = sw.support
+    cdef const Prior* prior = sw.prior
+    cdef double third = sw.L.third
+    cdef double* gradient = sw.gradient
+    cdef double gradient_scale = sw.gradient_scale
+    cdef bint has_next = sw.has_next
+    cdef const double* fourth = sw.fourth
     if thread_range(t, threads, count, &lo, &hi):
         for c in range(lo, hi):
             j = group_columns[c]
             col = scratch + j * COL_STRIDE
-            if gradient != NULL:
+            if rule == STEP_GRADIENT:
                 gradient[j * param_stride] = gradient_scale * col[COL_GRAD]
                 col[COL_STEP] = 0
                 continue
@@ -989,11 +914,11 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 col[COL_NOISE] = _degree2_noise(col[COL_CURV], p,
                                                 fourth[j] / gradient_scale)
             delta = _take_step(param + j * param_stride,
-                               _coordinate_step(prior, j, support[j], col + COL_GRAD, mu,
-                                                third, reg, p))
+                               _coordinate_step(rule, prior, j, support[j], col + COL_GRAD,
+                                                mu, third, reg, p))
             largest = max(largest, fabs(delta))
             col[COL_STEP] = delta
-            if meanfield:
+            if rule == STEP_MEANFIELD:
                 # The change of sum_i Var f(x_i) from the column's sums (see
                 # _meanfield_variance_change), then what pass 2 needs (over the sums).
                 p_new = param[j * param_stride]
@@ -1005,8 +930,8 @@ cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
                 col[COL_VAR_NEXT] = (prior.variance[j * prior.variance_stride + 1]
                                      if has_next else 0.0)
     max_change[t] = largest
-    if meanfield:
-        variance_change[t] += change
+    if rule == STEP_MEANFIELD:
+        sw.threads.variance_change[t] += change
 
 
 cdef inline double _meanfield_variance_change(const double* sums, double p, double p_new,
@@ -1034,15 +959,11 @@ cdef void _group_steps(const index_t* group_columns, Py_ssize_t count, const Swe
     cdef int threads = _column_threads(sw.threads, count)
     cdef double* largest = sw.threads.partial
     if threads == 1:
-        _steps_chunk(0, 1, group_columns, count, sw.scratch, sw.support, sw.prior, param,
-                     param_stride, mu, sw.L.third, reg, sw.gradient, sw.gradient_scale,
-                     sw.has_next, sw.fourth, largest, sw.threads.variance_change)
+        _steps_chunk(0, 1, group_columns, count, sw, param, param_stride, mu, reg, largest)
     else:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-            _steps_chunk(t, threads, group_columns, count, sw.scratch, sw.support,
-                         sw.prior, param, param_stride, mu, sw.L.third, reg, sw.gradient,
-                         sw.gradient_scale, sw.has_next, sw.fourth, largest,
-                         sw.threads.variance_change)
+            _steps_chunk(t, threads, group_columns, count, sw, param, param_stride, mu, reg,
+                         largest)
     for t in range(threads):
         max_change[0] = max(max_change[0], largest[t])
 
@@ -1061,7 +982,7 @@ cdef void _start_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
     if not thread_range(t, threads, count, &lo, &hi):
         return
     cdef const Prior* prior = sw.prior
-    cdef bint meanfield = prior != NULL and prior.variance != NULL
+    cdef bint meanfield = sw.rule == STEP_MEANFIELD
     cdef double* private
     for c in range(lo, hi):
         j = group_columns[c]
@@ -1098,7 +1019,7 @@ cdef void _reduce_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
     cdef const Threads* th = sw.threads
     # (the sums of a mean-field factor's steps, else of any kind of the loss: the
     # linear weights' of a mean-field sweep have no more)
-    cdef int n_terms = (N_TERMS if sw.prior != NULL and sw.prior.variance != NULL
+    cdef int n_terms = (N_TERMS if sw.rule == STEP_MEANFIELD
                         else _n_terms(&sw.L, KIND_LINEAR))
     if not thread_range(t, threads, count, &lo, &hi):
         return
@@ -1149,32 +1070,132 @@ cdef inline double _unseen_columns(const index_t* group_columns, Py_ssize_t coun
     _zero_terms(unseen)
     for c in range(count):
         j = group_columns[c]
-        if sw.gradient != NULL:
+        if sw.rule == STEP_GRADIENT:
             sw.gradient[j * param_stride] = 0
             continue
         max_change = max(max_change, fabs(_take_step(
             param + j * param_stride,
-            _coordinate_step(sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
+            _coordinate_step(sw.rule, sw.prior, j, 0.0, unseen, mu, sw.L.third, reg,
                              param[j * param_stride]))))
     return max_change
 
 
-cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
-                       const index_t* group_columns, const index_t* rows,
-                       const index_t* columns, const floating* values, Py_ssize_t n,
-                       floating* param, Py_ssize_t param_stride, double mu, double reg,
-                       double* state, const Sweep* sw, int kind, Pending* pending,
-                       bint keep_last) noexcept nogil:
-    """One CD sweep over the coordinates param[j * param_stride] of the columns of the
-    groups g_begin..g_end-1, group by group (``kind`` KIND_LINEAR: the linear weights;
-    else factors whose row caches are in slot sw.cur, and the next component's cache is
-    built in slot sw.nxt).  Returns the largest |step|.
+# ---- the epoch: what its passes share -----------------------------------------------------
 
-    A group with an entry in every row leaves its update pass ``pending``, to share the
-    pass of the next group's gradients.  On entry, ``pending`` may hold the last group
-    of the previous component (no column in common with the first group here); with
-    ``keep_last``, the last group here may be left pending on return.
+cdef struct Epoch:
+    # What the passes of one epoch share, set once by _set_epoch before they run: the
+    # step rule, the rows' records, the threads, the groups, the relation blocks, the
+    # model's structure and penalties, the rules' priors and gradient arrays.
+    int rule                  # STEP_*: how every coordinate moves
+    Layout L                  # the records (width and stride change from block to block)
+    Threads threads
+    Groups G
+    Blocks blocks
+    Pending pending           # a group's update pass awaiting the next pass over the rows
+    Py_ssize_t n
+    Py_ssize_t d
+    Py_ssize_t k
+    Py_ssize_t n_blocks
+    Py_ssize_t n_dummy
+    int kernel
+    const int* degrees
+    double alpha              # the penalties of w and of the factors, per sample, over
+    double beta               # ``weight``
+    double weight             # the uniform weight the sums leave out (see cd_epoch), or 1
+    bint fit_intercept
+    bint fit_linear
+    bint fit_lam
+    double* state             # the rows' records
+    double* scratch           # the columns' scratch records (one cache line each)
+    double* A                 # _anova_derivative's work space (thread 0's)
+    double* base              # a cache slot of a row without entries (_slot_base)
+    double* factor_column     # _fill_slot's gathered factors, then their variances
+    const double* support     # per column, sum_i s_i over its rows
+    const double* fourth      # per column, sum_i s_i x_ij^4
+    const double* y
+    const double* sample_weight
+    double* y_pred
+    double* clock             # pass_seconds, or NULL
+    # The parameters and the rows in the epoch's dtype and index type: a pass takes them
+    # back typed, its own typed pointer argument fixing the types.
+    void* intercept
+    void* w
+    void* gamma
+    void* lam
+    const void* csr_data
+    const void* csr_indices
+    const void* csr_indptr
+    const void* group_columns
+    const void* entry_rows
+    const void* entry_columns
+    const void* entry_values
+    # STEP_DRAW and STEP_MEANFIELD: the priors (a factor block's set by _block_prior).
+    Prior intercept_prior
+    Prior linear_prior
+    Prior dummy_prior
+    Prior block_prior
+    const Py_ssize_t* prior_group
+    const double* P_reg       # (n_blocks, n_groups, k): each block's group precisions
+    const double* P_mean      # and means
+    Py_ssize_t n_groups
+    double scale
+    uint64_t seed
+    double relaxation
+    double flat               # the intercept's prior: flat (precision 0, mean 0)
+    double* var_P             # STEP_MEANFIELD: the factors' variances (n_blocks, d, k)
+    double* output_change
+    # STEP_GRADIENT: the gradient arrays, shaped like the parameters.
+    double* grad_intercept
+    double* grad_w
+    double* grad_P
+    double* grad_gamma
+
+
+cdef inline Sweep _sweep(const Epoch* E, Py_ssize_t cur, Py_ssize_t nxt, bint has_next,
+                         int degree, const double* base, const Prior* prior,
+                         double* gradient) noexcept nogil:
+    """The Sweep of a pass over columns of epoch E (the linear weights': cur 0, nxt -1,
+    no next, degree 0, base NULL)."""
+    cdef Sweep sweep
+    sweep.L = E.L
+    sweep.threads = &E.threads
+    sweep.support = E.support
+    sweep.fourth = NULL
+    sweep.cur = cur
+    sweep.nxt = nxt
+    sweep.has_next = has_next
+    sweep.degree = degree
+    sweep.scratch = E.scratch
+    sweep.A = E.A
+    sweep.base = base
+    sweep.rule = E.rule
+    sweep.prior = prior
+    sweep.gradient = gradient
+    sweep.gradient_scale = E.weight
+    return sweep
+
+
+cdef double _cd_groups(Epoch* E, const Sweep* sw, Py_ssize_t g_begin, Py_ssize_t g_end,
+                       floating* param, Py_ssize_t param_stride, double reg, int kind,
+                       bint keep_last, const index_t* group_columns) noexcept nogil:
+    """One sweep over the coordinates param[j * param_stride] of the columns of the
+    direct groups g_begin..g_end-1, group by group (``kind`` KIND_LINEAR: the linear
+    weights; else factors whose row caches are in slot sw.cur, and the next component's
+    cache is built in slot sw.nxt).  Returns the largest |step|.
+
+    A group with an entry in every row leaves its update pass pending (E.pending), to
+    share the pass of the next group's gradients.  On entry, E.pending may hold the last
+    group of the previous component (no column in common with the first group here);
+    with ``keep_last``, the last group here may be left pending on return.
     """
+    cdef const Groups* G = &E.G
+    cdef const index_t* rows = <const index_t*> E.entry_rows
+    cdef const index_t* columns = <const index_t*> E.entry_columns
+    cdef const floating* values = <const floating*> E.entry_values
+    cdef Pending* pending = &E.pending
+    cdef Py_ssize_t n = E.n
+    cdef double* state = E.state
+    cdef double mu = sw.L.mu
     cdef Py_ssize_t g, e0, e1, c0, c1
     cdef bint single, full
     cdef int pass_threads
@@ -1212,7 +1233,7 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
         _group_steps(group_columns + c0, c1 - c0, sw, param, param_stride, mu, reg,
                      &max_change)
         _clock_add(sw.threads, PASS_COLUMNS, start)
-        if sw.gradient != NULL:
+        if sw.rule == STEP_GRADIENT:
             continue  # no steps: nothing to apply
         # The next component's caches start from sw.base in the first group's pass 2.
         pending.reset = g == 0 and sw.base != NULL
@@ -1231,11 +1252,10 @@ cdef double _cd_groups(const Groups* G, Py_ssize_t g_begin, Py_ssize_t g_end,
 
 # ---- relation blocks: their columns between the direct groups ---------------------------
 
-cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
+cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, int kind,
                         floating* param, Py_ssize_t param_stride, double reg,
-                        double* state, Py_ssize_t n, const Sweep* sw,
-                        int row_threads, bint build_next, bint gathered) noexcept nogil:
-    """CD over one block's columns (kind ``kind``, ANOVA degree ``degree``) in the table
+                        bint build_next, bint gathered) noexcept nogil:
+    """CD over one block's columns (kind ``kind``, ANOVA degree sw.degree) in the table
     domain (_cd_tables.pyx): the moments summed from the interactions (after the end of
     block ``done``'s pass, if any, in the same pass over them), then each group's steps
     from them.  The table rows' caches B of the component must be current; the pass
@@ -1245,7 +1265,7 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     cdef int pass_threads
     cdef double max_change = 0, p, delta
     cdef double sums[N_TERMS]
-    cdef Moments TM = table_moments(kind, degree)
+    cdef Moments TM = table_moments(kind, sw.degree)
     TM.squared = sw.L.loss == SQUARED
     # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
     cdef Sweep tsw = sw[0]
@@ -1253,7 +1273,7 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
     tsw.fourth = NULL  # (the moments sum the noise)
     tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
     if not gathered:  # (else the component's start gathered it)
-        table_gather(T, &TM, state, &sw.L, n, sw.cur, row_threads, done)
+        table_gather(T, &TM, E.state, &sw.L, E.n, sw.cur, E.blocks.threads, done)
     for g in range(T.n_groups):
         e0 = T.group_ptr[g]
         e1 = T.group_ptr[g + 1]
@@ -1271,11 +1291,11 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
             p = param[j * param_stride]
             table_column_sums(T, &TM, g, p,
                               param[j * param_stride + 1] if build_next else 0.0, sums)
-            if tsw.gradient != NULL:
+            if tsw.rule == STEP_GRADIENT:
                 tsw.gradient[j * param_stride] = tsw.gradient_scale * sums[0]
                 continue
             delta = _take_step(param + j * param_stride, _coordinate_step(
-                tsw.prior, j, tsw.support[j], sums, 1.0, 0.0, reg, p))
+                tsw.rule, tsw.prior, j, tsw.support[j], sums, 1.0, 0.0, reg, p))
             if delta != 0:
                 table_column_update(T, &TM, g, p, delta)
                 max_change = max(max_change, fabs(delta))
@@ -1285,46 +1305,45 @@ cdef double _block_pass(Table* T, const Table* done, int kind, int degree,
         _group_reduce(T.group_columns + c0, c1 - c0, &tsw, pass_threads)
         _group_steps(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, 1.0, reg,
                      &max_change)
-        if tsw.gradient == NULL:
+        if tsw.rule != STEP_GRADIENT:
             table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
     return max_change
 
 
-cdef double _cd_columns(const Groups* G, const index_t* group_columns,
-                        const index_t* rows, const index_t* columns,
-                        const floating* values, Py_ssize_t n, floating* param,
-                        Py_ssize_t param_stride, double mu, double reg, double* state,
-                        const Sweep* sw, int kind, Pending* pending, bint keep_last,
-                        Blocks* blocks) noexcept nogil:
-    """One CD sweep over every column of one kind (see _cd_groups), in column order: the
+cdef double _cd_columns(Epoch* E, const Sweep* sw, floating* param,
+                        Py_ssize_t param_stride, double reg, int kind, bint keep_last,
+                        const index_t* group_columns) noexcept nogil:
+    """One sweep over every column of one kind (see _cd_groups), in column order: the
     direct groups, with each relation block's pass (_block_pass) between them where its
     columns lie; consecutive blocks share the pass over the rows that ends one and
     starts the next.  The first block's gather may be done already
     (``blocks.first_gathered``), and the last block's push left to the next component's
     start (``blocks.defer``: then ``blocks.pending``).  Returns the largest |step|."""
+    cdef Blocks* blocks = &E.blocks
+    cdef const Groups* G = &E.G
     cdef Py_ssize_t b, g = 0, later
     cdef double max_change = 0
     cdef Table* done = NULL  # a block whose pass awaits its push
     cdef Moments TM = table_moments(kind, sw.degree)
     cdef bint gathered
     if blocks.count == 0:
-        return _cd_groups(G, 0, G.n_groups, group_columns, rows, columns, values, n, param,
-                          param_stride, mu, reg, state, sw, kind, pending, keep_last)
+        return _cd_groups(E, sw, 0, G.n_groups, param, param_stride, reg, kind, keep_last,
+                          group_columns)
     for b in range(blocks.count):
         if blocks.position[b] > g:
             if done != NULL:
-                table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
+                table_push(done, &TM, E.state, &sw.L, E.n, sw.cur, blocks.threads)
                 done = NULL
             max_change = max(max_change, _cd_groups(
-                G, g, blocks.position[b], group_columns, rows, columns, values, n, param,
-                param_stride, mu, reg, state, sw, kind, pending, False))
+                E, sw, g, blocks.position[b], param, param_stride, reg, kind, False,
+                group_columns))
             g = blocks.position[b]
         gathered = b == 0 and blocks.first_gathered
         max_change = max(max_change, _block_pass(
-            &blocks.tables[b], done, kind, sw.degree, param, param_stride, reg, state, n,
-            sw, blocks.threads, blocks.build_next and kind != KIND_LINEAR, gathered))
+            E, &blocks.tables[b], done, sw, kind, param, param_stride, reg,
+            blocks.build_next and kind != KIND_LINEAR, gathered))
         # (No steps, nothing to push: the next gather starts afresh.)
-        done = &blocks.tables[b] if sw.gradient == NULL else NULL
+        done = &blocks.tables[b] if sw.rule != STEP_GRADIENT else NULL
     blocks.first_gathered = False
     if done != NULL:
         # Direct groups after the last block read the rows: push it first.
@@ -1337,96 +1356,95 @@ cdef double _cd_columns(const Groups* G, const index_t* group_columns,
             blocks.pending_TM = TM
             blocks.pending_slot = sw.cur
         else:
-            table_push(done, &TM, state, &sw.L, n, sw.cur, blocks.threads)
+            table_push(done, &TM, E.state, &sw.L, E.n, sw.cur, blocks.threads)
     return max(max_change, _cd_groups(
-        G, g, G.n_groups, group_columns, rows, columns, values, n, param, param_stride, mu,
-        reg, state, sw, kind, pending, False))
+        E, sw, g, G.n_groups, param, param_stride, reg, kind, False, group_columns))
 
 
-cdef double _cd_component(const Groups* G, const index_t* group_columns,
-                          const index_t* rows, const index_t* columns,
-                          const floating* values, Py_ssize_t n, Py_ssize_t k,
-                          Py_ssize_t s, int kernel, int degree, floating* Pb,
-                          floating* gamma, Py_ssize_t n_dummy, bint has_next, double mu,
-                          double beta, double* state, const Layout* L, Py_ssize_t cur,
-                          Py_ssize_t nxt, double* scratch, const Threads* threads,
-                          const double* support, const double* fourth, double* A,
-                          double* base, Pending* pending, const Prior* block_prior,
-                          const Prior* dummy_prior, Blocks* blocks,
-                          double* gradient, double* gamma_gradient,
-                          double gradient_scale) noexcept nogil:
-    """Update every coordinate of component s; the cache in slot ``cur`` must be current,
-    except for the update pass of a ``pending`` group of component s - 1.  With the
-    block's and the dummies' priors (else NULL), draw them instead (Gibbs sampling), or
-    with the block prior's variances, take mean-field updates (degree 2).
-    The columns of relation ``blocks`` are updated in the table domain, where they lie.
-    With ``gradient`` (the block's gradient array, like Pb) and ``gamma_gradient``, take
-    no step: record the data term's gradient of every coordinate of component s.
+cdef double _cd_component(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t cur,
+                          Py_ssize_t nxt, floating* Pb,
+                          const index_t* group_columns) noexcept nogil:
+    """Move every coordinate of component s of factor block b (Pb its factors) by the
+    epoch's rule; the cache in slot ``cur`` must be current, except for the update pass
+    of a pending group of component s - 1.  The columns of the relation blocks are
+    updated in the table domain, where they lie.
 
-    When ``has_next``, also build the cache of component s + 1 in slot ``nxt`` (``base``:
-    work space for its start).  Without dummies, the last group's update pass may be
-    left pending, to share the first pass of component s + 1.  Returns the largest |step|.
+    With a next component (and no relation blocks, and steps to take), also build its
+    cache in slot ``nxt``.  Without dummies, the last group's update pass may be left
+    pending, to share the first pass of component s + 1.  Returns the largest |step|.
     """
+    cdef const Groups* G = &E.G
+    cdef const Layout* L = &E.L
+    cdef Py_ssize_t n = E.n, k = E.k
     cdef Py_ssize_t i, r, t
+    cdef int degree = E.degrees[b]
+    cdef floating* gamma = <floating*> E.gamma if b == 0 else NULL
+    cdef Py_ssize_t n_dummy = E.n_dummy if b == 0 else 0
+    cdef bint has_next = (s + 1 < k and E.blocks.count == 0
+                          and E.rule != STEP_GRADIENT)
+    cdef bint sampling = E.rule == STEP_DRAW or E.rule == STEP_MEANFIELD
+    cdef double* gradient = (E.grad_P + b * E.d * k if E.rule == STEP_GRADIENT
+                             else NULL)
     cdef double p, delta, max_change = 0, start
     cdef double terms[N_TERMS]
     cdef double sums[N_TERMS]
-    cdef int kind = _kind(kernel, degree)
+    cdef int kind = _kind(E.kernel, degree)
     cdef Prior features, dummies
     cdef Move move
-    if block_prior != NULL and block_prior.variance != NULL:
+    if E.rule == STEP_MEANFIELD:
         kind = KIND_MEANFIELD  # (degree 2, see _prior_arrays)
-    if block_prior != NULL:
-        features = _component_prior(block_prior, s)
-    if dummy_prior != NULL:
-        dummies = _component_prior(dummy_prior, s)
+    if sampling:
+        features = _component_prior(&E.block_prior, s)
+        if b == 0:
+            dummies = _component_prior(&E.dummy_prior, s)
     # Does the first group have an entry in every row (its pass 2 then resets the rows'
     # next caches, and may share the last group's pass 2 of the previous component)?
     cdef bint first_full = (G.n_groups > 1 and n > 0
                             and G.group_ptr[1] - G.group_ptr[0] == n)
     if not first_full or n_dummy > 0:
-        _flush(pending, G, group_columns, columns, values, n, state, kind)
+        _flush(&E.pending, G, group_columns, <const index_t*> E.entry_columns,
+               <const floating*> E.entry_values, n, E.state, kind)
     if has_next:
-        _slot_base(base, kernel, L.width, gamma, n_dummy, k, s + 1)
+        _slot_base(E.base, E.kernel, L.width, gamma, n_dummy, k, s + 1)
         if not first_full:
-            start = _clock_start(threads)
-            _reset_slot(state, L, n, nxt, base)
-            _clock_add(threads, PASS_RECORDS, start)
-    cdef Sweep sweep = _sweep(L, threads, support, cur, nxt, has_next, degree, scratch, A,
-                              base if has_next and first_full else NULL,
-                              &features if block_prior != NULL else NULL,
-                              gradient + s if gradient != NULL else NULL, gradient_scale)
+            start = _clock_start(&E.threads)
+            _reset_slot(E.state, L, n, nxt, E.base)
+            _clock_add(&E.threads, PASS_RECORDS, start)
+    cdef Sweep sweep = _sweep(E, cur, nxt, has_next, degree,
+                              E.base if has_next and first_full else NULL,
+                              &features if sampling else NULL,
+                              gradient + s if gradient != NULL else NULL)
     if _noise_from_column(L, kind):
-        sweep.fourth = fourth
+        sweep.fourth = E.fourth
     # Dummy features (value 1 in every row; ANOVA only): the entry terms and updates of
     # a feature (their next-component share is already in the next cache's start).
     for r in range(n_dummy):
         p = gamma[r * k + s]
         _zero_terms(sums)
-        start = _clock_start(threads)
+        start = _clock_start(&E.threads)
         for i in range(n):
-            _entry_terms(1.0, state + i * L.stride, p, 0.0, &sweep, kind, terms)
+            _entry_terms(1.0, E.state + i * L.stride, p, 0.0, &sweep, kind, terms)
             for t in range(N_TERMS):
                 sums[t] += terms[t]
-        _clock_add(threads, PASS_GRADIENTS, start)
-        if gradient != NULL:
-            gamma_gradient[r * k + s] = gradient_scale * sums[0]
+        _clock_add(&E.threads, PASS_GRADIENTS, start)
+        if E.rule == STEP_GRADIENT:
+            E.grad_gamma[r * k + s] = E.weight * sums[0]
             continue
         delta = _take_step(gamma + r * k + s, _coordinate_step(
-            &dummies if dummy_prior != NULL else NULL, r, 1.0, sums, mu, L.third, beta, p))
+            E.rule, &dummies if sampling else NULL, r, 1.0, sums, L.mu, L.third, E.beta, p))
         if delta != 0:
             move.delta = delta
             move.p = p
             move.p_next = move.var = move.var_new = move.var_next = 0
-            start = _clock_start(threads)
+            start = _clock_start(&E.threads)
             for i in range(n):
-                _apply_entry(&move, 1.0, state + i * L.stride, &sweep, kind, False)
-            _clock_add(threads, PASS_UPDATES, start)
+                _apply_entry(&move, 1.0, E.state + i * L.stride, &sweep, kind, False)
+            _clock_add(&E.threads, PASS_UPDATES, start)
             max_change = max(max_change, fabs(delta))
     # The features, group by group.
-    return max(max_change, _cd_columns(G, group_columns, rows, columns, values, n, Pb + s,
-                                       k, mu, beta, state, &sweep, kind, pending,
-                                       has_next and first_full and n_dummy == 0, blocks))
+    return max(max_change, _cd_columns(E, &sweep, Pb + s, k, E.beta, kind,
+                                       has_next and first_full and n_dummy == 0,
+                                       group_columns))
 
 
 # ---- column groups ----------------------------------------------------------------------
@@ -1770,16 +1788,24 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
     return delta
 
 
-cdef double _cd_poly_component(
-        const Groups* G, const index_t* group_columns, const index_t* rows,
-        const floating* values, Py_ssize_t n, Py_ssize_t k, Py_ssize_t s, int degree,
-        floating* P, floating* gamma, Py_ssize_t n_dummy, floating* lam, bint fit_lam,
-        bint has_next, double mu, double beta, double* state, const Layout* L,
-        Py_ssize_t cur, Py_ssize_t nxt, double* base) noexcept nogil:
+cdef double _cd_poly_component(Epoch* E, Py_ssize_t s, Py_ssize_t cur, Py_ssize_t nxt,
+                               floating* P, const index_t* group_columns) noexcept nogil:
     """Update lam_s, gamma_s and p_s of one PN component (slot ``cur`` holds u_i).
 
     The groups must be single columns (the steps are per coordinate).
     """
+    cdef const Groups* G = &E.G
+    cdef const index_t* rows = <const index_t*> E.entry_rows
+    cdef const floating* values = <const floating*> E.entry_values
+    cdef floating* gamma = <floating*> E.gamma
+    cdef floating* lam = <floating*> E.lam
+    cdef Py_ssize_t n = E.n, k = E.k, n_dummy = E.n_dummy
+    cdef int degree = E.degrees[0]
+    cdef bint has_next = s + 1 < k
+    cdef double mu = E.L.mu, beta = E.beta
+    cdef double* state = E.state
+    cdef const Layout* L = &E.L
+    cdef double* base = E.base
     cdef Py_ssize_t i, j, z, g, start, end
     cdef const index_t* group_rows
     cdef const floating* group_values  # groups of one column store their values
@@ -1789,7 +1815,7 @@ cdef double _cd_poly_component(
     if has_next:
         _slot_base(base, POLYNOMIAL, 1, gamma, n_dummy, k, s + 1)
         _reset_slot(state, L, n, nxt, base)
-    if fit_lam:
+    if E.fit_lam:
         # The prediction is linear in lam_s: the bound step of a linear coordinate, with
         # the sums of _entry_terms for the derivative u_i^m.
         _zero_terms(sums)
@@ -1986,18 +2012,21 @@ def _prior_arrays(prior, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
     return arrays
 
 
-cdef inline void _set_prior(Prior* prior, const Py_ssize_t* group, const double* reg,
-                            const double* mean, Py_ssize_t stride, double weight,
-                            double scale, uint64_t seed, uint64_t draw,
+cdef inline void _set_prior(Prior* prior, const Epoch* E, bint grouped, const double* reg,
+                            const double* mean, Py_ssize_t stride, uint64_t draw,
                             uint64_t component_draws, double* variance,
                             Py_ssize_t variance_stride) noexcept nogil:
-    prior.group = group
+    """A Prior of epoch E's draws (its weight, scale and seed): the columns' groups
+    (``grouped``, else group 0), their precisions and means ``reg``, ``mean`` (``stride``
+    apart), the first of its normal numbers and the step to the next component's, and
+    the mean-field variances (or NULL)."""
+    prior.group = E.prior_group if grouped else NULL
     prior.reg = reg
     prior.mean = mean
     prior.stride = stride
-    prior.weight = weight
-    prior.scale = scale / weight
-    prior.seed = seed
+    prior.weight = E.weight
+    prior.scale = E.scale / E.weight
+    prior.seed = E.seed
     prior.draw = draw
     prior.component_draws = component_draws
     prior.variance = variance
@@ -2070,10 +2099,14 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     ``data.n_threads`` threads share each pass over a group's entries (the sums of a
     step are then added in another order: the result agrees with one thread's to
     rounding); the polynomial kernel and the dummy features' passes run on one.
+
+    The epoch's step rule (STEP_MINIMISE, STEP_DRAW with a ``prior``, STEP_MEANFIELD
+    with a ``prior`` that has variances, STEP_GRADIENT with ``gradient``) is chosen once
+    from these arguments; every pass is the same for every rule.
     """
     X = data.X
-    return _epoch(data, problem, params, X.data, X.indices, params.P, y_pred, prior,
-                  gradient, workspace, thread_min_entries, pass_seconds)
+    return _epoch(data, problem, params, X.data, X.indices, y_pred, (prior, gradient),
+                  (workspace, thread_min_entries, pass_seconds))
 
 
 def _check_epoch(data, problem, params, y_pred, gradient):
@@ -2181,39 +2214,6 @@ cdef bint _uniform(const double[::1] sample_weight) noexcept:
     return True
 
 
-cdef double _intercept_pass(floating* intercept, double* state, const Layout* L,
-                            Py_ssize_t n, const Threads* threads, const Prior* prior,
-                            double* gradient, double gradient_scale) noexcept nogil:
-    """The intercept's step (or draw, or gradient): its sums over the rows, then the
-    rows' predictions shifted.  Returns |step|."""
-    cdef Py_ssize_t i, t
-    cdef int n_threads = threads.count
-    cdef double delta
-    cdef double sums[N_TERMS]
-    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        _intercept_chunk(t, n_threads, state, L, n, threads.partial)
-    _zero_terms(sums)
-    for t in range(n_threads):
-        for i in range(N_TERMS):
-            sums[i] += threads.partial[N_TERMS * t + i]
-    # (sums[1] is the rows' weight, the intercept's support)
-    if gradient != NULL:
-        gradient[0] = gradient_scale * sums[0]
-        return 0
-    if prior != NULL and prior.variance != NULL:
-        delta = _take_step(intercept, _meanfield_step(prior, 0, sums[1], sums, L.mu,
-                                                      intercept[0]))
-    elif prior != NULL:
-        delta = _take_step(intercept, _draw_step(prior, 0, sums[1], sums[0],
-                                                 L.mu * sums[1], intercept[0]))
-    else:
-        delta = _take_step(intercept, _bound_step(sums, L.mu, L.third, 0.0, intercept[0]))
-    if delta != 0:
-        for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-            _shift_chunk(t, n_threads, state, L, n, delta)
-    return fabs(delta)
-
-
 cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_degree,
                       int kernel, int n_threads, bint uniform, dict workspace):
     """Point ``blocks`` at the relation blocks of ``data`` and their tables' records
@@ -2245,13 +2245,74 @@ cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_
     return kept
 
 
+cdef double _intercept_pass(Epoch* E, floating* intercept) noexcept nogil:
+    """The intercept's move by the epoch's rule: its sums over the rows, then the rows'
+    predictions shifted.  Returns |step|."""
+    cdef const Layout* L = &E.L
+    cdef const Threads* threads = &E.threads
+    cdef const Prior* prior = &E.intercept_prior
+    cdef double* state = E.state
+    cdef Py_ssize_t n = E.n
+    cdef Py_ssize_t i, t
+    cdef int n_threads = threads.count
+    cdef double delta
+    cdef double sums[N_TERMS]
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        _intercept_chunk(t, n_threads, state, L, n, threads.partial)
+    _zero_terms(sums)
+    for t in range(n_threads):
+        for i in range(N_TERMS):
+            sums[i] += threads.partial[N_TERMS * t + i]
+    # (sums[1] is the rows' weight, the intercept's support)
+    if E.rule == STEP_GRADIENT:
+        E.grad_intercept[0] = E.weight * sums[0]
+        return 0
+    if E.rule == STEP_MEANFIELD:
+        delta = _take_step(intercept, _meanfield_step(prior, 0, sums[1], sums, L.mu,
+                                                      intercept[0]))
+    elif E.rule == STEP_DRAW:
+        delta = _take_step(intercept, _draw_step(prior, 0, sums[1], sums[0],
+                                                 L.mu * sums[1], intercept[0]))
+    else:
+        delta = _take_step(intercept, _bound_step(sums, L.mu, L.third, 0.0, intercept[0]))
+    if delta != 0:
+        for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+            _shift_chunk(t, n_threads, state, L, n, delta)
+    return fabs(delta)
+
+
 def _epoch(data, problem, params, const floating[::1] csr_data,
-           const index_t[::1] csr_indices, floating[:, :, ::1] P, double[::1] y_pred,
-           prior, gradient, dict workspace, Py_ssize_t thread_min_entries, pass_seconds):
-    """:func:`cd_epoch` for one dtype of the parameters and one index type of X: the
-    set-up (checks, priors, records, threads, tables), then the passes in coordinate
-    order: the intercept, the linear weights, each block's components."""
+           const index_t[::1] csr_indices, double[::1] y_pred, steps, options):
+    """:func:`cd_epoch` for one dtype of the parameters and one index type of X
+    (``steps``: (prior, gradient); ``options``: (workspace, thread_min_entries,
+    pass_seconds)): the set-up, then the passes."""
+    prior, gradient = steps
     _check_epoch(data, problem, params, y_pred, gradient)
+    cdef floating[:, :, ::1] P = params.P
+    cdef floating* factors = &P[0, 0, 0]
+    cdef const index_t* group_columns
+    cdef Epoch E
+    cdef double max_change
+    kept = _set_epoch(&E, data, problem, params, csr_data, csr_indices, y_pred, prior,
+                      gradient, options)
+    group_columns = <const index_t*> E.group_columns
+    try:
+        with nogil:
+            max_change = _run_epoch(&E, factors, group_columns)
+    finally:
+        free(E.blocks.tables)
+    return max_change
+
+
+cdef list _set_epoch(Epoch* E, data, problem, params, const floating[::1] csr_data,
+                     const index_t[::1] csr_indices, double[::1] y_pred, prior, gradient,
+                     options):
+    """Set the epoch's structure E: its step rule, records, threads, groups, relation
+    blocks, parameters and the rules' priors or gradient arrays (the set-up of cd_epoch,
+    checked already by _check_epoch).  Returns the arrays E points into that nothing
+    else keeps alive (the caller keeps the list until the passes end, and frees
+    E.blocks.tables)."""
+    workspace, thread_min_entries, pass_seconds = options
     cdef const index_t[::1] csr_indptr = data.X.indptr
     cdef const double[::1] y = problem.y
     cdef const double[::1] sample_weight = problem.sample_weight
@@ -2260,11 +2321,6 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef const int[::1] degrees = problem.degrees
     cdef floating[:, ::1] gamma = params.gamma
     cdef floating[::1] lam = params.lam
-    cdef int kernel = problem.kernel
-    cdef double alpha = problem.alpha, beta = problem.beta
-    cdef bint fit_intercept = problem.fit_intercept, fit_linear = problem.fit_linear
-    cdef bint fit_lam = problem.fit_lam
-    cdef int n_threads = data.n_threads
     groups = data.groups
     cdef const index_t[::1] group_columns = groups.group_columns
     cdef const index_t[::1] entry_rows = groups.rows
@@ -2272,232 +2328,331 @@ def _epoch(data, problem, params, const floating[::1] csr_data,
     cdef const floating[::1] entry_values = groups.values
     cdef const double[::1] col_support = data.support
     cdef const double[::1] col_fourth = data.fourth
-    cdef Py_ssize_t n = y.shape[0], n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
-    cdef Py_ssize_t n_dummy = gamma.shape[0], nnz = csr_indices.shape[0]
-    cdef Groups G = _group_struct(groups)
-    # A gradient pass: the arrays it fills, shaped like the parameters.
-    cdef bint gradient_pass = gradient is not None
-    cdef double[::1] grad_intercept, grad_w
-    cdef double[:, :, ::1] grad_P
-    cdef double[:, ::1] grad_gamma
-    cdef double* grad_P_ptr = NULL
-    cdef double* grad_gamma_ptr = NULL
-    if gradient_pass:
-        grad_intercept, grad_w, grad_P, grad_gamma = (
-            gradient.intercept, gradient.w, gradient.P, gradient.gamma)
-        grad_P_ptr = &grad_P[0, 0, 0] if grad_P.size > 0 else NULL
-        grad_gamma_ptr = &grad_gamma[0, 0] if grad_gamma.size > 0 else NULL
-    # The sampler's priors (see the docstring), and the arrays they point into.
-    cdef bint sampling = prior is not None
-    cdef Prior intercept_prior, linear_prior, block_prior, dummy_prior
-    cdef const Py_ssize_t[::1] prior_group
-    cdef const double[::1] w_reg, w_mean, gamma_reg, gamma_mean
-    cdef const double[:, :, ::1] P_reg, P_mean
-    cdef double flat = 0
-    cdef uint64_t seed = 0
-    cdef double scale = 0
-    # Mean-field updates: the variances of the parameters' factors, updated in place.
-    cdef bint meanfield = False
-    cdef double[::1] var_intercept, var_w, output_change
-    cdef double[:, :, ::1] var_P
-    cdef double* var_w_ptr = NULL
-    cdef double relaxation = 1  # of the factors' means (see _meanfield_step)
-    if sampling:
-        (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
-         var_w, var_P, output_change, variance) = _prior_arrays(
-             prior, n_blocks, d, k, n_dummy, kernel, problem.loss, problem.degrees,
-             len(data.blocks) > 0)
-        meanfield = variance is not None
-        if meanfield:
-            relaxation = prior.relaxation
-            if not 0 < relaxation < 2:
-                raise ValueError(f"cd_epoch: prior.relaxation must be in (0, 2), got "
-                                 f"{relaxation}")
-        seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
-        scale = prior.scale
-        if meanfield and d > 0:
-            var_w_ptr = &var_w[0]
-    cdef Py_ssize_t b, s, cur, nxt, t
+    cdef Py_ssize_t n = y.shape[0], n_blocks = params.P.shape[0]
+    cdef Py_ssize_t d = params.P.shape[1], k = params.P.shape[2]
+    cdef Py_ssize_t nnz = csr_indices.shape[0]
+    cdef int n_threads = data.n_threads
+    E.kernel = problem.kernel
+    E.n = n
+    E.d = d
+    E.k = k
+    E.n_blocks = n_blocks
+    E.n_dummy = gamma.shape[0]
+    E.degrees = &degrees[0]
+    E.fit_intercept = problem.fit_intercept
+    E.fit_linear = problem.fit_linear
+    E.fit_lam = problem.fit_lam
+    E.G = _group_struct(groups)
+    E.group_columns = &group_columns[0] if group_columns.shape[0] > 0 else NULL
+    E.entry_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
+    E.entry_columns = &entry_columns[0] if entry_columns.shape[0] > 0 else NULL
+    E.entry_values = &entry_values[0] if entry_values.shape[0] > 0 else NULL
+    E.csr_data = &csr_data[0] if nnz > 0 else NULL
+    E.csr_indices = &csr_indices[0] if nnz > 0 else NULL
+    E.csr_indptr = &csr_indptr[0]
+    E.intercept = &intercept[0]
+    E.w = &w[0]
+    E.gamma = &gamma[0, 0] if gamma.size > 0 else NULL
+    E.lam = &lam[0] if params.lam is not None and lam.shape[0] > 0 else NULL
+    E.support = &col_support[0]
+    E.fourth = &col_fourth[0]
+    E.y = &y[0]
+    E.sample_weight = &sample_weight[0]
+    E.y_pred = &y_pred[0]
     cdef int max_degree = max(2, int(np.max(problem.degrees, initial=2)))
-    cdef double max_change = 0, change
     # With uniform weights every sum of a step carries the same factor s: the sums leave
     # it out (weight 1) and the penalties are divided by s instead, the same steps with
     # fewer products; a gradient pass and the sampler put it back.
     cdef bint uniform = _uniform(sample_weight)
-    if meanfield and not uniform:
+    E.weight = sample_weight[0] if uniform and n > 0 else 1.0
+    E.alpha = problem.alpha / E.weight
+    E.beta = problem.beta / E.weight
+    kept = [_set_rule(E, prior, gradient, problem, params, len(data.blocks) > 0)]
+    if E.rule == STEP_MEANFIELD and not uniform:
         raise ValueError("cd_epoch: mean-field updates take uniform sample weights")
-    cdef double weight = sample_weight[0] if uniform and n > 0 else 1.0
-    alpha, beta = alpha / weight, beta / weight
-    cdef Layout L = _layout(problem.loss, np.max(np.abs(y), initial=0.0)
-                            if problem.loss == LOGISTIC else 0.0, uniform, kernel,
-                            max_degree)
-    if meanfield:
-        L.width = _width(KIND_MEANFIELD, 0)
-    cdef double mu = L.mu
-    if sampling:
-        # Numbered as in the docstring.
-        _set_prior(&intercept_prior, NULL, &flat, &flat, 0, weight, scale, seed, 0, 0,
-                   &var_intercept[0] if meanfield else NULL, 0)
-        _set_prior(&linear_prior, &prior_group[0] if d > 0 else NULL, &w_reg[0],
-                   &w_mean[0], 1, weight, scale, seed, 1, 0, var_w_ptr, 1)
-        _set_prior(&dummy_prior, NULL, &gamma_reg[0], &gamma_mean[0], 0, weight,
-                   scale, seed, 1 + d + n_blocks * k * d, n_dummy, NULL, 0)
+    E.L = _layout(problem.loss, np.max(np.abs(problem.y), initial=0.0)
+                  if problem.loss == LOGISTIC else 0.0, uniform, E.kernel, max_degree)
+    if E.rule == STEP_MEANFIELD:
+        E.L.width = _width(KIND_MEANFIELD, 0)
+    kept += _set_work(E, workspace, n_threads, thread_min_entries, max_degree, pass_seconds)
+    kept += _set_blocks(&E.blocks, data, n, d, max_degree, E.kernel, n_threads, uniform,
+                        workspace)
+    E.pending.group = -1
+    return kept
+
+
+cdef object _set_rule(Epoch* E, prior, gradient, problem, params, bint has_blocks):
+    """The step rule (cd_epoch's ``prior`` and ``gradient`` arguments), and the arrays it
+    reads: the priors' and the mean-field variances, or the gradient arrays.  Returns
+    what E points into."""
+    cdef Py_ssize_t n_blocks = params.P.shape[0], d = params.P.shape[1]
+    cdef Py_ssize_t k = params.P.shape[2], n_dummy = params.gamma.shape[0]
+    cdef double[::1] grad_intercept, grad_w, var_intercept, var_w, output_change
+    cdef double[:, :, ::1] grad_P, P_reg, P_mean, var_P
+    cdef double[:, ::1] grad_gamma
+    cdef const Py_ssize_t[::1] prior_group
+    cdef const double[::1] w_reg, w_mean, gamma_reg, gamma_mean
+    E.rule = STEP_MINIMISE
+    E.grad_intercept = E.grad_w = E.grad_P = E.grad_gamma = NULL
+    E.var_P = E.output_change = NULL
+    if gradient is not None:
+        if prior is not None:
+            raise ValueError("cd_epoch: a gradient pass takes no prior")
+        E.rule = STEP_GRADIENT
+        grad_intercept, grad_w, grad_P, grad_gamma = (
+            gradient.intercept, gradient.w, gradient.P, gradient.gamma)
+        E.grad_intercept = &grad_intercept[0]
+        E.grad_w = &grad_w[0] if d > 0 else NULL
+        E.grad_P = &grad_P[0, 0, 0] if grad_P.size > 0 else NULL
+        E.grad_gamma = &grad_gamma[0, 0] if grad_gamma.size > 0 else NULL
+        return gradient
+    if prior is None:
+        return None
+    arrays = _prior_arrays(prior, n_blocks, d, k, n_dummy, problem.kernel, problem.loss,
+                           problem.degrees, has_blocks)
+    (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
+     var_w, var_P, output_change, variance) = arrays
+    E.rule = STEP_DRAW if variance is None else STEP_MEANFIELD
+    E.relaxation = 1
+    if E.rule == STEP_MEANFIELD:
+        E.relaxation = prior.relaxation
+        if not 0 < E.relaxation < 2:
+            raise ValueError(f"cd_epoch: prior.relaxation must be in (0, 2), got "
+                             f"{E.relaxation}")
+        E.var_P = &var_P[0, 0, 0] if var_P.size > 0 else NULL
+        E.output_change = &output_change[0]
+    E.seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
+    E.scale = prior.scale
+    E.n_groups = w_reg.shape[0]
+    E.prior_group = &prior_group[0] if d > 0 else NULL
+    E.P_reg = &P_reg[0, 0, 0]
+    E.P_mean = &P_mean[0, 0, 0]
+    # The priors of the intercept (flat), the linear weights and the dummies, numbered
+    # as in cd_epoch's docstring; the factor blocks' by _block_prior.
+    E.flat = 0
+    _set_prior(&E.intercept_prior, E, False, &E.flat, &E.flat, 0, 0, 0,
+               &var_intercept[0] if E.rule == STEP_MEANFIELD else NULL, 0)
+    _set_prior(&E.linear_prior, E, True, &w_reg[0], &w_mean[0], 1, 1, 0,
+               &var_w[0] if E.rule == STEP_MEANFIELD and d > 0 else NULL, 1)
+    _set_prior(&E.dummy_prior, E, False, &gamma_reg[0], &gamma_mean[0], 0,
+               1 + d + n_blocks * k * d, n_dummy, NULL, 0)
+    return arrays
+
+
+cdef list _set_work(Epoch* E, dict workspace, int n_threads,
+                    Py_ssize_t thread_min_entries, int max_degree, pass_seconds):
+    """The rows' records, the columns' scratch records, the threads' work space and
+    clock: arrays kept in ``workspace`` from one epoch to the next.  Returns them."""
+    cdef const Layout* L = &E.L
+    cdef Py_ssize_t n = E.n, d = E.d
     # Room for the widest records; the intercept and linear weights use the narrowest.
     cdef double[::1] state_buffer = _buffer(workspace, "state",
                                             n * (L.cache + 2 * L.width) + 1)
-    cdef double* state = &state_buffer[0]
+    E.state = &state_buffer[0]
     # Records start on a cache line (one line each: the prefetch fetches all of it).
     cdef double[::1] column_scratch = _buffer(workspace, "scratch", (d + 1) * COL_STRIDE)
-    cdef double* scratch = <double*> ((<size_t> &column_scratch[0] + 63) & ~(<size_t> 63))
+    E.scratch = <double*> ((<size_t> &column_scratch[0] + 63) & ~(<size_t> 63))
     # The other threads' scratch records (only the columns of the group being summed are
     # touched, see _group_start).
-    cdef Threads threads
-    threads.count = n_threads
-    threads.min_entries = thread_min_entries
-    threads.stride = (d + 1) * COL_STRIDE
-    cdef double[::1] private_scratch = _buffer(workspace, "private",
-                                               (n_threads - 1) * threads.stride + COL_STRIDE)
-    threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
+    E.threads.count = n_threads
+    E.threads.min_entries = thread_min_entries
+    E.threads.stride = (d + 1) * COL_STRIDE
+    cdef double[::1] private_scratch = _buffer(
+        workspace, "private", (n_threads - 1) * E.threads.stride + COL_STRIDE)
+    E.threads.private = <double*> ((<size_t> &private_scratch[0] + 63) & ~(<size_t> 63))
     cdef double[::1] partial = _buffer(workspace, "partial", N_TERMS * n_threads)
-    threads.partial = &partial[0]
+    E.threads.partial = &partial[0]
     cdef double[::1] variance_change = _buffer(workspace, "variance_change", n_threads)
     variance_change[:] = 0
-    threads.variance_change = &variance_change[0]
-    cdef double[::1] factor_column = _buffer(workspace, "factors", 2 * (d + 1))  # _fill_slot
+    E.threads.variance_change = &variance_change[0]
+    cdef double[::1] factor_column = _buffer(workspace, "factors", 2 * (d + 1))
+    E.factor_column = &factor_column[0]
     # Work space: _anova_derivative's for each thread, then a cache slot (_slot_base).
-    threads.work_stride = 2 * (max_degree + 1)
+    E.threads.work_stride = 2 * (max_degree + 1)
     cdef double[::1] work = _buffer(workspace, "work",
-                                    n_threads * threads.work_stride
+                                    n_threads * E.threads.work_stride
                                     + max(max_degree + 1, _width(KIND_MEANFIELD, 0)))
-    cdef double* A = &work[0]
-    cdef double* base = A + n_threads * threads.work_stride
-    threads.work = A
+    E.A = &work[0]
+    E.base = E.A + n_threads * E.threads.work_stride
+    E.threads.work = E.A
     # The passes' seconds: row 0 the intercept's, the linear weights' and the records',
     # row b + 1 block b's (see cd_epoch).
     cdef double[:, ::1] seconds
-    cdef double* clock = NULL
+    E.clock = NULL
     if pass_seconds is not None:
-        if np.shape(pass_seconds) != (n_blocks + 1, N_PASS_KINDS):
+        if np.shape(pass_seconds) != (E.n_blocks + 1, N_PASS_KINDS):
             raise ValueError(f"cd_epoch: pass_seconds must have shape "
-                             f"({n_blocks + 1}, {N_PASS_KINDS}), got "
+                             f"({E.n_blocks + 1}, {N_PASS_KINDS}), got "
                              f"{np.shape(pass_seconds)}")
         seconds = pass_seconds  # (float64, C-contiguous: added to in place)
-        clock = &seconds[0, 0]
-    threads.clock = clock
-    cdef double start
-    cdef Pending pending
-    pending.group = -1
-    cdef Sweep linear
-    cdef floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef const index_t* g_cols = &group_columns[0] if group_columns.shape[0] > 0 else NULL
-    cdef const index_t* e_rows = &entry_rows[0] if entry_rows.shape[0] > 0 else NULL
-    cdef const index_t* e_cols = &entry_columns[0] if entry_columns.shape[0] > 0 else NULL
-    cdef const floating* e_vals = (&entry_values[0] if entry_values.shape[0] > 0
-                                   else NULL)
-    cdef const floating* csr_val = &csr_data[0] if nnz > 0 else NULL
-    cdef const index_t* csr_ind = &csr_indices[0] if nnz > 0 else NULL
-    # The relation blocks of a relational input, their tables' records in the workspace.
-    cdef Blocks blocks
-    kept = _set_blocks(&blocks, data, n, d, max_degree, kernel, n_threads, uniform,
-                       workspace)
-    try:
-        with nogil:
-            start = _clock_start(&threads)
-            for t in prange(n_threads, num_threads=n_threads, schedule="static",
-                            chunksize=1):
-                _load_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], &sample_weight[0],
-                            n)
-            if fit_intercept and n > 0:
-                change = _intercept_pass(
-                    &intercept[0], state, &L, n, &threads,
-                    &intercept_prior if sampling else NULL,
-                    &grad_intercept[0] if gradient_pass else NULL, weight)
-                max_change = max(max_change, change)
-            _clock_add(&threads, PASS_RECORDS, start)
-            if fit_linear and d > 0:
-                linear = _sweep(&L, &threads, &col_support[0], 0, -1, False, 0, scratch, A,
-                                NULL, &linear_prior if sampling else NULL,
-                                &grad_w[0] if gradient_pass else NULL, weight)
-                # The last block's push waits for the first component's start (its
-                # rows' predictions only: no cache to move).
-                blocks.defer = n_blocks > 0 and kernel != POLYNOMIAL
-                change = _cd_columns(&G, g_cols, e_rows, e_cols, e_vals, n, &w[0], 1, mu,
-                                     alpha, state, &linear, KIND_LINEAR, &pending, False,
-                                     &blocks)
-                max_change = max(max_change, change)
-            for b in range(n_blocks):
-                if kernel == ANOVA:
-                    L.width = degrees[b] - 1 if not meanfield else _width(KIND_MEANFIELD, 0)
-                if kernel == POLYNOMIAL and b > 0:
-                    break
-                if clock != NULL:
-                    threads.clock = clock + (b + 1) * N_PASS_KINDS
-                start = _clock_start(&threads)
-                _restride(state, &L, n, L.cache + 2 * L.width)
-                _clock_add(&threads, PASS_RECORDS, start)
-                if sampling:
-                    _set_prior(&block_prior, &prior_group[0] if d > 0 else NULL,
-                               &P_reg[b, 0, 0], &P_mean[b, 0, 0], k, weight, scale,
-                               seed, 1 + d + b * k * d, d,
-                               &var_P[b, 0, 0] if meanfield and d > 0 else NULL, k)
-                    block_prior.relaxation = relaxation
-                for s in range(k):
-                    # Alternate the two cache slots between consecutive components.
-                    cur = L.cache + (s % 2) * L.width
-                    nxt = L.cache + ((s + 1) % 2) * L.width
-                    # The caches of component s: built while component s - 1 was updated,
-                    # or with relation blocks, here (the direct part, then each block's,
-                    # whose table caches component s - 1's sums passes built).
-                    if s == 0:
-                        blocks.next_built = False
-                    blocks.build_next = s + 1 < k
-                    # The component's start may end the last sweep's last block and
-                    # start its first (without dummies, whose steps come first).
-                    blocks.defer = s + 1 < k
-                    blocks.gather_first = (blocks.count > 0 and blocks.position[0] == 0
-                                           and (b > 0 or n_dummy == 0))
-                    if s == 0 or blocks.count > 0 or gradient_pass:
-                        start = _clock_start(&threads)
-                        _fill_slot(state, &L, n, cur, kernel, degrees[b], &P[b, 0, 0],
-                                   k, s, gamma_ptr if b == 0 else NULL,
-                                   n_dummy if b == 0 else 0, csr_val, csr_ind,
-                                   &csr_indptr[0], base, &factor_column[0], d,
-                                   n_threads, &blocks,
-                                   &var_P[b, 0, 0] if meanfield and d > 0 else NULL)
-                        _clock_add(&threads, PASS_FILL, start)
-                    if kernel == POLYNOMIAL:
-                        change = _cd_poly_component(
-                            &G, g_cols, e_rows, e_vals, n, k, s, degrees[0],
-                            &P[0, 0, 0], gamma_ptr, n_dummy, &lam[0], fit_lam,
-                            s + 1 < k, mu, beta, state, &L, cur, nxt, base)
-                    else:
-                        change = _cd_component(
-                            &G, g_cols, e_rows, e_cols, e_vals, n, k, s, kernel,
-                            degrees[b], &P[b, 0, 0], gamma_ptr if b == 0 else NULL,
-                            n_dummy if b == 0 else 0,
-                            s + 1 < k and blocks.count == 0 and not gradient_pass,
-                            mu, beta, state, &L, cur, nxt, scratch, &threads,
-                            &col_support[0], &col_fourth[0], A, base, &pending,
-                            &block_prior if sampling else NULL,
-                            &dummy_prior if sampling and b == 0 else NULL, &blocks,
-                            grad_P_ptr + b * d * k if gradient_pass else NULL,
-                            grad_gamma_ptr, weight)
-                        blocks.next_built = blocks.build_next
-                    max_change = max(max_change, change)
-                _flush_push(&blocks, state, &L, n)
-            _flush_push(&blocks, state, &L, n)
-            threads.clock = clock
-            start = _clock_start(&threads)
-            for t in prange(n_threads, num_threads=n_threads, schedule="static",
-                            chunksize=1):
-                _store_chunk(t, n_threads, state, &L, &y[0], &y_pred[0], n)
-            _clock_add(&threads, PASS_RECORDS, start)
-            if meanfield:
-                for t in range(n_threads):
-                    output_change[0] += threads.variance_change[t]
-    finally:
-        free(blocks.tables)
+        E.clock = &seconds[0, 0]
+    E.threads.clock = E.clock
+    return [state_buffer, column_scratch, private_scratch, partial, variance_change,
+            factor_column, work, pass_seconds]
+
+
+cdef void _block_prior(Epoch* E, Py_ssize_t b) noexcept nogil:
+    """The prior of factor block b's columns (STEP_DRAW, STEP_MEANFIELD)."""
+    cdef Py_ssize_t d = E.d, k = E.k
+    _set_prior(&E.block_prior, E, True, E.P_reg + b * E.n_groups * k,
+               E.P_mean + b * E.n_groups * k, k, 1 + d + b * k * d, d,
+               E.var_P + b * d * k if E.rule == STEP_MEANFIELD and d > 0 else NULL, k)
+    E.block_prior.relaxation = E.relaxation
+
+
+# ---- the passes of an epoch, in coordinate order -------------------------------------------
+
+cdef double _run_epoch(Epoch* E, floating* P, const index_t* group_columns) noexcept nogil:
+    """The passes of one epoch (E set up): the records in, the intercept, the linear
+    weights, each factor block's components, the records out.  Returns the largest
+    |step|."""
+    cdef Py_ssize_t b, t
+    cdef int n_threads = E.threads.count
+    cdef double max_change = 0
+    cdef double start = _clock_start(&E.threads)
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        _load_chunk(t, n_threads, E.state, &E.L, E.y, E.y_pred, E.sample_weight, E.n)
+    if E.fit_intercept and E.n > 0:
+        max_change = max(max_change, _intercept_pass(E, <floating*> E.intercept))
+    _clock_add(&E.threads, PASS_RECORDS, start)
+    if E.fit_linear and E.d > 0:
+        max_change = max(max_change, _linear_sweep(E, <floating*> E.w, group_columns))
+    for b in range(E.n_blocks):
+        if E.kernel == ANOVA:
+            E.L.width = (E.degrees[b] - 1 if E.rule != STEP_MEANFIELD
+                         else _width(KIND_MEANFIELD, 0))
+        if E.kernel == POLYNOMIAL and b > 0:
+            break
+        max_change = max(max_change, _factor_block_sweep(E, b, P, group_columns))
+    _flush_push(&E.blocks, E.state, &E.L, E.n)
+    E.threads.clock = E.clock
+    start = _clock_start(&E.threads)
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        _store_chunk(t, n_threads, E.state, &E.L, E.y, E.y_pred, E.n)
+    _clock_add(&E.threads, PASS_RECORDS, start)
+    if E.rule == STEP_MEANFIELD:
+        for t in range(n_threads):
+            E.output_change[0] += E.threads.variance_change[t]
     return max_change
+
+
+cdef double _linear_sweep(Epoch* E, floating* w, const index_t* group_columns) noexcept nogil:
+    """The linear weights' sweep over every column."""
+    cdef bint sampling = E.rule == STEP_DRAW or E.rule == STEP_MEANFIELD
+    cdef Sweep linear = _sweep(E, 0, -1, False, 0, NULL,
+                               &E.linear_prior if sampling else NULL,
+                               E.grad_w if E.rule == STEP_GRADIENT else NULL)
+    # The last block's push waits for the first component's start (its rows'
+    # predictions only: no cache to move).
+    E.blocks.defer = E.n_blocks > 0 and E.kernel != POLYNOMIAL
+    return _cd_columns(E, &linear, w, 1, E.alpha, KIND_LINEAR, False, group_columns)
+
+
+cdef double _factor_block_sweep(Epoch* E, Py_ssize_t b, floating* P,
+                                const index_t* group_columns) noexcept nogil:
+    """Factor block b's sweep, component by component: each component's caches, then
+    its coordinates (the polynomial kernel's own steps for a polynomial network)."""
+    cdef Blocks* blocks = &E.blocks
+    cdef Py_ssize_t s, cur, nxt, k = E.k
+    cdef floating* Pb = P + b * E.d * k
+    cdef double max_change = 0, change, start
+    if E.clock != NULL:
+        E.threads.clock = E.clock + (b + 1) * N_PASS_KINDS
+    start = _clock_start(&E.threads)
+    _restride(E.state, &E.L, E.n, E.L.cache + 2 * E.L.width)
+    _clock_add(&E.threads, PASS_RECORDS, start)
+    if E.rule == STEP_DRAW or E.rule == STEP_MEANFIELD:
+        _block_prior(E, b)
+    for s in range(k):
+        # Alternate the two cache slots between consecutive components.
+        cur = E.L.cache + (s % 2) * E.L.width
+        nxt = E.L.cache + ((s + 1) % 2) * E.L.width
+        # The caches of component s: built while component s - 1 was updated, or with
+        # relation blocks, here (the direct part, then each block's, whose table caches
+        # component s - 1's sums passes built).
+        if s == 0:
+            blocks.next_built = False
+        blocks.build_next = s + 1 < k
+        # The component's start may end the last sweep's last block and start its first
+        # (without dummies, whose steps come first).
+        blocks.defer = s + 1 < k
+        blocks.gather_first = (blocks.count > 0 and blocks.position[0] == 0
+                               and (b > 0 or E.n_dummy == 0))
+        if s == 0 or blocks.count > 0 or E.rule == STEP_GRADIENT:
+            start = _clock_start(&E.threads)
+            _fill_slot(E, b, s, cur, Pb, <const index_t*> E.csr_indices)
+            _clock_add(&E.threads, PASS_FILL, start)
+        if E.kernel == POLYNOMIAL:
+            change = _cd_poly_component(E, s, cur, nxt, P, group_columns)
+        else:
+            change = _cd_component(E, b, s, cur, nxt, Pb, group_columns)
+            blocks.next_built = blocks.build_next
+        max_change = max(max_change, change)
+    _flush_push(blocks, E.state, &E.L, E.n)
+    return max_change
+
+
+cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
+                     const floating* P, const index_t* csr_indices) noexcept nogil:
+    """Compute the cache of component s of factor block b (P its factors) in every row
+    from scratch, into ``slot`` (row-wise pass on the epoch's threads): the dummies'
+    share, the row's own entries and each relation block's table row (their caches
+    computed first, _cd_tables.table_fill, or built by the sums passes of component
+    s - 1 when ``blocks.next_built``).  The d factors of component s are gathered first
+    (E.factor_column), so that the rows read them from one contiguous array, not one
+    cache line each; a mean-field block's variances after them."""
+    cdef const Layout* L = &E.L
+    cdef Blocks* blocks = &E.blocks
+    cdef double* state = E.state
+    cdef Py_ssize_t n = E.n, d = E.d, k = E.k
+    cdef int kernel = E.kernel, degree = E.degrees[b], threads = E.threads.count
+    cdef const floating* csr_data = <const floating*> E.csr_data
+    cdef const index_t* csr_indptr = <const index_t*> E.csr_indptr
+    cdef double* base = E.base
+    cdef double* factors = E.factor_column
+    cdef const double* variance = (E.var_P + b * d * k
+                                   if E.rule == STEP_MEANFIELD and d > 0 else NULL)
+    cdef Py_ssize_t t, j
+    cdef int kind = _kind(kernel, degree) if E.rule != STEP_MEANFIELD else KIND_MEANFIELD
+    cdef double* variances = factors + d + 1
+    cdef Moments TM = table_moments(kind, degree)
+    cdef double* swap
+    cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
+    cdef Table* gather = NULL
+    TM.squared = L.loss == SQUARED
+    _slot_base(base, kernel, L.width, <const floating*> E.gamma if b == 0 else NULL,
+               E.n_dummy if b == 0 else 0, k, s)
+    for j in range(d):
+        factors[j] = P[j * k + s]
+    if variance != NULL:
+        for j in range(d):
+            variances[j] = variance[j * k + s]
+    for j in range(blocks.count):
+        if blocks.next_built:  # by the sums passes of component s - 1
+            swap = blocks.tables[j].cache
+            blocks.tables[j].cache = blocks.tables[j].next
+            blocks.tables[j].next = swap
+        else:
+            table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
+    if direct or blocks.count == 0:
+        if threads == 1:
+            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, variances,
+                        csr_data, csr_indices, csr_indptr, base)
+        else:
+            for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors,
+                            variances, csr_data, csr_indices, csr_indptr, base)
+    if blocks.count == 0:
+        return
+    # One pass over the rows: the previous sweep's last push, the blocks' caches, the
+    # first block's gather.
+    if blocks.gather_first and blocks.pending != &blocks.tables[0]:
+        gather = &blocks.tables[0]
+    table_start_rows(blocks.tables, blocks.count, &TM, blocks.pending, blocks.pending_cache,
+                     &blocks.pending_TM, blocks.pending_slot, gather, state, L, n, slot,
+                     base, not direct, blocks.threads)
+    blocks.pending = NULL
+    blocks.first_gathered = gather != NULL
 
 
 cdef void _flush_push(Blocks* blocks, double* state, const Layout* L,

@@ -69,6 +69,15 @@ cdef enum:
     MIN_COLUMNS_PER_THREAD = 4096
 
 
+cdef enum:
+    # The step rule of an epoch: how every coordinate moves, chosen once per epoch
+    # (cd_epoch) and read by the passes, which are otherwise the same for every rule.
+    STEP_MINIMISE = 0   # coordinate descent: the minimiser of the step's bound
+    STEP_DRAW = 1       # a Gibbs draw from the coordinate's conditional (the sweep's Prior)
+    STEP_MEANFIELD = 2  # the optimal mean-field factor (the Prior with its variances)
+    STEP_GRADIENT = 3   # no step: the data term's gradient recorded
+
+
 cdef struct Layout:
     Py_ssize_t stride     # doubles per record
     Py_ssize_t label      # offset of the label, or -1 (squared loss: PRED is the residual)
@@ -246,7 +255,7 @@ cdef inline double _take_step(floating* param, double delta) noexcept nogil:
 
 cdef struct Prior:
     # The Gibbs sampler's Gaussian prior on the columns of one pass over the groups (see
-    # the module docstring).  A Sweep without one (NULL) takes coordinate descent's steps.
+    # the module docstring), read by the rules STEP_DRAW and STEP_MEANFIELD.
     const Py_ssize_t* group   # column j's prior group, or NULL: group 0 for every column
     const double* reg         # group g's precision as a penalty (lam / (alpha n)), at
     const double* mean        # reg[g * stride]; its mean at mean[g * stride]
@@ -346,15 +355,15 @@ cdef inline double _meanfield_step(const Prior* prior, Py_ssize_t j, double supp
     return omega * _step(grad, curvature, reg, value - prior.mean[g])
 
 
-cdef inline double _coordinate_step(const Prior* prior, Py_ssize_t j, double support,
-                                    const double* sums, double mu, double third,
-                                    double reg, double value) noexcept nogil:
-    """Column j's step from its sums ``sums[0:N_TERMS]``: coordinate descent's (``prior``
-    NULL, _unseen_or_step), the sampler's draw (squared loss: the quadratic bound) or,
-    with ``prior.variance``, the mean-field update (_meanfield_step)."""
-    if prior == NULL:
+cdef inline double _coordinate_step(int rule, const Prior* prior, Py_ssize_t j,
+                                    double support, const double* sums, double mu,
+                                    double third, double reg, double value) noexcept nogil:
+    """Column j's step from its sums ``sums[0:N_TERMS]`` by the epoch's ``rule``:
+    coordinate descent's (_unseen_or_step), the mean-field update (_meanfield_step) or
+    the sampler's draw (squared loss: the quadratic bound), ``prior`` the column's."""
+    if rule == STEP_MINIMISE:
         return _unseen_or_step(support, sums, mu, third, reg, value)
-    if prior.variance != NULL:
+    if rule == STEP_MEANFIELD:
         return _meanfield_step(prior, j, support, sums, mu, value)
     if _uninformed(sums[1], sums[2]):
         return _draw_step(prior, j, support, 0.0, 0.0, value)
