@@ -2,7 +2,8 @@
 
 The limits the core keeps (see the Architecture page of the docs):
 
-- no function of the Cython core (``.pyx``, ``.pxd``) over 150 lines or over 10 arguments;
+- no function of the Cython core (``.pyx``, ``.pxd``, ``.pxi``) over 150 lines or over 10
+  arguments;
 - no source file of the package over 1,500 lines;
 - no import circle between the package's modules (Python imports and Cython cimports);
 - no type test of a data layout (``isinstance(..., RelationalMatrix)``, ``RelationBlock``,
@@ -243,14 +244,14 @@ def main(argv=None):
     broken = 0
 
     long_functions, wide_functions = [], []
-    for rel, path in _sources((".pyx", ".pxd")):
+    for rel, path in _sources((".pyx", ".pxd", ".pxi")):
         for name, line, length, n_args in cython_functions(path):
             if length > MAX_FUNCTION_LINES:
                 long_functions.append((length, f"{rel}:{line} {name}"))
             if n_args > MAX_ARGUMENTS:
                 wide_functions.append((n_args, f"{rel}:{line} {name}"))
     long_files = []
-    for rel, path in _sources((".py", ".pyx", ".pxd")):
+    for rel, path in _sources((".py", ".pyx", ".pxd", ".pxi")):
         with open(path) as f:
             n = sum(1 for _ in f)
         if n > MAX_FILE_LINES:
