@@ -16,6 +16,10 @@ cdef enum:
     MULTICLASS_LOGISTIC = 100
     MULTICLASS_SMOOTH_HINGE = 101
     MULTICLASS_SQUARED_HINGE = 102
+    # Pairwise ranking losses of a positive and its negatives (the ranker: computed by
+    # ranking/_pairwise.pyx): BPR's -log sigmoid(f+ - f-), WARP's rank-weighted hinge.
+    PAIRWISE_BPR = 200
+    PAIRWISE_WARP = 201
 
 
 cdef inline double loss_value(int loss, double y, double p) noexcept nogil:

@@ -7,6 +7,8 @@ LOSSES = {"squared": SQUARED, "logistic": LOGISTIC, "squared_hinge": SQUARED_HIN
 MULTICLASS_LOSSES = {"logistic": MULTICLASS_LOGISTIC,
                      "smooth_hinge": MULTICLASS_SMOOTH_HINGE,
                      "squared_hinge": MULTICLASS_SQUARED_HINGE}
+#: The pairwise ranking losses, by name, with their codes.
+PAIRWISE_LOSSES = {"bpr": PAIRWISE_BPR, "warp": PAIRWISE_WARP}
 
 
 def loss_code(name):

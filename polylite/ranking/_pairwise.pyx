@@ -34,6 +34,7 @@ from .._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
                         anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
                         thread_range, thread_align, THREAD_ALIGN, ADAGRAD_EPS)
+from .._losses cimport PAIRWISE_BPR, PAIRWISE_WARP
 
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
 # back to a uniform one among the unseen items (a user who saw most popular items).
@@ -53,8 +54,9 @@ cdef enum:
     RING = 16           # > DRAWS_AHEAD
 
 cdef enum:
-    BPR = 0
-    WARP = 1
+    # The pairwise losses' codes in the loss table.
+    BPR = PAIRWISE_BPR
+    WARP = PAIRWISE_WARP
 
 cdef enum:
     CONSTANT = 0

@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._engine.layouts import layout_of
+from .._losses import PAIRWISE_LOSSES
 from .._io import register_model
 from .._validation import (check_bool, check_choice, check_number, row_threads,
                            store_init_params)
@@ -19,7 +20,6 @@ from ._pairwise import pairwise_pass
 
 __all__ = ["FactorizationMachineRanker"]
 
-LOSSES = {"bpr": 0, "warp": 1}
 NEGATIVES = ("uniform", "popularity")
 SCHEDULES = {"constant": 0, "invscaling": 1}
 _ADAGRAD = 2
@@ -263,7 +263,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             super()._check_params()
         finally:
             self.tol = tol
-        check_choice(self.loss, "loss", tuple(LOSSES))
+        check_choice(self.loss, "loss", tuple(PAIRWISE_LOSSES))
         check_choice(self.negatives, "negatives", NEGATIVES)
         check_number(self.max_trials, "max_trials", low=1, integer=True)
         check_number(self.margin, "margin", low=0, low_open=True)
@@ -280,7 +280,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     def _settings(self, positives, catalogue):
         kernel, degrees, n_dummy = self._structure()
         return dict(
-            kernel=_KERNELS[kernel], loss=LOSSES[self.loss],
+            kernel=_KERNELS[kernel], loss=PAIRWISE_LOSSES[self.loss],
             schedule=_ADAGRAD if self.solver == "adagrad" else
             SCHEDULES[self.learning_rate],
             max_trials=int(self.max_trials), popularity=self.negatives == "popularity",
