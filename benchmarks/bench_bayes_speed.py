@@ -29,7 +29,7 @@ from polylite.bayes._sampler import FeatureGroups, Gaussian, GibbsChain
 from polylite.datasets import make_recommender
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
-from polylite.polynomial._cd_data import CDProblem
+from polylite._engine.problem import Problem
 
 from _timing import recommender_arguments, timings
 
@@ -51,7 +51,7 @@ def chain_and_epoch(X, y, groups, degree, k, n_jobs):
                                                for name in ("intercept", "w", "P")})
     cd_pred = chain.y_pred.copy()
     workspace = {}
-    problem = CDProblem(chain.y, chain.sample_weight, kernels.KERNELS["anova"],
+    problem = Problem(chain.y, chain.sample_weight, kernels.KERNELS["anova"],
                         np.arange(2, degree + 1, dtype=np.intc),
                         _losses.loss_code("squared"), 1e-5, 1e-5, True, True)
 

@@ -24,7 +24,8 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
 
     from polylite.polynomial import _cd
     from polylite.polynomial._base import _OutputParams
-    from polylite.polynomial._cd_data import CDData, CDProblem
+    from polylite._engine.problem import Problem
+    from polylite.polynomial._cd_data import CDData
     n, d, k = len(y), P.shape[1], P.shape[2]
     X = sp.csr_matrix((data, indices, indptr), shape=(n, d))
     X.indices, X.indptr = indices, indptr  # as given (scipy may narrow them)
@@ -35,7 +36,7 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
         lam = np.ones(k, P.dtype)
     return _cd.cd_epoch(
         CDData(X, groups, support, fourth, n_threads),
-        CDProblem(y, sw, kernel, np.asarray(degrees, np.intc), loss, alpha, beta,
+        Problem(y, sw, kernel, np.asarray(degrees, np.intc), loss, alpha, beta,
                   fit_intercept, fit_linear, fit_lam),
         _OutputParams(intercept, w, P, gamma, lam), y_pred, prior=prior,
         workspace=workspace, thread_min_entries=thread_min_entries,

@@ -18,7 +18,7 @@ from polylite.bayes import variational
 from polylite.bayes._variational import output_variance
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
-from polylite.polynomial._cd_data import CDProblem
+from polylite._engine.problem import Problem
 
 from _cli import run_cli
 
@@ -82,7 +82,7 @@ def _kernel_sweep(X, y, b, w, P, vb, vw, vP, group, lam_w, nu_w, lam_P, nu_P, al
     prior = variational.VariationalPrior(
         np.asarray(group, np.intp), lam_w * unit, nu_w, (lam_P * unit)[None], nu_P[None],
         np.ones(k), np.zeros(k), unit, 0, variance, relaxation)
-    problem = CDProblem(y, np.full(n, 1.0 / n), kernels.KERNELS["anova"],
+    problem = Problem(y, np.full(n, 1.0 / n), kernels.KERNELS["anova"],
                         np.array([2], np.intc), _losses.loss_code("squared"), 0.0, 0.0,
                         True, fit_linear)
     y_pred = kernels.predict(Xc, params.P, degrees=[2], intercept=b,

@@ -18,6 +18,8 @@ max(0, 1 - y p)^2 (labels in {-1, +1}, one-vs-rest for more than two classes).
 import pickle
 import warnings
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -29,6 +31,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import polylite
+from polylite._engine.problem import Problem
 from polylite import (FactorizationMachineClassifier, PolynomialNetworkClassifier,
                       PolynomialNetworkRegressor, kernels)
 from polylite import _losses
@@ -290,10 +293,9 @@ def _objective_gradient(X, y, sw, intercept, w, P, degree, gamma, lam, loss,
     grads = dict(intercept=np.zeros(1), w=np.zeros(w.shape), P=np.zeros(P.shape),
                  gamma=np.zeros(gamma.shape), lam=np.zeros(lam.shape))
     value = _sgd.objective_gradient(
-        X.data, X.indices, X.indptr, y, sw, intercept, w, P,
-        np.array([degree], dtype=np.intc), gamma, lam, kernels.KERNELS["polynomial"],
-        _losses.loss_code(loss), fit_linear, grads["intercept"], grads["w"], grads["P"],
-        grads["gamma"], grads["lam"])
+        X, Problem(y, sw, kernels.KERNELS["polynomial"], np.array([degree], dtype=np.intc),
+                   _losses.loss_code(loss), 0.0, 0.0, True, fit_linear),
+        SimpleNamespace(intercept=intercept, w=w, P=P, gamma=gamma, lam=lam), grads)
     return value, grads
 
 

@@ -16,7 +16,7 @@ from polylite.bayes._sampler import GibbsPrior
 from polylite._engine import layouts
 from polylite.polynomial import _cd, _solvers
 from polylite.polynomial._base import _OutputParams
-from polylite.polynomial._cd_data import CDProblem
+from polylite._engine.problem import Problem
 from polylite.preprocessing import FieldEncoder
 from polylite.relational import RelationalMatrix, RelationBlock
 
@@ -188,7 +188,7 @@ def _epochs(X, y, sw, degrees, kernel, n_dummy, loss, epochs, n_jobs=None, prior
                            (0.3 * rng.randn(len(degrees), d, k)).astype(dtype),
                            (0.3 * rng.randn(n_dummy, k)).astype(dtype), np.ones(k, dtype))
     data = _solvers.cd_data(X, sw, kernel, n_jobs)
-    problem = CDProblem(y, sw, kernels.KERNELS[kernel], np.asarray(degrees, np.intc),
+    problem = Problem(y, sw, kernels.KERNELS[kernel], np.asarray(degrees, np.intc),
                         _losses.loss_code(loss), 0.01, 0.02, True, True)
     y_pred = kernels.predict(X, params.P, degrees=None if kernel == "all-subsets"
                              else degrees, kernel=kernel, intercept=params.intercept[0],
@@ -342,11 +342,10 @@ def test_gradient_pass_equals_the_gradient_of_the_expanded_rows(variant, loss):
     Xc = X.to_csr()
     want = {name: np.zeros(getattr(params, name).shape)
             for name in ("intercept", "w", "P", "gamma", "lam")}
-    _sgd.objective_gradient(Xc.data, Xc.indices, Xc.indptr, y, sw, params.intercept,
-                            params.w, params.P, np.asarray(degrees, np.intc), params.gamma,
-                            params.lam, kernels.KERNELS[kernel], _losses.loss_code(loss),
-                            True, want["intercept"], want["w"], want["P"], want["gamma"],
-                            want["lam"], 1)
+    _sgd.objective_gradient(Xc, Problem(y, sw, kernels.KERNELS[kernel],
+                                        np.asarray(degrees, np.intc),
+                                        _losses.loss_code(loss), 0.0, 0.0, True, True),
+                            params, want, 1)
     before = params.P.copy()
     for rows in (X, Xc):
         got = Gradient(np.zeros(1), np.zeros(d), np.zeros(params.P.shape),
@@ -354,7 +353,7 @@ def test_gradient_pass_equals_the_gradient_of_the_expanded_rows(variant, loss):
         y_pred = kernels.predict(rows, params.P, degrees=None if kernel == "all-subsets"
                                  else degrees, kernel=kernel, intercept=params.intercept[0],
                                  w=params.w, gamma=params.gamma).astype(np.float64)
-        problem = CDProblem(y, sw, kernels.KERNELS[kernel], np.asarray(degrees, np.intc),
+        problem = Problem(y, sw, kernels.KERNELS[kernel], np.asarray(degrees, np.intc),
                             _losses.loss_code(loss), 0.0, 0.0, True, True)
         _cd.cd_epoch(_solvers.cd_data(rows, sw, kernel, None), problem, params, y_pred,
                      gradient=got)

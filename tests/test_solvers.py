@@ -44,6 +44,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from polylite._engine.problem import Problem, Schedule
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor, kernels)
 from polylite.datasets import make_recommender
@@ -545,12 +546,12 @@ def _call_objective_gradient(kernel, degrees, fit_linear, loss, X, y, sw, prm,
     from polylite import _losses
     grads = {name: np.zeros(a.shape) for name, a in prm.items()}
     cast = {name: np.ascontiguousarray(a, dtype=dtype) for name, a in prm.items()}
-    value = _sgd.objective_gradient(
-        X.data.astype(dtype), X.indices, X.indptr, np.ascontiguousarray(y, np.float64),
-        np.ascontiguousarray(sw, np.float64), cast["intercept"], cast["w"],
-        cast["P"], np.asarray(degrees, dtype=np.intc), cast["gamma"], cast["lam"],
-        kernels.KERNELS[kernel], _losses.loss_code(loss), fit_linear,
-        grads["intercept"], grads["w"], grads["P"], grads["gamma"], grads["lam"])
+    rows = sp.csr_matrix((X.data.astype(dtype), X.indices, X.indptr), shape=X.shape)
+    problem = Problem(np.ascontiguousarray(y, np.float64),
+                      np.ascontiguousarray(sw, np.float64), kernels.KERNELS[kernel],
+                      np.asarray(degrees, dtype=np.intc), _losses.loss_code(loss), 0.0,
+                      0.0, True, fit_linear)
+    value = _sgd.objective_gradient(rows, problem, SimpleNamespace(**cast), grads)
     return value, grads
 
 
@@ -825,17 +826,20 @@ def _low_degree_epochs(dtype, solver, specialised, *, weighted, degrees=(2,), lo
     shape = (lambda a: a.shape) if adagrad else (lambda a: (0,) * a.ndim)
     acc = [np.zeros(shape(a), dtype) for a in (intercept, w, P, gamma, lam)]
     last_touch = np.zeros(d if adagrad else 0, np.int64)
-    step, finite = 0, True
+    params = SimpleNamespace(intercept=intercept, w=w, P=P, gamma=gamma, lam=lam)
+    state = SimpleNamespace(step=0, last_touch=last_touch,
+                            acc=dict(zip(("intercept", "w", "P", "gamma", "lam"), acc)))
+    problem = Problem(y, sw, 0, np.array(degrees, np.intc), loss, alpha, beta,
+                      fit_intercept, fit_linear)
+    schedule = Schedule(2 if adagrad else schedule, eta0, power_t, 1)
+    finite = True
     for _ in range(epochs):
         order = rng.permutation(n).astype(np.intp)
-        step, finite = _sgd.sgd_epoch(
-            X.data, X.indices, X.indptr, y, sw, order, intercept, w, P,
-            np.array(degrees, np.intc), gamma, lam, 0, loss, alpha, beta, fit_intercept,
-            fit_linear, False, 2 if adagrad else schedule, eta0, power_t, step, *acc,
-            last_touch, 1, specialised=specialised)
+        state.step, finite = _sgd.sgd_epoch(X, problem, params, state, schedule, order,
+                                            specialised=specialised)
         if not finite:
             break
-    return [intercept, w, P, *acc, last_touch], step, finite
+    return [intercept, w, P, *acc, last_touch], state.step, finite
 
 
 @pytest.mark.parametrize("case", [

@@ -8,12 +8,15 @@ with ``n_jobs``, with the rows-per-thread thresholds lowered so that small data 
 """
 import warnings
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from polylite._engine import layouts
+from polylite._engine.problem import Problem, Schedule
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor,
                       _kernels, _losses, _validation, kernels)
@@ -158,10 +161,9 @@ def _objective_gradient(X, y, sw, model, params, loss, n_threads, fit_linear=Tru
     kernel, degrees, _ = model
     grads = {name: np.zeros(a.shape) for name, a in params.items()}
     value = _sgd.objective_gradient(
-        X.data, X.indices, X.indptr, y, sw / sw.sum(), params["intercept"], params["w"],
-        params["P"], np.array(degrees, np.intc), params["gamma"], params["lam"],
-        kernels.KERNELS[kernel], _losses.loss_code(loss), fit_linear, grads["intercept"],
-        grads["w"], grads["P"], grads["gamma"], grads["lam"], n_threads)
+        X, Problem(y, sw / sw.sum(), kernels.KERNELS[kernel], np.array(degrees, np.intc),
+                   _losses.loss_code(loss), 0.0, 0.0, True, fit_linear),
+        SimpleNamespace(**params), grads, n_threads)
     return value, grads
 
 
@@ -218,17 +220,17 @@ def _epochs(X, y, sw, model, params, solver, batch_size, n_threads, epochs=2,
            for name, a in p.items()}
     last_touch = np.zeros(X.shape[1] if adagrad else 0, np.int64)
     rng = np.random.RandomState(1)
-    step = 0
+    state = SimpleNamespace(step=0, acc=acc, last_touch=last_touch)
+    problem = Problem(y, sw, kernels.KERNELS[kernel], np.array(degrees, np.intc), 0, alpha,
+                      beta, True, True, kernel == "polynomial")
     for _ in range(epochs):
         order = rng.permutation(X.shape[0]).astype(np.intp)
-        step, finite = _sgd.sgd_epoch(
-            X.data, X.indices, X.indptr, y, sw, order, p["intercept"], p["w"], p["P"],
-            np.array(degrees, np.intc), p["gamma"], p["lam"], kernels.KERNELS[kernel], 0,
-            alpha, beta, True, True, kernel == "polynomial", 2 if adagrad else schedule,
-            eta0, 0.25, step, acc["intercept"], acc["w"], acc["P"], acc["gamma"],
-            acc["lam"], last_touch, batch_size, n_threads=n_threads)
+        state.step, finite = _sgd.sgd_epoch(
+            X, problem, SimpleNamespace(**p), state,
+            Schedule(2 if adagrad else schedule, eta0, 0.25, batch_size), order,
+            n_threads=n_threads)
         assert finite
-    return p, acc, last_touch, step
+    return p, acc, last_touch, state.step
 
 
 @pytest.mark.parametrize("batch_size", [3, 40, 100])
@@ -282,13 +284,13 @@ def test_mini_batch_threads_stop_at_a_non_finite_prediction():
     X, y, sw, params = _problem(model)
     params["P"][:] = 1e200
     kernel, degrees, _ = model
-    acc = [np.zeros((0,) * a.ndim) for a in params.values()]
+    acc = {name: np.zeros((0,) * a.ndim) for name, a in params.items()}
     order = np.arange(X.shape[0], dtype=np.intp)
     _, finite = _sgd.sgd_epoch(
-        X.data, X.indices, X.indptr, y, sw, order, params["intercept"], params["w"],
-        params["P"], np.array(degrees, np.intc), params["gamma"], params["lam"], 0, 0,
-        0.0, 0.0, True, True, False, 0, 0.01, 0.25, 0, *acc, np.zeros(0, np.int64), 8,
-        n_threads=3)
+        X, Problem(y, sw, 0, np.array(degrees, np.intc), 0, 0.0, 0.0, True, True),
+        SimpleNamespace(**params),
+        SimpleNamespace(step=0, acc=acc, last_touch=np.zeros(0, np.int64)),
+        Schedule(0, 0.01, 0.25, 8), order, n_threads=3)
     assert not finite
 
 

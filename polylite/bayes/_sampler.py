@@ -31,7 +31,7 @@ from scipy.special import log_ndtr, ndtri, ndtri_exp
 
 from .. import _losses, kernels
 from ..polynomial import _cd
-from ..polynomial._cd_data import CDProblem
+from .._engine.problem import Problem
 
 # libFM's hyper-hyperparameters.
 ALPHA_0 = 1.0
@@ -366,7 +366,7 @@ class GibbsChain:
     def draw_parameters(self, prior):
         """Draw the intercept, the linear weights and every factor from their conditionals
         under ``prior`` (a :class:`GibbsPrior`), in coordinate descent's order."""
-        problem = CDProblem(self.target, self.sample_weight, kernels.KERNELS[self.kernel],
+        problem = Problem(self.target, self.sample_weight, kernels.KERNELS[self.kernel],
                             np.asarray(self.degrees, dtype=np.intc),
                             _losses.loss_code("squared"), 0.0, 0.0, self.fit_intercept,
                             self.fit_linear)

@@ -32,7 +32,7 @@ from .._io import save_model
 from .._validation import check_number, row_threads, store_init_params
 from ..polynomial import _cd, _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
-from ..polynomial._cd_data import CDProblem
+from .._engine.problem import Problem
 from ._sampler import ALPHA_0, BETA_0, GAMMA_0, MU_0, FeatureGroups
 from ._variational import output_variance
 from .fm import _BayesianFactorizationMachine, probit_targets
@@ -233,7 +233,7 @@ class MeanField:
                                  (P.lam * unit)[np.newaxis], P.mu_mean[np.newaxis],
                                  np.ones(k), np.zeros(k), unit, 0, self.variance,
                                  self.relaxation)
-        problem = CDProblem(self.target, self.sample_weight, kernels.KERNELS["anova"],
+        problem = Problem(self.target, self.sample_weight, kernels.KERNELS["anova"],
                             np.array([2], dtype=np.intc), _losses.loss_code("squared"),
                             0.0, 0.0, self.fit_intercept, self.fit_linear)
         self.variance.output_change[0] = 0.0

@@ -818,7 +818,7 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         The rows and what a fit derives from them once (:func:`column_groups` with
         ``disjoint`` false for kernel POLYNOMIAL, :func:`column_moments`, the
         threads).
-    problem : polylite.polynomial._cd_data.CDProblem
+    problem : polylite._engine.problem.Problem
         Targets, sample weights (summing to 1), kernel, degrees, loss, penalties.
     params : polylite.polynomial._base._OutputParams
         The parameters, updated in place (``intercept`` a length-1 array; ``lam``, the

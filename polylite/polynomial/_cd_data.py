@@ -1,13 +1,14 @@
 """The named inputs of coordinate descent (:func:`polylite.polynomial._cd.cd_epoch`).
 
 What a fit derives from its data once (the nonzeros regrouped by columns, each column's
-support, the threads), what it minimises (targets, weights, loss, penalties, the model's
-structure), and nothing that changes from one epoch to the next: the parameters are the
-arrays of a :class:`polylite.polynomial._base._OutputParams`, updated in place.
+support, the threads), and nothing that changes from one epoch to the next: what it
+minimises is a :class:`polylite._engine.problem.Problem`, the parameters are the arrays
+of a :class:`polylite.polynomial._base._OutputParams`, updated in place.
 """
 from typing import NamedTuple
 
 import numpy as np
+
 
 
 class ColumnGroups(NamedTuple):
@@ -52,20 +53,6 @@ class CDData(NamedTuple):
                              # of X (column_moments)
     n_threads: int
     blocks: tuple = ()       # TableBlock of each relation block, in column order
-
-
-class CDProblem(NamedTuple):
-    """What an epoch minimises (or, with a prior, samples)."""
-    y: np.ndarray            # (n,) float64 targets (labels in {-1, +1} to classify)
-    sample_weight: np.ndarray  # (n,) float64, summing to 1
-    kernel: int              # polylite.kernels.KERNELS
-    degrees: np.ndarray      # intc, the degree of each factor block
-    loss: int                # polylite._losses.loss_code
-    alpha: float             # L2 penalty of w, per sample
-    beta: float              # L2 penalty of the factors, per sample
-    fit_intercept: bool
-    fit_linear: bool
-    fit_lam: bool = False    # learn the output weights lam (polynomial networks)
 
 
 class Gradient(NamedTuple):

@@ -17,6 +17,7 @@ on dense data this is the eager update.
 Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only the touched
 entries) and applied once, as the mean.
 """
+import numpy as np
 from libc.math cimport exp, log, sqrt, sqrtf, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
@@ -700,59 +701,91 @@ cdef void _batch_pass(int t, int threads, Py_ssize_t n_rows, Py_ssize_t batch_si
         step_out[0] = step
 
 
-def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
-              const index_t[::1] indptr, const double[::1] y,
-              const double[::1] sample_weight, const Py_ssize_t[::1] order,
-              floating[::1] intercept, floating[::1] w, floating[:, :, ::1] P,
-              const int[::1] degrees, floating[:, ::1] gamma, floating[::1] lam,
-              int kernel, int loss, double alpha, double beta,
-              bint fit_intercept, bint fit_linear, bint fit_lam,
-              int schedule, double eta0, double power_t, long long step,
-              floating[::1] acc_intercept, floating[::1] acc_w,
-              floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
-              floating[::1] acc_lam, long long[::1] last_touch, Py_ssize_t batch_size,
-              bint specialised=True, int n_threads=1):
+def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=True,
+              int n_threads=1):
     """One pass of SGD or AdaGrad over the rows ``order`` (in that order), in place.
 
-    ``sample_weight`` scales each row's loss gradient (mean 1 over the data set for the
-    objective's normalisation).  ``step`` is the number of (mini-batch) steps taken before
-    this pass (for the inverse-scaling schedule).  ``acc_*`` are AdaGrad's accumulated
-    squared gradients and ``last_touch`` the step at which each feature was last updated
-    (both ignored by SGD).  Returns (steps after the pass, finite): on a non-finite
-    prediction the pass stops at once with finite False (the caller checks the parameters).
+    ``rows``: CSR rows (canonical: a row never repeats a column).  ``problem``: a
+    :class:`polylite._engine.problem.Problem` (``sample_weight`` scales each row's loss
+    gradient: mean 1 over the data set for the objective's normalisation).  ``params``:
+    the parameters (``intercept``, ``w``, ``P``, ``gamma``, ``lam``), updated in place.
+    ``state``: ``step``, the number of (mini-batch) steps taken before this pass (the
+    inverse-scaling schedule), AdaGrad's accumulated squared gradients ``acc`` (a dict
+    keyed like the parameters) and ``last_touch``, the step at which each feature was
+    last updated (both empty for SGD).  ``schedule``: a
+    :class:`polylite._engine.problem.Schedule`.  Returns (steps after the pass, finite):
+    on a non-finite prediction the pass stops at once with finite False (the caller
+    checks the parameters).
+
     ``specialised=False`` runs the general loop even where a specialised pass exists
     (ANOVA blocks of degree 2 or 3, no dummies, one row per step): the tests compare
-    the two.
-    ``n_threads`` threads share the rows of each mini-batch (``batch_size`` > 1; steps on
-    one row are sequential): each sums the gradients of its contiguous share of the
-    mini-batch, and the sums are added in thread order before the step, which the threads
-    share by features.  So the pass is the same from run to run for a given ``n_threads``,
-    and agrees with one thread's to rounding.  Each thread keeps its own gradient buffers
-    (as large as the parameters, in double).
-    Rows must not repeat a column (canonical CSR).
+    the two.  ``n_threads`` threads share the rows of each mini-batch (``batch_size`` >
+    1; steps on one row are sequential): each sums the gradients of its contiguous share
+    of the mini-batch, and the sums are added in thread order before the step, which the
+    threads share by features.  So the pass is the same from run to run for a given
+    ``n_threads``, and agrees with one thread's to rounding.  Each thread keeps its own
+    gradient buffers (as large as the parameters, in double).
     """
+    _check_pass(rows, problem, params, state, schedule, order, n_threads)
+    return _sgd_pass(rows.data, rows.indices, params.P, rows, problem, params, state,
+                     schedule, order, (specialised, n_threads))
+
+
+def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
+    """Refuse what sgd_epoch cannot take: its loops run without bounds checks, so the
+    shapes must agree."""
+    n_blocks, d, k = params.P.shape
+    n_dummy = params.gamma.shape[0]
+    y, sample_weight, order = problem.y, problem.sample_weight, np.asarray(order)
+    if (params.w.shape[0] != d or params.lam.shape[0] != k or params.gamma.shape[1] != k
+            or params.intercept.shape[0] != 1 or y.shape[0] != rows.indptr.shape[0] - 1
+            or sample_weight.shape[0] != y.shape[0]):
+        raise ValueError("sgd_epoch: parameter or data shapes disagree")
+    acc = state.acc
+    if schedule.kind == ADAGRAD and (
+            acc["intercept"].shape != (1,) or acc["w"].shape != (d,)
+            or acc["lam"].shape != (k,) or acc["P"].shape != (n_blocks, d, k)
+            or acc["gamma"].shape != (n_dummy, k) or state.last_touch.shape != (d,)):
+        raise ValueError("sgd_epoch: AdaGrad statistics do not match the parameters")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    if order.size and (order.min() < 0 or order.max() >= y.shape[0]):
+        raise ValueError("sgd_epoch: row order out of range")
+
+
+def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
+              floating[:, :, ::1] P, rows, problem, params, state, schedule,
+              const Py_ssize_t[::1] order, options):
+    """:func:`sgd_epoch` for one dtype and index type (checked: _check_pass)."""
+    specialised, n_threads = options
+    cdef const index_t[::1] indptr = rows.indptr
+    cdef const double[::1] y = problem.y
+    cdef const double[::1] sample_weight = problem.sample_weight
+    cdef floating[::1] intercept = params.intercept
+    cdef floating[::1] w = params.w
+    cdef const int[::1] degrees = problem.degrees
+    cdef floating[:, ::1] gamma = params.gamma
+    cdef floating[::1] lam = params.lam
+    cdef int kernel = problem.kernel, loss = problem.loss
+    cdef double alpha = problem.alpha, beta = problem.beta
+    cdef bint fit_intercept = problem.fit_intercept, fit_linear = problem.fit_linear
+    cdef bint fit_lam = problem.fit_lam
+    cdef int kind = schedule.kind
+    cdef double eta0 = schedule.eta0, power_t = schedule.power_t
+    cdef Py_ssize_t batch_size = schedule.batch_size
+    cdef long long step = state.step
+    cdef floating[::1] acc_intercept = state.acc["intercept"]
+    cdef floating[::1] acc_w = state.acc["w"]
+    cdef floating[:, :, ::1] acc_P = state.acc["P"]
+    cdef floating[:, ::1] acc_gamma = state.acc["gamma"]
+    cdef floating[::1] acc_lam = state.acc["lam"]
+    cdef long long[::1] last_touch = state.last_touch
     cdef Py_ssize_t n_rows = order.shape[0], n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
     cdef Py_ssize_t i, z, b, start, nnz, pos
     cdef Py_ssize_t max_nnz = 0, size_P = n_blocks * d * k
-    # The loops below run without bounds checks: the shapes must agree.
-    if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
-            or intercept.shape[0] != 1 or y.shape[0] != indptr.shape[0] - 1
-            or sample_weight.shape[0] != y.shape[0]):
-        raise ValueError("sgd_epoch: parameter or data shapes disagree")
-    if schedule == ADAGRAD and (
-            acc_intercept.shape[0] != 1 or acc_w.shape[0] != d or acc_lam.shape[0] != k
-            or acc_P.shape[0] != n_blocks or acc_P.shape[1] != d or acc_P.shape[2] != k
-            or acc_gamma.shape[0] != n_dummy or acc_gamma.shape[1] != k
-            or last_touch.shape[0] != d):
-        raise ValueError("sgd_epoch: AdaGrad statistics do not match the parameters")
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
-    for z in range(order.shape[0]):
-        if order[z] < 0 or order[z] >= y.shape[0]:
-            raise ValueError("sgd_epoch: row order out of range")
     cdef int max_degree = 1, t
-    cdef bint adagrad = schedule == ADAGRAD, finite = True, direct = batch_size == 1
+    cdef bint adagrad = kind == ADAGRAD, finite = True, direct = batch_size == 1
     cdef int threads = 1 if direct else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
@@ -805,14 +838,14 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
                                        ord0, n_rows, &intercept[0], w0, P0, 1, &degree2,
                                        d, k, loss, alpha, beta, fit_intercept, fit_linear,
-                                       schedule, eta0, power_t, &step,
+                                       kind, eta0, power_t, &step,
                                        acc_i0, acc_w0,
                                        acc_P0, touch0, work23, &sc)
             elif low_degree:
                 finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
                                        ord0, n_rows, &intercept[0], w0, P0, n_blocks,
                                        &degrees[0], d, k, loss, alpha, beta,
-                                       fit_intercept, fit_linear, schedule, eta0, power_t,
+                                       fit_intercept, fit_linear, kind, eta0, power_t,
                                        &step, &acc_intercept[0] if adagrad else NULL,
                                        acc_w0, acc_P0, touch0, work23, &sc)
             if low_degree:
@@ -825,7 +858,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                                 ord0, val0, ind0, &indptr[0], &y[0], &sample_weight[0],
                                 &intercept[0], w0, P0, &degrees[0], gam, lamp, d, k,
                                 n_blocks, n_dummy, kernel, loss, alpha, beta,
-                                fit_intercept, fit_linear, fit_lam, schedule, eta0,
+                                fit_intercept, fit_linear, fit_lam, kind, eta0,
                                 power_t, acc_i0, acc_w0, acc_P0, acc_g0, acc_l0,
                                 touch0, &step, st)
                 for t in range(threads):
@@ -833,7 +866,7 @@ def sgd_epoch(const floating[::1] data, const index_t[::1] indices,
                 pos = n_rows
             while pos < n_rows and finite:  # one row per step
                 step += 1
-                eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
+                eta = eta0 / _pow_t(step, power_t) if kind == INVSCALING else eta0
                 _prefetch_ahead(pos, n_rows, ord0, &indptr[0], val0, ind0, &y[0],
                                 &sample_weight[0], w0, P0, acc_w0, acc_P0, touch0,
                                 n_blocks, d, k)
@@ -984,36 +1017,57 @@ cdef void _reduce_share(Py_ssize_t t, Py_ssize_t threads, RowSums* st, int n_sum
             st[0].P[r] += _take_P(st + 1, n_sums - 1, r)
 
 
-def objective_gradient(const floating[::1] data, const index_t[::1] indices,
-                       const index_t[::1] indptr, const double[::1] y,
-                       const double[::1] sample_weight,
-                       const floating[::1] intercept, const floating[::1] w,
-                       const floating[:, :, ::1] P, const int[::1] degrees,
-                       const floating[:, ::1] gamma, const floating[::1] lam,
-                       int kernel, int loss, bint fit_linear,
-                       double[::1] g_intercept, double[::1] g_w, double[:, :, ::1] g_P,
-                       double[:, ::1] g_gamma, double[::1] g_lam, int n_threads=1):
-    """sum_i s_i loss(y_i, y_hat_i) and its gradient (added into the zeroed g_* arrays).
+def objective_gradient(rows, problem, params, grads, int n_threads=1):
+    """sum_i s_i loss(y_i, y_hat_i) over the CSR ``rows`` and its gradient, added into the
+    zeroed float64 arrays of ``grads`` (a mapping with the parameters' names: intercept,
+    w, P, gamma, lam); ``problem`` a :class:`polylite._engine.problem.Problem` (its
+    ``sample_weight`` should sum to 1), ``params`` the parameters.
 
-    One pass over the rows; ``sample_weight`` should sum to 1.  The penalty is the caller's.
-    ``n_threads`` threads share the rows as contiguous blocks, each summing its block's
-    loss and gradient in its own buffers (as large as the parameters, in double; thread 0
-    uses the g_* arrays); the blocks' sums are then added in block order.  So the result
-    is the same from run to run, and agrees across thread counts to rounding.
+    One pass over the rows; the penalty is the caller's.  ``n_threads`` threads share the
+    rows as contiguous blocks, each summing its block's loss and gradient in its own
+    buffers (as large as the parameters, in double; thread 0 uses the ``grads`` arrays);
+    the blocks' sums are then added in block order.  So the result is the same from run
+    to run, and agrees across thread counts to rounding.
     """
+    n_blocks, d, k = params.P.shape
+    n, n_dummy = rows.indptr.shape[0] - 1, params.gamma.shape[0]
+    shapes = dict(intercept=(1,), w=(d,), P=(n_blocks, d, k), gamma=(n_dummy, k),
+                  lam=(k,))
+    if (any(np.shape(getattr(params, name)) != shape or np.shape(grads[name]) != shape
+            for name, shape in shapes.items() if name != "gamma")
+            or params.gamma.shape[1:] != (k,) or np.shape(grads["gamma"]) != (n_dummy, k)
+            or problem.y.shape[0] != n or problem.sample_weight.shape[0] != n):
+        raise ValueError("objective_gradient: parameter, gradient or data shapes disagree")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    return _objective_gradient(rows.data, rows.indices, params.P, rows, problem, params,
+                               grads, n_threads)
+
+
+def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
+                        const floating[:, :, ::1] P, rows, problem, params, grads,
+                        int n_threads):
+    """:func:`objective_gradient` for one dtype and index type (shapes checked)."""
+    cdef const index_t[::1] indptr = rows.indptr
+    cdef const double[::1] y = problem.y
+    cdef const double[::1] sample_weight = problem.sample_weight
+    cdef const floating[::1] intercept = params.intercept
+    cdef const floating[::1] w = params.w
+    cdef const int[::1] degrees = problem.degrees
+    cdef const floating[:, ::1] gamma = params.gamma
+    cdef const floating[::1] lam = params.lam
+    cdef int kernel = problem.kernel, loss = problem.loss
+    cdef bint fit_linear = problem.fit_linear
+    cdef double[::1] g_intercept = grads["intercept"]
+    cdef double[::1] g_w = grads["w"]
+    cdef double[:, :, ::1] g_P = grads["P"]
+    cdef double[:, ::1] g_gamma = grads["gamma"]
+    cdef double[::1] g_lam = grads["lam"]
     cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
     cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0], size_P = n_blocks * d * k
     cdef Py_ssize_t i, b, r, s, max_nnz = 0
     cdef int max_degree = 1, t
     cdef double total = 0
-    if (w.shape[0] != d or lam.shape[0] != k or gamma.shape[1] != k
-            or intercept.shape[0] != 1 or y.shape[0] != n or sample_weight.shape[0] != n
-            or g_intercept.shape[0] != 1 or g_w.shape[0] != d or g_lam.shape[0] != k
-            or g_P.shape[0] != n_blocks or g_P.shape[1] != d or g_P.shape[2] != k
-            or g_gamma.shape[0] != n_dummy or g_gamma.shape[1] != k):
-        raise ValueError("objective_gradient: parameter, gradient or data shapes disagree")
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     cdef int threads = n_threads
     for b in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[b])

@@ -15,11 +15,10 @@ from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
 from .._engine.layouts import cd_threads, column_groups, layout_of  # noqa: F401
-from ._cd_data import CDData, CDProblem, Gradient
+from .._engine.problem import ADAGRAD, SCHEDULES, Problem, Schedule
+from ._cd_data import CDData, Gradient  # noqa: F401 (_solvers.CDData: the estimators)
 
 STOCHASTIC = ("sgd", "adagrad")
-SCHEDULES = {"constant": 0, "invscaling": 1}
-_ADAGRAD = 2
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
 
 
@@ -104,11 +103,13 @@ def cd_data(X, sw, kernel, n_jobs):
     return layout_of(X).cd_data(X, sw, kernel, n_jobs)
 
 
-def cd_problem(est, y, sw, loss_code, kernel, degrees):
-    """:class:`polylite.polynomial._cd_data.CDProblem` of an estimator's output."""
-    return CDProblem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
-                     float(est.alpha), float(est.beta), bool(est.fit_intercept),
-                     bool(est.fit_linear), bool(est._fit_lam))
+def problem_of(est, y, sw, loss_code, kernel, degrees):
+    """The :class:`polylite._engine.problem.Problem` of an estimator's output: what every
+    solver's passes take."""
+    return Problem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
+                   float(est.alpha), float(est.beta), bool(est.fit_intercept),
+                   bool(est.fit_linear), bool(est._fit_lam))
+
 
 
 class CoordinateDescent:
@@ -117,7 +118,7 @@ class CoordinateDescent:
 
     def __init__(self, est, X, data, y, sw, params, loss_code, kernel, degrees):
         self.X, self.data, self.params = X, data, params
-        self.problem = cd_problem(est, y, sw, loss_code, kernel, degrees)
+        self.problem = problem_of(est, y, sw, loss_code, kernel, degrees)
         self.y_pred = est._predict_output(X, params, kernel, degrees).astype(np.float64)
         self.workspace = {}  # cd_epoch's work arrays, kept from one epoch to the next
 
@@ -200,7 +201,7 @@ class StochasticGradient:
         self.rng, self.state = rng, state
         self._chunk_buffers = {}  # a relational input's expanded chunks (_row_chunks)
         self.adagrad = state.adagrad
-        self.schedule = _ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
+        self.schedule = ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
         if est.eta0 is not None:
             self.eta0 = float(est.eta0)
         elif self.adagrad:  # AdaGrad's steps are normalised coordinate by coordinate
@@ -230,15 +231,13 @@ class StochasticGradient:
         before = ({name: np.array(getattr(p, name)) for name in ("w", "P", "gamma")}
                   if est.verbose else None)
         finite = True
+        schedule = Schedule(self.schedule, self.eta0, float(est.power_t),
+                            int(est.batch_size))
         for rows, X_rows, y_rows, sw_rows in self._row_chunks(order):
+            problem = problem_of(est, y_rows, sw_rows, self.loss_code, self.kernel,
+                                 self.degrees)
             st.step, finite = _sgd.sgd_epoch(
-                X_rows.data, X_rows.indices, X_rows.indptr, y_rows, sw_rows, rows,
-                p.intercept, p.w, p.P, self.degrees_arr, p.gamma, p.lam,
-                self.kernel_code, self.loss_code, float(est.alpha), float(est.beta),
-                bool(est.fit_intercept), bool(est.fit_linear), bool(est._fit_lam),
-                self.schedule, self.eta0, float(est.power_t), st.step, st.acc["intercept"],
-                st.acc["w"], st.acc["P"], st.acc["gamma"], st.acc["lam"], st.last_touch,
-                int(est.batch_size),
+                X_rows, problem, p, st, schedule, rows,
                 n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
             if not finite:
                 break
@@ -298,11 +297,8 @@ def data_gradient(est, X, y, sw, params, loss_code, kernel, degrees, grads, n_jo
     (``polylite._sgd.objective_gradient``, on ``n_jobs`` threads, by default the
     estimator's)."""
     n_threads = row_threads(est._n_jobs if n_jobs is None else n_jobs, X.shape[0])
-    return _sgd.objective_gradient(
-        X.data, X.indices, X.indptr, y, sw, params.intercept, params.w, params.P,
-        _degrees_array(degrees), params.gamma, params.lam, kernels.KERNELS[kernel],
-        loss_code, bool(est.fit_linear), grads["intercept"], grads["w"], grads["P"],
-        grads["gamma"], grads["lam"], n_threads)
+    return _sgd.objective_gradient(X, problem_of(est, y, sw, loss_code, kernel, degrees),
+                                   params, grads, n_threads)
 
 
 def cd_data_gradient(est, X, data, problem, params, kernel, degrees, grads,
@@ -361,7 +357,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
     if data_term is None and cd_data is not None:
         # The data term alone (the penalties are added below), and the pass's work
         # arrays kept from one evaluation to the next.
-        problem = cd_problem(est, y, sw, loss_code, kernel, degrees)._replace(alpha=0.0,
+        problem = problem_of(est, y, sw, loss_code, kernel, degrees)._replace(alpha=0.0,
                                                                              beta=0.0)
         workspace = {}
 

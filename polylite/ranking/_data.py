@@ -36,6 +36,13 @@ class Positives(NamedTuple):
     weight: np.ndarray           # float64: sample weights, mean 1
 
 
+class NegativeSampling(NamedTuple):
+    """How a pairwise pass draws the negatives of a positive."""
+    max_trials: int              # WARP: negatives tried per positive (BPR: one)
+    popularity: bool             # drawn by popularity (else uniformly)
+    margin: float                # WARP's margin
+
+
 class Catalogue(NamedTuple):
     """The candidate items and every user's seen ones."""
     items: sp.csr_matrix         # one row per item, at its columns of the model, int64

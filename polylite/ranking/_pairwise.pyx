@@ -24,6 +24,7 @@ when a step touches it, for every step since it was last touched (AdaGrad: the p
 gradient times the steps elapsed; SGD: the decay factor to that power), as the
 factorization machines' stochastic solvers do.
 """
+import numpy as np
 from libc.math cimport exp, log, log1p, sqrt, sqrtf, isfinite, pow
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -999,13 +1000,42 @@ cdef void _settle(const Settings* cfg, int t, int threads, long long* last_touch
                     else NULL, zeros, k, cfg.beta, elapsed, eta, cfg)
 
 
-def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model,
+cdef Settings _settings(problem, schedule, sampling, chunk, catalogue, model):
+    """The :c:type:`Settings` of a pass, from the problem's description and the data."""
+    cdef Settings cfg
+    degrees = np.asarray(problem.degrees)
+    query_sizes = np.diff(chunk.query.indptr)
+    cfg.kernel = problem.kernel
+    cfg.loss = problem.loss
+    cfg.schedule = schedule.kind
+    cfg.max_trials = sampling.max_trials
+    cfg.popularity = sampling.popularity
+    cfg.fit_linear = problem.fit_linear
+    cfg.alpha = problem.alpha
+    cfg.beta = problem.beta
+    cfg.eta0 = schedule.eta0
+    cfg.power_t = schedule.power_t
+    cfg.margin = sampling.margin
+    cfg.n_blocks = degrees.shape[0]
+    cfg.n_dummy = model.gamma.shape[0]
+    cfg.max_degree = int(degrees.max())
+    cfg.max_query_nnz = int(query_sizes.max()) if query_sizes.size else 0
+    cfg.max_item_nnz = int(np.diff(catalogue.items.indptr).max())
+    cfg.item_tables = cfg.kernel == ANOVA and cfg.max_degree > 2
+    return cfg
+
+
+def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
                   floating[:, :, ::1] P, long long step0, const uint64_t[::1] seeds,
                   bint flush):
     """One pass of pairwise steps over the positives of ``chunk``, in their order, in
     place on ``model``'s parameters (``P`` is ``model.P``, typed).
 
-    ``settings``: the fields of :c:type:`Settings`.  ``chunk``: the query rows
+    ``problem``: a :class:`polylite._engine.problem.Problem` (kernel, degrees, loss
+    PAIRWISE_BPR or PAIRWISE_WARP, penalties, fit_linear), ``schedule`` a
+    :class:`polylite._engine.problem.Schedule`, ``sampling`` a
+    :class:`polylite.ranking._data.NegativeSampling` (WARP's trials and margin, draws by
+    popularity).  ``chunk``: the query rows
     (``query``, CSR of int64 indices, the item columns empty), and for each positive its
     row of them (``query_row``), its item (``positive``, a row of the catalogue), user
     (``user``), weight (``weight``) and whether it ends its query's batch
@@ -1029,7 +1059,8 @@ def pairwise_pass(dict settings, const int[::1] degrees, chunk, catalogue, model
     or tried, ``updates``, ``trials``, ``skipped`` (positives whose user has seen every
     item) and ``finite`` (False: a score was not finite, the pass stopped).
     """
-    cdef Settings cfg = settings
+    cdef Settings cfg = _settings(problem, schedule, sampling, chunk, catalogue, model)
+    cdef const int[::1] degrees = problem.degrees
     cdef Py_ssize_t d = P.shape[1], k = P.shape[2]
     cdef floating[::1] w = model.w
     cdef floating[:, ::1] gamma = model.gamma

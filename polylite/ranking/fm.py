@@ -9,6 +9,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from .._engine.layouts import layout_of
+from .._engine.codes import KERNELS
+from .._engine.problem import ADAGRAD, SCHEDULES, Problem, Schedule
 from .._losses import PAIRWISE_LOSSES
 from .._io import register_model
 from .._validation import (check_bool, check_choice, check_number, row_threads,
@@ -21,9 +23,6 @@ from ._pairwise import pairwise_pass
 __all__ = ["FactorizationMachineRanker"]
 
 NEGATIVES = ("uniform", "popularity")
-SCHEDULES = {"constant": 0, "invscaling": 1}
-_ADAGRAD = 2
-_KERNELS = {"anova": 0, "all-subsets": 1}
 # A thread of a pass takes at least this many positives of a chunk.
 MIN_POSITIVES_PER_THREAD = 2048
 # Validation positives scored against the whole catalogue after each epoch: at most this
@@ -277,19 +276,19 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             return float(self.eta0)
         return 0.05 if self.solver == "adagrad" else 0.01
 
-    def _settings(self, positives, catalogue):
-        kernel, degrees, n_dummy = self._structure()
-        return dict(
-            kernel=_KERNELS[kernel], loss=PAIRWISE_LOSSES[self.loss],
-            schedule=_ADAGRAD if self.solver == "adagrad" else
-            SCHEDULES[self.learning_rate],
-            max_trials=int(self.max_trials), popularity=self.negatives == "popularity",
-            fit_linear=bool(self.fit_linear), alpha=float(self.alpha),
-            beta=float(self.beta), eta0=self._eta0, power_t=float(self.power_t),
-            margin=float(self.margin), n_blocks=len(degrees), n_dummy=n_dummy,
-            max_degree=max(degrees), max_query_nnz=_max_row_nnz(positives.query),
-            max_item_nnz=int(np.diff(catalogue.items.indptr).max()),
-            item_tables=kernel == "anova" and max(degrees) > 2)
+    def _pass_description(self):
+        """(problem, schedule, negative sampling) of the pairwise passes."""
+        kernel, degrees, _ = self._structure()
+        problem = Problem(None, None, KERNELS[kernel], np.asarray(degrees, dtype=np.intc),
+                          PAIRWISE_LOSSES[self.loss], float(self.alpha), float(self.beta),
+                          False, bool(self.fit_linear))
+        schedule = Schedule(ADAGRAD if self.solver == "adagrad"
+                            else SCHEDULES[self.learning_rate], self._eta0,
+                            float(self.power_t))
+        sampling = _data.NegativeSampling(int(self.max_trials),
+                                          self.negatives == "popularity",
+                                          float(self.margin))
+        return problem, schedule, sampling
 
     # ---- input -----------------------------------------------------------------------
 
@@ -482,9 +481,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
 
     def _epochs(self, training, catalogue, validation, model, stack, rng, max_iter):
         """Run up to ``max_iter`` epochs; returns the number run."""
-        settings = self._settings(training, catalogue)
-        _, degrees, _ = self._structure()
-        degrees = np.asarray(degrees, dtype=np.intc)
+        problem, schedule, sampling = self._pass_description()
         threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
                               MIN_POSITIVES_PER_THREAD)
         scorer = None if validation is None else _ValidationScore(self, validation,
@@ -506,8 +503,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             loss = weight = 0.0
             for chunk, last in _data.chunks(training, order, batch_end, buffers):
                 seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
-                out = pairwise_pass(settings, degrees, chunk, catalogue, model, model.P,
-                                    model.step, seeds, last)
+                out = pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
+                                    model.P, model.step, seeds, last)
                 model.step += chunk.positive.shape[0]
                 if last:
                     model.thread_steps[:] = 0
@@ -629,12 +626,6 @@ def _check_labels(y, n):
                          "not one (never drawn as a negative), or be None (every row a "
                          "positive)")
     return y.astype(bool)
-
-
-def _max_row_nnz(query):
-    """The longest expanded row of a RelationalMatrix, without expanding it."""
-    sizes = query._row_nnz(np.arange(query.shape[0], dtype=np.intp))
-    return int(sizes.max()) if sizes.size else 0
 
 
 class _ValidationScore:

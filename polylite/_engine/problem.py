@@ -1,0 +1,42 @@
+"""The one description of the problem every pass solves.
+
+Coordinate descent (:func:`polylite.polynomial._cd.cd_epoch`), the stochastic passes
+(:func:`polylite.polynomial._sgd.sgd_epoch`, ``objective_gradient``) and the pairwise
+ranking passes (:func:`polylite.ranking._pairwise.pairwise_pass`) take the same
+:class:`Problem`: the rows' targets and weights, the model's structure, its loss and its
+penalties.  The stochastic passes also take a :class:`Schedule`.
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Problem", "Schedule", "SCHEDULES", "ADAGRAD"]
+
+#: The learning-rate schedules of SGD (``learning_rate``), with their codes.
+SCHEDULES = {"constant": 0, "invscaling": 1}
+#: The schedule code of AdaGrad (per-coordinate step sizes).
+ADAGRAD = 2
+
+
+class Problem(NamedTuple):
+    """What a pass minimises (or, with a prior, samples)."""
+    y: np.ndarray              # (n,) float64 targets (labels in {-1, +1} to classify);
+                               # None for the pairwise passes (positives only)
+    sample_weight: np.ndarray  # (n,) float64 (CD: summing to 1; SGD: mean 1); None for
+                               # the pairwise passes (the positives' weights come with them)
+    kernel: int                # polylite.kernels.KERNELS
+    degrees: np.ndarray        # intc, the degree of each factor block
+    loss: int                  # a code of the loss table (polylite._losses)
+    alpha: float               # L2 penalty of w, per sample
+    beta: float                # L2 penalty of the factors, per sample
+    fit_intercept: bool
+    fit_linear: bool
+    fit_lam: bool = False      # learn the output weights lam (polynomial networks)
+
+
+class Schedule(NamedTuple):
+    """The step sizes of a stochastic pass."""
+    kind: int                  # a code of SCHEDULES, or ADAGRAD
+    eta0: float                # the initial (constant, AdaGrad: the base) step size
+    power_t: float             # inverse scaling: eta0 / step ** power_t
+    batch_size: int = 1        # rows per step
