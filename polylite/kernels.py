@@ -148,9 +148,12 @@ def check_fitted_scale(estimator, X, y, y_pred, sample_weight=None):
     weights = (np.ones(y.shape[0]) if sample_weight is None
                else np.asarray(sample_weight, dtype=np.float64))
     weights = weights / max(weights.sum(), np.finfo(np.float64).tiny)
+    # (einsum, not np.dot: a BLAS call would leave BLAS threads spinning beside the
+    # solvers of the next fit)
+    residual = np.asarray(y_pred, np.float64) - y
     with np.errstate(over="ignore", invalid="ignore"):
-        error = np.sqrt(np.dot(weights, (np.asarray(y_pred, np.float64) - y) ** 2))
-        zero_error = np.sqrt(np.dot(weights, y * y))
+        error = np.sqrt(np.einsum("i,i,i->", weights, residual, residual))
+        zero_error = np.sqrt(np.einsum("i,i,i->", weights, y, y))
     if not zero_error > 0 or error <= FITTED_SCALE_LIMIT * zero_error:
         return
     remedies = "scale the features of X (for example to unit variance)"

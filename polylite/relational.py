@@ -9,12 +9,20 @@ myFM's ``RelationBlock``).  The rows it stands for are the concatenation
 
     x_i = [direct part of row i | table_1[index_1[i]] | table_2[index_2[i]] | ...]
 
-in the order the parts are given, so a model fitted on it is the same model as one
-fitted on the expanded CSR matrix (:meth:`RelationalMatrix.to_csr`): it predicts, saves
-and loads the same, and takes either form in ``predict``.  The factorization machines'
-solvers compute each table row's share of every sum once (coordinate descent, Gibbs
-sampling, L-BFGS, ``predict``), so their cost grows with the tables' nonzeros and the
-number of interactions, not with the nonzeros of the expanded rows.
+in the order the parts are given, so a model fitted on it is a model of the expanded
+rows (:meth:`RelationalMatrix.to_csr`): it predicts, saves and loads the same, and takes
+either form in ``predict``.  The factorization machines' solvers compute each table
+row's share of every sum once (coordinate descent, Gibbs sampling, L-BFGS,
+``predict``), so their cost grows with the tables' nonzeros and the number of
+interactions, not with the nonzeros of the expanded rows.
+
+What is equal: fits on a RelationalMatrix and on its expanded rows agree to rounding
+for the squared loss (coordinate descent, the Gibbs sampler) and, for every loss, with
+SGD, AdaGrad and L-BFGS.  Coordinate descent with the logistic or squared-hinge loss
+steps each relation block's columns on a quadratic upper bound of the loss taken at the
+start of the block's pass (its objective still never increases), so its iterates
+differ from those on the expanded rows and converge in more epochs.  The ranker draws
+its negatives from another catalogue order (see ``FactorizationMachineRanker``).
 """
 import numbers
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr, ndtri_exp
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
@@ -14,8 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 from .. import kernels
 from .._classification import ClassifierLayer, one_vs_rest_probabilities
 from .._engine.layouts import layout_of
+from .._estimator import ModelRoot
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
-from .._io import save_model
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param, store_init_params)
 from ..polynomial import _solvers
@@ -53,11 +53,12 @@ def probit_targets(estimator, y):
     return np.where(codes[:, np.newaxis] == np.arange(encoder.classes_.shape[0]), 1.0, -1.0)
 
 
-class _BayesianFactorizationMachine(BaseEstimator):
+class _BayesianFactorizationMachine(ModelRoot):
     """Fit and prediction shared by the regressor and the classifier: one chain per output
     (one for regression and two classes, one per class for more), swept in turn."""
 
     _is_classifier = False  # the probit model (also read by polylite._io)
+    _fitted_attribute = "P_samples_"
     _noise_sampled = False  # the Gaussian model's noise precision, alpha_
     _takes_relational = True  # polylite.relational.RelationalMatrix, as fit and predict
     _fit_time = "sampling time"  # what n_components lengthens (warnings)
@@ -124,14 +125,6 @@ class _BayesianFactorizationMachine(BaseEstimator):
                 f"{n_features} features of X: components beyond {interactions} reach no "
                 f"model that fewer cannot, and each adds to the {self._fit_time} (it grows in "
                 f"proportion to n_components)", UserWarning, stacklevel=4)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "P_samples_")
 
     # ---- data ---------------------------------------------------------------------------
 
@@ -395,17 +388,6 @@ class _BayesianFactorizationMachine(BaseEstimator):
         return out
 
     # ---- save / load (polylite._io) --------------------------------------------------------
-
-    def save(self, path):
-        """Save the fitted model (its kept samples) in polylite's pickle-free format.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Destination file (NumPy ``.npz`` archive with a JSON header).  See
-            :func:`polylite.load`.  What ``fit`` computed on ``X_eval`` is not saved.
-        """
-        save_model(self, path)
 
     def _model_arrays(self):
         """The kept samples (with the output axis), the feature groups and, for the

@@ -28,7 +28,6 @@ from .. import _losses, kernels
 from .._classification import ClassifierLayer, one_vs_rest_probabilities
 from .._engine.layouts import layout_of
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
-from .._io import save_model
 from .._validation import check_number, row_threads, store_init_params
 from ..polynomial import _cd, _solvers
 from ..polynomial._base import _OutputParams, check_model_memory
@@ -334,6 +333,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
     posterior per output (one for regression and two classes, one per class for more),
     updated in turn."""
 
+    _fitted_attribute = "P_"
     # What the helpers shared with the Gibbs estimators read (not parameters here).
     degree = 2
     kernel = "anova"
@@ -380,9 +380,6 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         X, y = self._validate_fit_data(X, y)
         self._fit_posteriors(X, self._targets(y), feature_groups)
         return self
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "P_")
 
     def _validate_fit_data(self, X, y):
         if layout_of(X).stored_once:
@@ -533,18 +530,6 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         return mean, var
 
     # ---- save / load (polylite._io) --------------------------------------------------------
-
-    def save(self, path):
-        """Save the fitted model (the factors' means and variances) in polylite's
-        pickle-free format.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Destination file (NumPy ``.npz`` archive with a JSON header).  See
-            :func:`polylite.load`.  The ELBO's history (``elbo_``) is not saved.
-        """
-        save_model(self, path)
 
     def _model_arrays(self):
         arrays = {name.rstrip("_"): a for name, a in self._fitted().items()}

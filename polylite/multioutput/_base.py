@@ -11,13 +11,13 @@ with basis vectors h_r (rows of ``H_``) in the unit ball, shared by every output
 import time
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from .. import kernels
-from .._io import ModelFileError, check_array_names, check_float_arrays, save_model
+from .._estimator import ModelRoot
+from .._io import ModelFileError, check_array_names, check_float_arrays
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param)
 from ..polynomial import _base as _polynomial_base
@@ -35,8 +35,10 @@ _HISTORY = ("objective", "penalty", "n_basis", "gap", "selection", "power_iterat
 _INTEGER_HISTORY = ("n_basis", "power_iterations", "refine_iterations", "refit_iterations")
 
 
-class _MultiOutputPolynomial(BaseEstimator):
+class _MultiOutputPolynomial(ModelRoot):
     """Base of the two estimators; subclasses define the targets and the losses."""
+
+    _fitted_attribute = "H_"
 
     _is_classifier = False
     _losses = ()
@@ -59,14 +61,6 @@ class _MultiOutputPolynomial(BaseEstimator):
         check_n_jobs(self.n_jobs)
         check_number(self.verbose, "verbose", low=0, integer=True)
         check_random_state_param(self.random_state)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "H_")
 
     # ---- data -------------------------------------------------------------------------
 
@@ -227,17 +221,6 @@ class _MultiOutputPolynomial(BaseEstimator):
         self.best_iteration_ = int(best_iteration)
 
     # ---- save / load (polylite._io) ------------------------------------------------------
-
-    def save(self, path):
-        """Save the fitted model to ``path`` in polylite's pickle-free format.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Destination file (NumPy ``.npz`` archive with a JSON header).  See
-            :func:`polylite.load`.
-        """
-        save_model(self, path)
 
     def _model_arrays(self):
         arrays = {"H": self.H_, "V": self.V_, "intercept": self.intercept_}

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
@@ -24,8 +23,8 @@ from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._engine.layouts import NO_TARGETS, layout_of
-from .._io import (ModelFileError, check_array_names, check_float_arrays,
-                   save_model)
+from .._estimator import ModelRoot
+from .._io import ModelFileError, check_array_names, check_float_arrays
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
 from . import _cd, _solvers
@@ -139,8 +138,12 @@ _WEIGHTS_SCALE_STEPS = (
     "(scikit-learn's own SGD estimators fail this check for the same reason)")
 
 
-class _PolynomialModel(BaseEstimator):
-    """Base of every estimator: subclasses describe the model, this class fits it."""
+class _PolynomialModel(ModelRoot):
+    """Base of the polynomial families (factorization machines, polynomial networks, the
+    ranker): subclasses describe the model, this class fits it."""
+
+    _fitted_attribute = "P_"
+    _state_attributes = ("_stochastic_states", "_partial_rng")
 
     # Set by subclasses.
     _is_classifier = False
@@ -238,11 +241,6 @@ class _PolynomialModel(BaseEstimator):
         return False
 
     # ---- sklearn plumbing -----------------------------------------------------------
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
 
     def _expected_failed_checks(self):
         """scikit-learn's checks this estimator fails by design, with the reasons
@@ -691,42 +689,7 @@ class _PolynomialModel(BaseEstimator):
         self._publish(stack)
         return self
 
-    @contextlib.contextmanager
-    def _fitting(self):
-        """Make ``fit`` all-or-nothing: if it raises, the estimator is left unfitted, or
-        with ``warm_start`` as it was before the call (parameters are fitted on a copy)."""
-        before = {name: value for name, value in vars(self).items()
-                  if name.endswith("_") and not name.startswith("__")}
-        try:
-            yield
-        except BaseException:
-            self._reset_fitted()
-            if self.warm_start:
-                vars(self).update(before)
-            raise
-
-    def _reset_fitted(self):
-        """Forget every fitted attribute and solver state."""
-        for name in list(vars(self)):
-            if name.endswith("_") and not name.startswith("__") or name in (
-                    "_stochastic_states", "_partial_rng"):
-                delattr(self, name)
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "P_")
-
     # ---- save / load (polylite._io) ----------------------------------------------------
-
-    def save(self, path):
-        """Save the fitted model to ``path`` in polylite's pickle-free format.
-
-        Parameters
-        ----------
-        path : str or path-like
-            Destination file (NumPy ``.npz`` archive with a JSON header).  See
-            :func:`polylite.load`.
-        """
-        save_model(self, path)
 
     def _model_arrays(self):
         """The fitted arrays as a stack with a leading axis over the outputs."""

@@ -1004,7 +1004,9 @@ cdef Settings _settings(problem, schedule, sampling, chunk, catalogue, model):
     """The :c:type:`Settings` of a pass, from the problem's description and the data."""
     cdef Settings cfg
     degrees = np.asarray(problem.degrees)
-    query_sizes = np.diff(chunk.query.indptr)
+    # The chunk's positives' query rows (chunk.query may hold every positive's).
+    indptr, rows = np.asarray(chunk.query.indptr), np.asarray(chunk.query_row)
+    query_sizes = indptr[rows + 1] - indptr[rows]
     cfg.kernel = problem.kernel
     cfg.loss = problem.loss
     cfg.schedule = schedule.kind

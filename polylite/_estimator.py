@@ -1,0 +1,71 @@
+"""The root of every estimator family: what a polylite model is beyond its algorithm.
+
+Every family's base class derives from :class:`ModelRoot`, which gives it
+scikit-learn's estimator contract with sparse input, the test of being fitted, the
+all-or-nothing ``fit`` (an estimator whose fit raised is left unfitted, or as it was
+with ``warm_start``) and saving in polylite's pickle-free model files
+(:mod:`polylite._io`; each family writes and checks its own arrays in
+``_model_arrays`` and ``_restore_model``).  Classifiers add the classifier layer,
+:class:`polylite._classification.ClassifierLayer`.
+"""
+import contextlib
+
+from sklearn.base import BaseEstimator
+
+from ._io import save_model
+
+__all__ = ["ModelRoot"]
+
+
+class ModelRoot(BaseEstimator):
+    """Base of every polylite estimator (see the module's docstring).
+
+    A family sets ``_fitted_attribute``, the fitted attribute whose presence means the
+    model is fitted.
+    """
+
+    _is_classifier = False
+    _fitted_attribute = "P_"
+    # Solver state beside the fitted attributes, forgotten with them (_reset_fitted).
+    _state_attributes = ()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, self._fitted_attribute)
+
+    @contextlib.contextmanager
+    def _fitting(self):
+        """Make ``fit`` all-or-nothing: if it raises, the estimator is left unfitted, or
+        with ``warm_start`` as it was before the call (parameters are fitted on a copy)."""
+        before = {name: value for name, value in vars(self).items()
+                  if name.endswith("_") and not name.startswith("__")}
+        try:
+            yield
+        except BaseException:
+            self._reset_fitted()
+            if getattr(self, "warm_start", False):
+                vars(self).update(before)
+            raise
+
+    def _reset_fitted(self):
+        """Forget every fitted attribute and solver state."""
+        for name in list(vars(self)):
+            if (name.endswith("_") and not name.startswith("__")
+                    or name in self._state_attributes):
+                delattr(self, name)
+
+    def save(self, path):
+        """Save the fitted model to ``path`` in polylite's pickle-free format.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination file (NumPy ``.npz`` archive with a JSON header).  See
+            :func:`polylite.load`.  A model file holds the fitted parameters, not what
+            ``fit`` reported on the way (histories, scores on evaluation rows).
+        """
+        save_model(self, path)
