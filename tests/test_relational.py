@@ -566,13 +566,14 @@ print("ok")
 """
 
 
-def test_changing_the_callers_arrays_after_construction_changes_nothing():
+def test_changing_the_callers_arrays_after_construction_changes_nothing(tmp_path):
     """predict read out of bounds (a segfault) after the caller changed an index array
     or a table it had given; fit raised an IndexError, the Bayesian fit an internal
-    error.  Run in a process of its own, so that a crash fails this test only."""
+    error.  Run in a process of its own, so that a crash fails this test only (from
+    another folder: the package imported is the installed one, not the source tree)."""
     import subprocess
     import sys
-    result = subprocess.run([sys.executable, "-c", _MUTATION_SCRIPT],
+    result = subprocess.run([sys.executable, "-c", _MUTATION_SCRIPT], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("ok")
