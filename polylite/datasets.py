@@ -17,6 +17,11 @@ __all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens",
            "iter_svmlight_chunks", "iter_csr_chunks"]
 
 
+def __dir__():
+    # The public names only (not the modules it imports).
+    return list(__all__)
+
+
 def _power_law_levels(n_samples, n_levels, exponent, rng):
     # Popularity of level r proportional to (r + 1)^-exponent, levels shuffled.
     weights = (np.arange(1, n_levels + 1, dtype=np.float64)) ** -exponent

@@ -301,7 +301,9 @@ def recommend(estimator, users, n=10, *, encoder=None, items=None, exclude=None,
         Recommended item ids, best first (ties: the earlier candidate first).
     scores : ndarray of shape (n_users, n)
         Their scores.  When a user has fewer than n candidates left after ``exclude``,
-        the row ends with score ``-inf`` (and excluded items).
+        the row ends with score ``-inf`` (and excluded items).  Scores rank the items:
+        a rating model's are its predictions, unclipped, so they may lie outside the
+        rating scale (5.15 on ratings of 1 to 5).
     """
     score, encoder, users, items = _prepare(estimator, users, items, encoder, context,
                                             method)

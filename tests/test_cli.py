@@ -699,3 +699,20 @@ def test_python_dash_m_polylite_process(recommender, tmp_path):
     bad = subprocess.run(run + ["demo", "--degree", "1"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and "argument --degree" in bad.stderr
+
+
+def test_info_says_what_max_iter_none_came_to(tmp_path, capsys):
+    """``info`` showed max_iter=None while the progress counted to the solver's 100."""
+    from polylite import FactorizationMachineRegressor
+    from polylite.cli import main
+    from polylite.datasets import make_recommender
+    X, y = make_recommender(500, n_users=20, n_items=15, random_state=0)
+    FactorizationMachineRegressor(max_iter=None, n_components=2, tol=1e-2,
+                                  random_state=0).fit(X, y).save(tmp_path / "m.npz")
+    assert main(["info", str(tmp_path / "m.npz")]) == 0
+    assert "max_iter=None (the solver's limit: 100)" in capsys.readouterr().out
+
+
+def test_datasets_lists_its_public_names_only():
+    import polylite.datasets as datasets
+    assert set(dir(datasets)) == set(datasets.__all__)

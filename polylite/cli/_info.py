@@ -45,7 +45,8 @@ def run(args, parser):
     if "classes_" in result:
         print(f"classes        {result['classes_']}")
     print("parameters     " + "\n               ".join(
-        f"{name}={value!r}" for name, value in result["parameters"].items()))
+        f"{name}={value!r}{_resolved(parts, name, value)}"
+        for name, value in result["parameters"].items()))
     print("fitted         " + "\n               ".join(
         f"{name:<15} shape {tuple(spec['shape'])} {spec['dtype']}"
         for name, spec in fitted.items()))
@@ -59,3 +60,18 @@ def run(args, parser):
         print(f"labels         > {threshold:g}: class 1, the others: class -1 "
               f"(--binary-threshold)")
     return 0
+
+
+def _resolved(parts, name, value):
+    """What a parameter left at None came to in the fit, where the model says (the
+    solver's limit of epochs for max_iter=None)."""
+    if value is not None or not name.endswith("max_iter"):
+        return ""
+    prefix = name[:-len("max_iter")]
+    for part_prefix, part in parts:
+        if part_prefix == prefix and hasattr(part, "_max_iter"):
+            try:
+                return f" (the solver's limit: {part._max_iter})"
+            except (AttributeError, KeyError):
+                return ""
+    return ""

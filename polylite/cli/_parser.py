@@ -248,6 +248,10 @@ def _add_fit(sub):
     return fit
 
 
+MODEL_HELP = ("a model file written by `polylite fit` or by an estimator's save() in "
+              "Python (.npz)")
+
+
 def _add_predict(sub):
     predict = sub.add_parser("predict", help="predict with a saved model",
                              usage="polylite predict MODEL DATA [options]",
@@ -255,7 +259,7 @@ def _add_predict(sub):
                              "for a regressor, labels for a classifier, or with --proba "
                              "the probability of the positive class (two classes) or of "
                              "every class in the order `polylite info` lists them.")
-    predict.add_argument("model", metavar="MODEL")
+    predict.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     predict.add_argument("data", metavar="DATA", help="data (its labels are not used)")
     predict.add_argument("--output", "-o", metavar="FILE", default="-",
                          help="where to write (default: stdout): a new or regular file, "
@@ -275,7 +279,7 @@ def _add_evaluate(sub):
                               "for a classifier (DATA's labels read with the threshold of "
                               "a model fitted with --binary-threshold); the mean AUC of "
                               "DATA's positives for a ranker.")
-    evaluate.add_argument("model", metavar="MODEL")
+    evaluate.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     evaluate.add_argument("data", metavar="DATA")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     _add_data_options(evaluate)
@@ -288,7 +292,7 @@ def _add_info(sub):
                           description="The estimator, its parameters, the shapes of its "
                           "fitted arrays, the polylite version and file format that wrote "
                           "it, and how `polylite fit` read its training data.")
-    info.add_argument("model", metavar="MODEL")
+    info.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     info.add_argument("--json", action="store_true", help="print one JSON object")
     return info
 
