@@ -20,15 +20,12 @@ right before and three times right after each fit (a shared machine's load drift
     python benchmarks/bench_multioutput_speed.py [--rows 1000000] [--basis 6]
         [--penalty l1/linf] [--n-jobs 1 2] [--dtype float64]
 
-Measured with the defaults (``--n-jobs 1 2``) on a quiet 2-core machine, six runs
-alternating with main at 6062c7a, at main after e9ca48e (the passes' prefetching and
-vectorised logistic loop): 1.09-1.32 s per basis vector on one thread (median 1.16 s) =
-26-42x (median 37.6x) and 0.90-1.10 s (median 1.03 s) = 24-49x (median 37.8x) on two;
-``X @ P`` took 0.020-0.046 s between runs, which makes the ratio jump: against the
-median of all 24 runs' ``X @ P`` (0.028 s) it is 41.4x on one thread and 36.7x on two.
-6 power, 2 refinement and 8 refit iterations per basis vector.  Main at 6062c7a in the
-same runs: 1.34-1.57 s (median 1.48 s, 52.7x the pooled ``X @ P``) on one thread and
-0.96-1.30 s (median 1.15 s, 41.0x) on two.
+Measured with the defaults (``--n-jobs 1 2``) on a quiet 2-core machine, six runs:
+1.09-1.32 s per basis vector on one thread (median 1.16 s) = 26-42x (median 37.6x) and
+0.90-1.10 s (median 1.03 s) = 24-49x (median 37.8x) on two; ``X @ P`` took 0.020-0.046 s
+between runs, which makes the ratio jump: against the median of all the runs' ``X @ P``
+(0.028 s) it is 41.4x on one thread and 36.7x on two.  6 power, 2 refinement and 8
+refit iterations per basis vector.
 """
 import argparse
 

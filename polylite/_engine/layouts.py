@@ -1,9 +1,9 @@
 """Data layouts: the forms the rows X of a model come in, behind one interface.
 
 A layout answers every question the estimators and solvers ask of the rows: their
-checks, their nonzeros and norms, their predictions, what coordinate descent derives
-from them, the chunks of a stochastic pass, and, for the rankers, where the item part
-lies.  :func:`layout_of` is the one place that tells the layouts apart; everything else
+checks, their nonzeros and norms, their predictions, the direct rows and relation blocks
+coordinate descent reads, the chunks of a stochastic pass, and, for the rankers, where
+the item part lies.  It imports no model family: the families ask it.  :func:`layout_of` is the one place that tells the layouts apart; everything else
 asks the layout it returns.
 
 - :class:`CSRLayout`: a SciPy sparse matrix (canonical CSR once checked);
@@ -15,13 +15,17 @@ A new layout is a class here (the methods below) and a case of :func:`layout_of`
 """
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.extmath import row_norms
+from sklearn.utils.validation import validate_data
 
-from ..relational import RelationalMatrix, RelationBlock
+from .. import _kernels
+from .._validation import row_threads
+from ..relational import RelationalMatrix, RelationBlock, check_relational, \
+    check_relational_input
 from .codes import KERNELS
-from .csr import check_rows
+from .csr import check_csr_structure, check_rows
 
-__all__ = ["layout_of", "Layout", "CSRLayout", "DenseLayout", "RelationalLayout",
-           "column_groups", "cd_threads"]
+__all__ = ["layout_of", "Layout", "CSRLayout", "DenseLayout", "RelationalLayout"]
 
 # Dense input is predicted this many rows at a time, so prediction on a large dense array
 # never holds a second full copy of it as CSR.
@@ -39,37 +43,6 @@ def layout_of(X):
     if sp.issparse(X):
         return CSR
     return DENSE
-
-
-# --------------------------------------------------------------------------------------
-# What coordinate descent derives from CSR rows (shared by the layouts)
-# --------------------------------------------------------------------------------------
-
-def column_groups(X, kernel, part=None):
-    """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
-    (:func:`polylite.polynomial._cd.column_groups`): runs of row-disjoint columns in
-    column order, except for the polynomial kernel, whose coordinates take one column at
-    a time; ``part`` restricts them to the columns it marks."""
-    from ..polynomial import _cd
-    return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
-                             kernel != "polynomial", part)
-
-
-def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
-    """Threads for the passes of coordinate descent:
-    :func:`polylite._validation.row_threads`, fewer when the extra threads' scratch
-    records would take more memory than X itself (``x_bytes``)."""
-    from .._validation import row_threads
-    from ..polynomial import _cd
-    threads = row_threads(n_jobs, n_rows)
-    if n_features > 0:
-        threads = min(threads,
-                      1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
-    return int(max(1, threads))
-
-
-def _csr_bytes(X):
-    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
 
 
 class Layout:
@@ -116,9 +89,10 @@ class Layout:
         """:func:`polylite.kernels.predict` on checked rows and parameters."""
         raise NotImplementedError
 
-    def cd_data(self, X, sw, kernel, n_jobs):
-        """What coordinate descent derives from the rows once per fit
-        (:class:`polylite.polynomial._cd_data.CDData`), for sample weights ``sw``."""
+    def cd_parts(self, X):
+        """(direct rows, relation blocks) as coordinate descent reads them: a CSR matrix
+        of the rows' own entries at their columns (the blocks' columns empty) and, for
+        each relation block, ``(block, start, stop)``, its columns ``start:stop``."""
         raise NotImplementedError
 
     def watched(self, X, size):
@@ -174,8 +148,6 @@ class CSRLayout(Layout):
 
     def validate(self, est, X, y=NO_TARGETS, *, reset, dtype, y_numeric=False,
                  accept_dense=True):
-        from sklearn.utils.validation import validate_data
-        from .csr import check_csr_structure
         kwargs = dict(accept_sparse="csr", dtype=dtype, reset=reset,
                       accept_large_sparse=True)
         if y is NO_TARGETS:
@@ -199,7 +171,6 @@ class CSRLayout(Layout):
         return float(np.max(np.abs(X.data))) if X.data.size else 0.0
 
     def squared_row_norms(self, X):
-        from sklearn.utils.extmath import row_norms
         return row_norms(X, squared=True).astype(np.float64)
 
     def to_csr(self, X):
@@ -209,8 +180,6 @@ class CSRLayout(Layout):
         return sp.vstack(matrices, format="csr")
 
     def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
-        from .. import _kernels
-        from .._validation import row_threads
         out = np.empty(X.shape[0], dtype=P.dtype)
         for start, chunk in self._csr_chunks(X):
             _kernels.predict_csr(np.asarray(chunk.data, dtype=P.dtype), chunk.indices,
@@ -222,12 +191,8 @@ class CSRLayout(Layout):
     def _csr_chunks(self, X):
         yield 0, X
 
-    def cd_data(self, X, sw, kernel, n_jobs):
-        from ..polynomial import _cd
-        from ..polynomial._cd_data import CDData
-        return CDData(X, column_groups(X, kernel),
-                      *_cd.column_moments(X.data, X.indices, X.indptr, sw, X.shape[1]),
-                      cd_threads(n_jobs, X.shape[0], X.shape[1], _csr_bytes(X)))
+    def cd_parts(self, X):
+        return X, []
 
 
 class DenseLayout(CSRLayout):
@@ -260,12 +225,10 @@ class RelationalLayout(Layout):
     stored_once = True
 
     def check(self, X, dtypes, n_features=None, accept_dense=True):
-        from ..relational import check_relational
         return check_relational(X, dtypes, n_features)
 
     def validate(self, est, X, y=NO_TARGETS, *, reset, dtype, y_numeric=False,
                  accept_dense=True):
-        from ..relational import check_relational_input
         if y is NO_TARGETS:
             return check_relational_input(est, X, reset=reset, dtype=dtype)
         if y is None:
@@ -281,7 +244,6 @@ class RelationalLayout(Layout):
                    *[CSR.largest_abs(block.table) for block in X.blocks], 0.0)
 
     def squared_row_norms(self, X):
-        from sklearn.utils.extmath import row_norms
         norms = row_norms(X.direct(), squared=True).astype(np.float64)
         for block in X.blocks:
             norms += row_norms(block.table, squared=True).astype(np.float64)[block.index]
@@ -323,8 +285,6 @@ class RelationalLayout(Layout):
         return RelationalMatrix._from_checked(parts, first.dtype)
 
     def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
-        from .. import _kernels
-        from .._validation import row_threads
         if kernel == "polynomial":
             raise ValueError("relational input is taken by the anova and all-subsets "
                              "kernels (factorization machines); give the polynomial "
@@ -343,8 +303,6 @@ class RelationalLayout(Layout):
     def table_terms(self, X, P, degrees, kernel, w, n_jobs=None):
         """Each relation block's :func:`polylite._kernels.table_terms`: its table rows'
         shares of a prediction (float64, one array per block of ``X``)."""
-        from .. import _kernels
-        from .._validation import row_threads
         out = []
         for block, (start, stop) in zip(X.blocks, X.block_columns()):
             table = block.table
@@ -358,52 +316,9 @@ class RelationalLayout(Layout):
             out.append(terms)
         return out
 
-    def cd_data(self, X, sw, kernel, n_jobs):
-        """The direct part's groups (its own columns, runs ending where a block's
-        columns lie), and for each block its table with the model's column numbers,
-        regrouped by runs, and where its columns come among the direct groups; each
-        column's support sums the weights of the interactions of the table rows that
-        hold it."""
-        from ..polynomial import _cd
-        from ..polynomial._cd_data import CDData, TableBlock
-        if kernel == "polynomial":
-            raise ValueError("relational input is taken by factorization machines (anova "
-                             "and all-subsets kernels); give a polynomial network "
-                             "X.to_csr()")
-        n, d = X.shape
-        direct = X.direct()
-        in_block = np.zeros(d, dtype=bool)
-        for start, stop in X.block_columns():
-            in_block[start:stop] = True
-        groups = column_groups(direct, kernel, ~in_block)
-        support, fourth = _cd.column_moments(direct.data, direct.indices, direct.indptr,
-                                             sw, d)
-        # The first column of each direct group with entries (the last group may hold
-        # the columns without any, whose steps commute with every other: it comes last).
-        firsts = groups.group_columns[groups.columns_ptr[:-1]]
-        with_entries = np.diff(groups.group_ptr) > 0
-        blocks = []
-        x_bytes = _csr_bytes(direct)
-        for block, (start, stop) in zip(X.blocks, X.block_columns()):
-            table = block.table
-            indptr = table.indptr.astype(np.int64)
-            indices = table.indices.astype(np.int64) + start
-            data = table.data.astype(np.float64)
-            table = sp.csr_matrix((data, indices, indptr), shape=(table.shape[0], d))
-            table.indices, table.indptr = indices, indptr  # int64, as the passes read
-            mask = np.zeros(d, dtype=bool)
-            mask[start:stop] = True
-            table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
-            position = int(np.count_nonzero(with_entries & (firsts < start)))
-            row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
-            support += _cd.column_moments(data, indices, indptr, row_weight, d)[0]
-            row_count = np.bincount(block.index,
-                                    minlength=table.shape[0]).astype(np.float64)
-            blocks.append(TableBlock(block.index.astype(np.int64), table, table_groups,
-                                     start, stop, position, row_weight, row_count))
-            x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
-        return CDData(direct, groups, support, fourth, cd_threads(n_jobs, n, d, x_bytes),
-                      tuple(blocks))
+    def cd_parts(self, X):
+        return X.direct(), [(block, start, stop) for block, (start, stop)
+                            in zip(X.blocks, X.block_columns())]
 
     def watched(self, X, size):
         # Predictions compute each table row once: a sample of the rows saves little.

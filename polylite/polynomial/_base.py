@@ -117,6 +117,8 @@ MAX_ITER_TOL_DOC = """\
         so there ``tol`` bounds the decrease of the mean loss itself).
 """
 
+_SQUARED = _losses.LOSSES["squared"]
+
 # max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
 DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
 
@@ -527,7 +529,7 @@ class _PolynomialModel(ModelRoot):
         objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
-        stalled = 0
+        stalled, converged = 0, False
         for epoch in range(1, self._max_iter + 1):
             max_change = solver.epoch()
             y_watched, y_pred, sw_watched = solver.watched(y, sw)
@@ -553,6 +555,7 @@ class _PolynomialModel(ModelRoot):
                 return epoch, None
             if solver_name == "cd":
                 if decrease < self.tol or max_change < self.tol:
+                    converged = True
                     break
             else:
                 # Stochastic: stop after n_iter_no_change epochs without an improvement
@@ -563,16 +566,15 @@ class _PolynomialModel(ModelRoot):
                     stalled = 0
                 best = min(best, objective)
                 if stalled >= self.n_iter_no_change:
+                    converged = True
                     break
-        else:
-            epoch = None  # every epoch ran
         if stopper is not None:
             stopper.restore()
-        elif loss == "squared":
+        elif loss_code == _SQUARED:
             # The rows the objective watched (all for CD, the sample of the stochastic
             # solvers), with the final model.
             kernels.check_fitted_scale(self, X, y_watched, y_pred, sw_watched)
-        if epoch is not None:
+        if converged:
             return epoch, None
         # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
         # it needs many more of them (benchmarks/bench_classification.py --speed).
@@ -613,7 +615,7 @@ class _PolynomialModel(ModelRoot):
         if not np.all(np.isfinite(y_pred)):
             raise FloatingPointError("L-BFGS ended with non-finite predictions; scale the "
                                      "features or increase beta")
-        if loss_code == _losses.loss_code("squared"):
+        if loss_code == _SQUARED:
             kernels.check_fitted_scale(self, X, y, y_pred, sw)
         if stopped_early:
             return n_iter, None

@@ -9,14 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 import joblib
 import numpy as np
 import scipy.optimize
+import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from .. import _losses, kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _dense, _sgd
-from .._engine.layouts import cd_threads, column_groups, layout_of  # noqa: F401
+from .._engine.layouts import layout_of
 from .._engine.problem import ADAGRAD, SCHEDULES, Problem, Schedule
-from ._cd_data import CDData, Gradient  # noqa: F401 (_solvers.CDData: the estimators)
+from ._cd_data import CDData, Gradient, TableBlock
 
 STOCHASTIC = ("sgd", "adagrad")
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
@@ -96,11 +97,85 @@ def map_outputs(fit_output, n_outputs, workers):
         return list(pool.map(fit_output, range(n_outputs)))
 
 
+def column_groups(X, kernel, part=None):
+    """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
+    (:func:`polylite._cd.column_groups`): runs of row-disjoint columns in column order,
+    except for the polynomial kernel, whose coordinates take one column at a time;
+    ``part`` restricts them to the columns it marks."""
+    return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
+                             kernel != "polynomial", part)
+
+
+def cd_threads(n_jobs, n_rows, n_features=0, x_bytes=0):
+    """Threads for the passes of coordinate descent: :func:`polylite._validation.row_threads`,
+    fewer when the extra threads' scratch records would take more memory than X itself
+    (``x_bytes``)."""
+    threads = row_threads(n_jobs, n_rows)
+    if n_features > 0:
+        threads = min(threads,
+                      1 + x_bytes // (_cd.SCRATCH_BYTES_PER_FEATURE * n_features))
+    return int(max(1, threads))
+
+
+def _csr_bytes(X):
+    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+
+
 def cd_data(X, sw, kernel, n_jobs):
-    """:class:`polylite.polynomial._cd_data.CDData` of checked rows ``X`` (any layout)
-    with sample weights ``sw``: what coordinate descent derives from the rows once per
-    fit, for every output."""
-    return layout_of(X).cd_data(X, sw, kernel, n_jobs)
+    """:class:`polylite.polynomial._cd_data.CDData` of checked rows ``X`` (any layout:
+    its direct rows and relation blocks, :meth:`Layout.cd_parts`) with sample weights
+    ``sw``: what coordinate descent derives from the rows once per fit, for every
+    output."""
+    direct, blocks = layout_of(X).cd_parts(X)
+    if not blocks:
+        return CDData(direct, column_groups(direct, kernel),
+                      *_cd.column_moments(direct.data, direct.indices, direct.indptr, sw,
+                                          direct.shape[1]),
+                      cd_threads(n_jobs, direct.shape[0], direct.shape[1],
+                                 _csr_bytes(direct)))
+    return _block_cd_data(direct, blocks, sw, kernel, n_jobs)
+
+
+def _block_cd_data(direct, blocks, sw, kernel, n_jobs):
+    """:func:`cd_data` of rows with relation blocks: the direct part's groups (its own
+    columns, runs ending where a block's columns lie), and for each block its table with
+    the model's column numbers, regrouped by runs, and where its columns come among the
+    direct groups; each column's support sums the weights of the interactions of the
+    table rows that hold it."""
+    if kernel == "polynomial":
+        raise ValueError("relational input is taken by factorization machines (anova and "
+                         "all-subsets kernels); give a polynomial network X.to_csr()")
+    n, d = direct.shape
+    in_block = np.zeros(d, dtype=bool)
+    for _, start, stop in blocks:
+        in_block[start:stop] = True
+    groups = column_groups(direct, kernel, ~in_block)
+    support, fourth = _cd.column_moments(direct.data, direct.indices, direct.indptr, sw, d)
+    # The first column of each direct group with entries (the last group may hold the
+    # columns without any, whose steps commute with every other: it comes last).
+    firsts = groups.group_columns[groups.columns_ptr[:-1]]
+    with_entries = np.diff(groups.group_ptr) > 0
+    tables = []
+    x_bytes = _csr_bytes(direct)
+    for block, start, stop in blocks:
+        table = block.table
+        indptr = table.indptr.astype(np.int64)
+        indices = table.indices.astype(np.int64) + start
+        data = table.data.astype(np.float64)
+        table = sp.csr_matrix((data, indices, indptr), shape=(table.shape[0], d))
+        table.indices, table.indptr = indices, indptr  # int64, as the table passes read
+        mask = np.zeros(d, dtype=bool)
+        mask[start:stop] = True
+        table_groups = _cd.column_groups(data, indices, indptr, d, True, mask)
+        position = int(np.count_nonzero(with_entries & (firsts < start)))
+        row_weight = np.bincount(block.index, weights=sw, minlength=table.shape[0])
+        support += _cd.column_moments(data, indices, indptr, row_weight, d)[0]
+        row_count = np.bincount(block.index, minlength=table.shape[0]).astype(np.float64)
+        tables.append(TableBlock(block.index.astype(np.int64), table, table_groups,
+                                 start, stop, position, row_weight, row_count))
+        x_bytes += data.nbytes + indices.nbytes + indptr.nbytes + 8 * n
+    return CDData(direct, groups, support, fourth, cd_threads(n_jobs, n, d, x_bytes),
+                  tuple(tables))
 
 
 def problem_of(est, y, sw, loss_code, kernel, degrees):

@@ -51,6 +51,7 @@ class Catalogue(NamedTuple):
     seen_bits: np.ndarray        # uint64: their bitmap (users x items), or empty
     cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
     n_users: int
+    max_item_nnz: int            # the nonzeros of the widest item row
 
 
 class Chunk(NamedTuple):

@@ -1022,7 +1022,7 @@ cdef Settings _settings(problem, schedule, sampling, chunk, catalogue, model):
     cfg.n_dummy = model.gamma.shape[0]
     cfg.max_degree = int(degrees.max())
     cfg.max_query_nnz = int(query_sizes.max()) if query_sizes.size else 0
-    cfg.max_item_nnz = int(np.diff(catalogue.items.indptr).max())
+    cfg.max_item_nnz = catalogue.max_item_nnz
     cfg.item_tables = cfg.kernel == ANOVA and cfg.max_degree > 2
     return cfg
 
@@ -1045,8 +1045,9 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     are computed at the batch's first and whose parameters step at its last; all ones:
     every positive steps on its own).  ``catalogue``: the item rows (``items``, CSR of
     int64 indices), every user's seen items (``seen_indptr``, ``seen``, sorted per
-    user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty) and, for popularity sampling, the
-    items' cumulative weights (``cumulative``, else empty).  ``model``: ``w``,
+    user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty), for
+    popularity sampling the items' cumulative weights (``cumulative``, else empty) and
+    the widest item row's nonzeros (``max_item_nnz``).  ``model``: ``w``,
     ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD), and per
     thread its steps in the epoch (``thread_steps``) and the step at which it last
     touched each feature (``last_touch``, n_threads x (n_features + 1), the last column

@@ -328,7 +328,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         cumulative = (_data.popularity(item[:n][positive], n_items)
                       if self.negatives == "popularity" else np.zeros(0))
         catalogue = _data.Catalogue(items, seen_indptr, seen, seen_bits, cumulative,
-                                    n_users)
+                                    n_users, int(np.diff(items.indptr).max()))
         everything = _data.Positives(query, item, users, sw)
 
         def subset(rows):
