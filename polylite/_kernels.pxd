@@ -94,6 +94,24 @@ cdef enum:
     ALL_SUBSETS = 1
     POLYNOMIAL = 2
 
+
+cdef struct Model:
+    # A polynomial model as the passes read it: its parameters (``floating`` arrays, kept
+    # as void*: a struct cannot hold a fused type; each function reads them typed) and
+    # their shape.  The predictions take the intercept as a number (``intercept`` NULL).
+    void* intercept           # 1
+    void* w                   # d, or NULL: no linear term
+    void* P                   # n_blocks x d x k
+    void* gamma               # n_dummy x k, or NULL (dummy features of value 1, with
+                              # factor block 0; the polynomial kernel's offset)
+    void* lam                 # k (the polynomial kernel's output weights)
+    const int* degrees        # each factor block's degree
+    Py_ssize_t d
+    Py_ssize_t k
+    Py_ssize_t n_blocks
+    Py_ssize_t n_dummy
+    int kernel                # ANOVA, ALL_SUBSETS or POLYNOMIAL
+
 cdef void anova_forward(const floating* P, Py_ssize_t k,
                         const floating* gamma, Py_ssize_t n_dummy,
                         const index_t* ind, const floating* val, Py_ssize_t nnz,
@@ -164,9 +182,5 @@ cdef inline double anova_coordinate_derivative(const double* A, int degree,
     return x * rest
 
 
-cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
-                           Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
-                           const floating* gamma, Py_ssize_t n_dummy,
-                           const floating* lam,
-                           const index_t* ind, const floating* val, Py_ssize_t nnz,
-                           floating* work) noexcept nogil
+cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* val,
+                           Py_ssize_t nnz, floating* work) noexcept nogil

@@ -361,36 +361,38 @@ cdef inline double _anova_sum(const floating* P, Py_ssize_t k,
         return polylite_sum_f(a + degree * k, k)
 
 
-cdef double nonlinear_term(int kernel, const floating* P, Py_ssize_t n_features,
-                           Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
-                           const floating* gamma, Py_ssize_t n_dummy,
-                           const floating* lam,
-                           const index_t* ind, const floating* val, Py_ssize_t nnz,
-                           floating* work) noexcept nogil:
-    """Sum over blocks and components of the kernel values; ``work`` has
-    (max degree + 1) * k entries.  ANOVA: block b has degree degrees[b] and the dummies
-    belong to block 0.  ALL_SUBSETS: one block.  POLYNOMIAL: one block,
+cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* val,
+                           Py_ssize_t nnz, floating* work) noexcept nogil:
+    """Sum over blocks and components of the kernel values of the model ``m``; ``work``
+    has (max degree + 1) * k entries.  ANOVA: block b has degree degrees[b] and the
+    dummies belong to block 0.  ALL_SUBSETS: one block.  POLYNOMIAL: one block,
     lam[s] * (gamma[s] + <p_s, x>)^degrees[0], with gamma present iff n_dummy == 1."""
+    cdef const floating* P = <const floating*> m.P
+    cdef const floating* gamma = <const floating*> m.gamma
+    cdef const floating* lam = <const floating*> m.lam
+    cdef const int* degrees = m.degrees
+    cdef Py_ssize_t n_features = m.d, k = m.k, n_dummy = m.n_dummy
+    cdef int kernel = m.kernel
     cdef double total = 0
-    cdef Py_ssize_t b, s, m
+    cdef Py_ssize_t b, s, degree
     cdef const floating* Pb
     if kernel == ANOVA:
-        for b in range(n_blocks):
-            m = degrees[b]
+        for b in range(m.n_blocks):
+            degree = degrees[b]
             Pb = P + b * n_features * k
             if b == 0:
-                total += _anova_sum(Pb, k, gamma, n_dummy, ind, val, nnz, m, work)
+                total += _anova_sum(Pb, k, gamma, n_dummy, ind, val, nnz, degree, work)
             else:
-                total += _anova_sum(Pb, k, gamma, 0, ind, val, nnz, m, work)
+                total += _anova_sum(Pb, k, gamma, 0, ind, val, nnz, degree, work)
     elif kernel == ALL_SUBSETS:
         all_subsets_forward(P, k, ind, val, nnz, work)
         for s in range(k):
             total += work[s]
     else:
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, work)
-        m = degrees[0]
+        degree = degrees[0]
         for s in range(k):
-            total += lam[s] * int_power(work[s], m)
+            total += lam[s] * int_power(work[s], degree)
     return total
 
 
@@ -414,11 +416,13 @@ cdef inline Py_ssize_t _thread_stride(Py_ssize_t n, size_t size) noexcept nogil:
 
 cdef void _predict_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                         const index_t* indices, const index_t* indptr, double intercept,
-                        const floating* w, const floating* P, Py_ssize_t n_blocks,
-                        Py_ssize_t d, Py_ssize_t k, const int* degrees,
-                        const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
-                        int kernel, floating* out, floating* work) noexcept nogil:
-    """out[i] for the rows lo..hi-1 (``w`` NULL: no linear term)."""
+                        const Model* m, floating* out, floating* work) noexcept nogil:
+    """out[i] for the rows lo..hi-1 (the model's ``w`` NULL: no linear term)."""
+    # A copy the compiler can keep in registers (the writes to out cannot reach it).
+    cdef Model model = m[0]
+    cdef const floating* w = <const floating*> model.w
+    cdef const floating* P = <const floating*> model.P
+    cdef Py_ssize_t n_blocks = model.n_blocks, d = model.d, k = model.k
     cdef Py_ssize_t i, z, b, start, end, last
     cdef Py_ssize_t ahead = indptr[lo]
     cdef size_t row_bytes = k * sizeof(floating)
@@ -444,32 +448,56 @@ cdef void _predict_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
             for z in range(start, end):
                 acc += w[indices[z]] * data[z]
         if k > 0 and n_blocks > 0:
-            acc += nonlinear_term(kernel, P, d, k, n_blocks, degrees, gamma, n_dummy, lam,
-                                  indices + start, data + start, end - start, work)
+            acc += nonlinear_term(&model, indices + start, data + start, end - start, work)
         out[i] = acc
 
 
 cdef void _predict_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t n,
                          const floating* data, const index_t* indices,
-                         const index_t* indptr, double intercept, const floating* w,
-                         const floating* P, Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k,
-                         const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
-                         const floating* lam, int kernel, floating* out,
-                         floating* work, Py_ssize_t work_size) noexcept nogil:
-    """Thread t's share of the rows, with its own slice of the workspace."""
+                         const index_t* indptr, double intercept, const Model* m,
+                         floating* out, floating* work) noexcept nogil:
+    """Thread t's share of the rows, with its own workspace ``work``."""
     cdef Py_ssize_t lo, hi
     if thread_range(t, threads, n, &lo, &hi):
-        _predict_rows(lo, hi, data, indices, indptr, intercept, w, P, n_blocks, d, k,
-                      degrees, gamma, n_dummy, lam, kernel, out, work + t * work_size)
+        _predict_rows(lo, hi, data, indices, indptr, intercept, m, out, work)
+
+
+cdef Model _model_of(const floating[::1] w, const floating[:, :, ::1] P, gamma, lam,
+                     const int[::1] degrees, int kernel, const floating* empty):
+    """The record of a model's arrays (``gamma`` and ``lam`` of P's dtype, or None).
+    Empty arrays have no data pointer to take: ``w`` and ``gamma`` are then NULL, ``P``
+    and ``lam`` the non-NULL ``empty``, never read.  The arrays must outlive the
+    record."""
+    cdef const floating[:, ::1] gamma_view
+    cdef const floating[::1] lam_view
+    cdef Model m
+    m.intercept = NULL
+    m.w = <void*> &w[0] if w.shape[0] > 0 else NULL
+    m.P = <void*> (&P[0, 0, 0] if P.size > 0 else empty)
+    m.gamma = NULL
+    m.n_dummy = 0
+    if gamma is not None:
+        gamma_view = gamma
+        m.n_dummy = gamma_view.shape[0]
+        if gamma_view.size > 0:
+            m.gamma = <void*> &gamma_view[0, 0]
+    m.lam = <void*> empty
+    if lam is not None:
+        lam_view = lam
+        if lam_view.shape[0] > 0:
+            m.lam = <void*> &lam_view[0]
+    m.degrees = &degrees[0]
+    m.n_blocks = P.shape[0]
+    m.d = P.shape[1]
+    m.k = P.shape[2]
+    m.kernel = kernel
+    return m
 
 
 def predict_csr(const floating[::1] data, const index_t[::1] indices,
-                const index_t[::1] indptr, double intercept,
-                const floating[::1] w, const floating[:, :, ::1] P,
-                const int[::1] degrees, const floating[:, ::1] gamma,
-                const floating[::1] lam, int kernel, floating[::1] out,
-                int n_threads=1):
-    """out[i] = intercept + <w, x_i> + nonlinear_term(x_i) for every CSR row i.
+                const index_t[::1] indptr, model, floating[::1] out, int n_threads=1):
+    """out[i] = intercept + <w, x_i> + nonlinear_term(x_i) for every CSR row i, for the
+    ``model`` (a :class:`polylite._engine.problem.FittedModel`, of the rows' dtype).
 
     Shapes and ranges are the caller's responsibility (``polylite.kernels.predict``
     validates them).
@@ -477,9 +505,12 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
     ``n_threads`` threads share the rows as contiguous ranges; each row is computed
     exactly as on one thread, so the result does not depend on the thread count.
     """
-    cdef Py_ssize_t n = indptr.shape[0] - 1
-    cdef Py_ssize_t n_blocks = P.shape[0], d = P.shape[1], k = P.shape[2]
-    cdef Py_ssize_t n_dummy = gamma.shape[0], i, t
+    cdef const floating[::1] w = model.w
+    cdef const floating[:, :, ::1] P = model.P
+    cdef const int[::1] degrees = model.degrees
+    cdef double intercept = model.intercept
+    cdef int kernel = model.kernel
+    cdef Py_ssize_t n = indptr.shape[0] - 1, k = P.shape[2], i, t
     cdef int max_degree = 1
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
@@ -496,26 +527,21 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
         raise MemoryError()
     cdef floating* work = <floating*> thread_align(raw)
     # Empty arrays have no data pointer to take: point at the workspace instead (unused).
-    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
-    cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef const floating* lam_ptr = &lam[0] if lam.shape[0] > 0 else work
-    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
+    cdef Model m = _model_of(w, P, model.gamma, model.lam, degrees, kernel,
+                             <const floating*> work)
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef floating* out_ptr = &out[0] if n > 0 else NULL
     try:
         with nogil:
             if n_threads == 1:
-                _predict_share(0, 1, n, val_ptr, ind_ptr, &indptr[0], intercept, w_ptr,
-                               P_ptr, n_blocks, d, k, &degrees[0], gamma_ptr, n_dummy,
-                               lam_ptr, kernel, out_ptr, work, work_size)
+                _predict_share(0, 1, n, val_ptr, ind_ptr, &indptr[0], intercept, &m,
+                               out_ptr, work)
             else:
                 for t in prange(n_threads, num_threads=n_threads, schedule="static",
                                 chunksize=1):
                     _predict_share(t, n_threads, n, val_ptr, ind_ptr, &indptr[0],
-                                   intercept, w_ptr, P_ptr, n_blocks, d, k, &degrees[0],
-                                   gamma_ptr, n_dummy, lam_ptr, kernel, out_ptr, work,
-                                   work_size)
+                                   intercept, &m, out_ptr, work + t * work_size)
     finally:
         free(raw)
     return np.asarray(out)
@@ -547,29 +573,32 @@ cdef Py_ssize_t _terms_width(int kernel, Py_ssize_t n_blocks, const int* degrees
 
 
 cdef void _table_row_terms(const floating* data, const index_t* indices, Py_ssize_t nnz,
-                           const floating* w, const floating* P, Py_ssize_t n_blocks,
-                           Py_ssize_t d, Py_ssize_t k, const int* degrees, int kernel,
-                           double* out, floating* work) noexcept nogil:
-    cdef Py_ssize_t z, b, t, s, m
+                           const Model* m, double* out, floating* work) noexcept nogil:
+    """One table row's terms (see table_terms) into ``out``; the model's ``w`` NULL: a
+    linear term of 0."""
+    cdef const floating* w = <const floating*> m.w
+    cdef const floating* P = <const floating*> m.P
+    cdef Py_ssize_t d = m.d, k = m.k
+    cdef Py_ssize_t z, b, t, s, degree
     cdef double acc = 0
     cdef double* block = out + 1
     if w != NULL:
         for z in range(nnz):
             acc += w[indices[z]] * data[z]
     out[0] = acc
-    if kernel == ALL_SUBSETS:
+    if m.kernel == ALL_SUBSETS:
         all_subsets_forward(P, k, indices, data, nnz, work)
         for s in range(k):
             block[s] = work[s]
         return
-    for b in range(n_blocks):
-        m = degrees[b]
+    for b in range(m.n_blocks):
+        degree = m.degrees[b]
         anova_forward(P + b * d * k, k, <const floating*> NULL, 0, indices, data, nnz,
-                      <int> m, work)
-        for t in range(1, m + 1):
+                      <int> degree, work)
+        for t in range(1, degree + 1):
             for s in range(k):
                 block[(t - 1) * k + s] = work[t * k + s]
-        block += m * k
+        block += degree * k
 
 
 def table_terms(const floating[::1] data, const index_t[::1] indices,
@@ -595,8 +624,7 @@ def table_terms(const floating[::1] data, const index_t[::1] indices,
     if raw == NULL:
         raise MemoryError()
     cdef floating* work = <floating*> thread_align(raw)
-    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
-    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else work
+    cdef Model m = _model_of(w, P, None, None, degrees, kernel, <const floating*> work)
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
     try:
@@ -609,9 +637,8 @@ def table_terms(const floating[::1] data, const index_t[::1] indices,
                 if thread_range(t, n_threads, n, &lo, &hi):
                     for i in range(lo, hi):
                         _table_row_terms(val_ptr + indptr[i], ind_ptr + indptr[i],
-                                         indptr[i + 1] - indptr[i], w_ptr, P_ptr,
-                                         n_blocks, d, k, &degrees[0], kernel,
-                                         &out[i, 0], work + t * work_size)
+                                         indptr[i + 1] - indptr[i], &m, &out[i, 0],
+                                         work + t * work_size)
     finally:
         free(raw)
     return np.asarray(out)
@@ -631,83 +658,96 @@ cdef inline void _convolve(double* A, const double* T, Py_ssize_t m,
                 A[(t - 1) * k + s] += A[(u - 1) * k + s] * T[(t - u - 1) * k + s]
 
 
-cdef void _relational_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
-                           const index_t* indices, const index_t* indptr, double intercept,
-                           const floating* w, const floating* P, Py_ssize_t n_blocks,
-                           Py_ssize_t d, Py_ssize_t k, const int* degrees,
-                           const floating* gamma, Py_ssize_t n_dummy, int kernel,
-                           Py_ssize_t n_tables, const Py_ssize_t** index,
-                           const double** terms, Py_ssize_t width, floating* out,
-                           floating* work, double* acc) noexcept nogil:
-    """out[i] for the interactions lo..hi-1: the direct part's terms (as a table row's,
-    the dummies with factor block 0), joined with those of each of its table rows."""
-    cdef Py_ssize_t i, z, b, table, t, s, m, start, end, offset
+cdef struct Tables:
+    # Each relation block's table rows' terms (table_terms) and every interaction's row.
+    Py_ssize_t count
+    const Py_ssize_t** index  # index[b][i]: interaction i's row of block b's table
+    const double** terms      # terms[b]: block b's table rows' terms, ``width`` apart
+    Py_ssize_t width
+
+
+cdef inline double _relational_row(Py_ssize_t i, const floating* data,
+                                   const index_t* indices, const index_t* indptr,
+                                   const Model* m, const Tables* tables, floating* work,
+                                   double* acc) noexcept nogil:
+    """Interaction i's prediction less the intercept: its direct part's terms (as a table
+    row's, the dummies with factor block 0), joined with those of each of its table
+    rows.  ``acc`` holds one table row's terms (``tables.width``)."""
+    cdef const floating* w = <const floating*> m.w
+    cdef const floating* P = <const floating*> m.P
+    cdef const floating* gamma = <const floating*> m.gamma
+    cdef const int* degrees = m.degrees
+    cdef Py_ssize_t d = m.d, k = m.k, n_blocks = m.n_blocks, n_dummy = m.n_dummy
+    cdef int kernel = m.kernel
+    cdef Py_ssize_t z, b, table, t, s, degree, offset
+    cdef Py_ssize_t start = indptr[i], end = indptr[i + 1]
     cdef const double* row
-    cdef double total
-    for i in range(lo, hi):
-        start = indptr[i]
-        end = indptr[i + 1]
-        total = 0
-        if w != NULL:
-            for z in range(start, end):
-                total += w[indices[z]] * data[z]
+    cdef double total = 0
+    if w != NULL:
+        for z in range(start, end):
+            total += w[indices[z]] * data[z]
+    if kernel == ALL_SUBSETS:
+        all_subsets_forward(P, k, indices + start, data + start, end - start, work)
+        for s in range(k):
+            acc[1 + s] = work[s]
+    else:
+        offset = 1
+        for b in range(n_blocks):
+            degree = degrees[b]
+            anova_forward(P + b * d * k, k, gamma if b == 0 else NULL,
+                          n_dummy if b == 0 else 0, indices + start, data + start,
+                          end - start, <int> degree, work)
+            for t in range(1, degree + 1):
+                for s in range(k):
+                    acc[offset + (t - 1) * k + s] = work[t * k + s]
+            offset += degree * k
+    for table in range(tables.count):
+        row = tables.terms[table] + tables.index[table][i] * tables.width
+        total += row[0]
         if kernel == ALL_SUBSETS:
-            all_subsets_forward(P, k, indices + start, data + start, end - start, work)
             for s in range(k):
-                acc[1 + s] = work[s]
+                acc[1 + s] *= row[1 + s]
         else:
             offset = 1
             for b in range(n_blocks):
-                m = degrees[b]
-                anova_forward(P + b * d * k, k, gamma if b == 0 else NULL,
-                              n_dummy if b == 0 else 0, indices + start, data + start,
-                              end - start, <int> m, work)
-                for t in range(1, m + 1):
-                    for s in range(k):
-                        acc[offset + (t - 1) * k + s] = work[t * k + s]
-                offset += m * k
-        for table in range(n_tables):
-            row = terms[table] + index[table][i] * width
-            total += row[0]
-            if kernel == ALL_SUBSETS:
-                for s in range(k):
-                    acc[1 + s] *= row[1 + s]
-            else:
-                offset = 1
-                for b in range(n_blocks):
-                    _convolve(acc + offset, row + offset, degrees[b], k)
-                    offset += degrees[b] * k
-        if kernel == ALL_SUBSETS:
+                _convolve(acc + offset, row + offset, degrees[b], k)
+                offset += degrees[b] * k
+    if kernel == ALL_SUBSETS:
+        for s in range(k):
+            total += acc[1 + s]
+    else:
+        offset = 1
+        for b in range(n_blocks):
+            degree = degrees[b]
             for s in range(k):
-                total += acc[1 + s]
-        else:
-            offset = 1
-            for b in range(n_blocks):
-                m = degrees[b]
-                for s in range(k):
-                    total += acc[offset + (m - 1) * k + s]
-                offset += m * k
-        out[i] = intercept + total
+                total += acc[offset + (degree - 1) * k + s]
+            offset += degree * k
+    return total
 
 
 def predict_relational(const floating[::1] data, const index_t[::1] indices,
-                       const index_t[::1] indptr, double intercept,
-                       const floating[::1] w, const floating[:, :, ::1] P,
-                       const int[::1] degrees, const floating[:, ::1] gamma, int kernel,
-                       list block_index, list block_terms, floating[::1] out,
-                       int n_threads=1):
+                       const index_t[::1] indptr, model, list block_index,
+                       list block_terms, floating[::1] out, int n_threads=1):
     """Predictions of interactions given by their direct part (CSR, every column; the
     blocks' columns empty) and, per relation block, each interaction's table row
     (``block_index``, intp arrays) and the table rows' :func:`table_terms`
-    (``block_terms``).  Anova or all-subsets kernel; ``w`` may be empty.  Each row is
-    computed as on one thread, whatever ``n_threads``."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], d = P.shape[1]
-    cdef Py_ssize_t k = P.shape[2], n_dummy = gamma.shape[0]
-    cdef Py_ssize_t n_tables = len(block_index), i, t, lo, hi, max_degree = 1
-    cdef Py_ssize_t width = _terms_width(kernel, n_blocks, &degrees[0], k)
+    (``block_terms``), for the ``model`` (a
+    :class:`polylite._engine.problem.FittedModel` of the rows' dtype, anova or
+    all-subsets kernel; ``w`` may be empty).  Each row is computed as on one thread,
+    whatever ``n_threads``."""
+    cdef const floating[::1] w = model.w
+    cdef const floating[:, :, ::1] P = model.P
+    cdef const int[::1] degrees = model.degrees
+    cdef double intercept = model.intercept
+    cdef int kernel = model.kernel
+    cdef Py_ssize_t n = indptr.shape[0] - 1, n_blocks = P.shape[0], k = P.shape[2]
+    cdef Py_ssize_t i, t, lo, hi, max_degree = 1
+    cdef Tables tables
+    tables.count = len(block_index)
+    tables.width = _terms_width(kernel, n_blocks, &degrees[0], k)
     cdef const Py_ssize_t[::1] one_index
     cdef const double[:, ::1] one_terms
-    if len(block_terms) != n_tables or out.shape[0] != n:
+    if len(block_terms) != tables.count or out.shape[0] != n:
         raise ValueError("predict_relational: one index and one table of terms per block")
     for i in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[i])
@@ -715,31 +755,31 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
     # _thread_stride).
     cdef Py_ssize_t work_size = _thread_stride((max_degree + 1) * max(k, 1),
                                                sizeof(floating))
-    cdef Py_ssize_t acc_size = _thread_stride(width, sizeof(double))
+    cdef Py_ssize_t acc_size = _thread_stride(tables.width, sizeof(double))
     cdef void* work_raw = malloc(n_threads * work_size * sizeof(floating) + THREAD_ALIGN)
     cdef void* acc_raw = malloc(n_threads * acc_size * sizeof(double) + THREAD_ALIGN)
     cdef floating* work = <floating*> thread_align(work_raw)
     cdef double* acc = <double*> thread_align(acc_raw)
-    cdef const Py_ssize_t** index = <const Py_ssize_t**> malloc(
-        max(n_tables, 1) * sizeof(Py_ssize_t*))
-    cdef const double** terms = <const double**> malloc(max(n_tables, 1) * sizeof(double*))
+    tables.index = <const Py_ssize_t**> malloc(max(tables.count, 1) * sizeof(Py_ssize_t*))
+    tables.terms = <const double**> malloc(max(tables.count, 1) * sizeof(double*))
     cdef const floating* data_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
-    cdef const floating* w_ptr = &w[0] if w.shape[0] > 0 else NULL
-    cdef const floating* P_ptr = &P[0, 0, 0] if P.size > 0 else NULL
-    cdef const floating* gamma_ptr = &gamma[0, 0] if gamma.size > 0 else NULL
     cdef floating* out_ptr = &out[0] if n > 0 else NULL
+    cdef Model m
     try:
-        if work_raw == NULL or acc_raw == NULL or index == NULL or terms == NULL:
+        if (work_raw == NULL or acc_raw == NULL or tables.index == NULL
+                or tables.terms == NULL):
             raise MemoryError()
-        for i in range(n_tables):
+        # (an empty P is never read: the non-NULL placeholder is the workspace)
+        m = _model_of(w, P, model.gamma, None, degrees, kernel, <const floating*> work)
+        for i in range(tables.count):
             one_index = block_index[i]
             one_terms = block_terms[i]
-            if one_index.shape[0] != n or one_terms.shape[1] != width:
+            if one_index.shape[0] != n or one_terms.shape[1] != tables.width:
                 raise ValueError("predict_relational: an index or table of terms has "
                                  "the wrong shape")
-            index[i] = &one_index[0] if n > 0 else NULL
-            terms[i] = &one_terms[0, 0]
+            tables.index[i] = &one_index[0] if n > 0 else NULL
+            tables.terms[i] = &one_terms[0, 0]
         with nogil:
             for t in prange(n_threads, num_threads=n_threads, schedule="static",
                             chunksize=1):
@@ -747,16 +787,15 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
                 # prange, what the body only passes by address).
                 lo = hi = 0
                 if thread_range(t, n_threads, n, &lo, &hi):
-                    _relational_rows(
-                        lo, hi, data_ptr, ind_ptr, &indptr[0], intercept, w_ptr, P_ptr,
-                        n_blocks, d, k, &degrees[0], gamma_ptr, n_dummy, kernel, n_tables,
-                        index, terms, width, out_ptr, work + t * work_size,
-                        acc + t * acc_size)
+                    for i in range(lo, hi):
+                        out_ptr[i] = intercept + _relational_row(
+                            i, data_ptr, ind_ptr, &indptr[0], &m, &tables,
+                            work + t * work_size, acc + t * acc_size)
     finally:
         free(work_raw)
         free(acc_raw)
-        free(<void*> index)
-        free(<void*> terms)
+        free(<void*> tables.index)
+        free(<void*> tables.terms)
     return np.asarray(out)
 
 

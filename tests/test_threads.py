@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from polylite._engine import layouts
-from polylite._engine.problem import Problem, Schedule
+from polylite._engine.problem import FittedModel, Problem, Schedule
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor,
                       _kernels, _losses, _validation, kernels)
@@ -49,10 +49,15 @@ def _problem(model, n=40, d=7, k=3, dtype=np.float64, index_dtype=np.int32, seed
 def _predict_csr(X, model, params, n_threads):
     kernel, degrees, _ = model
     out = np.empty(X.shape[0], params["P"].dtype)
-    return _kernels.predict_csr(X.data, X.indices, X.indptr, float(params["intercept"][0]),
-                                params["w"], params["P"], np.array(degrees, np.intc),
-                                params["gamma"], params["lam"], kernels.KERNELS[kernel],
-                                out, n_threads)
+    return _kernels.predict_csr(X.data, X.indices, X.indptr, _fitted(model, params), out,
+                                n_threads)
+
+
+def _fitted(model, params):
+    kernel, degrees, _ = model
+    return FittedModel(float(params["intercept"][0]), params["w"], params["P"],
+                       params["gamma"], params["lam"], np.array(degrees, np.intc),
+                       kernels.KERNELS[kernel])
 
 
 # ---- batch prediction -------------------------------------------------------------------
@@ -89,8 +94,7 @@ def test_predict_csr_rejects_bad_thread_counts_and_output_sizes():
     with pytest.raises(ValueError, match="n_threads"):
         _predict_csr(X, model, params, 0)
     with pytest.raises(ValueError, match="out has"):
-        _kernels.predict_csr(X.data, X.indices, X.indptr, 0.0, params["w"], params["P"],
-                             np.array([2], np.intc), params["gamma"], params["lam"], 0,
+        _kernels.predict_csr(X.data, X.indices, X.indptr, _fitted(model, params),
                              np.empty(4), 1)
 
 

@@ -24,6 +24,7 @@ from ..relational import RelationalMatrix, RelationBlock, check_relational, \
     check_relational_input
 from .codes import KERNELS
 from .csr import check_csr_structure, check_rows
+from .problem import FittedModel
 
 __all__ = ["layout_of", "Layout", "CSRLayout", "DenseLayout", "RelationalLayout"]
 
@@ -181,10 +182,10 @@ class CSRLayout(Layout):
 
     def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
         out = np.empty(X.shape[0], dtype=P.dtype)
+        model = FittedModel(intercept, w, P, gamma, lam, degrees, KERNELS[kernel])
         for start, chunk in self._csr_chunks(X):
             _kernels.predict_csr(np.asarray(chunk.data, dtype=P.dtype), chunk.indices,
-                                 chunk.indptr, intercept, w, P, degrees, gamma, lam,
-                                 KERNELS[kernel], out[start:start + chunk.shape[0]],
+                                 chunk.indptr, model, out[start:start + chunk.shape[0]],
                                  row_threads(n_jobs, chunk.shape[0]))
         return out
 
@@ -294,8 +295,8 @@ class RelationalLayout(Layout):
         terms = self.table_terms(X, P, degrees, kernel, w, n_jobs)
         direct = X.direct()
         out = np.empty(X.shape[0], dtype=P.dtype)
-        _kernels.predict_relational(direct.data, direct.indices, direct.indptr,
-                                    intercept, w, P, degrees, gamma, KERNELS[kernel],
+        model = FittedModel(intercept, w, P, gamma, None, degrees, KERNELS[kernel])
+        _kernels.predict_relational(direct.data, direct.indices, direct.indptr, model,
                                     [block.index for block in X.blocks], terms, out,
                                     row_threads(n_jobs, X.shape[0]))
         return out

@@ -4,13 +4,14 @@ Coordinate descent (:func:`polylite.polynomial._cd.cd_epoch`), the stochastic pa
 (:func:`polylite.polynomial._sgd.sgd_epoch`, ``objective_gradient``) and the pairwise
 ranking passes (:func:`polylite.ranking._pairwise.pairwise_pass`) take the same
 :class:`Problem`: the rows' targets and weights, the model's structure, its loss and its
-penalties.  The stochastic passes also take a :class:`Schedule`.
+penalties.  The stochastic passes also take a :class:`Schedule`; the predictions
+(:func:`polylite._kernels.predict_csr`, ``predict_relational``) a :class:`FittedModel`.
 """
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Problem", "Schedule", "SCHEDULES", "ADAGRAD"]
+__all__ = ["Problem", "Schedule", "FittedModel", "SCHEDULES", "ADAGRAD"]
 
 #: The learning-rate schedules of SGD (``learning_rate``), with their codes.
 SCHEDULES = {"constant": 0, "invscaling": 1}
@@ -40,3 +41,14 @@ class Schedule(NamedTuple):
     eta0: float                # the initial (constant, AdaGrad: the base) step size
     power_t: float             # inverse scaling: eta0 / step ** power_t
     batch_size: int = 1        # rows per step
+
+
+class FittedModel(NamedTuple):
+    """A model's parameters as the compiled predictions read them (one dtype)."""
+    intercept: float
+    w: np.ndarray              # (d,), or empty: no linear term
+    P: np.ndarray              # (n_blocks, d, k)
+    gamma: np.ndarray          # (n_dummy, k): dummy features of value 1 (factor block 0)
+    lam: np.ndarray            # (k,): the polynomial kernel's output weights
+    degrees: np.ndarray        # intc, the degree of each factor block
+    kernel: int                # polylite.kernels.KERNELS

@@ -22,7 +22,7 @@ from libc.math cimport exp, log, sqrt, sqrtf, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
-from .._kernels cimport (index_t, floating, floating_row, ANOVA, ALL_SUBSETS,
+from .._kernels cimport (index_t, floating, floating_row, Model, ANOVA, ALL_SUBSETS,
                         POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
@@ -39,44 +39,132 @@ cdef enum:
     ADAGRAD = 2
 
 
-cdef double _row_gradient(int kernel, const floating* P, Py_ssize_t d, Py_ssize_t k,
-                          Py_ssize_t n_blocks, const int* degrees,
-                          const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
-                          const index_t* ind, const floating* val, Py_ssize_t nnz,
-                          floating* table, floating* adj, floating* gP,
-                          floating* ggamma, floating* glam) noexcept nogil:
-    """Nonlinear term of the row's prediction; its gradient into the buffers.
+cdef struct Rows:
+    # The rows a pass visits, with what each contributes.  The CSR arrays themselves
+    # (values ``floating``, indices and row pointers ``index_t``) travel typed beside the
+    # pass's records: a struct cannot hold a fused type.
+    const Py_ssize_t* order   # the rows, in the order visited (NULL: 0..n_rows-1)
+    Py_ssize_t n_rows
+    const double* y
+    const double* sample_weight
+
+
+cdef struct Rule:
+    # The objective and the schedule of the steps.
+    int loss
+    double alpha              # the L2 penalty of w
+    double beta               # of P, gamma and lam
+    bint fit_intercept
+    bint fit_linear
+    bint fit_lam
+    int schedule              # CONSTANT, INVSCALING or ADAGRAD
+    double eta0
+    double power_t
+    Py_ssize_t batch_size
+
+
+cdef struct History:
+    # AdaGrad's accumulated squared gradients, shaped as the parameters (``floating``,
+    # as void*), and the step at which each feature was last updated: NULL for SGD.
+    void* intercept
+    void* w
+    void* P
+    void* gamma
+    void* lam
+    long long* last_touch
+
+
+cdef struct Pass:
+    # Everything a pass reads but its step count and SGD's scales (which each thread of
+    # a mini-batch pass follows in its own copies).
+    Rows rows
+    Model model
+    Rule rule
+    History history
+
+
+cdef struct BatchStep:
+    # One mini-batch's step, the same in every thread.
+    double scale              # 1 / the mini-batch's size: its sums become means
+    double eta                # the learning rate
+    double new_w              # SGD's scales after the step's decay
+    double new_p
+    long long step            # the step count
+
+
+cdef struct Scales:
+    # SGD stores w = wscale * v and P = pscale * V: one step's L2 decay of every
+    # parameter is then O(1), exactly the eager update (Bottou's trick).  AdaGrad: 1.
+    double w
+    double p
+
+
+cdef struct RowSums:
+    # One thread's share of a pass.  Its workspace for the gradient of one row
+    # (``floating`` arrays, kept as void*: a struct cannot hold a fused type) ...
+    void* table
+    void* adj
+    void* gP
+    void* ggamma
+    void* glam
+    void* xs
+    # ... and the gradient sums of its rows (double, as the parameters are laid out).
+    double intercept
+    double* w
+    double* P
+    double* gamma
+    double* lam
+    Py_ssize_t* touched     # mini-batches: the features with a sum, in order of first touch
+    Py_ssize_t n_touched
+    char* is_touched
+    double total            # objective_gradient: the weighted loss of its rows
+    bint finite
+
+
+cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
+                          const floating* val, Py_ssize_t nnz,
+                          RowSums* st) noexcept nogil:
+    """Nonlinear term of the row's prediction (factors ``P``, of the shape of ``m``); its
+    gradient into the thread's workspace ``st``.
 
     gP[(b * nnz + z) * k + s] = d/dP[b, ind[z], s]; ggamma[r * k + s]; glam[s] (polynomial
     kernel only).  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
     ``adj`` (max degree + 1) * k.
     """
-    cdef Py_ssize_t b, s, z, m, n_items
+    cdef Py_ssize_t d = m.d, k = m.k, n_dummy = m.n_dummy
+    cdef const floating* gamma = <const floating*> m.gamma
+    cdef const floating* lam = <const floating*> m.lam
+    cdef floating* table = <floating*> st.table
+    cdef floating* adj = <floating*> st.adj
+    cdef floating* gP = <floating*> st.gP
+    cdef floating* ggamma = <floating*> st.ggamma
+    cdef floating* glam = <floating*> st.glam
+    cdef Py_ssize_t b, s, z, m_b, n_items
     cdef double total = 0, u, um1, coef
     cdef floating* last
-    if kernel == ANOVA:
-        for b in range(n_blocks):
-            m = degrees[b]
+    if m.kernel == ANOVA:
+        for b in range(m.n_blocks):
+            m_b = m.degrees[b]
             n_items = nnz + (n_dummy if b == 0 else 0)
             anova_gradient(P + b * d * k, k, gamma if b == 0 else NULL,
-                           n_dummy if b == 0 else 0, ind, val, nnz, m, table, adj,
+                           n_dummy if b == 0 else 0, ind, val, nnz, m_b, table, adj,
                            gP + b * nnz * k, ggamma if b == 0 else NULL)
-            last = table + n_items * (m + 1) * k + m * k
+            last = table + n_items * (m_b + 1) * k + m_b * k
             for s in range(k):
                 total += last[s]
-    elif kernel == ALL_SUBSETS:
+    elif m.kernel == ALL_SUBSETS:
         all_subsets_gradient(P, k, ind, val, nnz, table, adj, gP)
         for s in range(k):
             total += table[nnz * k + s]
     else:
-        m = degrees[0]
+        m_b = m.degrees[0]
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
         for s in range(k):
             u = adj[s]
-            um1 = int_power(u, m - 1)
+            um1 = int_power(u, m_b - 1)
             glam[s] = um1 * u
             total += lam[s] * um1 * u
-            coef = lam[s] * m * um1
+            coef = lam[s] * m_b * um1
             if n_dummy > 0:
                 ggamma[s] = coef
             for z in range(nnz):
@@ -108,26 +196,29 @@ cdef inline void _adagrad_step(floating* p, floating* acc, floating g,
         p[0] = p[0] - g * (eta0 / (sqrt(acc[0]) + ADAGRAD_EPS))
 
 
-cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssize_t* order,
-                                 const index_t* indptr, const floating* data,
-                                 const index_t* ind, const double* y, const double* sw,
-                                 const floating* w, const floating* P,
-                                 const floating* acc_w, const floating* acc_P,
-                                 const long long* last_touch, Py_ssize_t n_blocks,
-                                 Py_ssize_t d, Py_ssize_t k) noexcept nogil:
-    """Software prefetch, in three stages, for the rows a pass will visit after ``pos``.
+cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating* data,
+                                 const index_t* ind, const index_t* indptr,
+                                 const Pass* ps) noexcept nogil:
+    """Software prefetch, in three stages, for the rows a pass will visit after ``pos``
+    (up to ``end``, of its order).
 
     Shuffled rows sit at random places in memory: the row pointer PREFETCH_ROWS ahead,
     the row itself (values, indices, label, weight) half as far ahead, and the parameters
     its nonzeros touch a quarter as far ahead (its indices are cached by then).  A factor
-    row may straddle two cache lines: both ends are fetched.  ``acc_w``, ``acc_P`` and
-    ``last_touch`` are AdaGrad's (NULL for SGD).
+    row may straddle two cache lines: both ends are fetched, and AdaGrad's statistics
+    likewise.
     """
+    cdef const Py_ssize_t* order = ps.rows.order
+    cdef const floating* w = <const floating*> ps.model.w
+    cdef const floating* P = <const floating*> ps.model.P
+    cdef const floating* acc_w = <const floating*> ps.history.w
+    cdef const floating* acc_P = <const floating*> ps.history.P
+    cdef Py_ssize_t n_blocks = ps.model.n_blocks, d = ps.model.d, k = ps.model.k
     cdef Py_ssize_t r, z, j, b, lo, hi
     cdef const floating* row
-    if pos + PREFETCH_ROWS < n_rows:
+    if pos + PREFETCH_ROWS < end:
         POLYLITE_PREFETCH(indptr + order[pos + PREFETCH_ROWS])
-    if pos + PREFETCH_ROWS // 2 < n_rows:
+    if pos + PREFETCH_ROWS // 2 < end:
         r = order[pos + PREFETCH_ROWS // 2]
         lo = indptr[r]
         hi = indptr[r + 1] - 1
@@ -136,9 +227,9 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssi
         if hi > lo:
             POLYLITE_PREFETCH(data + hi)
             POLYLITE_PREFETCH(ind + hi)
-        POLYLITE_PREFETCH(y + r)
-        POLYLITE_PREFETCH(sw + r)
-    if pos + PREFETCH_ROWS // 4 < n_rows:
+        POLYLITE_PREFETCH(ps.rows.y + r)
+        POLYLITE_PREFETCH(ps.rows.sample_weight + r)
+    if pos + PREFETCH_ROWS // 4 < end:
         r = order[pos + PREFETCH_ROWS // 4]
         for z in range(indptr[r], indptr[r + 1]):
             j = ind[z]
@@ -149,18 +240,11 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t n_rows, const Py_ssi
                 POLYLITE_PREFETCH(row + k - 1)
             if acc_P != NULL:
                 POLYLITE_PREFETCH(acc_w + j)
-                POLYLITE_PREFETCH(last_touch + j)
+                POLYLITE_PREFETCH(ps.history.last_touch + j)
                 for b in range(n_blocks):
                     row = acc_P + (b * d + j) * k
                     POLYLITE_PREFETCH(row)
                     POLYLITE_PREFETCH(row + k - 1)
-
-
-cdef struct Scales:
-    # SGD stores w = wscale * v and P = pscale * V: one step's L2 decay of every
-    # parameter is then O(1), exactly the eager update (Bottou's trick).  AdaGrad: 1.
-    double w
-    double p
 
 
 cdef inline void _fold_share(int t, int threads, floating* w, Py_ssize_t d, floating* P,
@@ -249,15 +333,10 @@ cdef inline void _adagrad_row(floating_row p, floating_row acc, floating x, int 
                           dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
 
 
-cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const index_t* indptr,
-                        const double* y, const double* sw, const Py_ssize_t* order,
-                        Py_ssize_t n_rows, floating* intercept, floating* w, floating* V,
-                        Py_ssize_t n_blocks, const int* degrees, Py_ssize_t d,
-                        Py_ssize_t k, int loss, double alpha, double beta,
-                        bint fit_intercept, bint fit_linear, int schedule, double eta0,
-                        double power_t, long long* step, floating* acc_intercept,
-                        floating* acc_w, floating* acc_P, long long* last_touch,
-                        floating* work, Scales* sc) noexcept nogil:
+cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
+                               const index_t* indptr, const Pass* ps, Py_ssize_t n_blocks,
+                               const int* degrees, long long* step, floating* work,
+                               Scales* sc) noexcept nogil:
     """A batch-size-1 pass for ANOVA blocks of degree 2 or 3 (no dummies).
 
     The same steps as the general loop of :func:`sgd_epoch` (``_row_gradient`` then
@@ -271,6 +350,23 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const i
     updated.  ``work`` holds 3 k values per block.  Returns False on a non-finite
     prediction.
     """
+    # A copy the compiler can keep in registers (the steps' writes cannot reach it).
+    cdef Pass local = ps[0]
+    cdef const double* y = local.rows.y
+    cdef const double* sw = local.rows.sample_weight
+    cdef const Py_ssize_t* order = local.rows.order
+    cdef Py_ssize_t n_rows = local.rows.n_rows, d = local.model.d, k = local.model.k
+    cdef floating* intercept = <floating*> local.model.intercept
+    cdef floating* w = <floating*> local.model.w
+    cdef floating* V = <floating*> local.model.P
+    cdef int loss = local.rule.loss, schedule = local.rule.schedule
+    cdef double alpha = local.rule.alpha, beta = local.rule.beta
+    cdef double eta0 = local.rule.eta0, power_t = local.rule.power_t
+    cdef bint fit_intercept = local.rule.fit_intercept, fit_linear = local.rule.fit_linear
+    cdef floating* acc_intercept = <floating*> local.history.intercept
+    cdef floating* acc_w = <floating*> local.history.w
+    cdef floating* acc_P = <floating*> local.history.P
+    cdef long long* last_touch = local.history.last_touch
     cdef bint adagrad = schedule == ADAGRAD
     cdef Py_ssize_t pos, i, z, j, f, b, start, nnz, size_P = n_blocks * d * k
     cdef floating* row
@@ -279,8 +375,7 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const i
     cdef int m
     cdef double pred, dl, eta, total, new_w, new_p, elapsed, step_w
     for pos in range(n_rows):
-        _prefetch_ahead(pos, n_rows, order, indptr, data, ind, y, sw, w, V, acc_w, acc_P,
-                        last_touch, n_blocks, d, k)
+        _prefetch_ahead(pos, n_rows, data, ind, indptr, &local)
         step[0] += 1
         eta = eta0 / _pow_t(step[0], power_t) if schedule == INVSCALING else eta0
         i = order[pos]
@@ -353,34 +448,13 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind, const i
 # the rounding of those additions, and is the same from run to run.
 # ---------------------------------------------------------------------------------------
 
-cdef struct RowSums:
-    # One thread's share of a pass.  Its workspace for the gradient of one row
-    # (``floating`` arrays, kept as void*: a struct cannot hold a fused type) ...
-    void* table
-    void* adj
-    void* gP
-    void* ggamma
-    void* glam
-    void* xs
-    # ... and the gradient sums of its rows (double, as the parameters are laid out).
-    double intercept
-    double* w
-    double* P
-    double* gamma
-    double* lam
-    Py_ssize_t* touched     # mini-batches: the features with a sum, in order of first touch
-    Py_ssize_t n_touched
-    char* is_touched
-    double total            # objective_gradient: the weighted loss of its rows
-    bint finite
-
-
-cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, Py_ssize_t n_dummy,
-                              Py_ssize_t max_nnz, Py_ssize_t block, Py_ssize_t n_blocks,
-                              Py_ssize_t k, Py_ssize_t d, Py_ssize_t size_P,
+cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model* m,
+                              Py_ssize_t max_nnz, Py_ssize_t block,
                               bint track) noexcept nogil:
     """Every thread's row workspace, and zeroed gradient sums for threads first..threads-1
     (with lists of the touched features when ``track``).  NULL when out of memory."""
+    cdef Py_ssize_t n_dummy = m.n_dummy, n_blocks = m.n_blocks, k = m.k, d = m.d
+    cdef Py_ssize_t size_P = n_blocks * d * k
     cdef RowSums* st = <RowSums*> calloc(threads, sizeof(RowSums))
     cdef int t
     cdef bint ok = st != NULL
@@ -455,39 +529,35 @@ cdef inline double _take_P(RowSums* st, int threads, Py_ssize_t r) noexcept nogi
 
 cdef inline double _prediction_and_gradient(
         const floating* data, const index_t* ind, Py_ssize_t nnz, double intercept,
-        const floating* w, bint fit_linear, const floating* P, Py_ssize_t d, Py_ssize_t k,
-        Py_ssize_t n_blocks, const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
-        const floating* lam, int kernel, const Scales* sc, RowSums* st) noexcept nogil:
-    """The prediction of the row (``nnz`` values and indices); the gradient of its
-    nonlinear term into the thread's workspace (:func:`_row_gradient`), in the stored
-    factors V (P = pscale V: the kernels see it through the values, q = V (pscale x))."""
+        const Model* m, bint fit_linear, const Scales* sc, RowSums* st) noexcept nogil:
+    """The prediction of the row (``nnz`` values and indices) by the model ``m`` (its
+    intercept read by the caller); the gradient of its nonlinear term into the thread's
+    workspace (:func:`_row_gradient`), in the stored factors V (P = pscale V: the kernels
+    see it through the values, q = V (pscale x))."""
     cdef const floating* values = data
     cdef floating* xs = <floating*> st.xs
     cdef double pred = intercept
     cdef Py_ssize_t z
     if fit_linear:
-        pred += sc.w * _linear(w, ind, data, nnz)
-    if k == 0 or n_blocks == 0:
+        pred += sc.w * _linear(<const floating*> m.w, ind, data, nnz)
+    if m.k == 0 or m.n_blocks == 0:
         return pred
     if sc.p != 1:
         for z in range(nnz):
             xs[z] = <floating> (sc.p * data[z])
         values = xs
-    return pred + _row_gradient(kernel, P, d, k, n_blocks, degrees, gamma, n_dummy, lam,
-                                ind, values, nnz, <floating*> st.table,
-                                <floating*> st.adj, <floating*> st.gP,
-                                <floating*> st.ggamma, <floating*> st.glam)
+    return pred + _row_gradient(m, <const floating*> m.P, ind, values, nnz, st)
 
 
 cdef inline void _add_row(RowSums* st, double dl, const floating* data, const index_t* ind,
-                          Py_ssize_t nnz, Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks,
-                          Py_ssize_t n_dummy, int kernel, bint fit_linear, double pscale,
+                          Py_ssize_t nnz, const Model* m, bint fit_linear, double pscale,
                           bint track) noexcept nogil:
     """dl times the row's gradient (in the workspace, in V) into the thread's sums, in P
     (divided by ``pscale``); with ``track``, note the features it touches."""
     cdef const floating* gP = <floating*> st.gP
     cdef const floating* ggamma = <floating*> st.ggamma
     cdef const floating* glam = <floating*> st.glam
+    cdef Py_ssize_t d = m.d, k = m.k, n_blocks = m.n_blocks, n_dummy = m.n_dummy
     cdef Py_ssize_t z, j, b, s, r
     cdef double* row
     st.intercept += dl
@@ -505,26 +575,24 @@ cdef inline void _add_row(RowSums* st, double dl, const floating* data, const in
                 row[s] += dl * gP[(b * nnz + z) * k + s] / pscale
     for r in range(n_dummy * k):
         st.gamma[r] += dl * ggamma[r]
-    if kernel == POLYNOMIAL:
+    if m.kernel == POLYNOMIAL:
         for s in range(k):
             st.lam[s] += dl * glam[s]
 
 
 cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
-                       Py_ssize_t batch_end, Py_ssize_t n_rows, const Py_ssize_t* order,
-                       const floating* data, const index_t* ind, const index_t* indptr,
-                       const double* y, const double* sw, double intercept,
-                       const floating* w, bint fit_linear, const floating* P, Py_ssize_t d,
-                       Py_ssize_t k, Py_ssize_t n_blocks, const int* degrees,
-                       const floating* gamma, Py_ssize_t n_dummy, const floating* lam,
-                       int kernel, int loss, const floating* acc_w, const floating* acc_P,
-                       const long long* last_touch, const Scales* sc,
+                       Py_ssize_t batch_end, const floating* data, const index_t* ind,
+                       const index_t* indptr, const Pass* ps, const Scales* sc,
                        RowSums* states) noexcept nogil:
     """Thread t's share of the mini-batch pos..batch_end-1: the gradients of its rows,
     summed in its buffers, and the list of the features they touch (the previous
     mini-batch's list is cleared first).  Stops with ``finite`` False at a non-finite
     prediction."""
     cdef RowSums* st = states + t
+    # Copies the compiler can keep in registers (the sums' writes cannot reach them).
+    cdef Pass local = ps[0]
+    cdef const Py_ssize_t* order = local.rows.order
+    cdef double intercept = (<const floating*> ps.model.intercept)[0]
     cdef Py_ssize_t lo, hi, r, i, start, nnz
     cdef double pred
     for r in range(st.n_touched):
@@ -534,19 +602,20 @@ cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
         return
     for r in range(pos + lo, pos + hi):
         # The last share prefetches on into the next mini-batch.
-        _prefetch_ahead(r, n_rows if t == threads - 1 else pos + hi, order, indptr, data,
-                        ind, y, sw, w, P, acc_w, acc_P, last_touch, n_blocks, d, k)
+        _prefetch_ahead(r, local.rows.n_rows if t == threads - 1 else pos + hi, data, ind,
+                        indptr, &local)
         i = order[r]
         start = indptr[i]
         nnz = indptr[i + 1] - start
-        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept, w,
-                                        fit_linear, P, d, k, n_blocks, degrees, gamma,
-                                        n_dummy, lam, kernel, sc, st)
+        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept,
+                                        &local.model, local.rule.fit_linear, sc, st)
         if not isfinite(pred):
             st.finite = False
             return
-        _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
-                 nnz, d, k, n_blocks, n_dummy, kernel, fit_linear, sc.p, True)
+        _add_row(st, local.rows.sample_weight[i]
+                 * loss_derivative(local.rule.loss, local.rows.y[i], pred),
+                 data + start, ind + start, nnz, &local.model, local.rule.fit_linear,
+                 sc.p, True)
 
 
 cdef inline bint _first_touch(const RowSums* st, int u, Py_ssize_t j) noexcept nogil:
@@ -558,17 +627,21 @@ cdef inline bint _first_touch(const RowSums* st, int u, Py_ssize_t j) noexcept n
     return True
 
 
-cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P,
-                       floating* acc_w, floating* acc_P, long long* last_touch,
-                       Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks, double scale,
-                       double eta, double eta0, double alpha, double beta, double new_w,
-                       double new_p, long long step, bint adagrad,
-                       bint fit_linear) noexcept nogil:
+cdef void _apply_share(int t, int threads, RowSums* st, const Pass* ps, floating* P,
+                       const BatchStep* bs) noexcept nogil:
     """Thread t's share of the features the mini-batch touched (those j with
     j % threads == t, found in the threads' lists): one step with the mini-batch's mean
-    gradient (the threads' sums added in their order) on w[j] and P[:, j, :].  Each
-    feature has one owner, so the threads write disjoint entries, and the step on a
-    feature does not depend on which thread takes it."""
+    gradient (the threads' sums added in their order) on w[j] and P[:, j, :] (``P`` the
+    model's factors).  Each feature has one owner, so the threads write disjoint entries,
+    and the step on a feature does not depend on which thread takes it."""
+    cdef floating* w = <floating*> ps.model.w
+    cdef floating* acc_w = <floating*> ps.history.w
+    cdef floating* acc_P = <floating*> ps.history.P
+    cdef long long* last_touch = ps.history.last_touch
+    cdef Py_ssize_t d = ps.model.d, k = ps.model.k, n_blocks = ps.model.n_blocks
+    cdef double scale = bs.scale, eta = bs.eta, eta0 = ps.rule.eta0
+    cdef double alpha = ps.rule.alpha, beta = ps.rule.beta
+    cdef bint adagrad = ps.rule.schedule == ADAGRAD, fit_linear = ps.rule.fit_linear
     cdef Py_ssize_t v, j, b, s, r
     cdef int u
     cdef double g, elapsed = 0
@@ -578,14 +651,14 @@ cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P
             if j % threads != t or not _first_touch(st, u, j):
                 continue
             if adagrad:
-                elapsed = step - last_touch[j]  # steps since the last touch
-                last_touch[j] = step
+                elapsed = bs.step - last_touch[j]  # steps since the last touch
+                last_touch[j] = bs.step
             if fit_linear:
                 g = _take_w(st, threads, j) * scale
                 if adagrad:
                     _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
                 else:
-                    w[j] = w[j] - eta * g / new_w
+                    w[j] = w[j] - eta * g / bs.new_w
             for b in range(n_blocks):
                 for s in range(k):
                     r = (b * d + j) * k + s
@@ -593,23 +666,29 @@ cdef void _apply_share(int t, int threads, RowSums* st, floating* w, floating* P
                     if adagrad:
                         _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
                     else:
-                        P[r] = P[r] - eta * g / new_p
+                        P[r] = P[r] - eta * g / bs.new_p
 
 
-cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating* gamma,
-                        floating* lam, floating* acc_intercept, floating* acc_gamma,
-                        floating* acc_lam, Py_ssize_t k, Py_ssize_t n_dummy, int kernel,
-                        double scale, double eta, double eta0, double beta,
-                        bint adagrad, bint fit_intercept, bint fit_lam) noexcept nogil:
-    """The mini-batch's step on the parameters every row touches (intercept, the dummies'
-    factors, the polynomial kernel's lambda), from the threads' sums (then zeroed)."""
+cdef void _apply_global(int threads, RowSums* st, const Pass* ps, floating* intercept,
+                        const BatchStep* bs) noexcept nogil:
+    """The mini-batch's step on the parameters every row touches (``intercept``, the
+    model's, the dummies' factors, the polynomial kernel's lambda), from the threads' sums
+    (then zeroed)."""
+    cdef floating* gamma = <floating*> ps.model.gamma
+    cdef floating* lam = <floating*> ps.model.lam
+    cdef floating* acc_intercept = <floating*> ps.history.intercept
+    cdef floating* acc_gamma = <floating*> ps.history.gamma
+    cdef floating* acc_lam = <floating*> ps.history.lam
+    cdef Py_ssize_t k = ps.model.k, n_dummy = ps.model.n_dummy
+    cdef double scale = bs.scale, eta = bs.eta, eta0 = ps.rule.eta0, beta = ps.rule.beta
+    cdef bint adagrad = ps.rule.schedule == ADAGRAD
     cdef Py_ssize_t r, s
     cdef int u
     cdef double g = 0
     for u in range(threads):
         g += st[u].intercept
         st[u].intercept = 0
-    if fit_intercept:
+    if ps.rule.fit_intercept:
         g *= scale
         if adagrad:
             _adagrad_step(intercept, acc_intercept, g, eta0)
@@ -625,14 +704,14 @@ cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating*
             _adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
         else:
             gamma[r] = gamma[r] - eta * g
-    if kernel != POLYNOMIAL:
+    if ps.model.kernel != POLYNOMIAL:
         return
     for s in range(k):
         g = 0
         for u in range(threads):
             g += st[u].lam[s]
             st[u].lam[s] = 0
-        if fit_lam:
+        if ps.rule.fit_lam:
             g = g * scale + beta * lam[s]
             if adagrad:
                 _adagrad_step(&lam[s], &acc_lam[s], g, eta0)
@@ -640,17 +719,9 @@ cdef void _apply_global(int threads, RowSums* st, floating* intercept, floating*
                 lam[s] = lam[s] - eta * g
 
 
-cdef void _batch_pass(int t, int threads, Py_ssize_t n_rows, Py_ssize_t batch_size,
-                      const Py_ssize_t* order, const floating* data, const index_t* ind,
-                      const index_t* indptr, const double* y, const double* sw,
-                      floating* intercept, floating* w, floating* P, const int* degrees,
-                      floating* gamma, floating* lam, Py_ssize_t d, Py_ssize_t k,
-                      Py_ssize_t n_blocks, Py_ssize_t n_dummy, int kernel, int loss,
-                      double alpha, double beta, bint fit_intercept, bint fit_linear,
-                      bint fit_lam, int schedule, double eta0, double power_t,
-                      floating* acc_intercept, floating* acc_w, floating* acc_P,
-                      floating* acc_gamma, floating* acc_lam, long long* last_touch,
-                      long long* step_out, RowSums* st) noexcept nogil:
+cdef void _batch_pass(int t, int threads, const floating* data, const index_t* ind,
+                      const index_t* indptr, const Pass* ps, long long* step_out,
+                      RowSums* st) noexcept nogil:
     """Thread t's part of a pass in mini-batches, run by every thread of one parallel
     region (or by one thread alone): per mini-batch, each thread sums the gradients of its
     share of the rows; after a barrier, it steps the features it owns (thread 0 also the
@@ -658,38 +729,38 @@ cdef void _batch_pass(int t, int threads, Py_ssize_t n_rows, Py_ssize_t batch_si
     the same schedule (step count, learning rate, SGD's scales) in its own copies;
     thread 0 writes the final step count to ``step_out``.  A non-finite prediction stops
     every thread before the step (its ``finite`` flag is False)."""
-    cdef Py_ssize_t pos = 0, batch_end, size_P = n_blocks * d * k
-    cdef long long step = step_out[0]
+    cdef floating* w = <floating*> ps.model.w
+    cdef floating* P = <floating*> ps.model.P
+    cdef Py_ssize_t d = ps.model.d, n_rows = ps.rows.n_rows
+    cdef Py_ssize_t pos = 0, batch_end, size_P = ps.model.n_blocks * d * ps.model.k
+    cdef int schedule = ps.rule.schedule
+    cdef double eta0 = ps.rule.eta0
     cdef bint adagrad = schedule == ADAGRAD, finite = True
-    cdef double eta, scale, new_w, new_p
     cdef int u
+    cdef BatchStep bs
     cdef Scales sc
+    bs.step = step_out[0]
     sc.w = 1
     sc.p = 1
     while pos < n_rows:
-        batch_end = min(pos + batch_size, n_rows)
-        step += 1
-        eta = eta0 / _pow_t(step, power_t) if schedule == INVSCALING else eta0
-        _batch_share(t, threads, pos, batch_end, n_rows, order, data, ind, indptr, y, sw,
-                     intercept[0], w, fit_linear, P, d, k, n_blocks, degrees, gamma,
-                     n_dummy, lam, kernel, loss, acc_w, acc_P, last_touch, &sc, st)
+        batch_end = min(pos + ps.rule.batch_size, n_rows)
+        bs.step += 1
+        bs.eta = (eta0 / _pow_t(bs.step, ps.rule.power_t) if schedule == INVSCALING
+                  else eta0)
+        _batch_share(t, threads, pos, batch_end, data, ind, indptr, ps, &sc, st)
         polylite_barrier()  # every share summed
         for u in range(threads):
             finite = finite and st[u].finite
         if not finite:
             break
-        scale = 1.0 / (batch_end - pos)
-        new_w = sc.w * (1 - eta * alpha) if not adagrad else 1
-        new_p = sc.p * (1 - eta * beta) if not adagrad else 1
+        bs.scale = 1.0 / (batch_end - pos)
+        bs.new_w = sc.w * (1 - bs.eta * ps.rule.alpha) if not adagrad else 1
+        bs.new_p = sc.p * (1 - bs.eta * ps.rule.beta) if not adagrad else 1
         if t == 0:
-            _apply_global(threads, st, intercept, gamma, lam, acc_intercept, acc_gamma,
-                          acc_lam, k, n_dummy, kernel, scale, eta, eta0, beta, adagrad,
-                          fit_intercept, fit_lam)
-        _apply_share(t, threads, st, w, P, acc_w, acc_P, last_touch, d, k, n_blocks,
-                     scale, eta, eta0, alpha, beta, new_w, new_p, step, adagrad,
-                     fit_linear)
-        sc.w = new_w
-        sc.p = new_p
+            _apply_global(threads, st, ps, <floating*> ps.model.intercept, &bs)
+        _apply_share(t, threads, st, ps, P, &bs)
+        sc.w = bs.new_w
+        sc.p = bs.new_p
         if sc.w < 1e-9 or sc.p < 1e-9:
             polylite_barrier()  # every step taken at the old scales
             _fold_share(t, threads, w, d, P, size_P, &sc)
@@ -698,7 +769,7 @@ cdef void _batch_pass(int t, int threads, Py_ssize_t n_rows, Py_ssize_t batch_si
     # Parameters that overflowed are caught by the caller, which checks every array.
     _fold_share(t, threads, w, d, P, size_P, &sc)
     if t == 0:
-        step_out[0] = step
+        step_out[0] = bs.step
 
 
 def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=True,
@@ -789,6 +860,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef int threads = 1 if direct else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
+    cdef Pass ps
     sc.w = 1
     sc.p = 1
     for b in range(degrees.shape[0]):
@@ -796,29 +868,48 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     for i in range(indptr.shape[0] - 1):
         max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
     cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
+    ps.model.d = d
+    ps.model.k = k
+    ps.model.n_blocks = n_blocks
+    ps.model.n_dummy = n_dummy
+    ps.model.kernel = kernel
+    ps.model.degrees = &degrees[0]
     # The row workspace of each thread and, for mini-batches, its gradient sums.
     cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
-                                       n_dummy, max_nnz, block, n_blocks, k, d, size_P,
-                                       True)
+                                       &ps.model, max_nnz, block, True)
     # The pass for blocks of degree 2 or 3: A_1..A_3 per block.
     cdef floating* work23 = <floating*> malloc((3 * n_blocks * k + 1) * sizeof(floating))
     if st == NULL or work23 == NULL:
         _free_row_sums(st, threads, threads if direct else 0)
         free(work23)
         raise MemoryError("not enough memory for the SGD buffers")
-    cdef floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> st[0].gP
-    cdef floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef floating* lamp = &lam[0] if lam.shape[0] > 0 else <floating*> st[0].glam
+    ps.rows.order = &order[0] if n_rows > 0 else NULL
+    ps.rows.n_rows = n_rows
+    ps.rows.y = &y[0]
+    ps.rows.sample_weight = &sample_weight[0]
+    ps.model.intercept = &intercept[0]
+    ps.model.w = &w[0] if d > 0 else NULL
+    ps.model.P = &P[0, 0, 0] if P.size > 0 else st[0].gP
+    ps.model.gamma = &gamma[0, 0] if gamma.size > 0 else NULL
+    ps.model.lam = &lam[0] if lam.shape[0] > 0 else st[0].glam
+    ps.rule.loss = loss
+    ps.rule.alpha = alpha
+    ps.rule.beta = beta
+    ps.rule.fit_intercept = fit_intercept
+    ps.rule.fit_linear = fit_linear
+    ps.rule.fit_lam = fit_lam
+    ps.rule.schedule = kind
+    ps.rule.eta0 = eta0
+    ps.rule.power_t = power_t
+    ps.rule.batch_size = batch_size
+    ps.history.intercept = &acc_intercept[0] if adagrad else NULL
+    ps.history.w = &acc_w[0] if adagrad and d > 0 else NULL
+    ps.history.P = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
+    ps.history.gamma = &acc_gamma[0, 0] if adagrad and acc_gamma.size > 0 else NULL
+    ps.history.lam = &acc_lam[0] if adagrad and k > 0 else NULL
+    ps.history.last_touch = &last_touch[0] if adagrad and d > 0 else NULL
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
-    cdef const Py_ssize_t* ord0 = &order[0] if n_rows > 0 else NULL
-    cdef floating* w0 = &w[0] if d > 0 else NULL
-    cdef floating* acc_w0 = &acc_w[0] if adagrad and d > 0 else NULL
-    cdef floating* acc_P0 = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
-    cdef long long* touch0 = &last_touch[0] if adagrad and d > 0 else NULL
-    cdef floating* acc_i0 = &acc_intercept[0] if adagrad else NULL
-    cdef floating* acc_g0 = &acc_gamma[0, 0] if adagrad and acc_gamma.size > 0 else NULL
-    cdef floating* acc_l0 = &acc_lam[0] if adagrad and k > 0 else NULL
     # Factorization machines of degree 2 or 3 (blocks of degree 2 or 3, no dummies, one
     # row per step) have their own pass; the results agree with the general loop up to
     # rounding.
@@ -835,96 +926,85 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
             # copy of the pass, with the block count and degree constants: the compiler
             # drops the loop over blocks and the degree branches (~10% of its time).
             if low_degree and n_blocks == 1 and degrees[0] == 2:
-                finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
-                                       ord0, n_rows, &intercept[0], w0, P0, 1, &degree2,
-                                       d, k, loss, alpha, beta, fit_intercept, fit_linear,
-                                       kind, eta0, power_t, &step,
-                                       acc_i0, acc_w0,
-                                       acc_P0, touch0, work23, &sc)
+                finite = _anova23_pass(val0, ind0, &indptr[0], &ps, 1, &degree2, &step,
+                                       work23, &sc)
             elif low_degree:
-                finite = _anova23_pass(val0, ind0, &indptr[0], &y[0], &sample_weight[0],
-                                       ord0, n_rows, &intercept[0], w0, P0, n_blocks,
-                                       &degrees[0], d, k, loss, alpha, beta,
-                                       fit_intercept, fit_linear, kind, eta0, power_t,
-                                       &step, &acc_intercept[0] if adagrad else NULL,
-                                       acc_w0, acc_P0, touch0, work23, &sc)
+                finite = _anova23_pass(val0, ind0, &indptr[0], &ps, n_blocks, &degrees[0],
+                                       &step, work23, &sc)
             if low_degree:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
                 # One parallel region for the whole pass (a region per mini-batch
                 # costs more than small mini-batches save): see _batch_pass.
                 with parallel(num_threads=threads):
-                    _batch_pass(threadid(), polylite_team_size(), n_rows, batch_size,
-                                ord0, val0, ind0, &indptr[0], &y[0], &sample_weight[0],
-                                &intercept[0], w0, P0, &degrees[0], gam, lamp, d, k,
-                                n_blocks, n_dummy, kernel, loss, alpha, beta,
-                                fit_intercept, fit_linear, fit_lam, kind, eta0,
-                                power_t, acc_i0, acc_w0, acc_P0, acc_g0, acc_l0,
-                                touch0, &step, st)
+                    _batch_pass(threadid(), polylite_team_size(), val0, ind0, &indptr[0],
+                                &ps, &step, st)
                 for t in range(threads):
                     finite = finite and st[t].finite
                 pos = n_rows
             while pos < n_rows and finite:  # one row per step
                 step += 1
                 eta = eta0 / _pow_t(step, power_t) if kind == INVSCALING else eta0
-                _prefetch_ahead(pos, n_rows, ord0, &indptr[0], val0, ind0, &y[0],
-                                &sample_weight[0], w0, P0, acc_w0, acc_P0, touch0,
-                                n_blocks, d, k)
+                _prefetch_ahead(pos, n_rows, val0, ind0, &indptr[0], &ps)
                 i = order[pos]
                 start = indptr[i]
                 nnz = indptr[i + 1] - start
                 pred = _prediction_and_gradient(val0 + start, ind0 + start, nnz,
-                                                intercept[0], w0, fit_linear, P0, d, k,
-                                                n_blocks, &degrees[0], gam, n_dummy,
-                                                lamp, kernel, &sc, st)
+                                                intercept[0], &ps.model, fit_linear, &sc,
+                                                st)
                 if not isfinite(pred):
                     finite = False
                     break
                 # gP is the gradient in V: pscale times the gradient in P.
                 dl = sample_weight[i] * loss_derivative(loss, y[i], pred)
-                _apply_row(intercept, w, P0, gam, lamp, acc_intercept, acc_w, acc_P,
-                           acc_gamma, acc_lam, last_touch, indices, data, start, nnz,
-                           d, k, n_blocks, n_dummy, kernel, <floating*> st[0].gP,
-                           <floating*> st[0].ggamma, <floating*> st[0].glam, dl, eta,
-                           eta0, alpha, beta, step, adagrad, fit_intercept,
-                           fit_linear, fit_lam, &sc)
+                _apply_row(val0 + start, ind0 + start, nnz, &ps, st, dl, eta, step, &sc)
                 if sc.w < 1e-9 or sc.p < 1e-9:
-                    _fold_scales(w0, d, P0, size_P, &sc)
+                    _fold_scales(<floating*> ps.model.w, d, <floating*> ps.model.P,
+                                 size_P, &sc)
                 pos += 1
             # Parameters that overflowed are caught by the caller, which checks every array.
-            _fold_scales(w0, d, P0, size_P, &sc)
+            _fold_scales(<floating*> ps.model.w, d, <floating*> ps.model.P, size_P, &sc)
     finally:
         _free_row_sums(st, threads, threads if direct else 0)
         free(work23)
     return step, bool(finite)
 
 
-cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* P,
-                            floating* gamma, floating* lam,
-                            floating[::1] acc_intercept, floating[::1] acc_w,
-                            floating[:, :, ::1] acc_P, floating[:, ::1] acc_gamma,
-                            floating[::1] acc_lam, long long[::1] last_touch,
-                            const index_t[::1] indices, const floating[::1] data,
-                            Py_ssize_t start, Py_ssize_t nnz, Py_ssize_t d, Py_ssize_t k,
-                            Py_ssize_t n_blocks, Py_ssize_t n_dummy, int kernel,
-                            const floating* gP, const floating* ggamma,
-                            const floating* glam, double dl, double eta, double eta0,
-                            double alpha, double beta, long long step, bint adagrad,
-                            bint fit_intercept, bint fit_linear, bint fit_lam,
-                            Scales* sc) noexcept nogil:
-    """One step on one row (batch_size 1), straight from the row's gradient."""
+cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t nnz,
+                            const Pass* ps, const RowSums* st, double dl, double eta,
+                            long long step, Scales* sc) noexcept nogil:
+    """One step on one row (batch_size 1, ``nnz`` values and indices), straight from the
+    row's gradient in the workspace ``st`` (times the loss's derivative ``dl``)."""
+    cdef floating* intercept = <floating*> ps.model.intercept
+    cdef floating* w = <floating*> ps.model.w
+    cdef floating* P = <floating*> ps.model.P
+    cdef floating* gamma = <floating*> ps.model.gamma
+    cdef floating* lam = <floating*> ps.model.lam
+    cdef floating* acc_w = <floating*> ps.history.w
+    cdef floating* acc_P = <floating*> ps.history.P
+    cdef floating* acc_gamma = <floating*> ps.history.gamma
+    cdef floating* acc_lam = <floating*> ps.history.lam
+    cdef long long* last_touch = ps.history.last_touch
+    cdef const floating* gP = <const floating*> st.gP
+    cdef const floating* ggamma = <const floating*> st.ggamma
+    cdef const floating* glam = <const floating*> st.glam
+    cdef Py_ssize_t d = ps.model.d, k = ps.model.k, n_blocks = ps.model.n_blocks
+    cdef Py_ssize_t n_dummy = ps.model.n_dummy
+    cdef double eta0 = ps.rule.eta0, alpha = ps.rule.alpha, beta = ps.rule.beta
+    cdef bint adagrad = ps.rule.schedule == ADAGRAD, fit_linear = ps.rule.fit_linear
+    cdef bint fit_lam = ps.rule.fit_lam and ps.model.kernel == POLYNOMIAL
     cdef Py_ssize_t z, j, b, s, r
     cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
-    if fit_intercept:
+    if ps.rule.fit_intercept:
         if adagrad:
-            _adagrad_step(&intercept[0], &acc_intercept[0], dl, eta0)
+            _adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
         else:
             intercept[0] = intercept[0] - eta * dl
     if adagrad:
         for z in range(nnz):
-            j = indices[start + z]
-            x = data[start + z]
+            j = ind[z]
+            x = data[z]
             elapsed = step - last_touch[j]  # steps since the last touch
             last_touch[j] = step
             if fit_linear:
@@ -932,13 +1012,12 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
             for b in range(n_blocks):
                 row = P + (b * d + j) * k
                 for s in range(k):
-                    _adagrad_step(&row[s], &acc_P[b, j, s],
+                    _adagrad_step(&row[s], &acc_P[(b * d + j) * k + s],
                                   dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
                                   eta0)
         for r in range(n_dummy * k):
-            _adagrad_step(&gamma[r], &acc_gamma[r // k, r % k],
-                          dl * ggamma[r] + beta * gamma[r], eta0)
-        if kernel == POLYNOMIAL and fit_lam:
+            _adagrad_step(&gamma[r], &acc_gamma[r], dl * ggamma[r] + beta * gamma[r], eta0)
+        if fit_lam:
             for s in range(k):
                 _adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
         return
@@ -948,16 +1027,16 @@ cdef inline void _apply_row(floating[::1] intercept, floating[::1] w, floating* 
     step_p = eta * dl / (sc.p * new_p)
     step_w = eta * dl / new_w  # one division per step, not per nonzero
     for z in range(nnz):
-        j = indices[start + z]
+        j = ind[z]
         if fit_linear:
-            w[j] = w[j] - step_w * data[start + z]
+            w[j] = w[j] - step_w * data[z]
         for b in range(n_blocks):
             row = P + (b * d + j) * k
             for s in range(k):
                 row[s] = row[s] - step_p * gP[(b * nnz + z) * k + s]
     for r in range(n_dummy * k):
         gamma[r] = (1 - eta * beta) * gamma[r] - eta * dl * ggamma[r]
-    if kernel == POLYNOMIAL and fit_lam:
+    if fit_lam:
         for s in range(k):
             lam[s] = lam[s] - eta * (dl * glam[s] + beta * lam[s])
     sc.w = new_w
@@ -975,33 +1054,34 @@ cdef inline double _pow_t(long long step, double power_t) noexcept nogil:
     return exp(power_t * log(t))
 
 
-cdef void _gradient_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t n,
-                          const floating* data, const index_t* ind, const index_t* indptr,
-                          const double* y, const double* sw, double intercept,
-                          const floating* w, bint fit_linear, const floating* P,
-                          Py_ssize_t d, Py_ssize_t k, Py_ssize_t n_blocks,
-                          const int* degrees, const floating* gamma, Py_ssize_t n_dummy,
-                          const floating* lam, int kernel, int loss,
+cdef void _gradient_share(Py_ssize_t t, Py_ssize_t threads, const floating* data,
+                          const index_t* ind, const index_t* indptr, const Pass* ps,
                           RowSums* states) noexcept nogil:
-    """Thread t's share of the rows: the weighted loss and gradient of its rows, summed
-    in its buffers."""
+    """Thread t's share of the rows 0..n_rows-1: the weighted loss and gradient of its
+    rows, summed in its buffers."""
     cdef RowSums* st = states + t
+    # A copy the compiler can keep in registers (the sums' writes cannot reach it).
+    cdef Model model = ps.model
+    cdef const double* y = ps.rows.y
+    cdef const double* sw = ps.rows.sample_weight
+    cdef double intercept = (<const floating*> ps.model.intercept)[0]
+    cdef int loss = ps.rule.loss
+    cdef bint fit_linear = ps.rule.fit_linear
     cdef Py_ssize_t lo, hi, i, start, nnz
     cdef double pred
     cdef Scales unscaled
     unscaled.w = 1
     unscaled.p = 1
-    if not thread_range(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, ps.rows.n_rows, &lo, &hi):
         return
     for i in range(lo, hi):
         start = indptr[i]
         nnz = indptr[i + 1] - start
-        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept, w,
-                                        fit_linear, P, d, k, n_blocks, degrees, gamma,
-                                        n_dummy, lam, kernel, &unscaled, st)
+        pred = _prediction_and_gradient(data + start, ind + start, nnz, intercept,
+                                        &model, fit_linear, &unscaled, st)
         st.total += sw[i] * loss_value(loss, y[i], pred)
         _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
-                 nnz, d, k, n_blocks, n_dummy, kernel, fit_linear, 1.0, False)
+                 nnz, &model, fit_linear, 1.0, False)
 
 
 cdef void _reduce_share(Py_ssize_t t, Py_ssize_t threads, RowSums* st, int n_sums,
@@ -1056,8 +1136,6 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     cdef const int[::1] degrees = problem.degrees
     cdef const floating[:, ::1] gamma = params.gamma
     cdef const floating[::1] lam = params.lam
-    cdef int kernel = problem.kernel, loss = problem.loss
-    cdef bint fit_linear = problem.fit_linear
     cdef double[::1] g_intercept = grads["intercept"]
     cdef double[::1] g_w = grads["w"]
     cdef double[:, :, ::1] g_P = grads["P"]
@@ -1069,13 +1147,20 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     cdef int max_degree = 1, t
     cdef double total = 0
     cdef int threads = n_threads
+    cdef Pass ps
     for b in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[b])
     for i in range(n):
         max_nnz = max(max_nnz, indptr[i + 1] - indptr[i])
     cdef Py_ssize_t block = (max_degree + 1) * max(k, 1)
-    cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), n_dummy, max_nnz,
-                                       block, n_blocks, k, d, size_P, False)
+    ps.model.d = d
+    ps.model.k = k
+    ps.model.n_blocks = n_blocks
+    ps.model.n_dummy = n_dummy
+    ps.model.kernel = problem.kernel
+    ps.model.degrees = &degrees[0]
+    cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), &ps.model, max_nnz,
+                                       block, False)
     if st == NULL:
         raise MemoryError("not enough memory for the gradient workspace")
     # Thread 0 sums straight into the outputs (empty arrays: its workspace, never read).
@@ -1083,26 +1168,28 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     st[0].P = &g_P[0, 0, 0] if size_P > 0 else <double*> st[0].adj
     st[0].gamma = &g_gamma[0, 0] if n_dummy * k > 0 else <double*> st[0].adj
     st[0].lam = &g_lam[0] if k > 0 else <double*> st[0].adj
-    cdef const floating* P0 = &P[0, 0, 0] if P.size > 0 else <floating*> st[0].gP
-    cdef const floating* gam = &gamma[0, 0] if gamma.size > 0 else NULL
-    cdef const floating* lamp = &lam[0] if lam.shape[0] > 0 else NULL
-    cdef const floating* w0 = &w[0] if d > 0 else NULL
+    # The parameters are only read (the record's pointers are not const).
+    ps.model.intercept = <void*> &intercept[0]
+    ps.model.w = <void*> &w[0] if d > 0 else NULL
+    ps.model.P = <void*> &P[0, 0, 0] if P.size > 0 else st[0].gP
+    ps.model.gamma = <void*> &gamma[0, 0] if gamma.size > 0 else NULL
+    ps.model.lam = <void*> &lam[0] if lam.shape[0] > 0 else NULL
+    ps.rows.order = NULL
+    ps.rows.n_rows = n
+    ps.rows.y = &y[0] if n > 0 else NULL
+    ps.rows.sample_weight = &sample_weight[0] if n > 0 else NULL
+    ps.rule.loss = problem.loss
+    ps.rule.fit_linear = problem.fit_linear
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
-    cdef const double* y0 = &y[0] if n > 0 else NULL
-    cdef const double* sw0 = &sample_weight[0] if n > 0 else NULL
     try:
         with nogil:
             if threads == 1:
-                _gradient_share(0, 1, n, val0, ind0, &indptr[0], y0, sw0, intercept[0], w0,
-                                fit_linear, P0, d, k, n_blocks, &degrees[0], gam, n_dummy,
-                                lamp, kernel, loss, st)
+                _gradient_share(0, 1, val0, ind0, &indptr[0], &ps, st)
             else:
                 for t in prange(threads, num_threads=threads, schedule="static",
                                 chunksize=1):
-                    _gradient_share(t, threads, n, val0, ind0, &indptr[0], y0, sw0,
-                                    intercept[0], w0, fit_linear, P0, d, k, n_blocks,
-                                    &degrees[0], gam, n_dummy, lamp, kernel, loss, st)
+                    _gradient_share(t, threads, val0, ind0, &indptr[0], &ps, st)
                 for t in prange(threads, num_threads=threads, schedule="static",
                                 chunksize=1):
                     _reduce_share(t, threads, st, threads, d, size_P)
@@ -1111,7 +1198,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
                 g_intercept[0] += st[t].intercept
                 for r in range(n_dummy * k if t > 0 else 0):
                     st[0].gamma[r] += st[t].gamma[r]
-                for s in range(k if t > 0 and kernel == POLYNOMIAL else 0):
+                for s in range(k if t > 0 and ps.model.kernel == POLYNOMIAL else 0):
                     st[0].lam[s] += st[t].lam[s]
     finally:
         _free_row_sums(st, threads, 1)
