@@ -17,7 +17,8 @@ Notes
 - Starting Python and importing scikit-learn take most of a tiny run's time, so all the
   selected runs start with the module's first test, two at a time (about 45 s on two
   cores, against 85 s one after the other), and each test waits for its own run.
-- The MovieLens 100K scripts skip without ``../shared``, and the whole module without the
+- The MovieLens 100K scripts skip without MovieLens 100K (looked for as ``_data.py``
+  says: polylite's data folder, else ``../shared``), and the whole module without the
   source tree's ``benchmarks/`` (an installed package tested alone).
 - Optional peers: where a script can leave a peer out (``--models``), only polylite's part
   runs; scripts that look for LightFM or myFM themselves run them when installed and leave
@@ -38,10 +39,11 @@ from pathlib import Path
 
 import pytest
 
+from _data import movielens_folder, movielens_missing
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-# The MovieLens 100K folder, where conftest.py's movielens_dir finds it.
-MOVIELENS = (Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens"
-             / "ml-100k")
+# The MovieLens 100K folder, where conftest.py's movielens_dir finds it (or None).
+MOVIELENS = movielens_folder("100k")
 TIMEOUT = 300  # seconds per script; each takes a few
 WORKERS = 2  # scripts running at once
 
@@ -157,8 +159,8 @@ def _missing(needs):
     """Why a case cannot run here (a skip reason), or None."""
     for need in needs:
         if need == ML:
-            if not MOVIELENS.exists():
-                return "MovieLens data not available (../shared absent)"
+            if MOVIELENS is None:
+                return movielens_missing("100k")
         elif importlib.util.find_spec(need) is None:
             return f"{need} is not installed"
     return None
