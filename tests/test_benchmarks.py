@@ -31,6 +31,7 @@ import collections
 import concurrent.futures
 import importlib.util
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -243,3 +244,19 @@ def test_benchmarks_write_nothing_into_the_repository(runs):
     concurrent.futures.wait(futures.values())
     changed = sorted({path for path, _, _ in _tree(BENCHMARKS) ^ before})
     assert not changed, f"written into the repository by the benchmarks: {changed}"
+
+
+def test_reproduce_commands_name_no_path_of_the_machine_they_ran_on():
+    """The commands the docs show under each result table (report.command) hold no
+    absolute path: a peer's binary is given as path/to/<name>."""
+    spec = importlib.util.spec_from_file_location("report", BENCHMARKS / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    shown = [report.command(report.load(path.stem))
+             for path in sorted((BENCHMARKS / "results").glob("*.json"))]
+    assert any("--libfm path/to/libFM" in command for command in shown)
+    for command in shown:
+        assert not any(os.path.isabs(word.partition("=")[2] or word)
+                       for word in shlex.split(command)), command
+    assert report.portable(f"python x.py --out={BENCHMARKS}/a.json") == \
+        "python x.py --out=benchmarks/a.json"
