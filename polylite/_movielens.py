@@ -115,15 +115,15 @@ def fetch_movielens(version="100k", *, data_home=None, splits=None,
     without downloading.  Without a connection, download the archive by other means and
     put it (or the folder it holds) in the data folder:
 
-    =========  ===============  ================  ==========  ======================
-    version    archive          folder            ratings     archive checked against
-    =========  ===============  ================  ==========  ======================
-    ``"100k"`` ``ml-100k.zip``  ``ml-100k``       100,000     size and SHA-256
-    ``"1m"``   ``ml-1m.zip``    ``ml-1m``         1,000,209   size and SHA-256
-    ``"10m"``  ``ml-10m.zip``   ``ml-10M100K``    10,000,054  MD5
-    ``"20m"``  ``ml-20m.zip``   ``ml-20m``        20,000,263  size and SHA-256
-    ``"25m"``  ``ml-25m.zip``   ``ml-25m``        25,000,095  size and SHA-256
-    =========  ===============  ================  ==========  ======================
+    ==========  ===============  ==============  ==========  =======================
+    version     archive          folder          ratings     archive checked against
+    ==========  ===============  ==============  ==========  =======================
+    ``"100k"``  ``ml-100k.zip``  ``ml-100k``     100,000     size and SHA-256
+    ``"1m"``    ``ml-1m.zip``    ``ml-1m``       1,000,209   size and SHA-256
+    ``"10m"``   ``ml-10m.zip``   ``ml-10M100K``  10,000,054  MD5
+    ``"20m"``   ``ml-20m.zip``   ``ml-20m``      20,000,263  size and SHA-256
+    ``"25m"``   ``ml-25m.zip``   ``ml-25m``      25,000,095  size and SHA-256
+    ==========  ===============  ==============  ==========  =======================
 
     The MD5 digest of the 10M archive is the one GroupLens publishes beside it
     (``ml-10m.zip.md5``); the sizes and SHA-256 digests of the others are those
