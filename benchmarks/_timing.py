@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts (imported from their own folder)."""
 import glob
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +15,38 @@ def recommender_arguments(parser, degrees):
     parser.add_argument("--items", type=int, default=30_000)
     parser.add_argument("--components", type=int, default=10)
     parser.add_argument("--degrees", type=int, nargs="+", default=degrees)
+
+
+# The MovieLens releases the scripts read: the folder and the ratings file of each.
+MOVIELENS = {"100k": ("ml-100k", "u.data"), "1m": ("ml-1m", "ratings.dat")}
+SHARED_MOVIELENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "shared", "data", "movielens")
+
+
+def movielens_folder(version="100k"):
+    """The default of a script's ``--data``: the release's folder in polylite's data
+    folder (where ``fetch_movielens`` keeps it: $POLYLITE_DATA, else ~/polylite_data),
+    else the one in ../shared/data/movielens next to the source tree, else (neither
+    there) the data folder's, which :func:`movielens_missing` then explains."""
+    from polylite.datasets import get_data_home
+    name, ratings = MOVIELENS[version]
+    home = os.path.join(get_data_home(), name)
+    shared = os.path.normpath(os.path.join(SHARED_MOVIELENS, name))
+    if not os.path.exists(os.path.join(home, ratings)) and \
+            os.path.exists(os.path.join(shared, ratings)):
+        return shared
+    return home
+
+
+def movielens_missing(path, version="100k"):
+    """None when the folder ``path`` holds the release's ratings, else the line a script
+    prints before it skips the data: how to download it."""
+    if os.path.exists(os.path.join(path, MOVIELENS[version][1])):
+        return None
+    return (f"MovieLens {version.upper()} not found at {os.path.normpath(path)}: skipped. "
+            f"Download it once with python -c \"from polylite.datasets import "
+            f"fetch_movielens; fetch_movielens('{version}')\" (into the data folder, "
+            f"$POLYLITE_DATA or ~/polylite_data), or give its folder with --data")
 
 
 def timings(fn, repeat=1, clock=time.perf_counter):

@@ -34,7 +34,7 @@ Two predictions are scored, each clipped to the rating range [1, 5]:
   (``n_kept = n_iter``), which is the same average;
 - "kept": ``predict`` with the default ``n_kept`` (50 evenly spaced samples), clipped.
 
-    python benchmarks/bench_bayes_movielens.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_bayes_movielens.py [--data ~/polylite_data/ml-100k]
         [--components 8 10] [--sweeps 200] [--degrees 2]
         [--encodings one-hot implicit implicit-both side side-date] [--seeds 0]
         [--implicit-from train] [--implicit-norm sqrt] [--report-at 100 200] [--verbose]
@@ -45,7 +45,6 @@ falls.
 """
 import argparse
 import itertools
-import os
 import time
 
 import numpy as np
@@ -55,6 +54,7 @@ from polylite.bayes.fm import kept_sweeps
 from polylite.datasets import load_movielens
 from polylite.preprocessing import FieldEncoder
 
+from _timing import movielens_folder, movielens_missing
 from bench_link_prediction import ITEM_FEATURES, USER_FEATURES, side_tables
 
 ENCODINGS = ("one-hot", "implicit", "implicit-both", "side", "side-date")
@@ -100,8 +100,7 @@ def rmse(prediction, y):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(
-        os.path.dirname(__file__), "..", "..", "shared", "data", "movielens", "ml-100k"))
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--components", type=int, nargs="+", default=[8, 10])
     parser.add_argument("--sweeps", type=int, default=200)
     parser.add_argument("--degrees", type=int, nargs="+", default=[2])
@@ -117,6 +116,10 @@ def main():
                         help="print each sweep (fit's verbose, with the test RMSE of the "
                              "running unclipped average)")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     data = load_movielens(args.data, splits=["u1"])
     y_train, y_test = (data.ratings.rating[rows] for rows in data.splits["u1"])
     print(f"MovieLens 100K u1: {y_train.size} training and {y_test.size} test "

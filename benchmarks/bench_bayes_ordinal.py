@@ -19,7 +19,7 @@ the users who rated each item, user and movie side features; the encoding of
 ``--seeds`` chains) and fit CPU seconds (median) are printed and written to ``--output``
 (a result file of ``_results.py``).
 
-    python benchmarks/bench_bayes_ordinal.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_bayes_ordinal.py [--data ~/polylite_data/ml-100k]
         [--encodings one-hot side] [--sweeps 200] [--burn-in 20] [--components 10]
         [--seeds 3] [--output benchmarks/results/bayes_ordinal_movielens.json]
 """
@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
+from _timing import movielens_folder, movielens_missing  # noqa: E402
 from bench_relational import movielens_side  # noqa: E402
 
 from polylite import BayesianFactorizationMachineRegressor  # noqa: E402
@@ -101,8 +102,7 @@ MODELS = {"polylite ordered probit": polylite_ordinal,
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(
-        HERE, "..", "..", "shared", "data", "movielens", "ml-100k"))
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--encodings", nargs="+", default=["one-hot", "side"],
                         choices=["one-hot", "side"])
     parser.add_argument("--sweeps", type=int, default=200)
@@ -113,6 +113,10 @@ def main():
     parser.add_argument("--output", default=os.path.join(
         _results.RESULTS, "bayes_ordinal_movielens.json"), help="'-' for none")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     rows = []
     print(f"{'encoding':<9} {'model':<24} {'RMSE':>7} {'sd':>7} {'fit CPU s':>10}   "
           f"each seed")

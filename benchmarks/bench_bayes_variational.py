@@ -16,7 +16,7 @@ Every model reads the same CSR rows.  Test RMSE of the predictions clipped to [1
 iterations, and the CPU time as a fraction of the chain's are printed and written to
 ``--output`` (a result file of ``_results.py``).
 
-    python benchmarks/bench_bayes_variational.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_bayes_variational.py [--data ~/polylite_data/ml-100k]
         [--components 10] [--sweeps 200] [--burn-in 20] [--max-iter 100] [--seeds 3]
         [--output benchmarks/results/bayes_variational_movielens.json]
 """
@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
+from _timing import movielens_folder, movielens_missing  # noqa: E402
 from bench_bayes_ordinal import cpu, encode  # noqa: E402
 
 from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
@@ -90,8 +91,7 @@ MODELS = {"polylite variational": polylite_variational,
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(
-        HERE, "..", "..", "shared", "data", "movielens", "ml-100k"))
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--components", type=int, default=10)
     parser.add_argument("--sweeps", type=int, default=200)
     parser.add_argument("--burn-in", type=int, default=20)
@@ -101,6 +101,10 @@ def main():
     parser.add_argument("--output", default=os.path.join(
         _results.RESULTS, "bayes_variational_movielens.json"), help="'-' for none")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     ml = encode(args.data, "one-hot")
     data = dict(ml, X=ml["X"].to_csr(), X_test=ml["X_test"].to_csr())
     results = {}

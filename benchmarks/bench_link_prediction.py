@@ -34,7 +34,7 @@ Output: a table of the test AUC (mean and standard deviation over --seeds seeds 
 split and negative sampling) next to the paper's, and benchmarks/output/link_prediction.json.
 Runs for about an hour on two cores (the cross-validation fits dominate).
 
-    python benchmarks/bench_link_prediction.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_link_prediction.py [--data ~/polylite_data/ml-100k]
         [--seeds 5] [--models hofm2 hofm3 ...] [--max-iter 100] [--cv-each-seed]
 """
 import argparse
@@ -54,8 +54,9 @@ from polylite import (FactorizationMachineRegressor, FieldEncoder,
 from polylite.datasets import load_movielens
 from polylite.recommend import score_items
 
+from _timing import movielens_folder, movielens_missing
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 OUTPUT = os.path.join(HERE, "output")
 BETAS = [10.0 ** e for e in range(-6, 3)]
 
@@ -170,7 +171,7 @@ def cross_validate(name, X, y, betas, max_iter, seed):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=list(PAPER), choices=list(PAPER))
     parser.add_argument("--betas", type=float, nargs="+", default=BETAS)
@@ -178,6 +179,10 @@ def main():
     parser.add_argument("--cv-each-seed", action="store_true")
     parser.add_argument("--output", default=os.path.join(OUTPUT, "link_prediction.json"))
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     warnings.simplefilter("ignore", ConvergenceWarning)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
 

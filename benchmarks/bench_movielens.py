@@ -25,14 +25,13 @@ Baselines: the global mean and Ridge on the one-hot columns (alpha chosen on "ra
 The selected configuration is also fitted at degree 3 (rows have two nonzeros, so the
 degree-3 term is zero and degree 3 equals degree 2).
 
-    python benchmarks/bench_movielens.py [--data ../shared/data/movielens/ml-100k] [--quick]
+    python benchmarks/bench_movielens.py [--data ~/polylite_data/ml-100k] [--quick]
 
 ``--quick``: the first value of each grid and at most 5 epochs per fit (a check that
 the script runs, not a measurement).
 """
 import argparse
 import itertools
-import os
 import time
 import warnings
 
@@ -44,8 +43,8 @@ from sklearn.linear_model import Ridge
 from polylite import FactorizationMachineRegressor
 from polylite.datasets import load_movielens_100k
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
+from _timing import movielens_folder, movielens_missing
+
 COMPONENTS = (8, 10)
 PENALTIES = (8, 10, 12, 14, 16, 18)
 BIAS_PENALTIES = (2, 8)
@@ -105,10 +104,14 @@ def fit_score(fit, score, exponent, k, lam, a, shape, degree=2, max_iter=300):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--quick", action="store_true",
                         help="the first value of each grid, at most 5 epochs per fit")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     warnings.simplefilter("ignore", ConvergenceWarning)
     grids = (COMPONENTS, PENALTIES, BIAS_PENALTIES)
     exponents_of, max_iter = EXPONENTS, 300

@@ -27,8 +27,8 @@ Output: a table per data set, benchmarks/output/ordinal.json and ordinal.png (th
 figure's three panels per data set).  About an hour for 100K with the defaults on a
 busy two-core machine (each model writes its results as it ends).
 
-    python benchmarks/bench_ordinal.py [--data ../shared/data/movielens/ml-100k
-        ../shared/data/movielens/ml-1m] [--ks 1 2 5 10 20 30 40 50]
+    python benchmarks/bench_ordinal.py [--data ~/polylite_data/ml-100k
+        ~/polylite_data/ml-1m] [--ks 1 2 5 10 20 30 40 50]
         [--models fm-cd pn-cg fm-cg mcrank-l1l2 mcrank-l1linf] [--taus 100 1000]
         [--lams 5 10 20]
 """
@@ -47,8 +47,9 @@ from polylite import (FactorizationMachineRegressor, FieldEncoder,
 from polylite.datasets import MovieLensFormatError, load_movielens
 from polylite.metrics import ndcg_at_k, rmse
 
+from _timing import movielens_folder, movielens_missing
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared", "data", "movielens")
 OUTPUT = os.path.join(HERE, "output")
 MEASURES = ("rmse", "ndcg1", "ndcg5")
 SELECT_BY = "ndcg5"
@@ -147,7 +148,8 @@ def run_dataset(path, args, save):
     try:
         data = load_movielens(path, splits=["u1"] if name == "ml-100k" else [])
     except (OSError, MovieLensFormatError) as error:
-        print(f"{name}: skipped ({error})")
+        print(movielens_missing(path, "1m" if name == "ml-1m" else "100k")
+              or f"{name}: skipped ({error})")
         return None
     train, test = split(data, name, args.seed)
     n = len(train["rating"])
@@ -211,8 +213,8 @@ def plot(all_results, ks, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", nargs="+", default=[os.path.join(SHARED, "ml-100k"),
-                                                      os.path.join(SHARED, "ml-1m")])
+    parser.add_argument("--data", nargs="+", default=[movielens_folder("100k"),
+                                                      movielens_folder("1m")])
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 5, 10, 20, 30, 40, 50])
     parser.add_argument("--models", nargs="+", default=list(LABELS), choices=list(LABELS))
     parser.add_argument("--taus", type=float, nargs="+", default=[100.0, 1000.0])

@@ -54,7 +54,7 @@ rows, the summary and the settings in ``benchmarks/results/ranking_movielens.jso
 (--output; --quick, a check that everything runs with 1 seed and 5 epochs, writes no file
 unless --output is given).  Times are from a machine that may be running other work.
 
-    python benchmarks/bench_ranking.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_ranking.py [--data ~/polylite_data/ml-100k]
         [--seeds 3] [--epochs 50] [--threads 2] [--quick] [--output PATH]
 """
 import argparse
@@ -68,11 +68,11 @@ import numpy as np
 import scipy.sparse as sp
 
 import _results
+from _timing import movielens_folder, movielens_missing
 from polylite import metrics
 from polylite.datasets import load_movielens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "ranking_movielens.json")
 SPLIT = "u1"
 POSITIVE = 4            # ratings >= POSITIVE are positives
@@ -363,7 +363,7 @@ def write(path, payload):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--seeds", type=int, default=3,
                         help="number of seeds: 0, 1, ... (default 3)")
     parser.add_argument("--epochs", type=int, default=None,
@@ -381,9 +381,9 @@ def main():
     epochs = args.epochs or (5 if args.quick else EPOCHS)
     output = args.output or (None if args.quick else DEFAULT_OUTPUT)
 
-    if not os.path.exists(os.path.join(args.data, "u.data")):
-        print(f"MovieLens 100K not found at {os.path.normpath(args.data)}: skipped "
-              f"(give the ml-100k folder with --data)")
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
         return
     warnings.simplefilter("ignore")
     data = load_data(args.data)

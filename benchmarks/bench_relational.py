@@ -33,7 +33,7 @@ own):
   features, a chunk of rows at a time) and a whole SGD fit (whose objective after each
   epoch needs every row's prediction, from the tables).
 
-    python benchmarks/bench_relational.py [--data ../shared/data/movielens/ml-100k]
+    python benchmarks/bench_relational.py [--data ~/polylite_data/ml-100k]
         [--libfm path/to/libfm/bin/libFM] [--parts movielens scale degree3 solvers]
         [--sweeps 200] [--seeds 5] [--burn-in 20] [--timing-sweeps 22] [--repeats 3]
         [--scale-rows 10000000] [--csr-rmse] [--encoding side]
@@ -62,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _results  # noqa: E402
+from _timing import movielens_folder, movielens_missing  # noqa: E402
 from bench_bayes_movielens import ENCODINGS, encoder_for, rmse  # noqa: E402
 from bench_link_prediction import side_tables  # noqa: E402
 
@@ -426,8 +427,7 @@ def _parent_argv():
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=os.path.join(
-        HERE, "..", "..", "shared", "data", "movielens", "ml-100k"))
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--libfm", default=None, help="path of libFM's binary")
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS))
     parser.add_argument("--sweeps", type=int, default=200)
@@ -451,6 +451,10 @@ def main():
     if args.child:
         PARTS[args.child](args)
         return
+    missing = movielens_missing(args.data)
+    if missing:  # the MovieLens parts skipped
+        print(missing)
+        args.parts = [part for part in args.parts if part == "scale"]
     for part in args.parts:
         print(f"\n== {part} ==", flush=True)
         subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child", part],

@@ -12,7 +12,8 @@ each row has ``round(density * features)`` nonzeros at random columns, values N(
 fields); the target is a random degree-2 factorization machine of rank 5 plus a linear
 term, plus noise, scaled to unit variance.  With ``--movielens`` the MovieLens 100K u1
 split as one-hot user and item columns (2 nonzeros per row, density 0.08%) is added, read
-from ``../shared/data/movielens/ml-100k`` (never shipped with polylite).
+from the folder ``fetch_movielens("100k")`` downloads into polylite's data folder
+(~/polylite_data/ml-100k, or in $POLYLITE_DATA), else ../shared/data/movielens/ml-100k.
 
 Models: ``FactorizationMachineRegressor(degree=2)`` and ``PolynomialNetworkRegressor
 (degree=2)``, rank ``--components``, ``n_jobs=--n-jobs``, random_state 0.  The machine's
@@ -23,7 +24,6 @@ load drifts: compare the two solvers within a row, not seconds across runs::
         [--models fm pn] [--binary] [--movielens]
 """
 import argparse
-import os
 import time
 import warnings
 
@@ -34,8 +34,9 @@ from threadpoolctl import threadpool_limits
 
 from polylite import FactorizationMachineRegressor, PolynomialNetworkRegressor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MOVIELENS = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
+from _timing import movielens_folder, movielens_missing
+
+MOVIELENS = movielens_folder()
 MODELS = {"fm": FactorizationMachineRegressor, "pn": PolynomialNetworkRegressor}
 
 
@@ -134,10 +135,11 @@ def main():
             run(f"density {density:g}", make_data(args.rows, args.features, density,
                                                    args.binary), args, rows)
         if args.movielens:
-            if os.path.isdir(MOVIELENS):
-                run("movielens u1", load_movielens_u1(), args, rows)
+            missing = movielens_missing(MOVIELENS)
+            if missing:
+                print(missing)
             else:
-                print(f"movielens: skipped (no {MOVIELENS})")
+                run("movielens u1", load_movielens_u1(), args, rows)
     print("\nCPU seconds of cd over lbfgs (< 1: cd faster):")
     for cd, lbfgs in zip(rows[::2], rows[1::2]):  # (name, density, model, solver, wall, cpu, ...)
         print(f"  {cd[0]:<14} {cd[2]:<3} {cd[5] / lbfgs[5]:6.2f}")

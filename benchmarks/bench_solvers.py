@@ -54,8 +54,9 @@ import scipy.sparse as sp
 from polylite import FactorizationMachineRegressor
 from polylite.datasets import load_movielens_100k
 
+from _timing import movielens_folder, movielens_missing
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 OUTPUT = os.path.join(HERE, "output")
 LINE = re.compile(r"^\s*(epoch|iteration)\s+(\d+)\s+objective\s+(\S+)")
 LEVELS = (1e-2, 1e-3)
@@ -191,7 +192,7 @@ def plot(results, degrees, solvers, best, path, title):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA, help="the ml-100k folder")
+    parser.add_argument("--data", default=movielens_folder(), help="the ml-100k folder")
     parser.add_argument("--degrees", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--solvers", nargs="+", default=["cd", "adagrad", "lbfgs"],
                         choices=["cd", "sgd", "adagrad", "lbfgs"])
@@ -210,6 +211,10 @@ def main():
                         help="BLAS threads during the fits (0: no limit)")
     parser.add_argument("--output", default=None, help="PNG path")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     warnings.simplefilter("ignore")
 
     X, y, _, _ = load_movielens_100k(args.data, "u1")

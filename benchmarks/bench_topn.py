@@ -22,25 +22,22 @@ with SciPy, k = 10, on the same pair rows X (timed in the same run).  BLAS runs 
 thread (--blas-threads 0 lifts the limit): the products are small, and OpenBLAS threads
 on a busy two-core machine made them several times slower.
 
-    python benchmarks/bench_topn.py [--data ../shared/data/movielens/ml-100k] [--repeat 5]
+    python benchmarks/bench_topn.py [--data ~/polylite_data/ml-100k] [--repeat 5]
 """
 import argparse
 import contextlib
-import os
 import warnings
 
 import numpy as np
 from sklearn.pipeline import make_pipeline
 from threadpoolctl import threadpool_limits
 
-from _timing import timings
+from _timing import movielens_folder, movielens_missing, timings
 from polylite import (FactorizationMachineRegressor, FieldEncoder,
                       PolynomialNetworkRegressor)
 from polylite.datasets import load_movielens
 from polylite.recommend import recommend, score_items
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "movielens", "ml-100k")
 SIDE = dict(user_features={"band": "categorical", "gender": "categorical",
                            "occupation": "categorical"},
             item_features={"genres": "numeric"})
@@ -55,12 +52,16 @@ def user_table(users):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--data", default=movielens_folder())
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--components", type=int, default=10)
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="BLAS threads (0: no limit)")
     args = parser.parse_args()
+    missing = movielens_missing(args.data)
+    if missing:
+        print(missing)
+        return
     warnings.simplefilter("ignore")
     limit = (threadpool_limits(args.blas_threads, user_api="blas") if args.blas_threads
              else contextlib.nullcontext())

@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -97,12 +98,30 @@ def markdown(table):
 
 
 def command(result):
-    """The command that reproduces the result (from the repository root)."""
+    """The command that reproduces the result (from the repository root), without the
+    paths of the machine it ran on (see :func:`portable`)."""
     if result.get("command"):
-        return result["command"]
+        return portable(result["command"])
     settings = result["settings"]  # the ranking benchmark's files name their settings
     return (f"python benchmarks/bench_ranking.py --threads {settings['threads']} "
             f"--seeds {len(settings['seeds'])} --epochs {settings['epochs']}")
+
+
+def portable(command):
+    """``command`` with its absolute paths made portable: a path in the source tree
+    relative to its root, any other "path/to/" and its last part (``--libfm
+    /opt/libfm/bin/libFM`` becomes ``--libfm path/to/libFM``)."""
+    root = os.path.dirname(HERE)
+    words = []
+    for word in shlex.split(command):
+        option, equals, value = word.partition("=") if word.startswith("-") else \
+            ("", "", word)
+        if os.path.isabs(value):
+            relative = os.path.relpath(value, root)
+            value = (relative if not relative.startswith(os.pardir)
+                     else "path/to/" + os.path.basename(value))
+        words.append(option + equals + value)
+    return shlex.join(words)
 
 
 def machine_line(result):

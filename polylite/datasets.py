@@ -1,7 +1,8 @@
-"""Data for examples, tests and benchmarks: a synthetic recommender, MovieLens readers and
-chunked streaming of large files.
+"""Data for examples, tests and benchmarks: a synthetic recommender, MovieLens (downloaded
+from GroupLens or read from a folder) and chunked streaming of large files.
 
-No data set is shipped with polylite; MovieLens is read from a path the user gives.
+No data set is shipped with polylite: :func:`fetch_movielens` downloads MovieLens once into
+the data folder (:func:`get_data_home`), :func:`load_movielens` reads a folder anywhere.
 """
 import mmap
 import os
@@ -10,11 +11,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from ._movielens import MovieLens, MovieLensFormatError, load_movielens
+from ._download import get_data_home
+from ._movielens import MovieLens, MovieLensFormatError, fetch_movielens, load_movielens
 
-__all__ = ["make_recommender", "iter_recommender_chunks", "load_movielens",
-           "load_movielens_100k", "MovieLens", "MovieLensFormatError",
-           "iter_svmlight_chunks", "iter_csr_chunks"]
+__all__ = ["make_recommender", "iter_recommender_chunks", "fetch_movielens",
+           "load_movielens", "load_movielens_100k", "MovieLens", "MovieLensFormatError",
+           "get_data_home", "iter_svmlight_chunks", "iter_csr_chunks"]
 
 
 def __dir__():

@@ -1,8 +1,8 @@
 """Shared fixtures for the polylite test-suite."""
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from _data import movielens_folder, movielens_missing
 
 
 @pytest.fixture
@@ -13,13 +13,9 @@ def rng():
 
 @pytest.fixture
 def movielens_dir():
-    """Path of the MovieLens 100K directory in the shared data area, or skip the test.
-
-    The repository is checked out next to ``shared/`` (``<root>/main`` and
-    ``<root>/shared``), so the data is located relative to this file.
-    """
-    path = (Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens"
-            / "ml-100k")
-    if not path.exists():
-        pytest.skip("MovieLens data not available (../shared absent)")
+    """Path of the MovieLens 100K folder (see _data.py: polylite's data folder, else
+    ../shared next to the source tree), or skip the test, saying how to download it."""
+    path = movielens_folder("100k")
+    if path is None:
+        pytest.skip(movielens_missing("100k"))
     return path

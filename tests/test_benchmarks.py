@@ -17,7 +17,8 @@ Notes
 - Starting Python and importing scikit-learn take most of a tiny run's time, so all the
   selected runs start with the module's first test, two at a time (about 45 s on two
   cores, against 85 s one after the other), and each test waits for its own run.
-- The MovieLens 100K scripts skip without ``../shared``, and the whole module without the
+- The MovieLens 100K scripts skip without MovieLens 100K (looked for as ``_data.py``
+  says: polylite's data folder, else ``../shared``), and the whole module without the
   source tree's ``benchmarks/`` (an installed package tested alone).
 - Optional peers: where a script can leave a peer out (``--models``), only polylite's part
   runs; scripts that look for LightFM or myFM themselves run them when installed and leave
@@ -30,6 +31,7 @@ import collections
 import concurrent.futures
 import importlib.util
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -38,10 +40,11 @@ from pathlib import Path
 
 import pytest
 
+from _data import movielens_folder, movielens_missing
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-# The MovieLens 100K folder, where conftest.py's movielens_dir finds it.
-MOVIELENS = (Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens"
-             / "ml-100k")
+# The MovieLens 100K folder, where conftest.py's movielens_dir finds it (or None).
+MOVIELENS = movielens_folder("100k")
 TIMEOUT = 300  # seconds per script; each takes a few
 WORKERS = 2  # scripts running at once
 
@@ -157,8 +160,8 @@ def _missing(needs):
     """Why a case cannot run here (a skip reason), or None."""
     for need in needs:
         if need == ML:
-            if not MOVIELENS.exists():
-                return "MovieLens data not available (../shared absent)"
+            if MOVIELENS is None:
+                return movielens_missing("100k")
         elif importlib.util.find_spec(need) is None:
             return f"{need} is not installed"
     return None
@@ -241,3 +244,19 @@ def test_benchmarks_write_nothing_into_the_repository(runs):
     concurrent.futures.wait(futures.values())
     changed = sorted({path for path, _, _ in _tree(BENCHMARKS) ^ before})
     assert not changed, f"written into the repository by the benchmarks: {changed}"
+
+
+def test_reproduce_commands_name_no_path_of_the_machine_they_ran_on():
+    """The commands the docs show under each result table (report.command) hold no
+    absolute path: a peer's binary is given as path/to/<name>."""
+    spec = importlib.util.spec_from_file_location("report", BENCHMARKS / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    shown = [report.command(report.load(path.stem))
+             for path in sorted((BENCHMARKS / "results").glob("*.json"))]
+    assert any("--libfm path/to/libFM" in command for command in shown)
+    for command in shown:
+        assert not any(os.path.isabs(word.partition("=")[2] or word)
+                       for word in shlex.split(command)), command
+    assert report.portable(f"python x.py --out={BENCHMARKS}/a.json") == \
+        "python x.py --out=benchmarks/a.json"

@@ -2,6 +2,7 @@
 with the closest valid ones, each a usage error of the command (exit status 2); the
 option tables the parsers are built from, checked against the estimators."""
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -24,72 +25,124 @@ def _usage_error(err, command):
 
 # ---- libFM's options ---------------------------------------------------------------------
 
+def _libfm_error(err, command):
+    """A usage error answering libFM's options: the command's usage line, the answers
+    one a line, then the polylite command lines: (answers, command lines)."""
+    lines = err.strip().splitlines()
+    prog = f"polylite {command}" if command else "polylite"
+    assert lines[0].startswith(f"usage: {prog} "), err
+    assert lines[1] == f"{prog}: error: these are libFM's options:", err
+    split = lines.index("the same in polylite:")
+    assert all(line.startswith("  ") for line in lines[2:split] + lines[split + 1:]), err
+    return ([line[2:] for line in lines[2:split]],
+            [shlex.split(line) for line in lines[split + 1:]])
+
+
 @pytest.mark.parametrize("options, answer", [
-    (["-dim", "1,1,8"], "libFM's -dim 1,1,8 is --n-components 8 (the intercept and the "
-                        "linear term are fitted by default)"),
-    (["-dim", "0,1,4"], "libFM's -dim 0,1,4 is --no-fit-intercept --n-components 4 (the "
-                        "linear term is fitted by default)"),
-    (["-dim", "0,0,2"], "libFM's -dim 0,0,2 is --no-fit-intercept --no-fit-linear "
+    (["-dim", "1,1,8"], "-dim 1,1,8 is --n-components 8 (the intercept and the linear "
+                        "term are fitted by default)"),
+    (["-dim", "0,1,4"], "-dim 0,1,4 is --no-fit-intercept --n-components 4 (the linear "
+                        "term is fitted by default)"),
+    (["-dim", "0,0,2"], "-dim 0,0,2 is --no-fit-intercept --no-fit-linear "
                         "--n-components 2"),
-    (["-iter", "100"], "libFM's -iter 100 is --max-iter 100"),
-    (["-task", "r"], "libFM's -task r is --task regression"),
-    (["-task", "c"], "libFM's -task c is --task classification --binary-threshold 0"),
-    (["-out", "p.txt"], "libFM's -out p.txt is polylite predict MODEL DATA -o p.txt"),
-    (["-method", "als"], "libFM's -method als is --solver cd"),
-    (["-method", "sgd"], "libFM's -method sgd is --solver sgd --learning-rate constant"),
-    (["-method", "mcmc"], "libFM's -method mcmc is --estimator bayes-fm"),
-    (["-init_stdev", "0.1"], "libFM's -init_stdev 0.1 is --init-scale 0.1"),
-    (["-regular", "0,0.5,0.5"], "libFM's -regular 0,0.5,0.5 is --alpha 0.5/n --beta "
-                                "0.5/n, n the number of training rows"),
-    (["-train", "t.libfm"], "libFM's -train t.libfm is polylite fit t.libfm --model MODEL"),
-    (["-test", "t.libfm"], "libFM's -test t.libfm is polylite predict MODEL t.libfm"),
-    (["-learn_rate", "0.01"], "libFM's -learn_rate 0.01 is --eta0 0.01"),
-    (["-validation", "v.libfm"], "libFM's -validation v.libfm is --validation v.libfm"),
-    (["-relation", "user,item"], "libFM's -relation user,item is --relation user,item"),
-    (["-verbosity", "1"], "libFM's -verbosity 1 has no polylite option: progress is shown"),
-    (["-seed", "3"], "libFM's -seed 3 is --seed 3"),
-    (["-meta", "groups.txt"], "libFM's -meta groups.txt is --meta groups.txt"),
-    (["-save_model", "m.fm"], "libFM's -save_model m.fm is --model m.fm"),
-    (["-cache_size", "1000"], "libFM's -cache_size 1000 is --stream --chunk-bytes SIZE"),
-    (["-rlog", "log.txt"], "libFM's -rlog log.txt has no polylite option"),
-    (["-help"], "libFM's -help is --help"),
-    (["--init_stdev", "0.1"], "libFM's -init_stdev 0.1 is --init-scale 0.1"),
-    (["-iter"], "libFM's -iter N is --max-iter N"),  # no value given
+    (["-iter", "100"], "-iter 100 is --max-iter 100"),
+    (["-task", "r"], "-task r is --task regression"),
+    (["-task", "c"], "-task c is --task classification --binary-threshold 0"),
+    (["-out", "p.txt"], "-out p.txt is polylite predict MODEL DATA -o p.txt"),
+    (["-method", "als"], "-method als is --solver cd"),
+    (["-method", "sgd"], "-method sgd is --solver sgd --learning-rate constant"),
+    (["-method", "mcmc"], "-method mcmc is --estimator bayes-fm"),
+    (["-init_stdev", "0.1"], "-init_stdev 0.1 is --init-scale 0.1"),
+    # train.libfm does not exist: n is named, not computed.
+    (["-regular", "0,0.5,0.5"], "-regular 0,0.5,0.5 is --alpha 0.5/n --beta 0.5/n (n the "
+                                "number of training rows"),
+    (["-train", "t.libfm"], "-train t.libfm is polylite fit t.libfm --model MODEL"),
+    (["-test", "t.libfm"], "-test t.libfm is polylite predict MODEL t.libfm"),
+    (["-learn_rate", "0.01"], "-learn_rate 0.01 is --eta0 0.01"),
+    (["-validation", "v.libfm"], "-validation v.libfm is --validation v.libfm"),
+    (["-relation", "user,item"], "-relation user,item is --relation user,item"),
+    (["-verbosity", "1"], "-verbosity 1 has no polylite option: progress is shown"),
+    (["-seed", "3"], "-seed 3 is --seed 3"),
+    (["-meta", "groups.txt"], "-meta groups.txt is --meta groups.txt"),
+    (["-save_model", "m.fm"], "-save_model m.fm is --model m.fm"),
+    (["-cache_size", "1000"], "-cache_size 1000 is --stream (TRAIN read one block"),
+    (["-rlog", "log.txt"], "-rlog log.txt has no polylite option"),
+    (["-help"], "-help is --help"),
+    (["--init_stdev", "0.1"], "-init_stdev 0.1 is --init-scale 0.1"),
+    (["-iter"], "-iter N is --max-iter N"),  # no value given
 ])
 def test_libfm_options_name_the_polylite_options(capsys, options, answer):
     status, out, err = _run(capsys, "fit", "train.libfm", "--model", "m.npz", *options)
     assert status == 2 and out == ""
-    assert _usage_error(err, "fit").startswith(answer)
+    answers, _ = _libfm_error(err, "fit")
+    assert len(answers) == 1 and answers[0].startswith(answer)
 
 
 def test_several_libfm_options_are_answered_together(capsys):
     # (-method and -meta begin as -m, --model's short option: they must not reach it.)
     status, _, err = _run(capsys, "fit", "t.libfm", "-m", "m.npz", "-dim", "1,1,8",
-                          "-method", "mcmc", "-meta", "g.txt")
+                          "-method", "mcmc", "-meta", "g.txt", "-iter", "50")
     assert status == 2
-    message = _usage_error(err, "fit")
-    assert message.split("; ") == [
-        "libFM's -dim 1,1,8 is --n-components 8 (the intercept and the linear term are "
-        "fitted by default)",
-        "libFM's -method mcmc is --estimator bayes-fm (with --n-iter sweeps)",
-        "libFM's -meta g.txt is --meta g.txt (with --estimator bayes-fm or vb-fm)"]
+    answers, commands = _libfm_error(err, "fit")
+    assert answers == [
+        "-dim 1,1,8 is --n-components 8 (the intercept and the linear term are fitted "
+        "by default)",
+        "-method mcmc is --estimator bayes-fm (with --n-iter sweeps)",
+        "-meta g.txt is --meta g.txt (with --estimator bayes-fm or vb-fm)",
+        "-iter 50 is --n-iter 50 (sweeps of the Gibbs sampler)"]  # (with -method mcmc)
+    assert commands == [["polylite", "fit", "t.libfm", "-m", "m.npz", "--n-components",
+                         "8", "--estimator", "bayes-fm", "--meta", "g.txt", "--n-iter",
+                         "50"]]
 
 
 def test_a_libfm_command_line_without_a_command(capsys):
     status, _, err = _run(capsys, "-task", "r", "-train", "train.libfm", "-test",
-                          "test.libfm", "-dim", "1,1,8", "-out", "p.txt")
+                          "test.libfm", "-dim", "1,1,8", "-out", "p.txt", "-verbosity", 1)
     assert status == 2
-    message = _usage_error(err, None)
-    assert "libFM's -train train.libfm is polylite fit train.libfm --model MODEL" \
-        in message
-    assert "libFM's -out p.txt is polylite predict MODEL DATA -o p.txt" in message
+    answers, commands = _libfm_error(err, None)
+    assert "-train train.libfm is polylite fit train.libfm --model MODEL" in answers
+    assert "-out p.txt is polylite predict MODEL DATA -o p.txt (with --proba for a " \
+        "classifier's probabilities, as libFM writes them)" in answers
+    assert commands == [
+        ["polylite", "fit", "--task", "regression", "train.libfm", "--n-components", "8",
+         "--model", "MODEL"],
+        ["polylite", "predict", "MODEL", "test.libfm", "-o", "p.txt"]]
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate"])
 def test_libfm_options_of_predict_and_evaluate(capsys, command):
-    status, _, err = _run(capsys, command, "m.npz", "test.libfm", "-out", "p.txt")
+    status, _, err = _run(capsys, command, "m.npz", "-test", "test.libfm", "-out", "p.txt")
     assert status == 2
-    assert _usage_error(err, command).startswith("libFM's -out p.txt is polylite predict")
+    answers, commands = _libfm_error(err, command)
+    assert answers[1].startswith("-out p.txt is polylite predict")
+    assert commands == [["polylite", command, "m.npz", "test.libfm",
+                         *(["-o", "p.txt"] if command == "predict" else [])]]
+
+
+def test_the_polylite_command_runs_with_the_penalty_per_training_row(capsys, tmp_path):
+    """libFM's summed penalty divided by the rows of the training file, and the command
+    line to paste, which fits and saves the model."""
+    train = tmp_path / "train.libfm"
+    rng = np.random.RandomState(0)
+    train.write_text("".join(f"{rng.randn():.3f} {i % 7}:1 {7 + i % 5}:1\n"
+                             for i in range(400)))
+    model = tmp_path / "m.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "-dim", "1,1,2", "-iter", 3,
+                          "-regular", "0,0.2,0.01", "-seed", 1)
+    assert status == 2
+    answers, commands = _libfm_error(err, "fit")
+    assert answers[2] == (f"-regular 0,0.2,0.01 is --alpha 0.0005 --beta 2.5e-05 (0.2/n "
+                          f"and 0.01/n, n = 400 rows in {train}: libFM penalises the sum "
+                          f"of the losses, polylite their mean; the intercept is not "
+                          f"penalised)")
+    assert commands == [["polylite", "fit", str(train), "-m", str(model),
+                         "--n-components", "2", "--max-iter", "3", "--alpha", "0.0005",
+                         "--beta", "2.5e-05", "--seed", "1"]]
+    status, _, err = _run(capsys, *commands[0][1:], "-q")
+    assert status == 0, err
+    import polylite
+    fitted = polylite.load(model)
+    assert (fitted.alpha, fitted.beta, fitted.n_components) == (0.0005, 2.5e-05, 2)
 
 
 def _libfm_table():
@@ -120,13 +173,13 @@ def _options(text):
 
 @pytest.mark.skipif(not MIGRATION.exists(), reason="no docs folder")
 def test_libfm_answers_agree_with_the_migration_guide():
-    from polylite.cli._hints import LIBFM
+    from polylite.cli._hints import LIBFM, Context
     table = _libfm_table()
     examples = {"-task": ["r", "c"], "-method": ["als", "sgd", "sgda", "mcmc"],
                 "-dim": ["0,0,8"], "-regular": ["0,0.5,0.5"]}
-    for name, (metavar, equivalent) in LIBFM.items():
+    for name, (metavar, answer_of) in LIBFM.items():
         for value in examples.get(name, [metavar]):
-            answer = equivalent(value)
+            answer = answer_of(value, Context(None, {}, None)).text
             # The rows of the option (of the value, for -method's).
             rows = [command for libfm, command in table
                     if re.search(rf"``{re.escape(name)}(?![_a-z])", libfm) and

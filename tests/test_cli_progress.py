@@ -1,6 +1,6 @@
 """The progress lines of ``polylite fit`` report the score its summary line reports: the
-RMSE of a regressor, the accuracy of a classifier (the AUC of a ranker and the score of a
-Bayesian FM's averaged prediction are tested with their commands)."""
+RMSE of a regressor, the accuracy of a classifier, a Gibbs sampler's averaged prediction
+(the AUC of a ranker is tested with its command)."""
 import re
 
 import numpy as np
@@ -110,3 +110,36 @@ def test_one_vs_rest_outputs_report_their_accuracy(data, tmp_path, capsys, n_job
         accuracy = np.mean((scores[:, output] > 0) == (y[300:] == label))
         assert round(accuracy, 6) in {round(value, 6) for value in reported}
     assert "[output 3/3] epoch 6/6" in err
+
+
+def _sweeps(err, name):
+    return [float(value) for value in
+            re.findall(rf"^sweep \d+/\d+  {re.escape(name)} (\S+)  ", err, re.MULTILINE)]
+
+
+@pytest.mark.parametrize("n_kept", [5, 25])
+def test_a_gibbs_sampler_says_what_each_figure_is(data, tmp_path, capsys, n_kept):
+    """The sweeps report the prediction averaged over all the sweeps after the burn-in,
+    the summary the saved model's (n_kept of them): one figure when every sweep is kept,
+    else both, each named."""
+    X, paths = data
+    train, valid, y = paths["r"]
+    model = tmp_path / "bayes.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--validation", valid,
+                          "--estimator", "bayes-fm", "--n-iter", 30, "--n-burn-in", 5,
+                          "--n-kept", n_kept, "--n-components", 3, "--seed", 0,
+                          "--progress", "lines")
+    assert status == 0, err
+    reported = _sweeps(err, "validation rmse")
+    assert len(reported) == 30
+    saved = polylite.load(model).predict(X[300:])
+    rmse = np.sqrt(np.mean((saved - y[300:]) ** 2))
+    summary = re.search(r"; validation rmse (\S+)( \(.*\))?; saved", err)
+    assert float(summary[1]) == round(rmse, 4)
+    if n_kept == 25:  # every sweep after the burn-in kept: the same figure
+        assert summary[2] is None and float(summary[1]) == round(reported[-1], 4)
+    else:
+        assert summary[2] == (f" (the saved model: 5 kept samples; the progress's "
+                              f"{reported[-1]:.4f} averages all 25 sweeps after the "
+                              f"burn-in)")
+        assert round(rmse, 4) != round(reported[-1], 4)

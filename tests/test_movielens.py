@@ -1,14 +1,12 @@
 """MovieLens readers: the real 100K folder (and 1M when its ratings are present), small
 folders in both formats written here, and every error a malformed folder can raise."""
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from _data import SHARED, movielens_folder, movielens_missing
 from polylite.datasets import MovieLensFormatError, load_movielens, load_movielens_100k
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens"
 
 
 # ---- the real data ---------------------------------------------------------------------
@@ -74,20 +72,21 @@ def test_load_movielens_100k_shortcut(movielens_dir):
 
 
 def test_movielens_1m_real_files_when_present(tmp_path):
-    """The real users.dat and movies.dat, with ratings.dat when it is there (it is not in
-    ../shared today: then a small one in their ids)."""
-    folder = SHARED / "ml-1m"
-    if not (folder / "users.dat").exists():
-        pytest.skip("MovieLens 1M files not available (../shared absent)")
-    if (folder / "ratings.dat").exists():
+    """The real release when it is found (_data.py), else the real users.dat and
+    movies.dat of ../shared (which has no ratings.dat) with a small ratings.dat in their
+    ids."""
+    folder = movielens_folder("1m")
+    if folder is not None:
         data = load_movielens(folder)
         assert data.ratings.rating.shape == (1_000_209,)
         assert (data.ratings.user_id[0], data.ratings.item_id[0]) == (1, 1193)
-    else:
+    elif (SHARED / "ml-1m" / "users.dat").exists():
         for name in ("users.dat", "movies.dat"):
-            shutil.copy(folder / name, tmp_path / name)
+            shutil.copy(SHARED / "ml-1m" / name, tmp_path / name)
         (tmp_path / "ratings.dat").write_text("1::1193::5::978300760\n6040::3952::3::1\n")
         data = load_movielens(tmp_path)
+    else:
+        pytest.skip(movielens_missing("1m"))
     assert data.version == "1m" and data.splits == {}
     assert data.users.user_id.shape == (6040,)
     assert np.unique(data.users.age).tolist() == [1, 18, 25, 35, 45, 50, 56]
@@ -153,6 +152,88 @@ def test_small_1m_folder(tmp_path):
     assert "3 ratings" in repr(data)
 
 
+def _write_10m(folder, ratings="1::10::5::1\n1::20::3.5::2\n9::20::0.5::3\n", movies=None):
+    folder.mkdir(exist_ok=True)
+    (folder / "ratings.dat").write_text(ratings)
+    (folder / "movies.dat").write_text(movies or "10::Toy Story (1995)::Comedy|IMAX\n"
+                                                 "20::Heat (1995)::(no genres listed)\n")
+    (folder / "tags.dat").write_text("")
+    return folder
+
+
+def _write_csv(folder, ratings="1,10,3.5,1\n2,20,4.0,2\n", movies=None):
+    folder.mkdir(exist_ok=True)
+    (folder / "ratings.csv").write_text("userId,movieId,rating,timestamp\n" + ratings)
+    (folder / "movies.csv").write_text("movieId,title,genres\n" + (
+        movies or '10,"President, The (1995)",Drama|Comedy\n20,Heat (1995),Action\n'))
+    return folder
+
+
+def test_small_10m_folder(tmp_path):
+    data = load_movielens(_write_10m(tmp_path / "ml-10M100K"))
+    assert data.version == "10m" and data.genre_names == ("Comedy", "IMAX")
+    np.testing.assert_array_equal(data.ratings.rating, [5, 3.5, 0.5])
+    np.testing.assert_array_equal(data.users.user_id, [1, 9])
+    np.testing.assert_array_equal(data.items.genres, [[1, 1], [0, 0]])
+    with pytest.raises(ValueError, match="MovieLens 10M has no official splits"):
+        load_movielens(tmp_path / "ml-10M100K", splits=["u1"])
+
+
+@pytest.mark.parametrize("name, version", [("ml-20m", "20m"), ("ml-25m", "25m"),
+                                           ("ratings", "csv")])
+def test_small_csv_folder(tmp_path, name, version):
+    data = load_movielens(_write_csv(tmp_path / name))
+    assert data.version == version
+    assert data.items.title[0] == "President, The (1995)"
+    assert data.genre_names == ("Action", "Comedy", "Drama")
+    np.testing.assert_array_equal(data.ratings.item_id, [10, 20])
+    np.testing.assert_array_equal(data.ratings.rating, [3.5, 4])
+
+
+@pytest.mark.parametrize("block_bytes", [1, 7, 25, 2**24])
+def test_ratings_read_in_blocks(tmp_path, monkeypatch, block_bytes):
+    """Blocks of any size give the same ratings, and a bad line's number."""
+    from polylite import _movielens
+    monkeypatch.setattr(_movielens, "BLOCK_BYTES", block_bytes)
+    lines = [f"{u}::{10 if u % 2 else 20}::{u % 5 + 0.5}::{u}\n" for u in range(1, 40)]
+    data = load_movielens(_write_10m(tmp_path / "a", ratings="".join(lines)))
+    np.testing.assert_array_equal(data.ratings.user_id, np.arange(1, 40))
+    np.testing.assert_array_equal(data.ratings.rating, np.arange(1, 40) % 5 + 0.5)
+    lines[30] = "31::10::x::31\n"
+    with pytest.raises(MovieLensFormatError, match=r"ratings.dat, line 31: rating 'x'"):
+        load_movielens(_write_10m(tmp_path / "b", ratings="".join(lines)))
+    rows = [f"{u},10,4.0,{u}\n" for u in range(1, 30)] + ["5,30,4.0,1\n"]
+    with pytest.raises(MovieLensFormatError, match=r"ratings.csv, line 31: item id 30 is "
+                                                   r"not in movies.csv"):
+        load_movielens(_write_csv(tmp_path / "c", ratings="".join(rows)))
+
+
+@pytest.mark.parametrize("ratings, movies, match", [
+    ("1,10,3.5\n", None, r"ratings.csv, line 2: expected 4 fields"),
+    ("1,10,3.5,1\n2,10,5,x\n", None, r"ratings.csv, line 3: timestamp 'x'"),
+    ("", None, r"ratings.csv holds no ratings"),
+    ("1,10,3.5,1\n", "10,A,Drama\n10,B,Drama\n",
+     r"movies.csv, line 3: item id 10 already appears on line 2"),
+    ("1,10,3.5,1\n", "10,A\n", r"movies.csv, line 2: expected 3 fields"),
+])
+def test_malformed_csv_folder(tmp_path, ratings, movies, match):
+    with pytest.raises(MovieLensFormatError, match=match):
+        load_movielens(_write_csv(tmp_path / "ml-20m", ratings=ratings, movies=movies))
+
+
+def test_csv_headers(tmp_path):
+    folder = _write_csv(tmp_path / "ml-25m")
+    (folder / "ratings.csv").write_text("user,movie,rating,time\n1,10,3.5,1\n")
+    with pytest.raises(MovieLensFormatError, match=r"ratings.csv, line 1: expected the "
+                                                   r"header 'userId,movieId,rating,"
+                                                   r"timestamp'"):
+        load_movielens(folder)
+    (folder / "movies.csv").write_text("10,A,Drama\n")
+    with pytest.raises(MovieLensFormatError, match=r"movies.csv, line 1: expected the "
+                                                   r"header"):
+        load_movielens(folder)
+
+
 def test_windows_line_ends_and_no_final_newline(tmp_path):
     folder = _write_1m(tmp_path / "ml", ratings="1::10::5::1\r\n2::20::3::2")
     np.testing.assert_array_equal(load_movielens(folder).ratings.timestamp, [1, 2])
@@ -161,12 +242,14 @@ def test_windows_line_ends_and_no_final_newline(tmp_path):
 # ---- errors ----------------------------------------------------------------------------
 
 def test_missing_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no MovieLens folder"):
+    with pytest.raises(FileNotFoundError, match=r"no MovieLens folder at .* \(fetch_movielens"
+                                                r"\(\) downloads a release"):
         load_movielens(tmp_path / "nowhere")
 
 
 def test_folder_of_something_else(tmp_path):
-    with pytest.raises(FileNotFoundError, match="not a MovieLens 100K or 1M folder"):
+    with pytest.raises(FileNotFoundError, match="is not a MovieLens folder: it has none of "
+                                                "u.data"):
         load_movielens(tmp_path)
 
 

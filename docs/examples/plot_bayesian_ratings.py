@@ -17,8 +17,9 @@ to tune.  For star ratings it comes in three forms:
 All three are fitted here on the ``u1`` split of MovieLens 100K, with the user and item ids
 as features; the chains are scored by the test RMSE after every sweep, the variational
 model once, fitted.  MovieLens is not shipped
-with polylite: when its ``ml-100k`` folder is not found, the example runs on synthetic
-ratings of the same shape, and says so.
+with polylite (``polylite.datasets.fetch_movielens("100k")`` downloads it): when its
+``ml-100k`` folder is not found, the example runs on synthetic ratings of the same shape,
+and says so.
 """
 
 import os
@@ -29,16 +30,19 @@ import numpy as np
 from polylite import (BayesianFactorizationMachineOrdinalRegressor,
                       BayesianFactorizationMachineRegressor, FieldEncoder,
                       VariationalFactorizationMachineRegressor)
-from polylite.datasets import load_movielens, make_recommender
+from polylite.datasets import get_data_home, load_movielens, make_recommender
 
 
 def find_movielens():
-    """The ml-100k folder (in the current directory, this example's folder, or their
+    """The ml-100k folder (in the data folder, where ``fetch_movielens("100k")``
+    downloads it, else in the current directory, this example's folder, or their
     parents, also as shared/data/movielens/ml-100k), or None."""
     try:
         here = os.path.dirname(os.path.abspath(__file__))
     except NameError:  # the gallery runs the example from its own folder
         here = os.getcwd()
+    if os.path.isfile(os.path.join(get_data_home(), "ml-100k", "u.data")):
+        return os.path.join(get_data_home(), "ml-100k")  # where fetch_movielens puts it
     shared = os.path.join("shared", "data", "movielens", "ml-100k")
     for folder in (os.getcwd(), here):
         for _ in range(5):

@@ -15,8 +15,9 @@ the items they did not rate in ``u1.base``, and the test positives are the relev
 items.  The lists are measured by precision at 10, nDCG at 10 (binary relevance) and the
 AUC (the chance that a relevant item is ranked above another candidate).
 
-MovieLens is not shipped with polylite.  When its ``ml-100k`` folder is not found, the
-example runs on synthetic data of the same shape, and says so.
+MovieLens is not shipped with polylite (``polylite.datasets.fetch_movielens("100k")``
+downloads it).  When its ``ml-100k`` folder is not found, the example runs on synthetic
+data of the same shape, and says so.
 """
 
 import os
@@ -27,15 +28,17 @@ import numpy as np
 from sklearn.pipeline import make_pipeline
 
 from polylite import FactorizationMachineRanker, FieldEncoder
-from polylite.datasets import load_movielens
+from polylite.datasets import get_data_home, load_movielens
 from polylite.metrics import auc_score, binary_ndcg_at_k, precision_at_k
 from polylite.recommend import recommend, score_items
 
 # %%
 # The data
 # --------
-# The folder ``ml-100k`` (or ``shared/data/movielens/ml-100k``) is looked for in the
-# current directory, in this example's folder, and in the folders above them.  Age is
+# The folder ``ml-100k`` is looked for in the data folder, where
+# ``fetch_movielens("100k")`` downloads it (``~/polylite_data``), then (also as
+# ``shared/data/movielens/ml-100k``) in the current directory, in this example's folder,
+# and in the folders above them.  Age is
 # grouped in bands (under 18, 18-24, 25-34, 35-44, 45-49, 50-55, 56 and over),
 # occupation and gender are categories, and a film's genres are 19 flags.  Tables are
 # mappings of column name to array (a pandas DataFrame works the same).
@@ -48,6 +51,8 @@ def find_movielens():
         here = os.path.dirname(os.path.abspath(__file__))
     except NameError:  # the gallery runs the example from its own folder
         here = os.getcwd()
+    if os.path.isfile(os.path.join(get_data_home(), "ml-100k", "u.data")):
+        return os.path.join(get_data_home(), "ml-100k")  # where fetch_movielens puts it
     shared = os.path.join("shared", "data", "movielens", "ml-100k")
     for folder in (os.getcwd(), here):
         for _ in range(5):

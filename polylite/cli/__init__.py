@@ -24,7 +24,7 @@ predict and evaluate take the models fit writes (factorization machines, polynom
 networks, rankers), not multi-output, ordinal or pipeline models saved from Python.
 
 libFM's options (-dim, -iter, -task, -method, ...) are answered with the polylite
-options that do the same.  Progress and messages go to stderr, results to stdout.  Exit
+options that do the same, and the polylite command to run instead.  Progress and messages go to stderr, results to stdout.  Exit
 status: 0 on success, 1 when the work failed (unreadable data or model, a fit that
 diverged), 2 for a usage error (a bad option or value), 130 when interrupted.
 """

@@ -295,7 +295,8 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
     else:
         scores = [f"training {_score_text(estimator, X, y)}"]
         if args.validation:
-            scores.append(f"validation {_score_text(estimator, *data[1])}")
+            scores.append(f"validation {_score_text(estimator, *data[1])}"
+                          f"{_averaged_sweeps_text(estimator, family)}")
     return _Fitted(X.shape[0], zero_based, n_features,
                    _epochs_text(estimator, family.unit), scores)
 
@@ -348,6 +349,21 @@ def _score_text(estimator, X, y):
     scores = metrics(estimator, y, *predictions(estimator, X))
     name = "rmse" if "rmse" in scores else "accuracy"
     return f"{name} {scores[name]:.4f}"
+
+
+def _averaged_sweeps_text(estimator, family):
+    """What a Gibbs sampler's last progress line reported, when it is another figure
+    than the saved model's: the prediction averaged over every sweep after the burn-in,
+    of which the model keeps n_kept samples."""
+    if family.unit != "sweep":
+        return ""
+    after = estimator.n_iter - estimator.n_burn_in
+    kept = min(estimator.n_kept, after)
+    reported = vars(estimator).get("eval_rmse_", vars(estimator).get("eval_accuracy_"))
+    if kept == after or reported is None:
+        return ""
+    return (f" (the saved model: {kept} kept samples; the progress's {reported[-1]:.4f} "
+            f"averages all {after} sweeps after the burn-in)")
 
 
 def _auc_text(estimator, name, X, y):

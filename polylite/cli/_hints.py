@@ -1,92 +1,181 @@
 """Options polylite does not have, caught before argparse parses them: libFM's options
-(``-dim 1,1,8``) are answered with the polylite options that do the same, other unknown
-options with the closest valid ones.  libFM's spellings are hints, not aliases: each
-setting keeps one spelling, which the error names.  The answers follow the table of
-docs/user_guide/migration.rst ("Coming from libFM")."""
+(``-dim 1,1,8``) are answered with the polylite options that do the same, one a line, and
+the polylite command lines that do what the whole command line asked (ready to paste);
+other unknown options with the closest valid ones.  libFM's spellings are hints, not
+aliases: each setting keeps one spelling, which the error names.  The answers follow the
+table of docs/user_guide/migration.rst ("Coming from libFM")."""
 import difflib
+import shlex
+from typing import NamedTuple
 
 
-def _dim(value):
+class Hint(NamedTuple):
+    """The answer to one libFM option: the polylite options that do the same, in its place
+    on the command line (none: none at all, or in another command), and what it says."""
+    options: list
+    text: str
+
+
+def _is(options, note=""):
+    """The answer that ``options`` do the same (``note``: what they do not say)."""
+    return Hint(options, f"is {shlex.join(options)}" + (f" ({note})" if note else ""))
+
+
+class Context(NamedTuple):
+    """What an answer may depend on: the command (None: a libFM command line without
+    one, answered as fit), the libFM options given (name -> value) and the training
+    file (or None)."""
+    command: str
+    libfm: dict
+    train: str
+
+
+def _dim(value, context):
     parts = [part.strip() for part in value.split(",")]
     if len(parts) != 3:
-        return ("is --n-components K for -dim 'k0,k1,K' (with --no-fit-intercept if k0 "
-                "is 0, --no-fit-linear if k1 is 0)")
+        return Hint([], "is --n-components K for -dim 'k0,k1,K' (with --no-fit-intercept "
+                        "if k0 is 0, --no-fit-linear if k1 is 0)")
     options = (["--no-fit-intercept"] if parts[0] == "0" else []) + \
-        (["--no-fit-linear"] if parts[1] == "0" else []) + [f"--n-components {parts[2]}"]
+        (["--no-fit-linear"] if parts[1] == "0" else []) + ["--n-components", parts[2]]
     fitted = (["intercept"] if parts[0] != "0" else []) + \
         (["linear term"] if parts[1] != "0" else [])
     if not fitted:
-        return "is " + " ".join(options)
+        return _is(options)
     verb = "are" if len(fitted) == 2 else "is"
-    return f"is {' '.join(options)} (the {' and the '.join(fitted)} {verb} fitted by " \
-           f"default)"
+    return _is(options, f"the {' and the '.join(fitted)} {verb} fitted by default")
 
 
-def _regular(value):
+def _training_rows(path):
+    """The number of rows of the training file, or None if it cannot be read."""
+    if path is None:
+        return None
+    from .._svmlight import DataFileError, _blocks, _data_lines
+    try:
+        return sum(1 for _, block in _blocks(path, 2**24) for _ in _data_lines(block))
+    except DataFileError:
+        return None
+
+
+def _regular(value, context):
     parts = [part.strip() for part in value.split(",")]
     if len(parts) == 1:
         r1 = r2 = parts[0]
     elif len(parts) == 3:
         r1, r2 = parts[1:]
     else:
-        r1, r2 = "R1", "R2"
-    return (f"is --alpha {r1}/n --beta {r2}/n, n the number of training rows (libFM "
-            f"penalises the sum of the losses, polylite their mean; the intercept is not "
-            f"penalised; for -method sgd about --alpha {r1} --beta {r2})")
+        return Hint([], "is --alpha R1/n --beta R2/n for -regular 'r0,r1,r2', n the "
+                        "number of training rows")
+    method = context.libfm.get("-method")
+    if method == "mcmc":
+        return Hint([], "has no polylite option with -method mcmc: the Bayesian "
+                        "factorization machine samples its regularisation")
+    if method in ("sgd", "sgda"):
+        return _is(["--alpha", r1, "--beta", r2], "about: libFM's SGD penalises each "
+                                                  "step's row, as polylite's per-sample "
+                                                  "penalty does")
+    n = _training_rows(context.train)
+    try:
+        per_row = [f"{float(r) / n:.3g}" for r in (r1, r2)] if n else None
+    except ValueError:
+        per_row = None
+    sum_text = ("libFM penalises the sum of the losses, polylite their mean; the "
+                "intercept is not penalised")
+    if per_row is None:
+        return _is(["--alpha", f"{r1}/n", "--beta", f"{r2}/n"],
+                   f"n the number of training rows: {sum_text}; for -method sgd about "
+                   f"--alpha {r1} --beta {r2}")
+    return _is(["--alpha", per_row[0], "--beta", per_row[1]],
+               f"{r1}/n and {r2}/n, n = {n:,} rows in {context.train}: {sum_text}")
 
 
-def _task(value):
+def _task(value, context):
     if value == "r":
-        return "is --task regression"
+        return _is(["--task", "regression"])
     if value == "c":
-        return ("is --task classification --binary-threshold 0 (labels > 0 are the "
-                "positive class; without --binary-threshold each distinct label is a "
-                "class)")
-    return "is --task regression (r) or --task classification (c)"
+        return _is(["--task", "classification", "--binary-threshold", "0"],
+                   "labels > 0 are the positive class; without --binary-threshold each "
+                   "distinct label is a class")
+    return Hint([], "is --task regression (r) or --task classification (c)")
 
 
-def _method(value):
-    return "is " + {
-        "als": "--solver cd (coordinate descent, which the default --solver auto chooses "
-               "on sparse data)",
-        "sgd": "--solver sgd --learning-rate constant",
-        "sgda": "--solver adagrad --validation FILE (adaptive steps, early stopping)",
-        "mcmc": "--estimator bayes-fm (with --n-iter sweeps)",
-    }.get(value, "--solver cd (als), --solver sgd --learning-rate constant (sgd), "
-                 "--solver adagrad (sgda) or --estimator bayes-fm (mcmc)")
+def _method(value, context):
+    return {
+        "als": _is(["--solver", "cd"], "coordinate descent, which the default --solver "
+                                       "auto chooses on sparse data"),
+        "sgd": _is(["--solver", "sgd", "--learning-rate", "constant"]),
+        "sgda": _is(["--solver", "adagrad"], "adaptive steps; with --validation FILE, "
+                                             "early stopping"),
+        "mcmc": _is(["--estimator", "bayes-fm"], "with --n-iter sweeps"),
+    }.get(value, Hint([], "is --solver cd (als), --solver sgd --learning-rate constant "
+                          "(sgd), --solver adagrad (sgda) or --estimator bayes-fm (mcmc)"))
 
 
-# libFM's option -> (the name of its value, None for a flag; what it is in polylite,
-# given the value or that name).
+def _iter(value, context):
+    if context.libfm.get("-method") == "mcmc":
+        return _is(["--n-iter", value], "sweeps of the Gibbs sampler")
+    return _is(["--max-iter", value], f"with --estimator bayes-fm, libFM's -method "
+                                      f"mcmc: --n-iter {value}")
+
+
+def _train(value, context):
+    return Hint([value] if context.command in (None, "fit") else [],
+                f"is polylite fit {value} --model MODEL")
+
+
+def _test(value, context):
+    return Hint([value] if context.command in ("predict", "evaluate") else [],
+                f"is polylite predict MODEL {value} or polylite evaluate MODEL {value} "
+                f"once fit has saved MODEL (while fitting: --validation {value})")
+
+
+def _out(value, context):
+    return Hint(["-o", value] if context.command == "predict" else [],
+                f"is polylite predict MODEL DATA -o {value} (with --proba for a "
+                f"classifier's probabilities, as libFM writes them)")
+
+
+def _load_model(value, context):
+    return Hint([value] if context.command in ("predict", "evaluate") else [],
+                f"is polylite predict {value} DATA")
+
+
+def _option(name, note=""):
+    return lambda value, context: _is([name, value], note)
+
+
+def _none(text):
+    return lambda value, context: Hint([], text)
+
+
+# libFM's option -> (the name of its value, None for a flag; its answer, given the value
+# and the context).
 LIBFM = {
     "-task": ("r|c", _task),
-    "-train": ("FILE", lambda v: f"is polylite fit {v} --model MODEL"),
-    "-test": ("FILE", lambda v: f"is polylite predict MODEL {v} or polylite evaluate "
-                                f"MODEL {v} once fit has saved MODEL (while fitting: "
-                                f"--validation {v})"),
-    "-validation": ("FILE", lambda v: f"is --validation {v}"),
-    "-out": ("FILE", lambda v: f"is polylite predict MODEL DATA -o {v} (with --proba "
-                               f"for a classifier's probabilities, as libFM writes them)"),
+    "-train": ("FILE", _train),
+    "-test": ("FILE", _test),
+    "-out": ("FILE", _out),
+    "-validation": ("FILE", _option("--validation")),
     "-dim": ("k0,k1,k2", _dim),
-    "-iter": ("N", lambda v: f"is --max-iter {v} (with --estimator bayes-fm, libFM's "
-                             f"-method mcmc: --n-iter {v})"),
+    "-iter": ("N", _iter),
     "-method": ("NAME", _method),
     "-regular": ("r0,r1,r2", _regular),
-    "-init_stdev": ("S", lambda v: f"is --init-scale {v}"),
-    "-learn_rate": ("ETA", lambda v: f"is --eta0 {v}"),
-    "-relation": ("R1,R2", lambda v: f"is --relation {v}"),
-    "-meta": ("FILE", lambda v: f"is --meta {v} (with --estimator bayes-fm or vb-fm)"),
-    "-seed": ("N", lambda v: f"is --seed {v}"),
-    "-verbosity": ("N", lambda v: "has no polylite option: progress is shown on stderr "
-                                  "by default (--progress lines: a line per epoch), "
-                                  "--quiet silences it"),
-    "-save_model": ("FILE", lambda v: f"is --model {v}"),
-    "-load_model": ("FILE", lambda v: f"is polylite predict {v} DATA"),
-    "-cache_size": ("N", lambda v: "is --stream --chunk-bytes SIZE (TRAIN read one "
-                                   "block at a time)"),
-    "-rlog": ("FILE", lambda v: "has no polylite option: the progress on stderr reports "
-                                "every epoch"),
-    "-help": (None, lambda v: "is --help"),
+    "-init_stdev": ("S", _option("--init-scale")),
+    "-learn_rate": ("ETA", _option("--eta0")),
+    "-relation": ("R1,R2", _option("--relation")),
+    "-meta": ("FILE", _option("--meta", "with --estimator bayes-fm or vb-fm")),
+    "-seed": ("N", _option("--seed")),
+    "-verbosity": ("N", _none("has no polylite option: progress is shown on stderr by "
+                              "default (--progress lines: a line per epoch), --quiet "
+                              "silences it")),
+    "-save_model": ("FILE", _option("--model")),
+    "-load_model": ("FILE", _load_model),
+    "-cache_size": ("N", lambda value, context: _is(["--stream"], "TRAIN read one "
+                                                                  "block at a time, "
+                                                                  "--chunk-bytes SIZE "
+                                                                  "each")),
+    "-rlog": ("FILE", _none("has no polylite option: the progress on stderr reports "
+                            "every epoch")),
+    "-help": (None, lambda value, context: _is(["--help"])),
 }
 
 
@@ -134,10 +223,22 @@ def _closest(name, options):
     return [option for ratio, option in scored if ratio >= floor][:3]
 
 
+def _takes_value(parser, name):
+    """Whether the polylite option ``name`` of ``parser`` (or the one it abbreviates)
+    takes a value."""
+    options = parser._option_string_actions
+    matches = [options[name]] if name in options else \
+        [action for option, action in options.items() if option.startswith(name)]
+    return len(matches) == 1 and matches[0].nargs != 0
+
+
 def check_argv(parser, argv):
     """Refuse libFM's options and options the command does not have, as a usage error of
-    the command's parser (exit status 2); argparse parses what passes."""
-    command, first_seen, hints, unknown = None, False, [], None
+    the command's parser (exit status 2); argparse parses what passes.  libFM's options
+    are answered one a line, followed by the polylite command lines that do what the
+    whole command line asked."""
+    command, first_seen, unknown = None, False, None
+    found, positionals = [], []  # found: (first token, last token, libFM name, value)
     tokens = iter(enumerate(argv))
     for i, token in tokens:
         if token == "--":
@@ -146,24 +247,28 @@ def check_argv(parser, argv):
             if not first_seen:  # the command (argparse names a wrong one)
                 first_seen = True
                 command = token if token in parser.commands else None
+            else:
+                positionals.append(token)
             continue
-        name, _, attached = token.partition("=")
+        name, equals, attached = token.partition("=")
         current = parser.commands[command] if command else parser
         libfm = _libfm_name(parser, name)
         if libfm is not None:
-            metavar, equivalent = LIBFM[libfm]
-            value = attached or None
+            metavar = LIBFM[libfm][0]
+            value, last = attached or None, i
             if metavar and value is None and i + 1 < len(argv) and \
                     not _is_option(argv[i + 1]):
-                value = argv[i + 1]
+                value, last = argv[i + 1], i + 1
                 next(tokens)  # the value, not a command
-            given = libfm if metavar is None else f"{libfm} {value or metavar}"
-            hints.append(f"libFM's {given} {equivalent(value or metavar)}")
-        elif (unknown is None and (command or not first_seen)
-              and not _known(current, name)):
-            unknown = (current, name, command)
-    if hints:
-        (parser.commands[command] if command else parser).error("; ".join(hints))
+            found.append((i, last, libfm, value))
+        elif not _known(current, name):
+            if unknown is None and (command or not first_seen):
+                unknown = (current, name, command)
+        elif not equals and _takes_value(current, name):
+            next(tokens, None)  # its value, not a positional argument
+    if found:
+        current = parser.commands[command] if command else parser
+        current.error(_answer(argv, command, found, positionals))
     if unknown is not None:
         current, name, command = unknown
         close = _closest(name, [option for option in current._option_string_actions
@@ -172,3 +277,46 @@ def check_argv(parser, argv):
         current.error(f"unrecognized option {name} " +
                       (f"(did you mean {' or '.join(close)}?)" if close else
                        f"(see {where})"))
+
+
+def _answer(argv, command, found, positionals):
+    """The usage error of libFM's options ``found`` in ``argv``: each answered, then the
+    polylite command lines to run instead."""
+    libfm = {name: value for _, _, name, value in found}
+    train = libfm.get("-train") or (positionals[0] if command == "fit" and positionals
+                                    else None)
+    context = Context(command, libfm, train)
+    lines = ["these are libFM's options:"]
+    replaced, start = ["polylite"] + ([] if command else ["fit"]), 0
+    for first, last, name, value in found:
+        metavar, answer = LIBFM[name]
+        hint = answer(value or metavar, context)
+        lines.append(f"  {name if metavar is None else f'{name} {value or metavar}'} "
+                     f"{hint.text}")
+        replaced += argv[start:first] + hint.options
+        start = last + 1
+    replaced += argv[start:]
+    return "\n".join(lines + ["the same in polylite:"] +
+                      [f"  {shlex.join(line)}" for line in _commands(replaced, libfm,
+                                                                     command)])
+
+
+def _commands(replaced, libfm, command):
+    """The polylite command lines: ``replaced`` (the command line, libFM's options
+    replaced by polylite's), with --model MODEL if fit lacks it, then the prediction
+    libFM's -test and -out asked of a fit."""
+    if command not in (None, "fit"):
+        return [replaced]
+    model = next((replaced[i + 1] for i, token in enumerate(replaced[:-1])
+                  if token in ("-m", "--model")), None)
+    model = model or next((token.partition("=")[2] for token in replaced
+                           if token.startswith("--model=")), None)
+    if model is None:
+        model = "MODEL"
+        replaced = replaced + ["--model", model]
+    lines = [replaced]
+    if "-test" in libfm or "-out" in libfm:
+        data = libfm.get("-test") or "DATA"
+        lines.append(["polylite", "predict", model, data, "-o", libfm["-out"]]
+                     if libfm.get("-out") else ["polylite", "evaluate", model, data])
+    return lines

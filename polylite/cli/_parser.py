@@ -212,8 +212,10 @@ def _add_fit(sub):
                           "classifier; ranking: the AUC of its positives) is reported "
                           "every epoch, training stops after --n-iter-no-change epochs "
                           "without improving its loss, and the best model is kept "
-                          "(bayes-fm: the score of the averaged prediction is reported "
-                          "every sweep; vb-fm: the fitted model's, once)")
+                          "(bayes-fm: the score of the prediction averaged over the "
+                          "sweeps after the burn-in is reported every sweep, the saved "
+                          "model's, which averages --n-kept of them, at the end; vb-fm: "
+                          "the fitted model's, once)")
     fit.add_argument("--stream", action="store_true",
                      help="read TRAIN one block at a time (files larger than memory) and "
                           "train by partial_fit (solver sgd or adagrad; adagrad if "
