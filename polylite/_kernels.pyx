@@ -666,63 +666,76 @@ cdef struct Tables:
     Py_ssize_t width
 
 
-cdef inline double _relational_row(Py_ssize_t i, const floating* data,
-                                   const index_t* indices, const index_t* indptr,
-                                   const Model* m, const Tables* tables, floating* work,
-                                   double* acc) noexcept nogil:
-    """Interaction i's prediction less the intercept: its direct part's terms (as a table
-    row's, the dummies with factor block 0), joined with those of each of its table
-    rows.  ``acc`` holds one table row's terms (``tables.width``)."""
+cdef struct Workspace:
+    # One thread's scratch space for _relational_rows.
+    void* work                # ``floating``: the DP table, (max degree + 1) * k
+    double* acc               # one row's terms, as a table row's (``width``)
+
+
+cdef void _relational_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
+                           const index_t* indices, const index_t* indptr, double intercept,
+                           const Model* m, const Tables* tables, floating* out,
+                           const Workspace* ws) noexcept nogil:
+    """out[i] for the interactions lo..hi-1: the direct part's terms (as a table row's,
+    the dummies with factor block 0), joined with those of each of its table rows."""
     cdef const floating* w = <const floating*> m.w
     cdef const floating* P = <const floating*> m.P
     cdef const floating* gamma = <const floating*> m.gamma
     cdef const int* degrees = m.degrees
     cdef Py_ssize_t d = m.d, k = m.k, n_blocks = m.n_blocks, n_dummy = m.n_dummy
     cdef int kernel = m.kernel
-    cdef Py_ssize_t z, b, table, t, s, degree, offset
-    cdef Py_ssize_t start = indptr[i], end = indptr[i + 1]
+    cdef Py_ssize_t n_tables = tables.count, width = tables.width
+    cdef const Py_ssize_t** index = tables.index
+    cdef const double** terms = tables.terms
+    cdef floating* work = <floating*> ws.work
+    cdef double* acc = ws.acc
+    cdef Py_ssize_t i, z, b, table, t, s, degree, start, end, offset
     cdef const double* row
-    cdef double total = 0
-    if w != NULL:
-        for z in range(start, end):
-            total += w[indices[z]] * data[z]
-    if kernel == ALL_SUBSETS:
-        all_subsets_forward(P, k, indices + start, data + start, end - start, work)
-        for s in range(k):
-            acc[1 + s] = work[s]
-    else:
-        offset = 1
-        for b in range(n_blocks):
-            degree = degrees[b]
-            anova_forward(P + b * d * k, k, gamma if b == 0 else NULL,
-                          n_dummy if b == 0 else 0, indices + start, data + start,
-                          end - start, <int> degree, work)
-            for t in range(1, degree + 1):
-                for s in range(k):
-                    acc[offset + (t - 1) * k + s] = work[t * k + s]
-            offset += degree * k
-    for table in range(tables.count):
-        row = tables.terms[table] + tables.index[table][i] * tables.width
-        total += row[0]
+    cdef double total
+    for i in range(lo, hi):
+        start = indptr[i]
+        end = indptr[i + 1]
+        total = 0
+        if w != NULL:
+            for z in range(start, end):
+                total += w[indices[z]] * data[z]
         if kernel == ALL_SUBSETS:
+            all_subsets_forward(P, k, indices + start, data + start, end - start, work)
             for s in range(k):
-                acc[1 + s] *= row[1 + s]
+                acc[1 + s] = work[s]
         else:
             offset = 1
             for b in range(n_blocks):
-                _convolve(acc + offset, row + offset, degrees[b], k)
-                offset += degrees[b] * k
-    if kernel == ALL_SUBSETS:
-        for s in range(k):
-            total += acc[1 + s]
-    else:
-        offset = 1
-        for b in range(n_blocks):
-            degree = degrees[b]
+                degree = degrees[b]
+                anova_forward(P + b * d * k, k, gamma if b == 0 else NULL,
+                              n_dummy if b == 0 else 0, indices + start, data + start,
+                              end - start, <int> degree, work)
+                for t in range(1, degree + 1):
+                    for s in range(k):
+                        acc[offset + (t - 1) * k + s] = work[t * k + s]
+                offset += degree * k
+        for table in range(n_tables):
+            row = terms[table] + index[table][i] * width
+            total += row[0]
+            if kernel == ALL_SUBSETS:
+                for s in range(k):
+                    acc[1 + s] *= row[1 + s]
+            else:
+                offset = 1
+                for b in range(n_blocks):
+                    _convolve(acc + offset, row + offset, degrees[b], k)
+                    offset += degrees[b] * k
+        if kernel == ALL_SUBSETS:
             for s in range(k):
-                total += acc[offset + (degree - 1) * k + s]
-            offset += degree * k
-    return total
+                total += acc[1 + s]
+        else:
+            offset = 1
+            for b in range(n_blocks):
+                degree = degrees[b]
+                for s in range(k):
+                    total += acc[offset + (degree - 1) * k + s]
+                offset += degree * k
+        out[i] = intercept + total
 
 
 def predict_relational(const floating[::1] data, const index_t[::1] indices,
@@ -766,6 +779,7 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef floating* out_ptr = &out[0] if n > 0 else NULL
     cdef Model m
+    cdef Workspace ws
     try:
         if (work_raw == NULL or acc_raw == NULL or tables.index == NULL
                 or tables.terms == NULL):
@@ -786,11 +800,11 @@ def predict_relational(const floating[::1] data, const index_t[::1] indices,
                 # Assigned here, lo and hi are the thread's own (Cython shares, in a
                 # prange, what the body only passes by address).
                 lo = hi = 0
+                ws.work = work + t * work_size
+                ws.acc = acc + t * acc_size
                 if thread_range(t, n_threads, n, &lo, &hi):
-                    for i in range(lo, hi):
-                        out_ptr[i] = intercept + _relational_row(
-                            i, data_ptr, ind_ptr, &indptr[0], &m, &tables,
-                            work + t * work_size, acc + t * acc_size)
+                    _relational_rows(lo, hi, data_ptr, ind_ptr, &indptr[0], intercept, &m,
+                                     &tables, out_ptr, &ws)
     finally:
         free(work_raw)
         free(acc_raw)

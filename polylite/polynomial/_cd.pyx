@@ -648,6 +648,7 @@ cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
     cdef double* swap
     cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
     cdef Table* gather = NULL
+    cdef Fill fill
     TM.squared = L.loss == SQUARED
     _slot_base(base, kernel, L.width, <const floating*> E.gamma if b == 0 else NULL,
                E.n_dummy if b == 0 else 0, k, s)
@@ -664,13 +665,17 @@ cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
         else:
             table_fill(&blocks.tables[j], &TM, factors, blocks.threads)
     if direct or blocks.count == 0:
+        fill.slot = slot
+        fill.kernel = kernel
+        fill.factors = factors
+        fill.variances = variances
+        fill.base = base
         if threads == 1:
-            _fill_chunk(0, 1, state, L, n, slot, kernel, kind, factors, variances,
-                        csr_data, csr_indices, csr_indptr, base)
+            _fill_chunk(0, 1, state, L, n, &fill, kind, csr_data, csr_indices, csr_indptr)
         else:
             for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-                _fill_chunk(t, threads, state, L, n, slot, kernel, kind, factors,
-                            variances, csr_data, csr_indices, csr_indptr, base)
+                _fill_chunk(t, threads, state, L, n, &fill, kind, csr_data, csr_indices,
+                            csr_indptr)
     if blocks.count == 0:
         return
     # One pass over the rows: the previous sweep's last push, the blocks' caches, the

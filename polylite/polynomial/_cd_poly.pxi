@@ -11,11 +11,20 @@ cdef enum:
     # fixed arrays: degrees up to this one (cd_epoch checks).
     MAX_POLY_DEGREE = 12
 
-cdef double _poly_sums(double reg, double p, int degree, double lam_s,
-                       const index_t* rows, const floating* values, Py_ssize_t count,
-                       const double* state, const Layout* L, Py_ssize_t cur,
-                       double* bound, double* newton) noexcept nogil:
-    """The gradient pass of a PN coordinate; returns its support (the weight of its rows).
+cdef struct PolyCoordinate:
+    # A coordinate of a polynomial network's component, as its gradient pass reads it.
+    double p             # its value
+    double reg           # its penalty
+    int degree
+    double lam_s         # the component's output weight
+    Py_ssize_t cur       # the rows' cache slot of u_i
+
+
+cdef double _poly_sums(const PolyCoordinate* coord, const index_t* rows,
+                       const floating* values, Py_ssize_t count, const double* state,
+                       const Layout* L, double* bound, double* newton) noexcept nogil:
+    """The gradient pass of the PN coordinate ``coord`` (its column ``rows``/``values``,
+    ``count`` entries); returns its support (the weight of its rows).
 
     Row i's prediction moves by r_i(d) = lam_s ((u_i + d x)^m - u_i^m) = sum_t c_t d^t,
     c_t = lam_s C(m, t) u_i^(m - t) x^t, when the coordinate moves by d, and its loss by at
@@ -29,8 +38,10 @@ cdef double _poly_sums(double reg, double p, int degree, double lam_s,
     doubles; ``newton`` the curvature sum_i (kappa c_1^2 + |2 l' c_2|) + reg of a Newton
     step with a positive curvature (Q''(0) with its possibly negative part by magnitude).
     """
+    cdef double reg = coord.reg, p = coord.p, lam_s = coord.lam_s
+    cdef Py_ssize_t cur = coord.cur
     cdef Py_ssize_t z, i
-    cdef int t, r, m = degree
+    cdef int t, r, m = coord.degree
     cdef double x, u, dl, kappa, weight, binomial, power, support = 0, positive = 0
     cdef double c[MAX_POLY_DEGREE + 1]       # c_t, t = 1..m
     cdef double square[2 * MAX_POLY_DEGREE + 1]  # (sum_t |c_t| d^t)^2, powers 2..2m
@@ -161,8 +172,13 @@ cdef double _poly_coordinate(floating* param, double reg, int degree, double lam
     cdef double p = param[0], x, u, delta, newton
     cdef double bound[5 * MAX_POLY_DEGREE + 1]
     cdef double* row
-    if _poly_sums(reg, p, degree, lam_s, rows, values, count, state, L, cur, bound,
-                  &newton) <= 0:
+    cdef PolyCoordinate coord
+    coord.p = p
+    coord.reg = reg
+    coord.degree = degree
+    coord.lam_s = lam_s
+    coord.cur = cur
+    if _poly_sums(&coord, rows, values, count, state, L, bound, &newton) <= 0:
         delta = -p  # unseen feature: see _unseen_or_step
     else:
         delta = _poly_step(bound, newton, degree)

@@ -103,13 +103,28 @@ cdef struct Blocks:
     bint first_gathered  # it did
 
 
+cdef struct Fill:
+    # What a pass filling the rows' caches of one component writes: the slot, and from
+    # what (the component's factor of each column, their variances for mean-field
+    # factors, the cache's starting value).
+    Py_ssize_t slot
+    int kernel
+    const double* factors
+    const double* variances
+    const double* base
+
+
 cdef inline void _fill_rows(Py_ssize_t lo, Py_ssize_t hi, double* state, const Layout* L,
-                            Py_ssize_t slot, int kernel, int kind, const double* factors,
-                            const double* variances, const floating* csr_data,
-                            const index_t* csr_indices, const index_t* csr_indptr,
-                            const double* base) noexcept nogil:
-    """The cache in ``slot`` of rows lo..hi-1 from their CSR entries (``kind`` a literal
-    where the callers can: its arithmetic and the slot's width then fold)."""
+                            const Fill* fill, int kind, const floating* csr_data,
+                            const index_t* csr_indices,
+                            const index_t* csr_indptr) noexcept nogil:
+    """The cache in ``fill.slot`` of rows lo..hi-1 from their CSR entries (``kind`` a
+    literal where the callers can: its arithmetic and the slot's width then fold)."""
+    cdef Py_ssize_t slot = fill.slot
+    cdef int kernel = fill.kernel
+    cdef const double* factors = fill.factors
+    cdef const double* variances = fill.variances
+    cdef const double* base = fill.base
     cdef Py_ssize_t i, z, t, end = csr_indptr[hi]
     cdef Py_ssize_t width = _width(kind, L.width) if kernel != POLYNOMIAL else L.width
     cdef double q, x, v
@@ -136,16 +151,13 @@ cdef inline void _fill_rows(Py_ssize_t lo, Py_ssize_t hi, double* state, const L
 
 
 cdef void _fill_chunk(Py_ssize_t t, int threads, double* state, const Layout* L,
-                      Py_ssize_t n, Py_ssize_t slot, int kernel, int kind,
-                      const double* factors, const double* variances,
-                      const floating* csr_data, const index_t* csr_indices,
-                      const index_t* csr_indptr, const double* base) noexcept nogil:
+                      Py_ssize_t n, const Fill* fill, int kind, const floating* csr_data,
+                      const index_t* csr_indices,
+                      const index_t* csr_indptr) noexcept nogil:
     cdef Py_ssize_t lo, hi
     if not thread_range(t, threads, n, &lo, &hi):
         return
-    if kernel != POLYNOMIAL and kind == 2:  # (the recommender's: a loop of its own)
-        _fill_rows(lo, hi, state, L, slot, kernel, 2, factors, variances, csr_data,
-                   csr_indices, csr_indptr, base)
+    if fill.kernel != POLYNOMIAL and kind == 2:  # (the recommender's: a loop of its own)
+        _fill_rows(lo, hi, state, L, fill, 2, csr_data, csr_indices, csr_indptr)
     else:
-        _fill_rows(lo, hi, state, L, slot, kernel, kind, factors, variances, csr_data,
-                   csr_indices, csr_indptr, base)
+        _fill_rows(lo, hi, state, L, fill, kind, csr_data, csr_indices, csr_indptr)
