@@ -24,10 +24,11 @@ import time
 import numpy as np
 
 from polylite import BayesianFactorizationMachineRegressor
-from polylite import _losses, kernels
+from polylite import kernels
+from polylite._engine import _losses
 from polylite.bayes._sampler import FeatureGroups, Gaussian, GibbsChain
 from polylite.datasets import make_recommender
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _cd, solvers as _solvers
 from polylite.polynomial._base import _OutputParams
 from polylite._engine.problem import Problem
 

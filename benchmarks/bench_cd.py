@@ -28,7 +28,7 @@ measured epoch, like X @ P (the median over them).
 
 Bytes per epoch.  "GB/epoch" is a lower bound of the bytes one epoch moves, computed from
 the arguments of the fit's last epoch (its column groups, parameters, loss and weights) by
-walking the passes of polylite/polynomial/_cd.pyx as it runs them.  Each pass counts
+walking the passes of polylite/_engine/_cd.pyx as it runs them.  Each pass counts
 every 64-byte line it visits once: a line it reads once, a line it updates twice (read
 and written back), an array it only writes (the records at the start, y_pred at the end)
 once.  A row's record holds ``stride`` = 1 + label? + weight? + 2 w doubles
@@ -64,7 +64,7 @@ polynomial kernel are not modelled ("-").
 
 Each kind of pass.  After the table, one per fit splits the epoch by part of the model
 (the linear weights, with the intercept and the records' set-up and store; each factor
-block) and kind of pass (``polylite.polynomial._cd.PASS_KINDS``: a group's updates fused
+block) and kind of pass (``polylite._engine._cd.PASS_KINDS``: a group's updates fused
 with the next group's gradients, gradients or updates alone, the per-column work, the
 fill of a component's caches from the CSR rows, the passes over the records alone):
 its seconds per epoch (cd_epoch's ``pass_seconds``, a clock read around each pass; the
@@ -85,9 +85,9 @@ import warnings
 import numpy as np
 
 from polylite import FactorizationMachineRegressor
-from polylite._losses import LOSSES
+from polylite._engine._losses import LOSSES
 from polylite.kernels import KERNELS
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _cd, solvers as _solvers
 from polylite.datasets import make_recommender
 
 from _timing import cache_bytes, recommender_arguments, stream_copy, timings

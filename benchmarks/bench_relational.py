@@ -69,7 +69,7 @@ from bench_link_prediction import side_tables  # noqa: E402
 from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
                       FactorizationMachineRegressor)
 from polylite.datasets import load_movielens, make_recommender  # noqa: E402
-from polylite.polynomial import _cd  # noqa: E402
+from polylite._engine import _cd  # noqa: E402
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -383,7 +383,7 @@ def part_degree3(args):
 
 
 def part_solvers(args):
-    from polylite.polynomial import _solvers
+    from polylite._engine import solvers as _solvers
     ml = movielens_side(args.data, args.encoding)
     y = ml["y"][0]
     print(f"{'what':>28} {'input':>10} {'cpu s':>8} {'x relational':>13}")

@@ -74,7 +74,7 @@ def run_config(cfg):
     import gc
 
     from polylite import FactorizationMachineRegressor
-    from polylite.polynomial import _sgd
+    from polylite._engine import _sgd
     from polylite.datasets import make_recommender
 
     epoch_times, xp_times, xp_in_fit = [], [], [0.0]

@@ -18,7 +18,7 @@ import numpy as np
 
 from polylite import FactorizationMachineRegressor
 from polylite.datasets import make_recommender
-from polylite.polynomial import _solvers
+from polylite._engine import solvers as _solvers
 
 from _timing import timings
 

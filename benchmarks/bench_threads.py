@@ -9,9 +9,9 @@ each thread count:
   one epoch of AdaGrad); median of 5 calls.
 - sgd, adagrad: one fit of ``--epochs`` epochs for each ``batch_size`` of
   ``--batch-sizes`` (256 and 4096; ``batch_size=1`` runs on one thread by design), eta0
-  0.001 / 0.05; the median time of the Cython pass (``polylite.polynomial._sgd.sgd_epoch``,
+  0.001 / 0.05; the median time of the Cython pass (``polylite._engine._sgd.sgd_epoch``,
   timed by wrapping it).  The threads meet twice per mini-batch, so a mini-batch is
-  shared only with at least ``polylite.polynomial._solvers.MIN_BATCH_ROWS_PER_THREAD``
+  shared only with at least ``polylite._engine.solvers.MIN_BATCH_ROWS_PER_THREAD``
   (256) rows per thread (smaller ones run on one thread whatever ``n_jobs``: the
   "threads" column); ``--min-batch-rows`` overrides the rule here, to measure below it.
 - lbfgs: one fit of ``--epochs`` iterations; the median time of the value-and-gradient pass
@@ -44,7 +44,7 @@ import numpy as np
 from polylite import FactorizationMachineRegressor
 from polylite._validation import row_threads
 from polylite.datasets import make_recommender
-from polylite.polynomial import _cd, _sgd, _solvers
+from polylite._engine import _cd, _sgd, solvers as _solvers
 
 import _results
 from _timing import recommender_arguments, timings

@@ -15,7 +15,7 @@ cache: on a shared machine the third level often serves a pass at about the spee
 memory, which bench_cd.py measures).  A miss of the last level is a line read from
 memory.
 
-One row per kind of pass (a C function of polylite/polynomial/_cd.pyx, its coordinate
+One row per kind of pass (a C function of polylite/_engine/_cd.pyx, its coordinate
 kind in brackets: linear weights, ANOVA of degree 2 or 3):
 
 - ``fused``: the updates of a group whose entries fill every row and the gradients of

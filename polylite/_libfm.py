@@ -62,7 +62,7 @@ def read_table(path, dtype=np.float64):
                             f"rows and {n_values} values ({expected} bytes)")
     # Each row: its size, then its entries; a row's size says where the next starts (a
     # compiled walk over the sizes), then every entry is taken at once.
-    from ._kernels import libfm_row_sizes
+    from ._engine._kernels import libfm_row_sizes
     words = np.frombuffer(raw, "<u4", offset=_HEADER.itemsize).astype(np.uint32,
                                                                        copy=False)
     sizes = np.empty(n_rows, dtype=np.int64)

@@ -1,6 +1,6 @@
 """Validated access to the polynomial kernels and to batch prediction.
 
-The heavy lifting is in the Cython module ``polylite._kernels``; this module turns user
+The heavy lifting is in the Cython module ``polylite._engine._kernels``; this module turns user
 input into the exact arrays it expects and rejects what it cannot handle, naming the
 problem.  Estimators call :func:`check_X` and :func:`predict` from here.
 """
@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from . import _kernels
+from ._engine import _kernels
 from ._engine.codes import KERNELS
 from ._engine.layouts import layout_of
 from ._validation import check_n_jobs

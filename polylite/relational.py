@@ -326,7 +326,7 @@ class RelationalMatrix:
         """The expanded rows ``rows`` (intp), as CSR.  With ``buffers`` (a dict), its
         value and index arrays are views of arrays kept there from one call to the next
         (the chunks of a pass: no fresh pages each time), valid until the next call."""
-        from ._kernels import append_rows
+        from ._engine._kernels import append_rows
         n, d = rows.shape[0], self.shape[1]
         # Each part's source row of every output row, and the rows' sizes.
         sources = [(matrix, row_of, int(offset)) for (matrix, row_of), offset

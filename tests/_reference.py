@@ -3,7 +3,7 @@ import numpy as np
 
 
 def reference_loss(loss, y, p):
-    """Per-sample loss values written from the formulas, not from polylite._losses."""
+    """Per-sample loss values written from the formulas, not from polylite._engine._losses."""
     if loss == "squared":
         return 0.5 * (p - y) ** 2
     if loss == "logistic":
@@ -17,15 +17,15 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
                  kernel, loss, alpha, beta, fit_intercept, fit_linear, y_pred, lam=None,
                  fit_lam=False, n_threads=1, support=None, thread_min_entries=8192,
                  workspace=None, prior=None, pass_seconds=None):
-    """One epoch of ``polylite.polynomial._cd.cd_epoch`` on explicit arrays: the tests
+    """One epoch of ``polylite._engine._cd.cd_epoch`` on explicit arrays: the tests
     set up the rows, groups and parameters themselves (``support`` None: computed;
     ``lam`` None: ones).  ``kernel`` and ``loss`` are codes."""
     import scipy.sparse as sp
 
-    from polylite.polynomial import _cd
+    from polylite._engine import _cd
     from polylite.polynomial._base import _OutputParams
     from polylite._engine.problem import Problem
-    from polylite.polynomial._cd_data import CDData
+    from polylite._engine.cd_data import CDData
     n, d, k = len(y), P.shape[1], P.shape[2]
     X = sp.csr_matrix((data, indices, indptr), shape=(n, d))
     X.indices, X.indptr = indices, indptr  # as given (scipy may narrow them)

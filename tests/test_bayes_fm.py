@@ -22,7 +22,7 @@ from polylite import (BayesianFactorizationMachineClassifier,
                       kernels, load)
 from polylite.bayes.fm import kept_sweeps
 from polylite.datasets import make_recommender
-from polylite.polynomial import _solvers
+from polylite._engine import solvers as _solvers
 
 
 def _rmse(a, b):

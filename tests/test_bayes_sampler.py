@@ -1,5 +1,5 @@
 """The Gibbs sampler of the Bayesian FMs (``polylite.bayes._sampler`` and the ``prior`` of
-``polylite.polynomial._cd.cd_epoch``) against exact posteriors.
+``polylite._engine._cd.cd_epoch``) against exact posteriors.
 
 Every random check runs at a fixed seed with a threshold a correct sampler fails with
 probability about 1e-4 or less, so the tests are deterministic.
@@ -10,10 +10,11 @@ import scipy.sparse as sp
 from scipy import stats
 
 from _reference import run_cd_epoch
-from polylite import _losses, kernels
+from polylite import kernels
+from polylite._engine import _losses
 from polylite.bayes import _sampler
 from polylite.bayes._sampler import FeatureGroups, GibbsPrior
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _cd, solvers as _solvers
 
 SQUARED = _losses.loss_code("squared")
 VARIANTS = {  # degrees of the blocks, kernel, number of dummy rows

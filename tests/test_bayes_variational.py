@@ -13,10 +13,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import polylite
 from polylite import (VariationalFactorizationMachineClassifier,
                       VariationalFactorizationMachineRegressor)
-from polylite import _losses, kernels
+from polylite import kernels
+from polylite._engine import _losses
 from polylite.bayes import variational
 from polylite.bayes._variational import output_variance
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _cd, solvers as _solvers
 from polylite.polynomial._base import _OutputParams
 from polylite._engine.problem import Problem
 

@@ -1,4 +1,4 @@
-"""Coordinate descent over runs of row-disjoint columns (``polylite.polynomial._cd.column_groups``).
+"""Coordinate descent over runs of row-disjoint columns (``polylite._engine._cd.column_groups``).
 
 Within a group (a run of consecutive columns) no two columns share a row, so CD may take
 their steps together (two passes over the group's entries in row order) and, when
@@ -11,9 +11,10 @@ import pytest
 import scipy.sparse as sp
 
 from _reference import run_cd_epoch
-from polylite import _losses, kernels
-from polylite.polynomial import _cd, _solvers
-from polylite.polynomial._cd_data import ColumnGroups
+from polylite import kernels
+from polylite._engine import _losses
+from polylite._engine import _cd, solvers as _solvers
+from polylite._engine.cd_data import ColumnGroups
 
 
 def _fields_matrix(n=120, seed=0, dtype=np.float64, index_dtype=np.int32):

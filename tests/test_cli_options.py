@@ -257,12 +257,12 @@ def _default_text(name):
 def test_the_parameter_table_matches_the_estimators():
     from polylite.cli._models import estimators
     from polylite.cli._parser import ESTIMATORS, PARAMETERS, TASKS
-    from polylite.polynomial import _solvers
+    from polylite._engine import solvers as _solvers
     from polylite.polynomial._base import _PolynomialModel
     from polylite.polynomial._classifier import CLASSIFIER_LOSSES
     from polylite.polynomial.fm import FM_KERNELS, LOWER_DEGREES
     from polylite.polynomial.pn import OUTPUT_WEIGHTS, PN_LOWER_DEGREES
-    from polylite._losses import PAIRWISE_LOSSES
+    from polylite._engine._losses import PAIRWISE_LOSSES
     from polylite.ranking.fm import NEGATIVES
     families = estimators()
     assert ESTIMATORS == tuple(families)

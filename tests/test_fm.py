@@ -19,8 +19,8 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor, kernels
-from polylite import _losses
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _losses
+from polylite._engine import _cd, solvers as _solvers
 from _reference import reference_loss, run_cd_epoch
 
 # --------------------------------------------------------------------------------------

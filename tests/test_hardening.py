@@ -15,7 +15,8 @@ import polylite.kernels
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor)
 from polylite.estimator_checks import expected_failed_checks
-from polylite.polynomial import _base, _solvers
+from polylite.polynomial import _base
+from polylite._engine import solvers as _solvers
 
 ESTIMATORS = [FactorizationMachineRegressor, FactorizationMachineClassifier,
               PolynomialNetworkRegressor, PolynomialNetworkClassifier]

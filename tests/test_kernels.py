@@ -1,4 +1,4 @@
-"""Tests of the kernel layer (polylite._kernels through polylite.kernels).
+"""Tests of the kernel layer (polylite._engine._kernels through polylite.kernels).
 
 Every kernel is checked against brute-force enumeration with itertools, every gradient
 against central finite differences, the dynamic programme against the power-sum route,

@@ -1,11 +1,11 @@
-"""Tests of the losses shared by the solvers (polylite._losses)."""
+"""Tests of the losses shared by the solvers (polylite._engine._losses)."""
 import warnings
 
 import numpy as np
 import pytest
 from scipy.special import expit
 
-from polylite import _losses as L
+from polylite._engine import _losses as L
 
 NAMES = ["squared", "logistic", "squared_hinge"]
 

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from polylite import FactorizationMachineClassifier, PolynomialNetworkClassifier
-from polylite.polynomial import _solvers
+from polylite._engine import solvers as _solvers
 
 ESTIMATORS = [FactorizationMachineClassifier, PolynomialNetworkClassifier]
 ARRAYS = ("intercept_", "w_", "P_", "gamma_", "lam_", "n_iter_")

@@ -34,8 +34,8 @@ import polylite
 from polylite._engine.problem import Problem
 from polylite import (FactorizationMachineClassifier, PolynomialNetworkClassifier,
                       PolynomialNetworkRegressor, kernels)
-from polylite import _losses
-from polylite.polynomial import _cd, _sgd, _solvers
+from polylite._engine import _losses
+from polylite._engine import _cd, _sgd, solvers as _solvers
 from _reference import reference_loss, run_cd_epoch
 
 # --------------------------------------------------------------------------------------

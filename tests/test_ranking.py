@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
 from polylite.ranking import fm as ranking_fm
-from polylite.ranking._pairwise import draw_negatives, seen_bitmap
+from polylite._engine._pairwise import draw_negatives, seen_bitmap
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
 

@@ -10,11 +10,11 @@ from _reference import reference_loss
 from polylite import (BayesianFactorizationMachineClassifier,
                       BayesianFactorizationMachineRegressor,
                       FactorizationMachineClassifier, FactorizationMachineRegressor,
-                      PolynomialNetworkRegressor, _losses, _validation, kernels,
+                      PolynomialNetworkRegressor, _validation, kernels,
                       load)
 from polylite.bayes._sampler import GibbsPrior
 from polylite._engine import layouts
-from polylite.polynomial import _cd, _solvers
+from polylite._engine import _cd, _losses, solvers as _solvers
 from polylite.polynomial._base import _OutputParams
 from polylite._engine.problem import Problem
 from polylite.preprocessing import FieldEncoder
@@ -327,8 +327,8 @@ def test_gradient_pass_equals_the_gradient_of_the_expanded_rows(variant, loss):
     """A gradient pass (cd_epoch with ``gradient``: the sums of every coordinate's step,
     no step taken) gives the data term's gradient, from sums over table rows on
     relational input: what L-BFGS uses."""
-    from polylite.polynomial import _sgd
-    from polylite.polynomial._cd_data import Gradient
+    from polylite._engine import _sgd
+    from polylite._engine.cd_data import Gradient
     degrees, kernel, n_dummy = variant
     X, rng = _relational()
     n, d = X.shape

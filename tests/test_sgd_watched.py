@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from polylite import FactorizationMachineClassifier, FactorizationMachineRegressor
-from polylite.polynomial import _solvers
+from polylite._engine import solvers as _solvers
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ from polylite import (FactorizationMachineClassifier, FactorizationMachineRegres
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor, kernels)
 from polylite.datasets import make_recommender
 from polylite.estimator_checks import expected_failed_checks
-from polylite.polynomial import _sgd
+from polylite._engine import _sgd
 from _reference import reference_loss
 
 PN_CLASSES = (PolynomialNetworkRegressor, PolynomialNetworkClassifier)
@@ -543,7 +543,7 @@ def _gradient_problem(kernel, degrees, n_dummy, fit_linear, loss, seed=0):
 
 def _call_objective_gradient(kernel, degrees, fit_linear, loss, X, y, sw, prm,
                              dtype=np.float64):
-    from polylite import _losses
+    from polylite._engine import _losses
     grads = {name: np.zeros(a.shape) for name, a in prm.items()}
     cast = {name: np.ascontiguousarray(a, dtype=dtype) for name, a in prm.items()}
     rows = sp.csr_matrix((X.data.astype(dtype), X.indices, X.indptr), shape=X.shape)
@@ -559,8 +559,8 @@ def _call_dense_gradient(kernel, degrees, fit_linear, loss, X, y, sw, prm,
                          dtype=np.float64):
     """The same as _call_objective_gradient by the dense BLAS path (polylite.polynomial.
     _dense), or pytest.skip where that path does not cover the model."""
-    from polylite import _losses
-    from polylite.polynomial import _dense
+    from polylite._engine import _losses
+    from polylite._engine import dense as _dense
     if not _dense.dense_gradient_available(kernel, degrees):
         pytest.skip("the dense path does not cover this model")
     grads = {name: np.zeros(a.shape) for name, a in prm.items()}
@@ -643,7 +643,7 @@ def test_dense_gradient_agrees_with_cython_pass(case, loss, dtype):
     """The dense path computes what the Cython pass over CSR rows computes (value and
     every gradient, sample weights, rows in several row blocks of the products), from
     float64 or float32 parameters and data (the Cython pass then sums float32 rows)."""
-    from polylite.polynomial import _dense
+    from polylite._engine import dense as _dense
     kernel, degrees, n_dummy, fit_linear = case
     X, y, sw, prm = _gradient_problem(kernel, degrees, n_dummy, fit_linear, loss, seed=3)
     X = sp.vstack([X] * 3).tocsr()  # 45 rows: 3 blocks of 16 rows and one of 13 below

@@ -19,8 +19,8 @@ from polylite._engine import layouts
 from polylite._engine.problem import FittedModel, Problem, Schedule
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       PolynomialNetworkClassifier, PolynomialNetworkRegressor,
-                      _kernels, _losses, _validation, kernels)
-from polylite.polynomial import _sgd, _solvers
+                      _validation, kernels)
+from polylite._engine import _kernels, _losses, _sgd, solvers as _solvers
 
 # (kernel, degrees, number of dummy rows): every structure the solvers know.
 MODELS = [("anova", [2], 0), ("anova", [3], 0), ("anova", [2, 3, 4], 0),

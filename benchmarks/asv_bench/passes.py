@@ -63,7 +63,7 @@ class CDEpoch(RecommenderRows):
     fit, as ``bench_cd.py``."""
 
     def track_cd_epoch(self, degree):
-        from polylite.polynomial import _cd
+        from polylite._engine import _cd
         fm = _fm(degree, "cd", 11)
         return pass_ratio(_cd, "cd_epoch", self.X, self.P, lambda: fm.fit(self.X, self.y))
 
@@ -96,7 +96,7 @@ class StochasticEpoch(RecommenderRows):
 
     def track_epoch(self, solver):
         """The Cython pass (``_sgd.sgd_epoch``), median of 11 epochs of one fit."""
-        from polylite.polynomial import _sgd
+        from polylite._engine import _sgd
         fm = self._estimator(solver, 11)
         return pass_ratio(_sgd, "sgd_epoch", self.X, self.P, lambda: fm.fit(self.X, self.y))
 
@@ -122,7 +122,7 @@ class LBFGSPass(RecommenderRows):
     params = [2]
 
     def track_value_gradient(self, degree):
-        from polylite.polynomial import _sgd
+        from polylite._engine import _sgd
         fm = _fm(degree, "lbfgs", 11)
         return pass_ratio(_sgd, "objective_gradient", self.X, self.P,
                           lambda: fm.fit(self.X, self.y))

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import validate_data
 
-from .. import _kernels
+from . import _kernels
 from .._validation import row_threads
 from ..relational import RelationalMatrix, RelationBlock, check_relational, \
     check_relational_input
@@ -302,7 +302,7 @@ class RelationalLayout(Layout):
         return out
 
     def table_terms(self, X, P, degrees, kernel, w, n_jobs=None):
-        """Each relation block's :func:`polylite._kernels.table_terms`: its table rows'
+        """Each relation block's :func:`polylite._engine._kernels.table_terms`: its table rows'
         shares of a prediction (float64, one array per block of ``X``)."""
         out = []
         for block, (start, stop) in zip(X.blocks, X.block_columns()):

@@ -1,11 +1,11 @@
 """The one description of the problem every pass solves.
 
-Coordinate descent (:func:`polylite.polynomial._cd.cd_epoch`), the stochastic passes
-(:func:`polylite.polynomial._sgd.sgd_epoch`, ``objective_gradient``) and the pairwise
-ranking passes (:func:`polylite.ranking._pairwise.pairwise_pass`) take the same
+Coordinate descent (:func:`polylite._engine._cd.cd_epoch`), the stochastic passes
+(:func:`polylite._engine._sgd.sgd_epoch`, ``objective_gradient``) and the pairwise
+ranking passes (:func:`polylite._engine._pairwise.pairwise_pass`) take the same
 :class:`Problem`: the rows' targets and weights, the model's structure, its loss and its
 penalties.  The stochastic passes also take a :class:`Schedule`; the predictions
-(:func:`polylite._kernels.predict_csr`, ``predict_relational``) a :class:`FittedModel`.
+(:func:`polylite._engine._kernels.predict_csr`, ``predict_relational``) a :class:`FittedModel`.
 """
 from typing import NamedTuple
 
@@ -27,7 +27,7 @@ class Problem(NamedTuple):
                                # the pairwise passes (the positives' weights come with them)
     kernel: int                # polylite.kernels.KERNELS
     degrees: np.ndarray        # intc, the degree of each factor block
-    loss: int                  # a code of the loss table (polylite._losses)
+    loss: int                  # a code of the loss table (polylite._engine._losses)
     alpha: float               # L2 penalty of w, per sample
     beta: float                # L2 penalty of the factors, per sample
     fit_intercept: bool

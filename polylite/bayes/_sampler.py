@@ -19,7 +19,7 @@ The model (Freudenthaler, Schmidt-Thieme and Rendle 2011; Rendle 2012, section 4
 
 A sweep draws the hyperparameters given the parameters (conjugate Gamma and normal draws in
 NumPy, O(d k m)), then every parameter given all others: the coordinate descent epoch of
-:func:`polylite.polynomial._cd.cd_epoch` with a prior, which replaces each step by a draw
+:func:`polylite._engine._cd.cd_epoch` with a prior, which replaces each step by a draw
 from the coordinate's Gaussian conditional; then, for the probit models, the cutpoints
 (ordered probit) and the latent targets.
 """
@@ -29,8 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import log_ndtr, ndtri, ndtri_exp
 
-from .. import _losses, kernels
-from ..polynomial import _cd
+from .. import kernels
+from .._engine import _cd, _losses
 from .._engine.problem import Problem
 
 # libFM's hyper-hyperparameters.
@@ -41,7 +41,7 @@ MU_0 = 0.0
 
 
 class GibbsPrior(NamedTuple):
-    """The ``prior`` argument of :func:`polylite.polynomial._cd.cd_epoch` (see there):
+    """The ``prior`` argument of :func:`polylite._engine._cd.cd_epoch` (see there):
     precisions as penalties (lam / (alpha n)) and means of each set and group, the
     variance scale 1 / (alpha n) of the draws and the sweep's seed."""
     feature_group: np.ndarray  # (d,) intp
@@ -292,7 +292,7 @@ class GibbsChain:
     latent targets.
 
     ``likelihood`` is a :class:`Gaussian`, :class:`Probit` or :class:`OrderedProbit`
-    (whose cutpoints the chain then samples); ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with uniform
+    (whose cutpoints the chain then samples); ``data`` is :func:`polylite._engine.solvers.cd_data` of X with uniform
     weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
     :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
     on the same X may share; ``n_jobs`` the threads of :meth:`predict`.

@@ -17,7 +17,7 @@ variances add.
 import numpy as np
 from cython.parallel cimport prange
 
-from .._kernels cimport index_t, floating, thread_range
+from .._engine._kernels cimport index_t, floating, thread_range
 
 
 cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,

@@ -18,7 +18,7 @@ from .._estimator import ModelRoot
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param, store_init_params)
-from ..polynomial import _solvers
+from .._engine import solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
 from ._sampler import FeatureGroups, Gaussian, GibbsChain, Probit
@@ -198,7 +198,7 @@ class _BayesianFactorizationMachine(ModelRoot):
         k = self.n_components
         index, n_groups = self._check_feature_groups(feature_groups, d)
         groups = FeatureGroups(index, n_groups)
-        data = _solvers.cd_data(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
+        data = solvers.cd_data(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
         kept = kept_sweeps(self.n_iter, self.n_burn_in, self.n_kept)
         dtype = X.dtype
         samples = dict(

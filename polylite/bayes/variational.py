@@ -9,7 +9,7 @@ precision, a Gaussian per prior mean and, for the probit model, a truncated norm
 latent target.  An iteration replaces each factor in turn by the optimal one given the
 others (coordinate ascent on the evidence lower bound, ELBO, which therefore never
 decreases): the noise precision, the priors, then every parameter in the order and with
-the passes of coordinate descent (:func:`polylite.polynomial._cd.cd_epoch` with
+the passes of coordinate descent (:func:`polylite._engine._cd.cd_epoch` with
 ``prior.variance``), then the latent targets.
 """
 import math
@@ -24,12 +24,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _losses, kernels
+from .. import kernels
 from .._classification import ClassifierLayer, one_vs_rest_probabilities
 from .._engine.layouts import layout_of
 from .._io import ModelFileError, check_array_names, check_float_arrays, register_model
 from .._validation import check_number, row_threads, store_init_params
-from ..polynomial import _cd, _solvers
+from .._engine import _cd, _losses, solvers
 from ..polynomial._base import _OutputParams, check_model_memory
 from .._engine.problem import Problem
 from ._sampler import ALPHA_0, BETA_0, GAMMA_0, MU_0, FeatureGroups
@@ -53,7 +53,7 @@ class Variances(NamedTuple):
 
 
 class VariationalPrior(NamedTuple):
-    """The ``prior`` of :func:`polylite.polynomial._cd.cd_epoch` for a mean-field sweep:
+    """The ``prior`` of :func:`polylite._engine._cd.cd_epoch` for a mean-field sweep:
     the expected precisions as penalties (E[lam] / (E[alpha] n)) and expected means, the
     variance scale 1 / (E[alpha] n) and the variances, updated in place."""
     feature_group: np.ndarray
@@ -133,7 +133,7 @@ class MeanField:
     """One output's mean-field posterior: the parameters' means (``params``, updated in
     place) and variances, the priors' and the noise's factors, the expected outputs on
     the training rows and the sum of their variances, and, for the probit model, the
-    expected latent targets.  ``data`` is :func:`polylite.polynomial._solvers.cd_data` of X with
+    expected latent targets.  ``data`` is :func:`polylite._engine.solvers.cd_data` of X with
     uniform weights; ``groups`` a :class:`polylite.bayes._sampler.FeatureGroups`."""
 
     def __init__(self, X, y, data, params, groups, *, fit_intercept, fit_linear, probit,
@@ -410,7 +410,7 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
         rng = check_random_state(self.random_state)
         index, n_groups = self._check_feature_groups(feature_groups, d)
         groups = FeatureGroups(index, n_groups)
-        data = _solvers.cd_data(X, np.full(n, 1.0 / n), "anova", self.n_jobs)
+        data = solvers.cd_data(X, np.full(n, 1.0 / n), "anova", self.n_jobs)
         workspace = {}  # cd_epoch's work arrays, shared by the outputs
         posteriors = []
         for o in range(n_outputs):

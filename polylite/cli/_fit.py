@@ -21,7 +21,7 @@ from ._progress import Progress
 
 def run(args, parser):
     """Fit the estimator ``args`` choose on TRAIN and save it (exit status 0)."""
-    from ..polynomial import _solvers
+    from .._engine import solvers
     family = estimators()[args.estimator]
     if args.task not in family.classes:
         fitting = [name for name, other in estimators().items() if args.task in other.classes]
@@ -40,9 +40,9 @@ def run(args, parser):
             parser.error(f"argument --stream: trains by partial_fit, which "
                          f"{cls.__name__} (--estimator {args.estimator}) does not have")
         params.setdefault("solver", "adagrad")
-        if params["solver"] not in _solvers.STOCHASTIC:
+        if params["solver"] not in solvers.STOCHASTIC:
             parser.error(f"argument --solver: --stream trains by partial_fit, which needs "
-                         f"one of {list(_solvers.STOCHASTIC)}, got {params['solver']!r}")
+                         f"one of {list(solvers.STOCHASTIC)}, got {params['solver']!r}")
         if params.get("early_stopping"):
             parser.error("argument --early-stopping: not with --stream (it holds out rows "
                          "in memory); give --validation FILE instead")

@@ -24,10 +24,11 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ImportError("polylite.dask needs Dask: pip install 'polylite[dask]'") from exc
 
-from .. import _losses, kernels
+from .. import kernels
 from .. import polynomial as _local
 from .._io import load as _load_local
-from ..polynomial import _cd, _solvers, fm
+from .._engine import _cd, _losses, solvers
+from ..polynomial import fm
 from ..polynomial._base import _OutputParams
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier", "load"]
@@ -106,7 +107,7 @@ def _block_value_gradient(block, model, job):
     X, y = block
     params = _params(model, copy=False)
     grads = {name: np.zeros(model[name].shape, np.float64) for name in PARAM_NAMES}
-    value = _solvers.data_gradient(job.est, X, _block_targets(y, job),
+    value = solvers.data_gradient(job.est, X, _block_targets(y, job),
                                    np.full(X.shape[0], job.row_weight), params,
                                    job.loss_code, job.kernel, job.degrees, grads)
     return value, grads
@@ -127,8 +128,8 @@ def _block_adagrad_epoch(block, model, state, seed, job):
     X, y = block
     params = _params(model, copy=True)
     if state is None:
-        state = _solvers.StochasticState(params, adagrad=True)
-    _solvers.StochasticGradient(job.est, X, _block_targets(y, job), np.ones(X.shape[0]),
+        state = solvers.StochasticState(params, adagrad=True)
+    solvers.StochasticGradient(job.est, X, _block_targets(y, job), np.ones(X.shape[0]),
                                 params, job.loss_code, job.kernel, list(job.degrees),
                                 np.random.RandomState(seed), state).epoch()
     rows = float(X.shape[0])
@@ -353,7 +354,7 @@ class _DaskMixin:
                       f"{time.perf_counter() - start:.2f}s")
             return False
 
-        n_iter, result = _solvers.fit_lbfgs(self, None, None, None, params, job.loss_code,
+        n_iter, result = solvers.fit_lbfgs(self, None, None, None, params, job.loss_code,
                                             job.kernel, list(job.degrees), callback,
                                             data_term=data_term)
         if result.status == 1:

@@ -26,7 +26,7 @@ Per-output losses (targets: a real matrix Y), summed over the outputs:
 import numpy as np
 from scipy.special import softmax
 
-from .._losses import LOSSES, MULTICLASS_LOSSES
+from .._engine._losses import LOSSES, MULTICLASS_LOSSES
 from . import _passes
 
 CLASSIFIER_LOSSES = ("logistic", "smooth_hinge", "squared_hinge")
@@ -85,7 +85,7 @@ class MulticlassSquaredHinge(_Multiclass):
 
 
 class _PerOutput(_Loss):
-    """A loss of the kernel layer (``polylite/_losses.pxd``) applied to every output,
+    """A loss of the kernel layer (``polylite/_engine/_losses.pxd``) applied to every output,
     summed over the outputs, in one threaded pass (``_passes.loss_pass``)."""
 
     def __init__(self, n_threads=1):

@@ -35,9 +35,9 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.math cimport fabs, log, sqrt
 
-from .._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
-from .._losses cimport logistic_from_exp, loss_value_derivative
-from .._losses cimport (SQUARED as _SQUARED, LOGISTIC as _LOGISTIC,
+from .._engine._kernels cimport index_t, floating, linear_forms, polylite_prefetch_block
+from .._engine._losses cimport logistic_from_exp, loss_value_derivative
+from .._engine._losses cimport (SQUARED as _SQUARED, LOGISTIC as _LOGISTIC,
                        MULTICLASS_LOGISTIC as _MULTICLASS_LOGISTIC,
                        MULTICLASS_SMOOTH_HINGE as _SMOOTH_HINGE,
                        MULTICLASS_SQUARED_HINGE as _SQUARED_HINGE)

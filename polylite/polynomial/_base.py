@@ -21,13 +21,13 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .. import _losses, kernels
+from .. import kernels
 from .._engine.layouts import NO_TARGETS, layout_of
 from .._estimator import ModelRoot
 from .._io import ModelFileError, check_array_names, check_float_arrays
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
-from . import _cd, _solvers
+from .._engine import _cd, _losses, solvers
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -131,7 +131,7 @@ def is_dense(X):
 
 def _partial_fit_available(est):
     """partial_fit exists for the stochastic solvers only (``available_if`` test)."""
-    return est.solver in _solvers.STOCHASTIC
+    return est.solver in solvers.STOCHASTIC
 
 
 _WEIGHTS_SCALE_STEPS = (
@@ -189,7 +189,7 @@ class _PolynomialModel(ModelRoot):
                      "early_stopping"):
             check_bool(getattr(self, name), name)
         check_choice(self.solver, "solver", self._solvers)
-        check_choice(self.learning_rate, "learning_rate", tuple(_solvers.SCHEDULES))
+        check_choice(self.learning_rate, "learning_rate", tuple(solvers.SCHEDULES))
         if self.eta0 is not None:
             check_number(self.eta0, "eta0", low=0, low_open=True)
         check_number(self.power_t, "power_t", low=0)
@@ -247,7 +247,7 @@ class _PolynomialModel(ModelRoot):
     def _expected_failed_checks(self):
         """scikit-learn's checks this estimator fails by design, with the reasons
         (:func:`polylite.estimator_checks.expected_failed_checks`)."""
-        if self.solver not in _solvers.STOCHASTIC:
+        if self.solver not in solvers.STOCHASTIC:
             return {}
         return {f"check_sample_weight_equivalence_on_{kind}_data": _WEIGHTS_SCALE_STEPS
                 for kind in ("dense", "sparse")}
@@ -420,17 +420,17 @@ class _PolynomialModel(ModelRoot):
         # The outputs (the classes of a one-vs-rest fit) are independent problems on the
         # same rows: they share what coordinate descent derives from X alone, and run on
         # threads of their own, the rest of n_jobs sharing each output's passes.
-        workers, row_jobs = _solvers.output_threads(self._n_jobs, n_outputs)
+        workers, row_jobs = solvers.output_threads(self._n_jobs, n_outputs)
         kernel, degrees, _ = self._structure()
         if self.solver_ == "cd" or (self.solver_ == "lbfgs"
                                     and layout_of(X).stored_once):
             # (L-BFGS on relational input: its gradient from coordinate descent's sums
-            # over table rows, see _solvers.fit_lbfgs.)
-            solver_inputs = _solvers.cd_data(X, sw, kernel, row_jobs)
+            # over table rows, see solvers.fit_lbfgs.)
+            solver_inputs = solvers.cd_data(X, sw, kernel, row_jobs)
         elif self.solver_ == "lbfgs" and is_dense(X):
-            solver_inputs = _solvers.dense_rows(X, kernel, degrees)
-        elif self.solver_ in _solvers.STOCHASTIC:
-            solver_inputs = _solvers.watched_data(X)
+            solver_inputs = solvers.dense_rows(X, kernel, degrees)
+        elif self.solver_ in solvers.STOCHASTIC:
+            solver_inputs = solvers.watched_data(X)
         else:
             solver_inputs = None
         # Each output draws from a random stream of its own (the stochastic solvers'
@@ -450,7 +450,7 @@ class _PolynomialModel(ModelRoot):
         # One BLAS thread for L-BFGS, set once for all the outputs' threads (fit_lbfgs).
         with (threadpool_limits(limits=1, user_api="blas") if self.solver_ == "lbfgs"
               else contextlib.nullcontext()):
-            results = _solvers.map_outputs(fit_output, n_outputs, workers)
+            results = solvers.map_outputs(fit_output, n_outputs, workers)
         for _, unconverged in results:  # in the order of the outputs, whatever the threads
             if unconverged is not None:
                 warnings.warn(unconverged, ConvergenceWarning)
@@ -494,8 +494,8 @@ class _PolynomialModel(ModelRoot):
         outputs fitted on threads warn in their order).
 
         ``solver_inputs`` is what the solver derives from X once for every output:
-        :func:`_solvers.cd_data` for "cd" and for "lbfgs" on relational X,
-        :func:`_solvers.dense_rows` for "lbfgs" on dense X, :func:`_solvers.watched_data`
+        :func:`solvers.cd_data` for "cd" and for "lbfgs" on relational X,
+        :func:`solvers.dense_rows` for "lbfgs" on dense X, :func:`solvers.watched_data`
         for the stochastic solvers, else None.  ``output`` is (index of this output, number of
         outputs); ``n_jobs`` the threads that share its rows (None: the estimator's)."""
         kernel, degrees, _ = self._structure()
@@ -519,12 +519,12 @@ class _PolynomialModel(ModelRoot):
                                               kernel, degrees, stopper, prefix, start,
                                               report, n_jobs)
         if solver_name == "cd":
-            solver = _solvers.CoordinateDescent(self, X, solver_inputs, y, sw, params,
+            solver = solvers.CoordinateDescent(self, X, solver_inputs, y, sw, params,
                                                 loss_code, kernel, degrees)
         else:
-            solver = _solvers.StochasticGradient(
+            solver = solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                _solvers.StochasticState(params, solver_name == "adagrad"), n_jobs,
+                solvers.StochasticState(params, solver_name == "adagrad"), n_jobs,
                 watched=solver_inputs)
         objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
         if self.verbose:
@@ -598,11 +598,11 @@ class _PolynomialModel(ModelRoot):
             return stop
 
         counter = [1]
-        n_iter, result = _solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
+        n_iter, result = solvers.fit_lbfgs(self, X, y, sw, params, loss_code, kernel,
                                             degrees, callback, n_jobs=n_jobs,
                                             X_dense=inputs if isinstance(inputs, np.ndarray)
                                             else None,
-                                            cd_data=inputs if isinstance(inputs, _solvers.CDData)
+                                            cd_data=inputs if isinstance(inputs, solvers.CDData)
                                             else None)
         stopped_early = stopper is not None and stopper.stopped
         if stopper is not None:
@@ -667,15 +667,15 @@ class _PolynomialModel(ModelRoot):
         if (states is None or len(states) != n_outputs or
                 any(st.adagrad != adagrad or st.last_touch.shape[0] != (
                     X.shape[1] if adagrad else 0) for st in states)):
-            states = [_solvers.StochasticState(self._output(stack, o), adagrad)
+            states = [solvers.StochasticState(self._output(stack, o), adagrad)
                       for o in range(n_outputs)]
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
-        watched = _solvers.watched_data(X)  # the rows of the pass's divergence check
+        watched = solvers.watched_data(X)  # the rows of the pass's divergence check
         try:
             for o in range(n_outputs):
                 y = np.ascontiguousarray(targets[:, o], dtype=np.float64)
-                _solvers.StochasticGradient(
+                solvers.StochasticGradient(
                     self, X, y, sw, self._output(stack, o), loss_code, kernel, degrees,
                     self._partial_rng, states[o], watched=watched).epoch()
         except FloatingPointError as exc:

@@ -106,7 +106,7 @@ _PN_PARAMS_DOC = """
         Initial step size of "sgd"/"adagrad".  None: 0.1 for "adagrad"; for "sgd",
         0.01, or less on data of large norms or targets: 2 / L with L the rows' mean
         curvature bound at the initial model (see
-        ``polylite.polynomial._solvers.default_sgd_eta0``), so that unscaled data do not
+        ``polylite._engine.solvers.default_sgd_eta0``), so that unscaled data do not
         diverge.
     power_t : float, default=0.25
         Exponent of the "invscaling" schedule.

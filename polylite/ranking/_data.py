@@ -107,7 +107,7 @@ def seen_sets(user, item, n_users, n_items):
     items, a row of ceil(n_items / 64) words per user) when it is small enough to stay
     in cache (else an empty array): the passes look draws up in it, or in the user's
     sorted list."""
-    from ._pairwise import seen_bitmap
+    from .._engine._pairwise import seen_bitmap
     pairs = sp.csr_matrix((np.ones(user.shape[0], dtype=np.int8), (user, item)),
                           shape=(n_users, n_items))
     pairs.sum_duplicates()

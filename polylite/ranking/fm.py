@@ -11,14 +11,14 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from .._engine.layouts import layout_of
 from .._engine.codes import KERNELS
 from .._engine.problem import ADAGRAD, SCHEDULES, Problem, Schedule
-from .._losses import PAIRWISE_LOSSES
+from .._engine._losses import PAIRWISE_LOSSES
 from .._io import register_model
 from .._validation import (check_bool, check_choice, check_number, row_threads,
                            store_init_params)
 from ..polynomial._base import _FLOAT_DTYPES, EpochReport
 from ..polynomial.fm import _BaseFactorizationMachine
 from . import _data
-from ._pairwise import pairwise_pass
+from .._engine._pairwise import pairwise_pass
 
 __all__ = ["FactorizationMachineRanker"]
 

@@ -12,12 +12,12 @@ import scipy.optimize
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from .. import _losses, kernels
+from .. import kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
-from . import _cd, _dense, _sgd
-from .._engine.layouts import layout_of
-from .._engine.problem import ADAGRAD, SCHEDULES, Problem, Schedule
-from ._cd_data import CDData, Gradient, TableBlock
+from . import _cd, _losses, _sgd, dense
+from .layouts import layout_of
+from .problem import ADAGRAD, SCHEDULES, Problem, Schedule
+from .cd_data import CDData, Gradient, TableBlock
 
 STOCHASTIC = ("sgd", "adagrad")
 DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
@@ -45,7 +45,7 @@ def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
     s2, k = float(est.init_scale) ** 2, int(est.n_components)
     grad = float(est.fit_intercept) + float(est.fit_linear) * r
     hess = np.zeros_like(r)
-    name = _dense.LOSS_NAMES[loss_code]
+    name = dense.LOSS_NAMES[loss_code]
     center = (float(np.average(y, weights=sw))
               if name == "squared" and est.fit_intercept and sw.sum() > 0 else 0.0)
     with np.errstate(over="ignore"):
@@ -99,7 +99,7 @@ def map_outputs(fit_output, n_outputs, workers):
 
 def column_groups(X, kernel, part=None):
     """The nonzeros of canonical CSR ``X`` regrouped for coordinate descent
-    (:func:`polylite._cd.column_groups`): runs of row-disjoint columns in column order,
+    (:func:`polylite._engine._cd.column_groups`): runs of row-disjoint columns in column order,
     except for the polynomial kernel, whose coordinates take one column at a time;
     ``part`` restricts them to the columns it marks."""
     return _cd.column_groups(X.data, X.indices, X.indptr, X.shape[1],
@@ -122,7 +122,7 @@ def _csr_bytes(X):
 
 
 def cd_data(X, sw, kernel, n_jobs):
-    """:class:`polylite.polynomial._cd_data.CDData` of checked rows ``X`` (any layout:
+    """:class:`polylite._engine.cd_data.CDData` of checked rows ``X`` (any layout:
     its direct rows and relation blocks, :meth:`Layout.cd_parts`) with sample weights
     ``sw``: what coordinate descent derives from the rows once per fit, for every
     output."""
@@ -188,7 +188,7 @@ def problem_of(est, y, sw, loss_code, kernel, degrees):
 
 
 class CoordinateDescent:
-    """Cyclic coordinate descent (``polylite._cd``); ``sw`` must sum to 1 and be the
+    """Cyclic coordinate descent (``polylite._engine._cd``); ``sw`` must sum to 1 and be the
     weights ``data`` (:func:`cd_data`) was made with."""
 
     def __init__(self, est, X, data, y, sw, params, loss_code, kernel, degrees):
@@ -264,7 +264,7 @@ class StochasticState:
 
 
 class StochasticGradient:
-    """SGD or AdaGrad passes (``polylite._sgd``); ``sw`` must have mean 1 (or be the raw
+    """SGD or AdaGrad passes (``polylite._engine._sgd``); ``sw`` must have mean 1 (or be the raw
     weights of a ``partial_fit`` chunk)."""
 
     def __init__(self, est, X, y, sw, params, loss_code, kernel, degrees, rng, state,
@@ -399,7 +399,7 @@ def dense_rows(X, kernel, degrees):
     entries nonzero, so the copy takes at most 4/3 of the memory of X's CSR arrays in
     float64, twice in float32) as a float64 array for :func:`fit_lbfgs`'s BLAS path
     (:mod:`polylite.polynomial._dense`), or None for models that path does not cover."""
-    if not _dense.dense_gradient_available(kernel, degrees):
+    if not dense.dense_gradient_available(kernel, degrees):
         return None
     return X.toarray().astype(np.float64, copy=False)
 
@@ -441,7 +441,7 @@ def fit_lbfgs(est, X, y, sw, params, loss_code, kernel, degrees, callback, data_
                                     grads, workspace)
     elif data_term is None and X_dense is not None:
         def data_term(params, grads):
-            return _dense.dense_data_gradient(X_dense, y, sw, params, loss_code, kernel,
+            return dense.dense_data_gradient(X_dense, y, sw, params, loss_code, kernel,
                                               degrees, bool(est.fit_linear), grads)
     elif data_term is None:
         def data_term(params, grads):

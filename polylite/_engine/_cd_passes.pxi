@@ -260,21 +260,46 @@ cdef inline void _update_rows(const index_t* rows, const index_t* columns,
                      &sw, kind, reset)
 
 
-cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead,
-                             const index_t* done_columns, const floating* done_values,
-                             const Sweep* dsw, bint reset, const index_t* columns,
-                             const floating* values, const Sweep* sw, double* state,
-                             int kind, int n_terms, bint done_single, bint single,
-                             bint done_unit, bint unit, double* sums) noexcept nogil:
+cdef struct Pending:
+    # A group with an entry in every row whose update pass waits to share the pass of
+    # the gradients of the next group, of its component or of the next one.
+    Py_ssize_t group     # the group, or -1: none
+    bint single
+    bint reset           # see _apply_entry
+    Sweep sweep          # of its component
+    const void* columns  # its entries' columns (``index_t``, kept as void*: a struct
+                         # cannot hold a fused type; one column when ``single``)
+    const void* values   # and values (``floating``), or NULL: all 1
+
+
+cdef struct Shape:
+    # What the loop of a fused pass may take as constants (its callers pass literals):
+    int kind             # the coordinates' kind
+    bint done_single     # the pending group is one column
+    bint single          # the next group is one column
+    bint done_unit       # the pending group's values are all 1 (and not stored)
+    bint unit            # the next group's likewise
+
+
+cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead, const Pending* done,
+                             const index_t* columns, const floating* values,
+                             const Sweep* sw, double* state, Shape shape,
+                             double* sums) noexcept nogil:
     """_fused_rows over entries lo..hi-1, adding to ``sums`` (groups of one column).
     ``ahead`` (a literal): the entries PREFETCH_AHEAD further on exist, so that their
     scratch records are requested without a test per entry."""
+    cdef const index_t* done_columns = <const index_t*> done.columns
+    cdef const floating* done_values = <const floating*> done.values
+    cdef const Sweep* dsw = &done.sweep
+    cdef bint reset = done.reset
+    cdef int kind = shape.kind
+    cdef int n_terms = _n_terms(&sw.L, kind)
     cdef Py_ssize_t z
     cdef double terms[N_TERMS]
     cdef double acc[N_TERMS]
     cdef double* row
-    cdef const double* done = _column_record(dsw.scratch, done_columns, 0)
-    cdef Move move = _move(done, kind)
+    cdef const double* done_col = _column_record(dsw.scratch, done_columns, 0)
+    cdef Move move = _move(done_col, kind)
     cdef double* col = _column_record(sw.scratch, columns, 0)
     cdef double p = col[COL_P]
     cdef double var = col[COL_VAR] if kind == KIND_MEANFIELD else 0.0
@@ -283,57 +308,55 @@ cdef inline void _fused_span(Py_ssize_t lo, Py_ssize_t hi, bint ahead,
         acc[t] = sums[t]
     for z in range(lo, hi):
         row = state + z * sw.L.stride
-        if not done_single:
+        if not shape.done_single:
             if ahead:
                 _request_record(dsw.scratch, done_columns, z + PREFETCH_AHEAD)
-            done = _column_record(dsw.scratch, done_columns, z)
-            move = _move(done, kind)
-        _apply_entry(&move, 1.0 if done_unit else done_values[z], row, dsw, kind, reset)
-        if not single:
+            done_col = _column_record(dsw.scratch, done_columns, z)
+            move = _move(done_col, kind)
+        _apply_entry(&move, 1.0 if shape.done_unit else done_values[z], row, dsw, kind,
+                     reset)
+        if not shape.single:
             if ahead:
                 _request_record(sw.scratch, columns, z + PREFETCH_AHEAD)
             col = _column_record(sw.scratch, columns, z)
             p = col[COL_P]
             if kind == KIND_MEANFIELD:
                 var = col[COL_VAR]
-        _entry_terms(1.0 if unit else values[z], row, p, var, sw, kind, terms)
-        _gather(col, acc, terms, single, n_terms)
+        _entry_terms(1.0 if shape.unit else values[z], row, p, var, sw, kind, terms)
+        _gather(col, acc, terms, shape.single, n_terms)
     for t in range(n_terms):
         sums[t] = acc[t]
 
 
-cdef inline void _fused_rows(const index_t* done_columns, const floating* done_values,
-                             const Sweep* done_sweep, bint reset,
-                             const index_t* columns, const floating* values,
-                             const Sweep* sweep, Py_ssize_t n, double* state, int kind,
-                             int mode, bint done_single, bint single, bint done_unit,
-                             bint unit) noexcept nogil:
-    """Pass 2 of a group (of ``done_sweep``, with ``reset`` as in _apply_entry) and pass 1
-    of the next (of ``sweep``: the same, or the next component's), both with an entry in
-    every row.  ``done_unit``, ``unit``: the group's values are all 1 (and not stored)."""
-    cdef Sweep dsw = done_sweep[0]
+cdef inline void _fused_rows(const Pending* done, const index_t* columns,
+                             const floating* values, const Sweep* sweep, Py_ssize_t n,
+                             double* state, int mode, Shape shape) noexcept nogil:
+    """Pass 2 of the pending group ``done`` (with ``done.reset`` as in _apply_entry) and
+    pass 1 of the next (of ``sweep``: the same, or the next component's), both with an
+    entry in every row.  ``shape``: the loop's constants."""
+    cdef Pending local_done = done[0]
     cdef Sweep sw = sweep[0]
     cdef double sums[N_TERMS]
     _assume(&sw, mode)
-    cdef int n_terms = _n_terms(&sw.L, kind)
     # The entries with one PREFETCH_AHEAD further on, then the rest.
     cdef Py_ssize_t split = n - PREFETCH_AHEAD if n > PREFETCH_AHEAD else 0
     _zero_terms(sums)
-    _fused_span(0, split, True, done_columns, done_values, &dsw, reset, columns, values,
-                &sw, state, kind, n_terms, done_single, single, done_unit, unit, sums)
-    _fused_span(split, n, False, done_columns, done_values, &dsw, reset, columns, values,
-                &sw, state, kind, n_terms, done_single, single, done_unit, unit, sums)
-    if single:
-        _add_terms(_column_record(sw.scratch, columns, 0), sums, n_terms)
+    _fused_span(0, split, True, &local_done, columns, values, &sw, state, shape, sums)
+    _fused_span(split, n, False, &local_done, columns, values, &sw, state, shape, sums)
+    if shape.single:
+        _add_terms(_column_record(sw.scratch, columns, 0), sums,
+                   _n_terms(&sw.L, shape.kind))
 
 
-cdef struct Pending:
-    # A group with an entry in every row whose update pass waits to share the pass of
-    # the gradients of the next group, of its component or of the next one.
-    Py_ssize_t group     # the group, or -1: none
-    bint single
-    bint reset           # see _apply_entry
-    Sweep sweep          # of its component
+cdef inline Shape _shape(int kind, bint done_single, bint single, bint done_unit,
+                         bint unit) noexcept nogil:
+    cdef Shape shape
+    shape.kind = kind
+    shape.done_single = done_single
+    shape.single = single
+    shape.done_unit = done_unit
+    shape.unit = unit
+    return shape
 
 
 cdef inline void _gradients_range(const index_t* rows, const index_t* columns,
@@ -371,8 +394,7 @@ cdef inline void _updates_range(const index_t* rows, const index_t* columns,
         _update_rows(rows, columns, values, count, sw, reset, state, kind, False)
 
 
-cdef inline void _fused_units(const Pending* done, const index_t* done_columns,
-                              const floating* done_values, const index_t* columns,
+cdef inline void _fused_units(const Pending* done, const index_t* columns,
                               const floating* values, const Sweep* sw, Py_ssize_t n,
                               double* state, int kind, bint done_single, bint single,
                               bint split) noexcept nogil:
@@ -380,31 +402,32 @@ cdef inline void _fused_units(const Pending* done, const index_t* done_columns,
     literal.  With ``split``, so are the flags of the groups whose values are 1 and not
     stored: only groups of several columns can be one (one column stores its values);
     and between two such groups (user and item, the recommender's pass) ``reset`` too."""
-    cdef const Sweep* dsw = &done.sweep
-    cdef bint done_unit = not done_single and done_values == NULL
+    cdef Pending local_done = done[0]
+    cdef bint done_unit = not done_single and done.values == NULL
     cdef bint unit = not single and values == NULL
     if not split:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, done_unit, unit)
+        _fused_rows(done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, done_unit, unit))
     elif done_unit and unit and done.reset:
-        _fused_rows(done_columns, done_values, dsw, True, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, True, True)
+        local_done.reset = True
+        _fused_rows(&local_done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, True, True))
     elif done_unit and unit:
-        _fused_rows(done_columns, done_values, dsw, False, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, True, True)
+        local_done.reset = False
+        _fused_rows(&local_done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, True, True))
     elif done_unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, True, False)
+        _fused_rows(done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, True, False))
     elif unit:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, False, True)
+        _fused_rows(done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, False, True))
     else:
-        _fused_rows(done_columns, done_values, dsw, done.reset, columns, values, sw, n,
-                    state, kind, SIMPLE, done_single, single, False, False)
+        _fused_rows(done, columns, values, sw, n, state, SIMPLE,
+                    _shape(kind, done_single, single, False, False))
 
 
-cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
-                              const floating* done_values, const index_t* columns,
+cdef inline void _fused_range(const Pending* done, const index_t* columns,
                               const floating* values, bint single, const Sweep* sw,
                               Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
     cdef int kind = _tag_kind(tag)
@@ -414,28 +437,24 @@ cdef inline void _fused_range(const Pending* done, const index_t* done_columns,
     cdef bint ones = kind == KIND_LINEAR or kind == 2 or kind == 3 or kind == KIND_MEANFIELD
     cdef int mode = _mode(&sw.L)
     if mode == LOGISTIC_LOSS and done.single and single:  # dense columns, classification
-        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
-                    sw, n, state, kind, LOGISTIC_LOSS, True, True, False, False)
+        _fused_rows(done, columns, values, sw, n, state, LOGISTIC_LOSS,
+                    _shape(kind, True, True, False, False))
     elif mode == LOGISTIC_LOSS:  # one loop, with the tests
-        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
-                    sw, n, state, kind, LOGISTIC_LOSS, done.single, single,
-                    done_values == NULL, values == NULL)
+        _fused_rows(done, columns, values, sw, n, state, LOGISTIC_LOSS,
+                    _shape(kind, done.single, single, done.values == NULL,
+                           values == NULL))
     elif mode == ANY_LOSS:
-        _fused_rows(done_columns, done_values, &done.sweep, done.reset, columns, values,
-                    sw, n, state, kind, ANY_LOSS, done.single, single, done_values == NULL,
-                    values == NULL)
+        _fused_rows(done, columns, values, sw, n, state, ANY_LOSS,
+                    _shape(kind, done.single, single, done.values == NULL,
+                           values == NULL))
     elif done.single and single:
-        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
-                     True, True, ones)
+        _fused_units(done, columns, values, sw, n, state, kind, True, True, ones)
     elif done.single:
-        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
-                     True, False, ones)
+        _fused_units(done, columns, values, sw, n, state, kind, True, False, ones)
     elif single:
-        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
-                     False, True, ones)
+        _fused_units(done, columns, values, sw, n, state, kind, False, True, ones)
     else:
-        _fused_units(done, done_columns, done_values, columns, values, sw, n, state, kind,
-                     False, False, ones)
+        _fused_units(done, columns, values, sw, n, state, kind, False, False, ones)
 
 
 # Each pass over a group's entries runs on sw.threads.count threads, thread t on the t-th
@@ -451,142 +470,141 @@ cdef inline void _thread_sweep(Sweep* local, Py_ssize_t t, bint sums) noexcept n
         local.scratch = local.threads.private + (t - 1) * local.threads.stride
 
 
-cdef void _pass_chunk(Py_ssize_t t, Py_ssize_t threads, const index_t* rows,
-                      const index_t* columns,
+cdef enum:
+    # What a pass over one group's entries does.
+    GRADIENTS = 0        # pass 1: the columns' sums
+    UPDATES = 1          # pass 2: the steps applied to the rows' records
+    UPDATES_RESET = 2    # pass 2, the next component's caches started afresh (see
+                         # _apply_entry)
+
+
+cdef void _pass_chunk(Py_ssize_t t, const index_t* rows, const index_t* columns,
                       const floating* values, Py_ssize_t count, bint single,
-                      const Sweep* sw, bint update, bint reset, double* state,
+                      const Sweep* sw, int work, double* state,
                       kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t lo, hi
+    """Thread t's run of the entries of a pass (``work``) over a group's entries."""
+    cdef Py_ssize_t lo, hi, threads = _row_threads(sw.threads, count)
     cdef Sweep local = sw[0]
     cdef const index_t* chunk_rows
     cdef const floating* chunk_values
     cdef double* chunk_state
     if not thread_range(t, threads, count, &lo, &hi):
         return
-    _thread_sweep(&local, t, not update)
+    _thread_sweep(&local, t, work == GRADIENTS)
     # A group with an entry in every row lists no rows: its entry z is row z.
     chunk_rows = rows + lo if rows != NULL else NULL
     chunk_state = state if rows != NULL else state + lo * sw.L.stride
     chunk_values = values + lo if values != NULL else NULL
-    if update:
+    if work != GRADIENTS:
         _updates_range(chunk_rows, columns if single else columns + lo, chunk_values,
-                       hi - lo, single, &local, reset, chunk_state, tag)
+                       hi - lo, single, &local, work == UPDATES_RESET, chunk_state, tag)
     else:
         _gradients_range(chunk_rows, columns if single else columns + lo, chunk_values,
                          hi - lo, single, &local, chunk_state, tag)
 
 
 cdef void _pass_of(const index_t* rows, const index_t* columns, const floating* values,
-                   Py_ssize_t count, bint single, const Sweep* sw, bint update, bint reset,
+                   Py_ssize_t count, bint single, const Sweep* sw, int work,
                    double* state, kind_tag* tag) noexcept nogil:
-    """Pass 1 (gradients) or, with ``update``, pass 2 over a group's entries."""
+    """Pass 1 (GRADIENTS) or pass 2 (UPDATES, UPDATES_RESET) over a group's entries."""
     cdef Py_ssize_t t, threads = _row_threads(sw.threads, count)
     if count == 0:
         return
     if threads == 1:
-        _pass_chunk(0, 1, rows, columns, values, count, single, sw, update, reset, state,
-                    tag)
+        _pass_chunk(0, rows, columns, values, count, single, sw, work, state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _pass_chunk(t, threads, rows, columns, values, count, single, sw, update, reset,
-                    state, tag)
+        _pass_chunk(t, rows, columns, values, count, single, sw, work, state, tag)
 
 
-cdef void _fused_chunk(Py_ssize_t t, Py_ssize_t threads, const Pending* done,
-                       const index_t* done_columns,
-                       const floating* done_values, const index_t* columns,
+cdef void _fused_chunk(Py_ssize_t t, const Pending* done, const index_t* columns,
                        const floating* values, bint single, const Sweep* sw,
                        Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
-    cdef Py_ssize_t lo, hi
+    """Thread t's run of the rows of a fused pass (see _fused_rows)."""
+    cdef Py_ssize_t lo, hi, threads = _row_threads(sw.threads, n)
     cdef Sweep local = sw[0]
     cdef Pending local_done = done[0]
     if not thread_range(t, threads, n, &lo, &hi):
         return
     _thread_sweep(&local, t, True)
     _thread_sweep(&local_done.sweep, t, False)
-    _fused_range(&local_done, done_columns if done.single else done_columns + lo,
-                 done_values + lo if done_values != NULL else NULL,
-                 columns if single else columns + lo,
+    if not done.single:
+        local_done.columns = (<const index_t*> done.columns) + lo
+    if done.values != NULL:
+        local_done.values = (<const floating*> done.values) + lo
+    _fused_range(&local_done, columns if single else columns + lo,
                  values + lo if values != NULL else NULL, single, &local, hi - lo,
                  state + lo * sw.L.stride, tag)
 
 
-cdef void _fused_of(const Pending* done, const index_t* done_columns,
-                    const floating* done_values, const index_t* columns,
-                    const floating* values, bint single, const Sweep* sw,
-                    Py_ssize_t n, double* state, kind_tag* tag) noexcept nogil:
+cdef void _fused_of(const Pending* done, const index_t* columns, const floating* values,
+                    bint single, const Sweep* sw, Py_ssize_t n, double* state,
+                    kind_tag* tag) noexcept nogil:
     cdef Py_ssize_t t, threads = _row_threads(sw.threads, n)
     if n == 0:
         return
     if threads == 1:
-        _fused_chunk(0, 1, done, done_columns, done_values, columns, values, single, sw, n,
-                     state, tag)
+        _fused_chunk(0, done, columns, values, single, sw, n, state, tag)
         return
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _fused_chunk(t, threads, done, done_columns, done_values, columns, values, single,
-                     sw, n, state, tag)
+        _fused_chunk(t, done, columns, values, single, sw, n, state, tag)
 
 
 # Dispatch to the copy of each pass for the kind.
 
-cdef inline void _run_of(const Pending* done, const index_t* done_columns,
-                         const floating* done_values, const index_t* rows,
-                         const index_t* columns, const floating* values, Py_ssize_t count,
-                         bint single, const Sweep* sw, bint update, bint reset,
-                         double* state, kind_tag* tag) noexcept nogil:
+cdef inline void _run_of(const Pending* done, const index_t* rows, const index_t* columns,
+                         const floating* values, Py_ssize_t count, bint single,
+                         const Sweep* sw, int work, double* state,
+                         kind_tag* tag) noexcept nogil:
     if done != NULL:
-        _fused_of(done, done_columns, done_values, columns, values, single, sw, count,
-                  state, tag)
+        _fused_of(done, columns, values, single, sw, count, state, tag)
     else:
-        _pass_of(rows, columns, values, count, single, sw, update, reset, state, tag)
+        _pass_of(rows, columns, values, count, single, sw, work, state, tag)
 
 
-cdef void _run(const Pending* done, const index_t* done_columns,
-               const floating* done_values, const index_t* rows, const index_t* columns,
+cdef void _run(const Pending* done, const index_t* rows, const index_t* columns,
                const floating* values, Py_ssize_t count, bint single, const Sweep* sw,
-               bint update, bint reset, double* state, int kind) noexcept nogil:
+               int work, double* state, int kind) noexcept nogil:
     """The pass of _pass, or with ``done`` that of _fused, in the copy for ``kind``."""
     cdef double start = _clock_start(sw.threads)
     if kind == KIND_LINEAR:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagLinear*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagLinear*> NULL)
     elif kind == KIND_SUBSETS:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagSubsets*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagSubsets*> NULL)
     elif kind == 2:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagAnova2*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagAnova2*> NULL)
     elif kind == 3:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagAnova3*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagAnova3*> NULL)
     elif kind == 4:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagAnova4*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagAnova4*> NULL)
     elif kind == KIND_MEANFIELD:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagMeanField*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagMeanField*> NULL)
     else:
-        _run_of(done, done_columns, done_values, rows, columns, values, count, single, sw,
-                update, reset, state, <TagAnova*> NULL)
+        _run_of(done, rows, columns, values, count, single, sw, work, state,
+                <TagAnova*> NULL)
     _clock_add(sw.threads, PASS_FUSED if done != NULL else
-               (PASS_UPDATES if update else PASS_GRADIENTS), start)
+               (PASS_GRADIENTS if work == GRADIENTS else PASS_UPDATES), start)
 
 
 cdef inline void _pass(const index_t* rows, const index_t* columns, const floating* values,
                        Py_ssize_t count, bint single, const Sweep* sw, bint update,
                        bint reset, double* state, int kind) noexcept nogil:
     """Pass 1 (gradients) or, with ``update``, pass 2 over a group's entries."""
-    _run(NULL, NULL, NULL, rows, columns, values, count, single, sw, update, reset, state,
-         kind)
+    _run(NULL, rows, columns, values, count, single, sw,
+         (UPDATES_RESET if reset else UPDATES) if update else GRADIENTS, state, kind)
 
 
-cdef inline void _fused(const Pending* done, const index_t* done_columns,
-                        const floating* done_values, const index_t* columns,
+cdef inline void _fused(const Pending* done, const index_t* columns,
                         const floating* values, bint single, const Sweep* sw, Py_ssize_t n,
                         double* state, int kind) noexcept nogil:
-    """Pass 2 of the pending group and pass 1 of the next (see _fused_rows)."""
-    _run(done, done_columns, done_values, NULL, columns, values, n, single, sw, False,
-         False, state, kind)
+    """Pass 2 of the pending group ``done`` and pass 1 of the next (see _fused_rows)."""
+    _run(done, NULL, columns, values, n, single, sw, GRADIENTS, state, kind)
 
 
 cdef void _steps_chunk(Py_ssize_t t, int threads, const index_t* group_columns,
@@ -752,14 +770,14 @@ cdef void _group_reduce(const index_t* group_columns, Py_ssize_t count,
         _reduce_chunk(t, threads, group_columns, count, sw, pass_threads)
 
 
-cdef void _flush(Pending* pending, const Groups* G, const index_t* group_columns,
-                 const index_t* columns, const floating* values, Py_ssize_t n,
-                 double* state, int kind) noexcept nogil:
-    """The update pass of the pending group, if any, on its own."""
-    cdef Py_ssize_t g = pending.group
-    if g >= 0:
-        _pass(NULL, _entry_columns(G, group_columns, columns, g),
-              _group_values(G, values, g), n, pending.single, &pending.sweep, True, pending.reset, state, kind)
+cdef void _flush(Pending* pending, Py_ssize_t n, double* state, int kind,
+                 const index_t* index_type, const floating* value_type) noexcept nogil:
+    """The update pass of the pending group, if any, on its own (``index_type`` and
+    ``value_type``, never read, name the types of its entries)."""
+    if pending.group >= 0:
+        _pass(<const index_t*> NULL, <const index_t*> pending.columns,
+              <const floating*> pending.values, n, pending.single, &pending.sweep, True,
+              pending.reset, state, kind)
         pending.group = -1
 
 

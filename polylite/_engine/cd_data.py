@@ -1,4 +1,4 @@
-"""The named inputs of coordinate descent (:func:`polylite.polynomial._cd.cd_epoch`).
+"""The named inputs of coordinate descent (:func:`polylite._engine._cd.cd_epoch`).
 
 What a fit derives from its data once (the nonzeros regrouped by columns, each column's
 support, the threads), and nothing that changes from one epoch to the next: what it
@@ -13,7 +13,7 @@ import numpy as np
 
 class ColumnGroups(NamedTuple):
     """The nonzeros of a CSR matrix regrouped by runs of row-disjoint columns
-    (:func:`polylite.polynomial._cd.column_groups`, which documents every array)."""
+    (:func:`polylite._engine._cd.column_groups`, which documents every array)."""
     group_ptr: np.ndarray    # entries of group g: group_ptr[g]:group_ptr[g + 1]
     columns_ptr: np.ndarray  # its columns: group_columns[columns_ptr[g]:...]
     group_columns: np.ndarray
@@ -31,7 +31,7 @@ class ColumnGroups(NamedTuple):
 
 class TableBlock(NamedTuple):
     """One relation block of a relational input, as coordinate descent reads it
-    (:func:`polylite.polynomial._solvers.cd_data`): the interactions' table rows, the
+    (:func:`polylite._engine.solvers.cd_data`): the interactions' table rows, the
     table with the model's column numbers, and its nonzeros regrouped by runs."""
     index: np.ndarray        # (n,) intp: each interaction's table row
     table: object            # CSR (n_rows, n_features), float64 values, intp indices

@@ -52,8 +52,8 @@ from libc.math cimport fabs
 from libc.stdint cimport int64_t
 from cython.parallel cimport prange
 
-from .._kernels cimport anova_from_power_sums, thread_range, POLYLITE_PREFETCH
-from .._losses cimport loss_majorizer
+from ._kernels cimport anova_from_power_sums, thread_range, POLYLITE_PREFETCH
+from ._losses cimport loss_majorizer
 from ._cd_core cimport *
 
 

@@ -1,10 +1,10 @@
 """The data term of the objective and its gradient on dense X, by BLAS products.
 
-On dense rows the Cython pass of :func:`polylite.polynomial._sgd.objective_gradient`
+On dense rows the Cython pass of :func:`polylite._engine._sgd.objective_gradient`
 (which walks each row's nonzeros, as it must on sparse rows) does the work of a few
 matrix products one scalar at a time: on letter (10,000 x 16, k = 30, degree 2) it took
 25 ms per evaluation against 3 ms here (one thread, a shared machine).  L-BFGS
-(:func:`polylite.polynomial._solvers.fit_lbfgs`) evaluates it for every iteration, so on
+(:func:`polylite._engine.solvers.fit_lbfgs`) evaluates it for every iteration, so on
 dense data it uses this module.
 
 The formulas, for a row ``x`` and a factor column ``p`` (one of the k components):
@@ -24,7 +24,7 @@ Power sums cancel as the degree grows, so the dense path stops at ANOVA degree 3
 """
 import numpy as np
 
-from .. import _losses
+from . import _losses
 
 MAX_ANOVA_DEGREE = 3
 
@@ -95,7 +95,7 @@ def dense_data_gradient(X, y, sw, params, loss_code, kernel, degrees, fit_linear
                         grads):
     """``sum_i sw_i loss(y_i, y_hat_i)`` on the rows of dense float64 ``X``, returned, and
     its gradient added into ``grads`` (the contract of
-    :func:`polylite.polynomial._solvers.data_gradient`, which computes the same by the
+    :func:`polylite._engine.solvers.data_gradient`, which computes the same by the
     Cython pass over CSR rows).  Requires :func:`dense_gradient_available`."""
     model = {name: np.asarray(getattr(params, name), np.float64)
              for name in ("intercept", "w", "P", "gamma", "lam")}

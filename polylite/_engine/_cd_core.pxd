@@ -19,10 +19,10 @@
 from libc.math cimport fabs, sqrt, log, cos
 from libc.stdint cimport uint64_t
 
-from .._kernels cimport (index_t, floating, ALL_SUBSETS,
+from ._kernels cimport (index_t, floating, ALL_SUBSETS,
                         POLYLITE_PREFETCH, anova_from_power_sums,
                         anova_coordinate_derivative)
-from .._losses cimport LOGISTIC, loss_derivative, loss_derivatives
+from ._losses cimport LOGISTIC, loss_derivative, loss_derivatives
 
 
 cdef enum:

@@ -22,11 +22,11 @@ from libc.math cimport exp, log, sqrt, sqrtf, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
-from .._kernels cimport (index_t, floating, floating_row, Model, ANOVA, ALL_SUBSETS,
+from ._kernels cimport (index_t, floating, floating_row, Model, ANOVA, ALL_SUBSETS,
                         POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
-from .._losses cimport loss_derivative, loss_value
+from ._losses cimport loss_derivative, loss_value
 
 cdef enum:
     # Shuffled rows sit at random places in memory: fetch the row pointer of the row this

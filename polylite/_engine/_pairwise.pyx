@@ -30,12 +30,12 @@ from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from .._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
+from ._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
                         POLYLITE_PREFETCH, polylite_prefetch_block, anova_forward,
                         anova_table, anova_backward, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
                         thread_range, thread_align, THREAD_ALIGN, ADAGRAD_EPS)
-from .._losses cimport PAIRWISE_BPR, PAIRWISE_WARP
+from ._losses cimport PAIRWISE_BPR, PAIRWISE_WARP
 
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
 # back to a uniform one among the unseen items (a user who saw most popular items).

@@ -4,7 +4,7 @@
 # float32 models from overflowing in exp().
 from libc.math cimport exp, fabs, log1p, fmax, tanh
 
-# The loss table: every loss of every model has its code here (polylite._losses.LOSSES
+# The loss table: every loss of every model has its code here (polylite._engine._losses.LOSSES
 # and MULTICLASS_LOSSES name them).
 cdef enum:
     # Losses of one output, l(y, p) of a target and a prediction (every solver).

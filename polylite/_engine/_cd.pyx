@@ -94,9 +94,9 @@ from libc.math cimport fabs
 from libc.stdint cimport int64_t, uint64_t
 from cython.parallel cimport prange
 
-from .._kernels cimport (index_t, floating, thread_range, ANOVA, ALL_SUBSETS,
+from ._kernels cimport (index_t, floating, thread_range, ANOVA, ALL_SUBSETS,
                         POLYNOMIAL, int_power)
-from .._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
+from ._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
 from ._cd_tables cimport (MAX_TABLE_DEGREE, Table, Moments, table_moments, table_fill,
@@ -300,13 +300,11 @@ cdef double _cd_groups(Epoch* E, const Sweep* sw, Py_ssize_t g_begin, Py_ssize_t
         _group_start(group_columns + c0, c1 - c0, sw, param, param_stride, pass_threads)
         _clock_add(sw.threads, PASS_COLUMNS, start)
         if pending.group >= 0 and full:
-            _fused(pending, _entry_columns(G, group_columns, columns, pending.group),
-                   _group_values(G, values, pending.group),
-                   _entry_columns(G, group_columns, columns, g), _group_values(G, values, g),
-                   single, sw, n, state, kind)
+            _fused(pending, _entry_columns(G, group_columns, columns, g),
+                   _group_values(G, values, g), single, sw, n, state, kind)
             pending.group = -1
         else:
-            _flush(pending, G, group_columns, columns, values, n, state, kind)
+            _flush(pending, n, state, kind, columns, values)
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
                   _group_values(G, values, g), e1 - e0, single, sw, False, False, state,
                   kind)
@@ -323,12 +321,14 @@ cdef double _cd_groups(Epoch* E, const Sweep* sw, Py_ssize_t g_begin, Py_ssize_t
             pending.group = g
             pending.single = single
             pending.sweep = sw[0]
+            pending.columns = _entry_columns(G, group_columns, columns, g)
+            pending.values = _group_values(G, values, g)
         else:
             _pass(_group_rows(G, rows, g), _entry_columns(G, group_columns, columns, g),
                   _group_values(G, values, g), e1 - e0, single, sw, True, pending.reset,
                   state, kind)
     if not keep_last:
-        _flush(pending, G, group_columns, columns, values, n, state, kind)
+        _flush(pending, n, state, kind, columns, values)
     return max_change
 
 
@@ -484,8 +484,8 @@ cdef double _cd_component(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t cur,
     cdef bint first_full = (G.n_groups > 1 and n > 0
                             and G.group_ptr[1] - G.group_ptr[0] == n)
     if not first_full or n_dummy > 0:
-        _flush(&E.pending, G, group_columns, <const index_t*> E.entry_columns,
-               <const floating*> E.entry_values, n, E.state, kind)
+        _flush(&E.pending, n, E.state, kind, <const index_t*> E.entry_columns,
+               <const floating*> E.entry_values)
     if has_next:
         _slot_base(E.base, E.kernel, L.width, gamma, n_dummy, k, s + 1)
         if not first_full:
@@ -819,7 +819,7 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
 
     Parameters
     ----------
-    data : polylite.polynomial._cd_data.CDData
+    data : polylite._engine.cd_data.CDData
         The rows and what a fit derives from them once (:func:`column_groups` with
         ``disjoint`` false for kernel POLYNOMIAL, :func:`column_moments`, the
         threads).

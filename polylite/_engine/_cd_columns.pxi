@@ -95,7 +95,7 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     (the others get none) and ends a run wherever unmarked columns lie between two marked
     ones: the columns of the other parts of a relational input, updated in between.
 
-    Returns a :class:`polylite.polynomial._cd_data.ColumnGroups`: group g holds the
+    Returns a :class:`polylite._engine.cd_data.ColumnGroups`: group g holds the
     entries ``group_ptr[g]:group_ptr[g + 1]``, their rows ``rows[row_ptr[g]:row_ptr[g + 1]]``
     (none stored when it has an entry in every row: they are 0..n-1), their columns
     ``columns[col_ptr[g]:col_ptr[g + 1]]`` (none stored when it has one column), their
@@ -103,7 +103,7 @@ def column_groups(const floating[::1] data, const index_t[::1] indices,
     whose values are all 1, as a one-hot field) and the columns
     ``group_columns[columns_ptr[g]:columns_ptr[g + 1]]`` (increasing).
     """
-    from ._cd_data import ColumnGroups
+    from .cd_data import ColumnGroups
     cdef Py_ssize_t n = indptr.shape[0] - 1, nnz = indices.shape[0], d = n_features
     cdef Py_ssize_t i, j, z, g
     index_dtype = np.asarray(indices).dtype
