@@ -117,10 +117,25 @@ cdef void anova_forward(const floating* P, Py_ssize_t k,
                         const index_t* ind, const floating* val, Py_ssize_t nnz,
                         int degree, floating* a) noexcept nogil
 
-cdef void anova_gradient(const floating* P, Py_ssize_t k,
-                         const floating* gamma, Py_ssize_t n_dummy,
-                         const index_t* ind, const floating* val, Py_ssize_t nnz,
-                         int degree, floating* table, floating* adj,
+cdef struct Factors:
+    # One factor block as the ANOVA kernel's reverse mode reads it (``floating`` arrays
+    # kept as void*): P (d x k) and the dummy rows (value 1) before a row's nonzeros.
+    const void* P
+    const void* gamma         # n_dummy x k, or NULL
+    Py_ssize_t n_dummy
+    Py_ssize_t k
+
+cdef inline Factors factors_of(const void* P, const void* gamma, Py_ssize_t n_dummy,
+                               Py_ssize_t k) noexcept nogil:
+    cdef Factors f
+    f.P = P
+    f.gamma = gamma
+    f.n_dummy = n_dummy
+    f.k = k
+    return f
+
+cdef void anova_gradient(const Factors* f, const index_t* ind, const floating* val,
+                         Py_ssize_t nnz, int degree, floating* table, floating* adj,
                          floating* grad, floating* grad_gamma) noexcept nogil
 
 cdef void anova_table(const floating* P, Py_ssize_t k,
@@ -128,11 +143,10 @@ cdef void anova_table(const floating* P, Py_ssize_t k,
                       const index_t* ind, const floating* val, Py_ssize_t nnz,
                       int degree, floating* table) noexcept nogil
 
-cdef void anova_backward(const floating* P, Py_ssize_t k,
-                         const floating* gamma, Py_ssize_t n_dummy,
-                         const index_t* ind, const floating* val, Py_ssize_t nnz,
-                         int degree, const floating* table, floating* adj,
-                         floating* grad, floating* grad_gamma) noexcept nogil
+cdef void anova_backward(const Factors* f, const index_t* ind, const floating* val,
+                         Py_ssize_t nnz, int degree, const floating* table,
+                         floating* adj, floating* grad,
+                         floating* grad_gamma) noexcept nogil
 
 cdef void all_subsets_forward(const floating* P, Py_ssize_t k,
                               const index_t* ind, const floating* val, Py_ssize_t nnz,

@@ -116,12 +116,11 @@ cdef void anova_forward(const floating* P, Py_ssize_t k,
             _dp_add(a + t * k, a + (t - 1) * k, row, x, k)
 
 
-cdef void anova_gradient(const floating* P, Py_ssize_t k,
-                         const floating* gamma, Py_ssize_t n_dummy,
-                         const index_t* ind, const floating* val, Py_ssize_t nnz,
-                         int degree, floating* table, floating* adj,
+cdef void anova_gradient(const Factors* f, const index_t* ind, const floating* val,
+                         Py_ssize_t nnz, int degree, floating* table, floating* adj,
                          floating* grad, floating* grad_gamma) noexcept nogil:
-    """Gradient of A_degree(p_s, x) with respect to p_s on the row's support.
+    """Gradient of A_degree(p_s, x) with respect to p_s (the block ``f``) on the row's
+    support.
 
     Workspace: ``table`` (n_dummy + nnz + 1) * (degree + 1) * k, ``adj`` (degree + 1) * k.
     Output: grad[z*k + s] = dA/dP[ind[z], s], grad_gamma[r*k + s] = dA/dgamma[r, s]
@@ -129,14 +128,14 @@ cdef void anova_gradient(const floating* P, Py_ssize_t k,
     table[n_items*(degree+1)*k : ...], holds A_t for t = 0..degree (as anova_forward).
     Every inner loop runs over the k components, so the compiler can vectorise it.
     """
-    cdef Py_ssize_t s
-    anova_table(P, k, gamma, n_dummy, ind, val, nnz, degree, table)
+    cdef Py_ssize_t s, k = f.k
+    anova_table(<const floating*> f.P, k, <const floating*> f.gamma, f.n_dummy, ind, val,
+                nnz, degree, table)
     for s in range((degree + 1) * k):
         adj[s] = 0
     for s in range(k):
         adj[degree * k + s] = 1
-    anova_backward(P, k, gamma, n_dummy, ind, val, nnz, degree, table, adj, grad,
-                   grad_gamma)
+    anova_backward(f, ind, val, nnz, degree, table, adj, grad, grad_gamma)
 
 
 cdef void anova_table(const floating* P, Py_ssize_t k,
@@ -168,15 +167,17 @@ cdef void anova_table(const floating* P, Py_ssize_t k,
             _dp_row(nxt + t * k, cur + t * k, cur + (t - 1) * k, row, x, k)
 
 
-cdef void anova_backward(const floating* P, Py_ssize_t k,
-                         const floating* gamma, Py_ssize_t n_dummy,
-                         const index_t* ind, const floating* val, Py_ssize_t nnz,
-                         int degree, const floating* table, floating* adj,
-                         floating* grad, floating* grad_gamma) noexcept nogil:
+cdef void anova_backward(const Factors* f, const index_t* ind, const floating* val,
+                         Py_ssize_t nnz, int degree, const floating* table,
+                         floating* adj, floating* grad,
+                         floating* grad_gamma) noexcept nogil:
     """Reverse mode of the dynamic programme: the gradient of sum_t c_t,s A_t(p_s, x)
-    (t = 0..degree) on the row's support, for cotangents c given in ``adj``
-    (adj[t*k + s] = c_t,s; overwritten).  ``table``: from :func:`anova_table`.  Output
-    as :func:`anova_gradient`."""
+    (t = 0..degree, p_s of the block ``f``) on the row's support, for cotangents c given
+    in ``adj`` (adj[t*k + s] = c_t,s; overwritten).  ``table``: from
+    :func:`anova_table`.  Output as :func:`anova_gradient`."""
+    cdef const floating* P = <const floating*> f.P
+    cdef const floating* gamma = <const floating*> f.gamma
+    cdef Py_ssize_t k = f.k, n_dummy = f.n_dummy
     cdef Py_ssize_t s, e, t
     cdef Py_ssize_t n_items = n_dummy + nnz
     cdef Py_ssize_t block = (degree + 1) * k
@@ -889,11 +890,12 @@ def _row_anova_gradient(const floating[:, ::1] P, const index_t[::1] indices,
     grad_gamma = np.zeros((n_dummy, k), dtype=dtype)
     cdef floating[:, :, ::1] tv = table
     cdef floating[:, ::1] av = adj, gv = grad, ggv = grad_gamma
+    cdef Factors f
     if k > 0:
-        anova_gradient(&P[0, 0], k, &gamma[0, 0] if n_dummy > 0 else NULL, n_dummy,
-                       &indices[0] if nnz > 0 else NULL, &values[0] if nnz > 0 else NULL,
-                       nnz, degree, &tv[0, 0, 0], &av[0, 0],
-                       &gv[0, 0] if nnz > 0 else NULL,
+        f = factors_of(&P[0, 0], &gamma[0, 0] if n_dummy > 0 else NULL, n_dummy, k)
+        anova_gradient(&f, &indices[0] if nnz > 0 else NULL,
+                       &values[0] if nnz > 0 else NULL, nnz, degree, &tv[0, 0, 0],
+                       &av[0, 0], &gv[0, 0] if nnz > 0 else NULL,
                        &ggv[0, 0] if n_dummy > 0 else NULL)
     return table[n_dummy + nnz], grad, grad_gamma
 

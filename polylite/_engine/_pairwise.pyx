@@ -30,9 +30,9 @@ from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from ._kernels cimport (floating, floating_row, const_floating_row, ANOVA,
+from ._kernels cimport (floating, floating_row, const_floating_row, ANOVA, Factors,
                         POLYLITE_PREFETCH, polylite_prefetch_block, anova_forward,
-                        anova_table, anova_backward, all_subsets_forward,
+                        anova_table, anova_backward, factors_of, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
                         thread_range, thread_align, THREAD_ALIGN, ADAGRAD_EPS)
 from ._losses cimport PAIRWISE_BPR, PAIRWISE_WARP
@@ -643,6 +643,7 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
     the two items' parameters, the query's share of the gradient added to the batch's
     cotangents.  Returns 0, or -1 on a non-finite score."""
     cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride
+    cdef Factors block
     cdef floating* q_values = <floating*> bufs.q_values
     cdef floating* p_values = <floating*> bufs.p_values
     cdef floating* n_values = <floating*> bufs.n_values
@@ -725,7 +726,8 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
             if m == 2:
                 _backward2(Pb, k, p_ind, p_val, p_nnz, p_values + b * stride, adj, g_pos)
             else:
-                anova_backward(Pb, k, <floating*> NULL, 0, p_ind, p_val, p_nnz, m,
+                block = factors_of(Pb, NULL, 0, k)
+                anova_backward(&block, p_ind, p_val, p_nnz, m,
                                p_tables + b * work.item_table, adj, g_pos,
                                <floating*> NULL)
             for t in range(m + 1):
@@ -734,7 +736,8 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
             if m == 2:
                 _backward2(Pb, k, n_ind, n_val, n_nnz, n_values + b * stride, adj, g_neg)
             else:
-                anova_backward(Pb, k, <floating*> NULL, 0, n_ind, n_val, n_nnz, m,
+                block = factors_of(Pb, NULL, 0, k)
+                anova_backward(&block, n_ind, n_val, n_nnz, m,
                                n_tables + b * work.item_table, adj, g_neg,
                                <floating*> NULL)
         else:
@@ -767,6 +770,7 @@ cdef void _query_step(const Settings* cfg, const int* degrees, Py_ssize_t d,
     against the batch's summed cotangents (the reverse mode is linear in them, so one
     backward pass serves every positive of the batch)."""
     cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride, b, m, n_dummy
+    cdef Factors block
     cdef floating* q_cot = <floating*> bufs.q_cot
     cdef floating* g_query = <floating*> bufs.g_query
     cdef floating* g_gamma = <floating*> bufs.g_gamma
@@ -794,8 +798,8 @@ cdef void _query_step(const Settings* cfg, const int* degrees, Py_ssize_t d,
             _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
                          q_ind, q_val, q_nnz, NULL, q_cot + b * stride + k, g_gamma, 0)
         else:
-            anova_backward(Pb, k, gamma if n_dummy > 0 else <floating*> NULL, n_dummy,
-                           q_ind, q_val, q_nnz, m,
+            block = factors_of(Pb, gamma if n_dummy > 0 else NULL, n_dummy, k)
+            anova_backward(&block, q_ind, q_val, q_nnz, m,
                            <floating*> bufs.q_tables + b * work.query_table,
                            q_cot + b * stride, g_query, g_gamma)
             _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,

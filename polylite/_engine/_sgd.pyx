@@ -22,8 +22,9 @@ from libc.math cimport exp, log, sqrt, sqrtf, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
-from ._kernels cimport (index_t, floating, floating_row, Model, ANOVA, ALL_SUBSETS,
-                        POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
+from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
+                        ALL_SUBSETS, POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
+                        factors_of,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
 from ._losses cimport loss_derivative, loss_value
@@ -141,14 +142,16 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
     cdef floating* glam = <floating*> st.glam
     cdef Py_ssize_t b, s, z, m_b, n_items
     cdef double total = 0, u, um1, coef
+    cdef Factors block
     cdef floating* last
     if m.kernel == ANOVA:
         for b in range(m.n_blocks):
             m_b = m.degrees[b]
             n_items = nnz + (n_dummy if b == 0 else 0)
-            anova_gradient(P + b * d * k, k, gamma if b == 0 else NULL,
-                           n_dummy if b == 0 else 0, ind, val, nnz, m_b, table, adj,
-                           gP + b * nnz * k, ggamma if b == 0 else NULL)
+            block = factors_of(P + b * d * k, gamma if b == 0 else NULL,
+                               n_dummy if b == 0 else 0, k)
+            anova_gradient(&block, ind, val, nnz, m_b, table, adj, gP + b * nnz * k,
+                           ggamma if b == 0 else NULL)
             last = table + n_items * (m_b + 1) * k + m_b * k
             for s in range(k):
                 total += last[s]
