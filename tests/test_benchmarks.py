@@ -118,6 +118,8 @@ CASES = [
           "--timing-sweeps", "3", "--repeats", "1", "--seeds", "1", "--burn-in", "1",
           "--scale-rows", "2000", "--output", "{tmp}/relational.json"], [ML],
          "SGD fit, 3 epochs"),
+    Case("relational_classifier", "bench_relational_classifier.py",
+         ["--quick", "--data", "{movielens}", "--epochs", "2"], [ML], "block passes:"),
     Case("sgd", "bench_sgd.py",
          [*SMALL, "--degrees", "2", "--epochs", "1", "--solvers", "adagrad", "--dtypes",
           "float64", "float32"], [], "float32 / float64"),

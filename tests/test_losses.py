@@ -162,3 +162,48 @@ def test_loss_codes_are_distinct():
     codes = [L.loss_code(n) for n in NAMES]
     assert sorted(codes) == sorted(set(codes))
     assert set(L.LOSSES) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_model_has_the_loss_derivative_and_a_curvature(name, rng):
+    """The local model (coordinate descent's on relational tables) touches the loss: its
+    derivative is the loss's; its curvature is the second derivative (squared, and
+    logistic on the right side), the Jaakkola-Jordan one on the logistic's wrong side, and
+    for the squared hinge 2 within hinge_slack of the hinge or beyond it, 0 past that."""
+    y, p = sample(name, rng)
+    derivative, curvature = L.local_model(name, y, p)
+    np.testing.assert_allclose(derivative, L.loss_gradient(name, y, p), rtol=1e-13,
+                               atol=1e-15)
+    z = y * p
+    if name == "squared":
+        expected = np.ones_like(p)
+    elif name == "logistic":
+        expected = np.where(z >= 0, expit(z) * expit(-z), np.tanh(z / 2) / (2 * z))
+    else:
+        expected = np.where(z < 1.5, 2.0, 0.0)
+    np.testing.assert_allclose(curvature, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_model_excess_bounds_the_loss_above_the_model(name, rng):
+    """For every move r of margin at most the radius, the loss exceeds its local model
+    by at most loss_local_excess(kappa r^2, radius); the bound is not vacuous (the
+    logistic loss's is within a factor 3 of the largest excess), and the hinge's is 0
+    within hinge_slack."""
+    y, p = sample(name, rng)
+    derivative, curvature = L.local_model(name, y, p)
+    value = L.loss(name, y, p)
+    for radius in (1e-4, 0.1, 0.5, 2.0):
+        r = rng.uniform(-radius, radius, size=p.shape)  # (|y| = 1: moves of the margin)
+        excess = L.loss(name, y, p + r) - (value + derivative * r + 0.5 * curvature * r ** 2)
+        bounds = np.array([L.local_model_excess(name, c * m ** 2, 1.0, radius)
+                           for c, m in zip(curvature, r)])
+        assert np.all(excess <= bounds + 1e-12 * np.maximum(value, 1)), radius
+        if name == "logistic" and radius >= 0.1:
+            worst = np.argmax(excess / np.maximum(bounds, 1e-300))
+            assert excess[worst] > bounds[worst] / 3
+    if name == "squared_hinge":
+        assert L.local_model_excess(name, 1.0, 2.0, 0.5) == 0
+        assert L.local_model_excess(name, 1.0, 2.0, 0.75) == pytest.approx(2 * 0.25 ** 2)
+    if name == "squared":
+        assert L.local_model_excess(name, 1.0, 1.0, 100.0) == 0

@@ -99,9 +99,11 @@ from ._kernels cimport (index_t, floating, thread_range, ANOVA, ALL_SUBSETS,
 from ._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
-from ._cd_tables cimport (MAX_TABLE_DEGREE, Table, Moments, table_moments, table_fill,
-                          table_gather, table_gradients, table_updates, table_push,
-                          table_column_sums, table_column_update, table_start_rows)
+from ._cd_tables cimport (MAX_TABLE_DEGREE, MODEL_BOUND, MODEL_LOCAL, Table, Moments,
+                          table_moments, table_fill, table_gather, table_gradients,
+                          table_updates, table_push, table_column_sums,
+                          table_column_update, table_start_rows, table_pass_change,
+                          table_check, table_revert)
 
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
@@ -112,6 +114,12 @@ SCRATCH_BYTES_PER_FEATURE = COL_STRIDE * sizeof(double)
 # updates, alone; the per-column work (scratch records, the threads' sums, the steps);
 # a component's caches from the CSR rows; the passes over the records alone.
 PASS_KINDS = ("fused", "gradients", "updates", "columns", "fill", "records")
+
+# How the relation blocks' passes on the loss's local model ended, in the order of
+# cd_epoch's ``table_checks``: accepted on the bound of the objective's change from the
+# table rows, accepted on the change computed from the interactions, undone and taken
+# again on the loss's upper bound.
+TABLE_CHECKS = ("bound", "computed", "redone")
 
 
 cdef enum:
@@ -342,20 +350,48 @@ cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, 
     block ``done``'s pass, if any, in the same pass over them), then each group's steps
     from them.  The table rows' caches B of the component must be current; the pass
     ends with table_push (the caller's, or the next block's gather).  Returns the
-    largest |step|."""
-    cdef Py_ssize_t g, e0, e1, c0, c1, j
-    cdef int pass_threads
-    cdef double max_change = 0, p, delta
-    cdef double sums[N_TERMS]
+    largest |step|.
+
+    The steps minimise the loss's quadratic model whose sums the moments hold
+    (blocks.model).  A pass on the local model (MODEL_LOCAL: the logistic loss's own
+    curvature, the squared hinge's flat beyond the hinge) is checked before it is pushed
+    (_pass_accepted); one that would increase the objective is undone and taken again on
+    the upper bound (MODEL_BOUND), whose steps never increase it."""
+    cdef Py_ssize_t c, count = T.columns_ptr[T.n_groups]
+    cdef double max_change
     cdef Moments TM = table_moments(kind, sw.degree)
     TM.squared = sw.L.loss == SQUARED
-    # The moments hold the (bound's) curvature: steps with mu = 1, no cubic term.
+    TM.model = E.blocks.model
+    # The moments hold the (model's) curvature: steps with mu = 1, no cubic term.
     cdef Sweep tsw = sw[0]
     tsw.L.third = 0
     tsw.fourth = NULL  # (the moments sum the noise)
     tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
     if not gathered:  # (else the component's start gathered it)
         table_gather(T, &TM, E.state, &sw.L, E.n, sw.cur, E.blocks.threads, done)
+    if TM.model == MODEL_LOCAL:
+        for c in range(count):
+            E.blocks.saved[c] = param[T.group_columns[c] * param_stride]
+    max_change = _block_steps(T, &TM, &tsw, param, param_stride, reg)
+    if (TM.model != MODEL_LOCAL or max_change == 0
+            or _pass_accepted(E, T, &TM, &sw.L, sw.cur, param, param_stride, reg)):
+        return max_change
+    for c in range(count):
+        param[T.group_columns[c] * param_stride] = <floating> E.blocks.saved[c]
+    table_revert(T, &TM, E.blocks.threads)
+    TM.model = MODEL_BOUND
+    table_gather(T, &TM, E.state, &sw.L, E.n, sw.cur, E.blocks.threads, NULL)
+    return _block_steps(T, &TM, &tsw, param, param_stride, reg)
+
+
+cdef double _block_steps(Table* T, const Moments* TM, Sweep* tsw, floating* param,
+                         Py_ssize_t param_stride, double reg) noexcept nogil:
+    """The steps of a block's columns, group by group, from the moments gathered
+    (_block_pass); returns the largest |step|."""
+    cdef Py_ssize_t g, e0, e1, c0, c1, j
+    cdef int pass_threads
+    cdef double max_change = 0, p, delta
+    cdef double sums[N_TERMS]
     for g in range(T.n_groups):
         e0 = T.group_ptr[g]
         e1 = T.group_ptr[g + 1]
@@ -363,7 +399,7 @@ cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, 
         c1 = T.columns_ptr[g + 1]
         if e1 == e0:
             max_change = max(max_change, _unseen_columns(
-                T.group_columns + c0, c1 - c0, param, param_stride, &tsw, 1.0, reg))
+                T.group_columns + c0, c1 - c0, param, param_stride, tsw, 1.0, reg))
             continue
         pass_threads = _row_threads(tsw.threads, e1 - e0)
         if c1 - c0 == 1 and pass_threads == 1:
@@ -371,25 +407,59 @@ cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, 
             # step and update directly, without the scratch records.
             j = T.group_columns[c0]
             p = param[j * param_stride]
-            table_column_sums(T, &TM, g, p,
-                              param[j * param_stride + 1] if build_next else 0.0, sums)
+            table_column_sums(T, TM, g, p,
+                              param[j * param_stride + 1] if tsw.has_next else 0.0, sums)
             if tsw.rule == STEP_GRADIENT:
                 tsw.gradient[j * param_stride] = tsw.gradient_scale * sums[0]
                 continue
             delta = _take_step(param + j * param_stride, _coordinate_step(
                 tsw.rule, tsw.prior, j, tsw.support[j], sums, 1.0, 0.0, reg, p))
             if delta != 0:
-                table_column_update(T, &TM, g, p, delta)
+                table_column_update(T, TM, g, p, delta)
                 max_change = max(max_change, fabs(delta))
             continue
-        _group_start(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, pass_threads)
-        table_gradients(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
-        _group_reduce(T.group_columns + c0, c1 - c0, &tsw, pass_threads)
-        _group_steps(T.group_columns + c0, c1 - c0, &tsw, param, param_stride, 1.0, reg,
+        _group_start(T.group_columns + c0, c1 - c0, tsw, param, param_stride, pass_threads)
+        table_gradients(T, TM, g, tsw.scratch, tsw.threads, pass_threads)
+        _group_reduce(T.group_columns + c0, c1 - c0, tsw, pass_threads)
+        _group_steps(T.group_columns + c0, c1 - c0, tsw, param, param_stride, 1.0, reg,
                      &max_change)
         if tsw.rule != STEP_GRADIENT:
-            table_updates(T, &TM, g, tsw.scratch, tsw.threads, pass_threads)
+            table_updates(T, TM, g, tsw.scratch, tsw.threads, pass_threads)
     return max_change
+
+
+cdef bint _pass_accepted(Epoch* E, const Table* T, const Moments* TM, const Layout* L,
+                         Py_ssize_t cur, const floating* param, Py_ssize_t param_stride,
+                         double reg) noexcept nogil:
+    """Whether a block's pass on the loss's local model (before its push) leaves the
+    objective no higher: the penalty's change from the columns' values before
+    (blocks.saved) and after, plus the data term's change, bounded from the table rows'
+    records (table_pass_change: the model's change and how far the loss can exceed it)
+    or, where that bound does not settle it, computed from the interactions
+    (table_check)."""
+    cdef Py_ssize_t c, count = T.columns_ptr[T.n_groups]
+    cdef double penalty = 0, change, excess, before, p, q
+    for c in range(count):
+        p = param[T.group_columns[c] * param_stride]
+        q = E.blocks.saved[c]
+        penalty += 0.5 * reg * (p - q) * (p + q)
+    change = table_pass_change(T, TM, L.loss, E.blocks.y_bound, E.blocks.threads,
+                               E.threads.partial, &excess)
+    cdef bint accepted
+    if change + excess + penalty <= 0:
+        _count_check(&E.blocks, CHECK_BOUND)
+        return True
+    change = table_check(T, TM, E.state, L, E.n, cur, E.blocks.threads, E.threads.partial,
+                         &before)
+    # (An increase within the rounding of the sums counts as none.)
+    accepted = change + penalty <= 1e-14 * before
+    _count_check(&E.blocks, CHECK_COMPUTED if accepted else CHECK_REDONE)
+    return accepted
+
+
+cdef inline void _count_check(Blocks* blocks, int outcome) noexcept nogil:
+    if blocks.checks != NULL:
+        blocks.checks[outcome] += 1
 
 
 cdef double _cd_columns(Epoch* E, const Sweep* sw, floating* param,
@@ -650,6 +720,7 @@ cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
     cdef Table* gather = NULL
     cdef Fill fill
     TM.squared = L.loss == SQUARED
+    TM.model = blocks.model
     _slot_base(base, kernel, L.width, <const floating*> E.gamma if b == 0 else NULL,
                E.n_dummy if b == 0 else 0, k, s)
     for j in range(d):
@@ -814,7 +885,8 @@ cdef void _shift_chunk(Py_ssize_t t, int threads, double* state, const Layout* L
 
 
 def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=None,
-             dict workspace=None, Py_ssize_t thread_min_entries=8192, pass_seconds=None):
+             dict workspace=None, Py_ssize_t thread_min_entries=8192, pass_seconds=None,
+             table_checks=None):
     """One epoch of cyclic coordinate descent, in place; returns the largest |step|.
 
     Parameters
@@ -874,6 +946,11 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         those over a relational input's tables are not timed apart (the tables' gathers
         count with the fill, their steps not at all).  (For benchmarks: a clock read
         before and after each pass.)
+    table_checks : ndarray of shape (len(TABLE_CHECKS),), optional
+        Int64; on relational input with the logistic or squared-hinge loss (coordinate
+        descent), each relation block's pass is taken on the loss's local model and
+        checked (see _block_pass), and how each check ended is counted into it, in the
+        order of :data:`TABLE_CHECKS`.
 
     ``data.n_threads`` threads share each pass over a group's entries (the sums of a
     step are then added in another order: the result agrees with one thread's to
@@ -885,14 +962,14 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
     """
     X = data.X
     return _epoch(data, problem, params, X.data, X.indices, y_pred, (prior, gradient),
-                  (workspace, thread_min_entries, pass_seconds))
+                  (workspace, thread_min_entries, pass_seconds, table_checks))
 
 
 def _epoch(data, problem, params, const floating[::1] csr_data,
            const index_t[::1] csr_indices, double[::1] y_pred, steps, options):
     """:func:`cd_epoch` for one dtype of the parameters and one index type of X
     (``steps``: (prior, gradient); ``options``: (workspace, thread_min_entries,
-    pass_seconds)): the set-up, then the passes."""
+    pass_seconds, table_checks)): the set-up, then the passes."""
     prior, gradient = steps
     _check_epoch(data, problem, params, y_pred, gradient)
     cdef floating[:, :, ::1] P = params.P

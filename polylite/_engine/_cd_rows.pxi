@@ -101,6 +101,17 @@ cdef struct Blocks:
     Py_ssize_t pending_slot
     bint gather_first    # it may start the first block's pass (nothing before it)
     bint first_gathered  # it did
+    int model            # the passes' model of the loss (MODEL_BOUND, MODEL_LOCAL)
+    double y_bound       # the largest |y| (MODEL_LOCAL's check)
+    double* saved        # a block's columns' values at the start of its pass (MODEL_LOCAL)
+    int64_t* checks      # how MODEL_LOCAL's passes ended, counted by CHECK_*, or NULL
+
+
+cdef enum:
+    # How a block's pass on the loss's local model ended (cd_epoch's ``table_checks``).
+    CHECK_BOUND = 0     # accepted on the bound of its change from the table rows
+    CHECK_COMPUTED = 1  # accepted on its change computed from the interactions
+    CHECK_REDONE = 2    # undone, and taken again on the upper bound
 
 
 cdef struct Fill:

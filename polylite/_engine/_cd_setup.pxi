@@ -207,8 +207,12 @@ cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_
     blocks.tables = <Table*> malloc(max(blocks.count, 1) * sizeof(Table))
     if blocks.tables == NULL:
         raise MemoryError("not enough memory for the relation blocks")
-    kept = [positions]  # and the tables' records (not in a workspace when there is none)
-    try:
+    # (A block's columns' values at the start of its pass: only relation blocks have any.)
+    cdef double[::1] saved = (_buffer(workspace, "saved", d + 1) if blocks.count > 0
+                              else np.empty(1))
+    blocks.saved = &saved[0]
+    kept = [positions, saved]  # and the tables' records (not in a workspace when there is
+    try:                       # none)
         for b in range(blocks.count):
             kept.append(_set_table(&blocks.tables[b], data.blocks[b], n, d, max_degree,
                                    kernel, n_threads, uniform, workspace, f"table {b}"))
@@ -226,7 +230,7 @@ cdef list _set_epoch(Epoch* E, data, problem, params, const floating[::1] csr_da
     checked already by _check_epoch).  Returns the arrays E points into that nothing
     else keeps alive (the caller keeps the list until the passes end, and frees
     E.blocks.tables)."""
-    workspace, thread_min_entries, pass_seconds = options
+    workspace, thread_min_entries, pass_seconds, table_checks = options
     cdef const index_t[::1] csr_indptr = data.X.indptr
     cdef const double[::1] y = problem.y
     cdef const double[::1] sample_weight = problem.sample_weight
@@ -291,6 +295,20 @@ cdef list _set_epoch(Epoch* E, data, problem, params, const floating[::1] csr_da
     kept += _set_work(E, workspace, n_threads, thread_min_entries, max_degree, pass_seconds)
     kept += _set_blocks(&E.blocks, data, n, d, max_degree, E.kernel, n_threads, uniform,
                         workspace)
+    # Coordinate descent on a loss other than the squared steps the blocks' columns on
+    # the loss's local model, checked after each pass (see _block_pass).
+    E.blocks.model = (MODEL_LOCAL if E.rule == STEP_MINIMISE and problem.loss != SQUARED
+                      else MODEL_BOUND)
+    E.blocks.y_bound = np.max(np.abs(problem.y), initial=0.0)
+    cdef int64_t[::1] checks
+    E.blocks.checks = NULL
+    if table_checks is not None:
+        if np.shape(table_checks) != (len(TABLE_CHECKS),):
+            raise ValueError(f"cd_epoch: table_checks must have shape "
+                             f"({len(TABLE_CHECKS)},), got {np.shape(table_checks)}")
+        checks = table_checks  # (int64, added to in place)
+        E.blocks.checks = &checks[0]
+        kept.append(table_checks)
     E.pending.group = -1
     return kept
 

@@ -11,6 +11,12 @@ cdef enum:
     MAX_TABLE_DEGREE = 16
 
 
+cdef enum:
+    # The quadratic model of the loss that a block's pass minimises (Moments.model).
+    MODEL_BOUND = 0     # an upper bound that touches the loss (loss_majorizer)
+    MODEL_LOCAL = 1     # its local model (loss_local), checked after the pass
+
+
 cdef struct Table:
     # One relation block: its table (CSR, the model's column numbers), each
     # interaction's table row, the table's nonzeros regrouped by runs (column_groups, with
@@ -57,9 +63,13 @@ cdef struct Moments:
     Py_ssize_t R         # M
     Py_ssize_t W         # M (M + 1) / 2, the upper triangle row by row
     Py_ssize_t N         # M
+    Py_ssize_t A         # the largest |phi_u| of the table row's interactions, for u from
+    int first            # ``first`` on (MODEL_LOCAL; phi_0 = 1 but for all-subsets), at
+                         # A + u - first
     # The squared loss (kappa_i = s_i): W's first entry is the table row's weight, given,
     # and at degree 2 the noise moments N are W's diagonal, not summed apart.
     bint squared
+    int model            # MODEL_BOUND or MODEL_LOCAL
 
 
 cdef Moments table_moments(int kind, int degree) noexcept nogil
@@ -91,6 +101,16 @@ cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, dou
 
 cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, double p,
                               double delta) noexcept nogil
+
+cdef double table_pass_change(const Table* T, const Moments* TM, int loss, double y_bound,
+                              int threads, double* partial,
+                              double* excess) noexcept nogil
+
+cdef double table_check(const Table* T, const Moments* TM, const double* state,
+                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
+                        double* partial, double* loss_sum) noexcept nogil
+
+cdef void table_revert(const Table* T, const Moments* TM, int threads) noexcept nogil
 
 cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
                      Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil

@@ -38,11 +38,24 @@ new block part (table_push).
 For the squared loss (kappa_i = 1, l'_i the residual) every step is exactly the step
 coordinate descent takes on the expanded rows, in the same order: the fit is the same to
 rounding (and so is a Gibbs sweep, whose draws use the same sums).  Other losses' l' is
-not affine in the prediction; their block passes minimise instead a quadratic upper bound
-of the loss around the predictions at the start of the pass (kappa_i the curvature of
-that bound, l'_i the loss's derivative there: loss_majorizer), which touches the loss at
-the start and lies above it everywhere, so the objective still never increases
-(majorise-minimise), with the moments exact for the bound.
+not affine in the prediction: the moments are exact for a quadratic model of the loss
+around the predictions at the start of the pass (l'_i the loss's derivative there,
+kappa_i the model's curvature), and the steps minimise the model.  Coordinate descent
+takes the loss's local model (Moments.model MODEL_LOCAL, loss_local: the second
+derivative; on the expanded rows the steps read the loss itself, so they are not the
+same steps, but as long where the loss is flat).  It may lie below the loss away from
+the start, so a pass is checked before table_push moves the interactions: the model's
+change of the data term, from the table rows' records (table_pass_change: with c_r the
+change of table row r, sum_r <R_r, c_r> - c_r^T W_r c_r / 2, R_r at the end of the
+pass), plus a bound of how far the loss can rise above the model over moves
+|<phi_i, c_r>| <= sum_u max_i |phi_iu| |c_ru| (loss_local_excess; the gather keeps the
+largest |phi_u| of each table row), plus the penalty's change, at most 0 accepts the
+pass.  Else the data term's change is computed from the interactions (table_check); a
+pass that would still increase the objective is undone (table_revert, and the caller
+restores the columns' values) and taken again on the loss's upper bound (MODEL_BOUND,
+loss_majorizer: the Jaakkola-Jordan bound for the logistic loss), which touches the loss
+at the start and lies above it everywhere, so that its steps never increase the
+objective (majorise-minimise).
 
 Every pass is shared by the threads: over the interactions (each thread sums into
 records of its own, added in thread order), over a group's entries (a group's columns
@@ -53,7 +66,7 @@ from libc.stdint cimport int64_t
 from cython.parallel cimport prange
 
 from ._kernels cimport anova_from_power_sums, thread_range, POLYLITE_PREFETCH
-from ._losses cimport loss_majorizer
+from ._losses cimport loss_majorizer, loss_local, loss_local_excess, loss_value
 from ._cd_core cimport *
 
 
@@ -69,14 +82,17 @@ cdef inline Moments _layout(int kind, int degree) noexcept nogil:
     registers.
 
     A table row's cache B (the block part's power sums, ``width`` doubles) lives in the
-    table's cache array; its record holds [B at the pass's start | change | R | W | N].
-    At degree 2 a record is [change (2) | R (2) | W (3)]: B at the start is B less the
-    change of A_1 (= D_1), and the noise bounds of phi are |phi|, so the noise moments
-    are W's diagonal (summed with the curvature's weights)."""
+    table's cache array; its record holds [B at the pass's start | change | R | W | N |
+    the bounds of phi].  At degree 2 a record is [change (2) | R (2) | W (3) | the bound
+    of phi_1]: B at the start is B less the change of A_1 (= D_1), and the noise bounds
+    of phi are |phi|, so the noise moments are W's diagonal (summed with the curvature's
+    weights)."""
     cdef Moments TM
     TM.kind = kind
     TM.degree = degree
     TM.squared = False
+    TM.model = MODEL_BOUND
+    TM.first = 0 if kind == KIND_SUBSETS else 1
     if kind == KIND_LINEAR:
         TM.width = 0
         TM.M = 1
@@ -92,6 +108,7 @@ cdef inline Moments _layout(int kind, int degree) noexcept nogil:
         TM.R = 2
         TM.W = 4
         TM.N = -1
+        TM.A = 7
         TM.stride = 8
         return TM
     TM.old = 0
@@ -99,8 +116,18 @@ cdef inline Moments _layout(int kind, int degree) noexcept nogil:
     TM.R = TM.change + TM.M
     TM.W = TM.R + TM.M
     TM.N = TM.W + TM.M * (TM.M + 1) // 2
-    TM.stride = TM.N + TM.M
+    TM.A = TM.N + TM.M
+    TM.stride = TM.A + TM.M - TM.first
     return TM
+
+
+cdef inline Moments _local_layout(const Moments* TM, int kind, int degree) noexcept nogil:
+    """_layout with literal ``kind`` and ``degree`` (a specialised loop's), and TM's
+    choices that the layout does not fix."""
+    cdef Moments tm = _layout(kind, degree)
+    tm.squared = TM.squared
+    tm.model = TM.model
+    return tm
 
 
 cdef inline bint _given_weight(const Moments* tm) noexcept nogil:
@@ -379,7 +406,14 @@ cdef inline void _gather_row(const Table* T, const Moments* tm, const double* ro
     else:
         y = row[L.label] if L.label >= 0 else 0.0
         weight = row[L.weight] if L.weight >= 0 else 1.0
-        dl = weight * loss_majorizer(L.loss, y, row[PRED], &kappa)
+        if tm.model == MODEL_LOCAL:
+            dl = weight * loss_local(L.loss, y, row[PRED], &kappa)
+            # How far the interactions can move, for the pass's check (table_pass_change).
+            for u in range(tm.first, M):
+                if fabs(phi[u]) > rec[tm.A + u - tm.first]:
+                    rec[tm.A + u - tm.first] = fabs(phi[u])
+        else:
+            dl = weight * loss_majorizer(L.loss, y, row[PRED], &kappa)
         kappa *= weight
     for u in range(M):
         rec[tm.R + u] += dl * phi[u]
@@ -429,8 +463,7 @@ cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
     uniform weights)."""
     cdef Py_ssize_t i
     cdef double* row
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(sums + T.index[i + PREFETCH_AHEAD] * tm.stride)
@@ -478,14 +511,19 @@ cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
     cdef Py_ssize_t r, u, other, lo, hi
     cdef double* rec
     cdef const double* own
+    # (The sums up to the bounds of phi, the largest of those.)
+    cdef Py_ssize_t bounds = TM.A if TM.model == MODEL_LOCAL else TM.stride
     if not thread_range(t, threads, T.n_rows, &lo, &hi):
         return
     for r in range(lo, hi):
         rec = T.records + r * TM.stride
         for other in range(summed - 1):
             own = T.private + (other * T.n_rows + r) * TM.stride
-            for u in range(TM.R, TM.stride):
+            for u in range(TM.R, bounds):
                 rec[u] += own[u]
+            for u in range(bounds, TM.stride):
+                if own[u] > rec[u]:
+                    rec[u] = own[u]
 
 
 cdef void table_gather(const Table* T, const Moments* TM, double* state,
@@ -519,8 +557,7 @@ cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* tables,
     cdef double* row
     cdef double* D
     cdef const double* B
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     for i in range(lo, hi):
         row = state + i * L.stride
         if done != NULL and done_TM.kind == kind:  # the last component's: as constants
@@ -657,8 +694,7 @@ cdef inline void _column_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
     constants at the call sites)."""
     cdef Py_ssize_t e, r, f
     cdef double other[3]
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     # Two sets of running sums, for the even and the odd entries: one set would make
     # each entry wait for the previous one's additions.
     other[0] = other[1] = other[2] = 0
@@ -695,8 +731,7 @@ cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi
     cdef double x
     cdef double sums[3]
     cdef double* col = own + ent.column * COL_STRIDE
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     if single:
         # One column: its sums kept in registers until the end.
         sums[0] = sums[1] = sums[2] = 0
@@ -787,8 +822,7 @@ cdef inline void _update_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
     cdef Py_ssize_t e, r
     cdef double p, delta
     cdef const double* col = scratch + ent.column * COL_STRIDE
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     delta = col[COL_STEP]
     p = col[COL_P]
     if ent.columns == NULL and delta == 0:
@@ -864,8 +898,7 @@ cdef inline void _column_update_loop(const Entries* ent, const Table* T, const M
                                      Py_ssize_t M) noexcept nogil:
     """table_column_update with kind, degree and M literal constants at the call sites."""
     cdef Py_ssize_t e, r
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     for e in range(ent.count):
         r = ent.rows[e] if ent.rows != NULL else e
         _entry_update(T, &tm, r, ent.values[e] if ent.values != NULL else 1.0, p, delta, M)
@@ -894,8 +927,7 @@ cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
                             Py_ssize_t cur, int kind, int degree,
                             Py_ssize_t M) noexcept nogil:
     cdef Py_ssize_t i
-    cdef Moments tm = _layout(kind, degree)
-    tm.squared = TM.squared
+    cdef Moments tm = _local_layout(TM, kind, degree)
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * tm.stride)
@@ -927,3 +959,137 @@ cdef void table_push(const Table* T, const Moments* TM, double* state, const Lay
     cdef Py_ssize_t t
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _push_rows(t, threads, T, TM, state, L, n, cur)
+
+
+# ---- the check of a pass on the loss's local model -------------------------------------
+
+cdef inline double _phi_bound(const Moments* TM, const double* rec,
+                              Py_ssize_t u) noexcept nogil:
+    """The largest |phi_u| of a table row's interactions (MODEL_LOCAL's gather)."""
+    return 1.0 if u < TM.first else rec[TM.A + u - TM.first]
+
+
+cdef void _change_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                       int loss, double y_bound, double* partial) noexcept nogil:
+    """Thread t's share of table_pass_change, in partial[2 t], partial[2 t + 1]."""
+    cdef Py_ssize_t r, u, lo, hi
+    cdef const double* rec
+    cdef const double* c
+    cdef double quadratic, radius, change = 0, excess = 0
+    if thread_range(t, threads, T.n_rows, &lo, &hi):
+        for r in range(lo, hi):
+            rec = T.records + r * TM.stride
+            c = rec + TM.change
+            quadratic = _quadratic(rec + TM.W, c, TM.M)
+            # With R at the end of the pass, R_0 + W c: the model's change
+            # <R_0, c> + c^T W c / 2 is <R, c> - c^T W c / 2.
+            change += _dot(rec + TM.R, c, TM.M) - 0.5 * quadratic
+            # |<phi_i, c>| <= sum_u max_i |phi_iu| |c_u| for every interaction i of r.
+            radius = 0
+            for u in range(TM.M):
+                radius += _phi_bound(TM, rec, u) * fabs(c[u])
+            excess += loss_local_excess(loss, quadratic, T.row_weight[r],
+                                        y_bound * radius)
+    partial[2 * t] = change
+    partial[2 * t + 1] = excess
+
+
+cdef double table_pass_change(const Table* T, const Moments* TM, int loss, double y_bound,
+                              int threads, double* partial,
+                              double* excess) noexcept nogil:
+    """After a pass on the loss's local model (MODEL_LOCAL, before table_push): the
+    change of the model's data term sum_i s_i (l'_i r_i + kappa_i r_i^2 / 2) over the
+    pass (each interaction i moves by r_i = <phi_i, change_r>), from the table rows'
+    records alone; and in ``excess`` a bound of how far the loss's change can exceed
+    it (loss_local_excess, for labels of magnitude at most ``y_bound``).  ``partial``:
+    2 ``threads`` doubles of work space."""
+    cdef Py_ssize_t t
+    cdef double change = 0
+    if threads == 1 or T.n_rows < MIN_COLUMNS_PER_THREAD * threads:
+        _change_rows(0, 1, T, TM, loss, y_bound, partial)
+        excess[0] = partial[1]
+        return partial[0]
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _change_rows(t, threads, T, TM, loss, y_bound, partial)
+    excess[0] = 0
+    for t in range(threads):
+        change += partial[2 * t]
+        excess[0] += partial[2 * t + 1]
+    return change
+
+
+cdef void _check_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
+                      const double* state, const Layout* L, Py_ssize_t n, Py_ssize_t cur,
+                      double* partial) noexcept nogil:
+    """Thread t's share of table_check, in partial[2 t], partial[2 t + 1]."""
+    cdef Py_ssize_t i, r, lo, hi
+    cdef const double* row
+    cdef const double* rec
+    cdef double y, weight, move, before, change = 0, total = 0
+    cdef double E[MAX_TABLE_DEGREE]
+    cdef double phi[MAX_TABLE_DEGREE]
+    cdef double bound[MAX_TABLE_DEGREE]
+    if thread_range(t, threads, n, &lo, &hi):
+        for i in range(lo, hi):
+            r = T.index[i]
+            row = state + i * L.stride
+            rec = T.records + r * TM.stride
+            if TM.kind == KIND_LINEAR:
+                move = rec[TM.change]
+            else:
+                _rest_cache(TM, row + cur, T.cache + r * TM.width, rec, E)
+                _phi(TM, E, phi, bound)
+                move = _dot(phi, rec + TM.change, TM.M)
+            y = row[L.label] if L.label >= 0 else 0.0
+            weight = row[L.weight] if L.weight >= 0 else 1.0
+            before = loss_value(L.loss, y, row[PRED])
+            change += weight * (loss_value(L.loss, y, row[PRED] + move) - before)
+            total += weight * before
+    partial[2 * t] = change
+    partial[2 * t + 1] = total
+
+
+cdef double table_check(const Table* T, const Moments* TM, const double* state,
+                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
+                        double* partial, double* loss_sum) noexcept nogil:
+    """After a block's pass (before table_push): the change of the data term
+    sum_i s_i l(y_i, y_hat_i) that the pass makes, and in ``loss_sum`` the term before
+    it, from the interactions (their caches in slot ``cur``).  ``partial``: 2
+    ``threads`` doubles of work space."""
+    cdef Py_ssize_t t
+    cdef double change = 0
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _check_rows(t, threads, T, TM, state, L, n, cur, partial)
+    loss_sum[0] = 0
+    for t in range(threads):
+        change += partial[2 * t]
+        loss_sum[0] += partial[2 * t + 1]
+    return change
+
+
+cdef void _revert_rows(Py_ssize_t t, int threads, const Table* T,
+                       const Moments* TM) noexcept nogil:
+    cdef Py_ssize_t r, u, lo, hi
+    cdef const double* rec
+    cdef double* B
+    if not thread_range(t, threads, T.n_rows, &lo, &hi):
+        return
+    for r in range(lo, hi):
+        rec = T.records + r * TM.stride
+        B = T.cache + r * TM.width
+        if TM.kind == 2:
+            B[0] -= rec[TM.change + 1]
+        else:
+            for u in range(TM.width):
+                B[u] = rec[TM.old + u]
+
+
+cdef void table_revert(const Table* T, const Moments* TM, int threads) noexcept nogil:
+    """Undo a block's pass in its table (before table_push): each table row's cache B
+    back to that at the start of the pass (the parameters are the caller's to restore;
+    the records are gathered again)."""
+    cdef Py_ssize_t t
+    if TM.width == 0:
+        return
+    for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
+        _revert_rows(t, threads, T, TM)

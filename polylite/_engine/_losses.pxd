@@ -2,7 +2,7 @@
 # constant mu (a bound on the second derivative) that coordinate descent divides by.
 # Computed in double whatever the parameter dtype: the cost is negligible and it keeps
 # float32 models from overflowing in exp().
-from libc.math cimport exp, fabs, log1p, fmax, tanh
+from libc.math cimport exp, expm1, fabs, log1p, fmax, tanh
 
 # The loss table: every loss of every model has its code here (polylite._engine._losses.LOSSES
 # and MULTICLASS_LOSSES name them).
@@ -126,3 +126,70 @@ cdef inline double loss_majorizer(int loss, double y, double p,
     else:
         curvature[0] = loss_smoothness(loss)
     return loss_derivative(loss, y, p)
+
+
+cdef inline double hinge_slack() noexcept nogil:
+    """The squared hinge's local model (loss_local) is flat on the rows whose margin y p
+    is at least 1 + hinge_slack(): they stay on the flat side of the hinge while they
+    move by less than that."""
+    return 0.5
+
+
+cdef inline double loss_local(int loss, double y, double p,
+                              double* curvature) noexcept nogil:
+    """d loss / d p, and in ``curvature`` that of the loss's local quadratic model at p,
+    l(p + r) ~ l(p) + l'(p) r + curvature r^2 / 2: the second derivative for the squared
+    loss (1, exact) and for the logistic loss on the right side (margin z = y p >= 0),
+    and on its wrong side the Jaakkola-Jordan curvature y^2 tanh(z / 2) / (2 z) (above
+    the second derivative, where the steps would overshoot: the rows' curvature grows
+    as they move towards the right side); for the squared hinge 2 y^2 on the rows within
+    hinge_slack() of the hinge or beyond it (z < 1 + hinge_slack(), where the model lies
+    above the loss everywhere), 0 on the others (exact while they stay flat).  One exp
+    for the logistic loss's derivative and curvature.  Unlike loss_majorizer's, the
+    model may lie below the loss away from p: loss_local_excess bounds by how much."""
+    cdef double z, e, r
+    if loss == SQUARED_HINGE:
+        curvature[0] = 2.0 * y * y if y * p < 1.0 + hinge_slack() else 0.0
+        return loss_derivative(loss, y, p)
+    if loss == LOGISTIC:
+        z = y * p
+        e = exp(-fabs(z))
+        r = 1.0 / (1.0 + e)
+        if z >= 0:
+            curvature[0] = y * y * e * r * r  # sigma(z) sigma(-z)
+        elif z > -1e-6:
+            curvature[0] = 0.25 * y * y
+        else:
+            curvature[0] = y * y * (1.0 - e) * r / (-2.0 * z)  # tanh(|z| / 2) / (2 |z|)
+        return -y * (e * r if z > 0 else r)
+    return loss_derivatives(loss, y, p, curvature)
+
+
+cdef inline double loss_local_excess(int loss, double quadratic, double weight,
+                                     double radius) noexcept nogil:
+    """A bound of the loss's excess over its local model (loss_local), summed over rows
+    that each move by at most ``radius`` in the margin (|y_i r_i| <= radius):
+    sum_i s_i [l(p_i + r_i) - l(p_i) - l'_i r_i - kappa_i r_i^2 / 2], from
+    ``quadratic`` = sum_i s_i kappa_i r_i^2 and ``weight`` = sum_i s_i.
+
+    Logistic loss: l'' changes by at most a factor exp(|y t|) over a move t, so a row's
+    excess is at most kappa_i r_i^2 g(|y_i r_i|) with g(x) = (e^x - 1 - x - x^2 / 2) / x^2,
+    which increases with x: at most ``quadratic`` g(radius) (the rows on the wrong side
+    have none: their model lies above the loss).  Squared hinge: the model of the rows
+    near or before the hinge lies above the loss, and a flat row (margin at least
+    1 + hinge_slack()) stays flat over moves up to hinge_slack(), past which its loss is
+    at most (radius - hinge_slack())^2: at most ``weight`` times that.  Squared loss: 0
+    (the model is the loss)."""
+    cdef double g
+    if loss == LOGISTIC:
+        if radius <= 1e-3:
+            # The series x / 6 + x^2 / 24 + ... is at most x / 6 (1 + x / 3) there.
+            g = radius / 6.0 * (1.0 + radius / 3.0)
+        else:
+            g = (expm1(radius) - radius - 0.5 * radius * radius) / (radius * radius)
+            g *= 1.0 + 1e-9  # (rounding: a bound, never below)
+        return quadratic * g
+    if loss == SQUARED_HINGE:
+        g = radius - hinge_slack()
+        return weight * g * g if g > 0 else 0.0
+    return 0.0

@@ -50,3 +50,29 @@ def loss_gradient(name, y, p):
 def smoothness(name):
     """The smoothness constant mu of the named loss (bound on its second derivative)."""
     return loss_smoothness(loss_code(name))
+
+
+def local_model(name, y, p):
+    """(d loss / d p, curvature) of the named loss's local quadratic model at labels
+    ``y`` and predictions ``p`` (``loss_local``: the model coordinate descent's passes
+    over a relational input's tables minimise)."""
+    cdef int code = loss_code(name)
+    cdef const double[:] yv = np.ascontiguousarray(y, dtype=np.float64).ravel()
+    cdef const double[:] pv = np.ascontiguousarray(p, dtype=np.float64).ravel()
+    if yv.shape[0] != pv.shape[0]:
+        raise ValueError(f"y has {yv.shape[0]} entries but p has {pv.shape[0]}")
+    derivative = np.empty(yv.shape[0], dtype=np.float64)
+    curvature = np.empty(yv.shape[0], dtype=np.float64)
+    cdef double[:] dv = derivative, cv = curvature
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(yv.shape[0]):
+            dv[i] = loss_local(code, yv[i], pv[i], &cv[i])
+    return derivative, curvature
+
+
+def local_model_excess(name, double quadratic, double weight, double radius):
+    """``loss_local_excess``: a bound of the named loss's excess over its local model,
+    summed over rows that move by at most ``radius`` in the margin, from
+    ``quadratic`` = sum_i s_i kappa_i r_i^2 and ``weight`` = sum_i s_i."""
+    return loss_local_excess(loss_code(name), quadratic, weight, radius)

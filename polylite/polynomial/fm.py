@@ -100,7 +100,13 @@ _FM_PARAMS_DOC = """
     solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
 """ + AUTO_SOLVER_DOC + """\
         "cd": cyclic coordinate descent with cached power sums (the objective never
-        increases; best for degree <= 3-4).  "sgd" and "adagrad": stochastic passes over
+        increases; best for degree <= 3-4).  On a ``RelationalMatrix`` it steps in the
+        table domain: for the squared loss the same fit as on the expanded rows
+        (``X.to_csr()``) to rounding; for the classification losses steps on each
+        loss's local quadratic model, checked not to increase the objective, so the fit
+        differs from the expanded rows' while minimising the same objective, measured
+        within 5% of it epoch by epoch (see :mod:`polylite.relational`).  "sgd" and
+        "adagrad": stochastic passes over
         the rows (gradients by the ANOVA dynamic programme; for large data, any degree,
         and streaming with ``partial_fit``).  "lbfgs": SciPy's L-BFGS-B on the full
         objective (value and gradient in one pass over the rows).
