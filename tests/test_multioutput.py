@@ -148,7 +148,7 @@ def test_power_method_algebra_against_numpy(rng):
                                rtol=1e-10, atol=1e-12)
     y = rng.standard_normal((m, 3))
     outputs = [np.empty_like(Q) for _ in range(4)]
-    quotients = _passes.combine_step(y, Q, P, D, GQ, GP, GD, *outputs)
+    quotients = _passes.combine_step(y, (Q, P, D), (GQ, GP, GD), outputs)
     step, gstep = y[:, 1] * P + y[:, 2] * D, y[:, 1] * GP + y[:, 2] * GD
     q_new, gq_new = y[:, 0] * Q + step, y[:, 0] * GQ + gstep
     norm = np.linalg.norm(q_new, axis=0)

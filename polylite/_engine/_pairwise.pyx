@@ -212,7 +212,7 @@ cdef struct Draws:
     # A thread's stream of draws, made DRAWS_AHEAD ahead of their use.
     Py_ssize_t* ring        # RING entries
     long long used          # draws taken so far
-    Rng* rng
+    Rng rng                 # the thread's random stream
     const Negatives* negatives
     const int64_t* i_ptr
     const int64_t* i_ind
@@ -222,7 +222,7 @@ cdef inline void _start_draws(Draws* dr) noexcept nogil:
     cdef Py_ssize_t i
     dr.used = 0
     for i in range(DRAWS_AHEAD):
-        dr.ring[i] = _draw(dr.rng, dr.negatives)
+        dr.ring[i] = _draw(&dr.rng, dr.negatives)
 
 
 cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const floating* P,
@@ -233,7 +233,7 @@ cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const float
     row's pointer), and requests the row of the draw two thirds as far ahead and the
     parameters of the one a third as far."""
     cdef Py_ssize_t item = dr.ring[dr.used % RING], c
-    c = _draw(dr.rng, dr.negatives)
+    c = _draw(&dr.rng, dr.negatives)
     dr.ring[(dr.used + DRAWS_AHEAD) % RING] = c
     POLYLITE_PREFETCH(dr.i_ptr + c)
     c = dr.ring[(dr.used + 2 * DRAWS_AHEAD // 3) % RING]
@@ -260,7 +260,7 @@ cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_d
         item = _next_draw(dr, i_data, P, acc_P, last_touch, n_blocks, d, k)
         if not _is_seen(neg, user, item):
             return item
-    return _uniform_unseen(dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
+    return _uniform_unseen(&dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
                            neg.n_items)
 
 
@@ -459,22 +459,58 @@ cdef inline double _elapsed(const long long* last_touch, Py_ssize_t j,
     return <double> (own - last_touch[j])
 
 
+cdef struct Model:
+    # The parameters a pass steps on, shared by its threads without locks, and their
+    # shape (``floating`` arrays, kept as void*: a struct cannot hold a fused type; the
+    # passes cast them to their floating type).  The steps take it by value, as they
+    # take a row: a copy of their own, which no store to the parameters can change, so
+    # that its fields stay in registers.
+    void* w                 # (d,) linear weights
+    void* P                 # (n_blocks, d, k) factors, C order
+    void* gamma             # (n_dummy, k) the shared model's dummies, or NULL (none)
+    void* acc_w             # AdaGrad's sums of squared gradients of w, or NULL (SGD)
+    void* acc_P             # those of P, or NULL
+    void* acc_gamma         # those of gamma, or NULL
+    const int* degrees      # (n_blocks,) each block's degree
+    Py_ssize_t d            # features
+    Py_ssize_t k            # components
+
+
+cdef struct Row:
+    # One sparse row, a query's or an item's (its values ``floating``, kept as void*).
+    const int64_t* ind      # its nonzeros' columns, increasing
+    const void* val         # their values
+    Py_ssize_t nnz
+
+
 cdef struct Step:
     # One positive's pair, as the pass found it.
     double g                # d loss / d (s(q, x_i) - s(q, x_j)), times the weight
-    long long own           # the thread's steps in this epoch (for the penalties)
+    long long own           # the thread's steps in this epoch, and those at which it
+    const long long* last_touch  # last touched each feature (for the penalties)
     double eta
 
 
-cdef void _apply_items(const Settings* cfg, const Step* st, Py_ssize_t k, floating* w,
-                       floating* acc_w, floating* Pb, floating* acc_Pb, bint linear,
-                       const long long* last_touch,
-                       const int64_t* p_ind, const floating* p_val, Py_ssize_t p_nnz,
-                       floating* gp,
-                       const int64_t* n_ind, const floating* n_val, Py_ssize_t n_nnz,
+cdef void _apply_items(const Settings* cfg, const Step* st, Model model,
+                       Py_ssize_t b, Row p_row, floating* gp, Row n_row,
                        floating* gn) noexcept nogil:
-    """The steps on the positive's and the negative's item features (one block), a
-    feature in both rows stepping once on the sum of its two gradients."""
+    """The steps on block b's factors of the positive's and the negative's item
+    features (gradients ``gp`` and ``gn``, a row of k per nonzero), and with block 0 on
+    their linear weights, a feature in both rows stepping once on the sum of its two
+    gradients."""
+    cdef Py_ssize_t k = model.k, d = model.d
+    cdef floating* w = <floating*> model.w
+    cdef floating* acc_w = <floating*> model.acc_w
+    cdef floating* Pb = <floating*> model.P + b * d * k
+    cdef floating* acc_Pb = (<floating*> model.acc_P + b * d * k if model.acc_P != NULL
+                             else NULL)
+    cdef bint linear = cfg.fit_linear and b == 0
+    cdef const long long* last_touch = st.last_touch
+    cdef const int64_t* p_ind = p_row.ind
+    cdef const int64_t* n_ind = n_row.ind
+    cdef const floating* p_val = <const floating*> p_row.val
+    cdef const floating* n_val = <const floating*> n_row.val
+    cdef Py_ssize_t p_nnz = p_row.nnz, n_nnz = n_row.nnz
     cdef Py_ssize_t zp = 0, zn = 0, j, s
     cdef double elapsed, xp, xn
     cdef floating gw
@@ -501,14 +537,23 @@ cdef void _apply_items(const Settings* cfg, const Step* st, Py_ssize_t k, floati
                     elapsed, st.eta, cfg)
 
 
-cdef void _query_steps(const Settings* cfg, const Step* st, Py_ssize_t k, Py_ssize_t d,
-                       floating* Pb, floating* acc_Pb, floating* gamma,
-                       floating* acc_gamma, const long long* last_touch,
-                       const int64_t* q_ind, const floating* q_val, Py_ssize_t q_nnz,
-                       const floating* grad_rows, const floating* shared,
-                       const floating* g_gamma, Py_ssize_t n_dummy) noexcept nogil:
-    """The steps on the query's factor rows of one block: gradients ``grad_rows`` (a
-    row per nonzero), or x_j ``shared`` (one row for all), and on the dummies."""
+cdef void _query_steps(const Settings* cfg, const Step* st, Model model,
+                       Py_ssize_t b, Row query, const floating* grad_rows,
+                       const floating* shared, const floating* g_gamma,
+                       Py_ssize_t n_dummy) noexcept nogil:
+    """The steps on block b's factor rows of the query: gradients ``grad_rows`` (a
+    row per nonzero), or x_j ``shared`` (one row for all), and on the first
+    ``n_dummy`` dummies (gradients ``g_gamma``)."""
+    cdef Py_ssize_t k = model.k, d = model.d
+    cdef floating* Pb = <floating*> model.P + b * d * k
+    cdef floating* acc_Pb = (<floating*> model.acc_P + b * d * k if model.acc_P != NULL
+                             else NULL)
+    cdef floating* gamma = <floating*> model.gamma
+    cdef floating* acc_gamma = <floating*> model.acc_gamma
+    cdef const long long* last_touch = st.last_touch
+    cdef const int64_t* q_ind = query.ind
+    cdef const floating* q_val = <const floating*> query.val
+    cdef Py_ssize_t q_nnz = query.nnz
     cdef Py_ssize_t z, j
     for z in range(q_nnz):
         j = q_ind[z]
@@ -532,14 +577,20 @@ cdef void _touch(long long* last_touch, const int64_t* ind, Py_ssize_t nnz,
         last_touch[ind[z]] = step
 
 
-cdef inline void _forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
-                          Py_ssize_t k, const floating* P, const floating* gamma,
-                          const int64_t* ind, const floating* val, Py_ssize_t nnz,
+cdef inline void _forward(const Settings* cfg, Model model, Row row,
                           bint dummies, floating* tables, Py_ssize_t table_size,
                           floating* values, Py_ssize_t stride) noexcept nogil:
-    """One row's tables (ANOVA: the programme's states, for the backward pass) and each
-    block's final A_0..A_m (all-subsets: S) into ``values``; the shared model's dummies
-    go with the query (``dummies``)."""
+    """One row's tables (ANOVA: the programme's states, for the backward pass, at
+    blocks ``table_size`` apart) and each block's final A_0..A_m (all-subsets: S) into
+    ``values`` (at blocks ``stride`` apart); the shared model's dummies go with the
+    query (``dummies``)."""
+    cdef const floating* P = <const floating*> model.P
+    cdef const floating* gamma = <const floating*> model.gamma
+    cdef const int* degrees = model.degrees
+    cdef Py_ssize_t d = model.d, k = model.k
+    cdef const int64_t* ind = row.ind
+    cdef const floating* val = <const floating*> row.val
+    cdef Py_ssize_t nnz = row.nnz
     cdef Py_ssize_t b, s, n_dummy, m
     if cfg.kernel != ANOVA:
         all_subsets_forward(P, k, ind, val, nnz, values)
@@ -613,35 +664,91 @@ cdef inline Buffers _buffers(floating* buf, const Settings* cfg, const Work* wor
     return out
 
 
-cdef inline void _query_forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
-                                Py_ssize_t k, const floating* P, const floating* gamma,
+cdef struct Ahead:
+    # The chunk's positives and items, as the passes read them, and the negatives (the
+    # positives still to come are requested PREFETCH_AHEAD ahead).
+    const int64_t* q_row
+    const int64_t* q_ptr
+    const int64_t* q_ind
+    const int64_t* positive
+    const int64_t* user
+    const double* weight
+    const int64_t* i_ptr
+    const int64_t* i_ind
+    const Negatives* negatives
+    const unsigned char* batch_end  # a positive ends its query's batch
+    Py_ssize_t end
+
+
+cdef struct Thread:
+    # One thread's state in a pass, as its steps on positives see it (every field its
+    # own: no thread writes another's; by value, as Model).
+    long long* last_touch   # its step at its last touch of each feature (d + 1: the
+                            # last for the dummies)
+    long long own           # its steps in this epoch so far
+    Draws* draws            # its stream of negatives
+    const Buffers* bufs     # its scratch
+    Batch* batch            # the query batch under way
+    Totals* totals          # its totals
+
+
+cdef inline void _query_forward(const Settings* cfg, Model model,
+                                const Work* work, const Buffers* bufs, Batch* batch,
                                 const int64_t* q_ind, const floating* q_val,
-                                Py_ssize_t q_nnz, const Work* work, const Buffers* bufs,
-                                Batch* batch) noexcept nogil:
-    """A batch's start: the query's values (and tables), shared by its positives, and
-    its cotangents at 0."""
+                                Py_ssize_t q_nnz) noexcept nogil:
+    """A batch's start: the values (and tables) of its query row (``q_nnz`` nonzeros,
+    columns ``q_ind``, values ``q_val``), shared by its positives, and its cotangents
+    at 0."""
     cdef Py_ssize_t s
     cdef floating* q_cot = <floating*> bufs.q_cot
-    _forward(cfg, degrees, d, k, P, gamma, q_ind, q_val, q_nnz, True,
-             <floating*> bufs.q_tables, work.query_table, <floating*> bufs.q_values,
-             work.stride)
+    cdef Row query
+    query.ind, query.val, query.nnz = q_ind, q_val, q_nnz
+    _forward(cfg, model, query, True, <floating*> bufs.q_tables, work.query_table,
+             <floating*> bufs.q_values, work.stride)
     for s in range(cfg.n_blocks * work.stride):
         q_cot[s] = 0
     batch.pending = False
 
 
-cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ssize_t k,
-                    floating* w, floating* P, floating* gamma, floating* acc_w,
-                    floating* acc_P, long long* last_touch,
-                    Py_ssize_t positive, Py_ssize_t user, double weight,
-                    const floating* i_data, const int64_t* i_ind, const int64_t* i_ptr,
-                    const Negatives* negatives, Draws* draws, long long step,
-                    long long own, const Work* work, const Buffers* bufs, Batch* batch,
-                    Totals* totals) noexcept nogil:
-    """One positive of the batch against the query's values: the positive's score,
-    negatives drawn (BPR: one; WARP: until one violates the margin), then the steps on
-    the two items' parameters, the query's share of the gradient added to the batch's
-    cotangents.  Returns 0, or -1 on a non-finite score."""
+# The step on one positive is inlined in its thread's loop (GCC, Clang; other compilers
+# decide for themselves): the thread's copy of the model and its draws then stay in
+# registers from one positive to the next (as a call, it cost the ranking passes 1-2%
+# more instructions).
+cdef extern from *:
+    """
+    #if defined(__GNUC__)
+    #define POLYLITE_INLINED_VOID __attribute__((always_inline)) void
+    #else
+    #define POLYLITE_INLINED_VOID void
+    #endif
+    """
+    ctypedef void inlined_void "POLYLITE_INLINED_VOID"
+
+
+cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work* work,
+                                    Thread th, const Ahead* a, const floating* i_data,
+                                    Py_ssize_t pos, long long step) noexcept nogil:
+    """The chunk's positive ``pos`` (item rows of values ``i_data``), the pass's step
+    ``step``, against its batch's query values: the positive's score, negatives drawn
+    (BPR: one; WARP: until one violates the margin), then the steps on the two items'
+    parameters, the query's share of the gradient added to the batch's cotangents.  A
+    score that is not finite sets the thread's totals' ``finite`` to False, and nothing
+    steps."""
+    cdef const int* degrees = model.degrees
+    cdef Py_ssize_t d = model.d, k = model.k
+    cdef floating* w = <floating*> model.w
+    cdef floating* P = <floating*> model.P
+    cdef floating* acc_P = <floating*> model.acc_P
+    cdef long long* last_touch = th.last_touch
+    cdef long long own = th.own
+    cdef Batch* batch = th.batch
+    cdef Totals* totals = th.totals
+    cdef const Buffers* bufs = th.bufs
+    cdef const Negatives* negatives = a.negatives
+    cdef const int64_t* i_ind = a.i_ind
+    cdef const int64_t* i_ptr = a.i_ptr
+    cdef Py_ssize_t positive = a.positive[pos], user = a.user[pos]
+    cdef double weight = a.weight[pos]
     cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride
     cdef Factors block
     cdef floating* q_values = <floating*> bufs.q_values
@@ -656,40 +763,51 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
     cdef const int64_t* p_ind = i_ind + i_ptr[positive]
     cdef const floating* p_val = i_data + i_ptr[positive]
     cdef Py_ssize_t p_nnz = i_ptr[positive + 1] - i_ptr[positive]
-    cdef const int64_t* n_ind
-    cdef const floating* n_val
-    cdef Py_ssize_t n_nnz, negative = -1, trials = 0, n_candidates, b, t, s, m
+    cdef const int64_t* n_ind = NULL
+    cdef const floating* n_val = NULL
+    cdef Py_ssize_t n_nnz = 0, negative = -1, trials = 0, n_candidates, b, t, s, m
     cdef double score_pos, score_neg = 0, delta, loss, rank_weight
     cdef Step st
+    cdef Row p_row, n_row
     cdef floating* Pb
-    cdef floating* acc_Pb
+    cdef bint finite = True
+    # The thread's draws in a copy over the trials (their state written back after
+    # them): through th.draws, the trials' stores would reload it at every draw.
+    cdef Draws draws = th.draws[0]
     n_candidates = negatives.n_items - (negatives.seen_ptr[user + 1] - negatives.seen_ptr[user])
     if n_candidates <= 0:
         totals.skipped += 1
-        return 0
-    _forward(cfg, degrees, d, k, P, gamma, p_ind, p_val, p_nnz, False, p_tables,
-             work.item_table, p_values, stride)
+        return
+    p_row.ind, p_row.val, p_row.nnz = p_ind, p_val, p_nnz
+    _forward(cfg, model, p_row, False, p_tables, work.item_table, p_values, stride)
     score_pos = _item_score(cfg, degrees, k, w, q_values, p_values, stride, p_ind, p_val,
                             p_nnz)
     if not isfinite(score_pos):
-        return -1
+        totals.finite = False
+        return
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
-        negative = _negative(draws, user, i_data, P, acc_P, last_touch, nb, d, k)
+        negative = _negative(&draws, user, i_data, P, acc_P, last_touch, nb, d, k)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
         _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
         score_neg = _item_score(cfg, degrees, k, w, q_values, n_values, stride, n_ind,
                                 n_val, n_nnz)
         if not isfinite(score_neg):
-            return -1
+            finite = False
+            break
         if cfg.loss == BPR or score_neg > score_pos - cfg.margin:
             break
         negative = -1
+    th.draws.used, th.draws.rng = draws.used, draws.rng  # (the ring: written in place)
+    if not finite:
+        totals.finite = False
+        return
     totals.trials += trials
     if negative < 0:  # WARP: no violation among the trials
-        return 0
+        return
+    n_row.ind, n_row.val, n_row.nnz = n_ind, n_val, n_nnz
     delta = score_pos - score_neg
     if cfg.loss == BPR:
         # -log sigmoid(delta), and its derivative -sigmoid(-delta), without overflow.
@@ -703,15 +821,14 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
     totals.loss += weight * loss
     totals.updates += 1
     st.own = own
+    st.last_touch = last_touch
     st.eta = _step_size(cfg, step)
     batch.pending, batch.own, batch.eta = True, own, st.eta
     if cfg.item_tables:  # the chosen negative's tables (the trials kept its values)
-        _forward(cfg, degrees, d, k, P, gamma, n_ind, n_val, n_nnz, False, n_tables,
-                 work.item_table, n_values, stride)
+        _forward(cfg, model, n_row, False, n_tables, work.item_table, n_values, stride)
     for b in range(nb):
         m = degrees[b] if cfg.kernel == ANOVA else 0
         Pb = P + b * d * k
-        acc_Pb = acc_P + b * d * k if acc_P != NULL else NULL
         if cfg.kernel == ANOVA:
             # Cotangents: of the query's A_t, g (A_{m-t}(x_i) - A_{m-t}(x_j)) (summed
             # over the batch); of an item's A_t, +-g A_{m-t}(q).
@@ -754,56 +871,56 @@ cdef int _pair_step(const Settings* cfg, const int* degrees, Py_ssize_t d, Py_ss
             for s in range(k):
                 adj[s] = -st.g * q_values[s]
             _scale_rows(g_neg, n_nnz, adj, k)
-        _apply_items(cfg, &st, k, w, acc_w, Pb, acc_Pb, cfg.fit_linear and b == 0,
-                     last_touch, p_ind, p_val, p_nnz, g_pos, n_ind, n_val, n_nnz, g_neg)
+        _apply_items(cfg, &st, model, b, p_row, g_pos, n_row, g_neg)
     _touch(last_touch, p_ind, p_nnz, own)
     _touch(last_touch, n_ind, n_nnz, own)
-    return 0
 
 
-cdef void _query_step(const Settings* cfg, const int* degrees, Py_ssize_t d,
-                      Py_ssize_t k, floating* P, floating* gamma, floating* acc_P,
-                      floating* acc_gamma, long long* last_touch, const int64_t* q_ind,
-                      const floating* q_val, Py_ssize_t q_nnz, const Work* work,
-                      const Buffers* bufs, const Batch* batch) noexcept nogil:
-    """A batch's end: the steps on the query's parameters, the gradient of its values
-    against the batch's summed cotangents (the reverse mode is linear in them, so one
-    backward pass serves every positive of the batch)."""
+cdef void _query_step(const Settings* cfg, Model model, const Work* work,
+                      const Buffers* bufs, const Batch* batch, long long* last_touch,
+                      const int64_t* q_ind, const floating* q_val,
+                      Py_ssize_t q_nnz) noexcept nogil:
+    """A batch's end: the steps on the parameters of its query row (``q_nnz``
+    nonzeros, columns ``q_ind``, values ``q_val``), the gradient of its values against
+    the batch's summed cotangents (the reverse mode is linear in them, so one backward
+    pass serves every positive of the batch)."""
+    cdef const int* degrees = model.degrees
+    cdef Py_ssize_t d = model.d, k = model.k
+    cdef floating* P = <floating*> model.P
+    cdef floating* gamma = <floating*> model.gamma
     cdef Py_ssize_t nb = cfg.n_blocks, stride = work.stride, b, m, n_dummy
     cdef Factors block
     cdef floating* q_cot = <floating*> bufs.q_cot
     cdef floating* g_query = <floating*> bufs.g_query
     cdef floating* g_gamma = <floating*> bufs.g_gamma
     cdef floating* Pb
-    cdef floating* acc_Pb
     cdef Step st
+    cdef Row query
     if not batch.pending:
         return
-    st.own, st.eta = batch.own, batch.eta
+    query.ind, query.val, query.nnz = q_ind, q_val, q_nnz
+    st.own, st.eta, st.last_touch = batch.own, batch.eta, last_touch
     for b in range(nb):
         Pb = P + b * d * k
-        acc_Pb = acc_P + b * d * k if acc_P != NULL else NULL
         if cfg.kernel != ANOVA:
             all_subsets_gradient(P, k, q_ind, q_val, q_nnz, <floating*> bufs.q_tables,
                                  <floating*> bufs.adj, g_query)
             _scale_rows(g_query, q_nnz, q_cot, k)
-            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, 0)
+            _query_steps(cfg, &st, model, b, query, g_query, NULL, g_gamma, 0)
             continue
         m = degrees[b]
         n_dummy = cfg.n_dummy if b == 0 else 0
         if m == 2 and n_dummy == 0:
             # The gradient at degree 2 is x_j c_1, c_1 = q_cot[k:2k]: formed in each
             # step, not written out first.
-            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                         q_ind, q_val, q_nnz, NULL, q_cot + b * stride + k, g_gamma, 0)
+            _query_steps(cfg, &st, model, b, query, NULL, q_cot + b * stride + k,
+                         g_gamma, 0)
         else:
             block = factors_of(Pb, gamma if n_dummy > 0 else NULL, n_dummy, k)
             anova_backward(&block, q_ind, q_val, q_nnz, m,
                            <floating*> bufs.q_tables + b * work.query_table,
                            q_cot + b * stride, g_query, g_gamma)
-            _query_steps(cfg, &st, k, d, Pb, acc_Pb, gamma, acc_gamma, last_touch,
-                         q_ind, q_val, q_nnz, g_query, NULL, g_gamma, n_dummy)
+            _query_steps(cfg, &st, model, b, query, g_query, NULL, g_gamma, n_dummy)
     _touch(last_touch, q_ind, q_nnz, batch.own)
     last_touch[d] = batch.own  # the dummies
 
@@ -823,21 +940,6 @@ cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floatin
             if acc_P != NULL:
                 POLYLITE_PREFETCH(acc_P + (b * d + j) * k)
                 POLYLITE_PREFETCH(acc_P + (b * d + j) * k + k - 1)
-
-
-cdef struct Ahead:
-    # What the passes read of the positives still to come (see PREFETCH_AHEAD).
-    const int64_t* q_row
-    const int64_t* q_ptr
-    const int64_t* q_ind
-    const int64_t* positive
-    const int64_t* user
-    const double* weight
-    const int64_t* i_ptr
-    const int64_t* i_ind
-    const Negatives* negatives
-    const unsigned char* batch_end  # a positive ends its query's batch
-    Py_ssize_t end
 
 
 cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, const floating* q_data,
@@ -889,11 +991,9 @@ cdef bint _rows_in_range(const int64_t[::1] query_row, Py_ssize_t n_query,
 
 
 cdef struct Pass:
-    # What every thread of a pass reads (the typed parameters travel beside it).
+    # What every thread of a pass reads (the rows' values, typed, travel beside it).
     const Settings* cfg
-    const int* degrees
-    Py_ssize_t d
-    Py_ssize_t k
+    const Model* model
     Py_ssize_t n_rows
     long long step0
     bint flush
@@ -907,78 +1007,84 @@ cdef struct Pass:
 
 
 cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_data,
-                       const floating* i_data, floating* w, floating* P, floating* gamma,
-                       floating* acc_w, floating* acc_P,
-                       floating* acc_gamma) noexcept nogil:
-    """Thread t's share of a pass: its contiguous range of the chunk's positives, with
-    its own random stream, draws, scratch and touch counts (every local here is the
-    thread's own), then its share of the epoch's settling."""
+                       const floating* i_data) noexcept nogil:
+    """Thread t's share of a pass (of the query rows' values ``q_data`` and the item
+    rows' ``i_data``): its contiguous range of the chunk's positives, with its own
+    random stream, draws, scratch and touch counts (every local here is the thread's
+    own), then its share of the epoch's settling."""
     cdef const Settings* cfg = ps.cfg
-    cdef Py_ssize_t d = ps.d, k = ps.k, lo, hi, pos, row, q_start = 0
+    cdef Model model = ps.model[0]  # the thread's copy (see Model)
+    cdef const floating* P = <const floating*> model.P
+    cdef const floating* acc_P = <const floating*> model.acc_P
+    cdef Py_ssize_t d = model.d, k = model.k, lo, hi, pos, row, q_start = 0
     cdef Py_ssize_t q_nnz = 0
-    cdef Batch batch
+    cdef Thread th
     cdef Buffers bufs
-    cdef Totals* mine = &ps.totals[t * TOTALS_STRIDE]
-    cdef long long* touched = ps.last_touch + t * (d + 1)
-    cdef long long own = ps.own_steps[t]
+    cdef Batch batch
     cdef Ahead ahead = ps.ahead[0]
     cdef const Ahead* a = ps.ahead
     cdef Py_ssize_t ring[RING]
-    cdef Rng rng
     cdef Draws draws
     # The scratch on cache lines of its own: threads' allocations can be neighbours,
     # and the scratch is rewritten at every positive (see thread_align).
     cdef void* raw = malloc(ps.work.size * sizeof(floating) + 2 * THREAD_ALIGN)
     cdef floating* buf = <floating*> thread_align(raw) if raw != NULL else NULL
-    draws.ring, draws.rng, draws.negatives = ring, &rng, a.negatives
+    th.last_touch = ps.last_touch + t * (d + 1)
+    th.own = ps.own_steps[t]
+    th.totals = &ps.totals[t * TOTALS_STRIDE]
+    th.draws, th.bufs, th.batch = &draws, &bufs, &batch
+    draws.ring, draws.negatives = ring, a.negatives
     draws.i_ptr, draws.i_ind = a.i_ptr, a.i_ind
     if buf == NULL:
-        mine.finite = False
+        th.totals.finite = False
     elif thread_range(t, threads, ps.n_rows, &lo, &hi):
-        _seed(&rng, ps.seeds[t])
+        _seed(&draws.rng, ps.seeds[t])
         _start_draws(&draws)
         ahead.end = hi
         bufs = _buffers(buf, cfg, ps.work, k)
         for pos in range(lo, hi):
-            _prefetch_ahead(pos, &ahead, q_data, P, acc_P, touched, cfg.n_blocks, d, k)
-            own = own + 1
+            _prefetch_ahead(pos, &ahead, q_data, P, acc_P, th.last_touch, cfg.n_blocks,
+                            d, k)
+            th.own = th.own + 1
             if pos == lo or a.batch_end[pos - 1]:
                 # The batch's query row is its first positive's (the others' are equal).
                 row = a.q_row[pos]
                 q_start, q_nnz = a.q_ptr[row], a.q_ptr[row + 1] - a.q_ptr[row]
-                _query_forward(cfg, ps.degrees, d, k, P, gamma, a.q_ind + q_start,
-                               q_data + q_start, q_nnz, ps.work, &bufs, &batch)
-            if _pair_step(cfg, ps.degrees, d, k, w, P, gamma, acc_w, acc_P, touched,
-                          a.positive[pos], a.user[pos], a.weight[pos], i_data, a.i_ind,
-                          a.i_ptr, a.negatives, &draws, ps.step0 + pos + 1, own,
-                          ps.work, &bufs, &batch, mine) < 0:
-                mine.finite = False
+                _query_forward(cfg, model, ps.work, &bufs, &batch, a.q_ind + q_start,
+                               q_data + q_start, q_nnz)
+            _pair_step(cfg, model, ps.work, th, a, i_data, pos, ps.step0 + pos + 1)
+            if not th.totals.finite:
                 break
-            mine.weight += a.weight[pos]
+            th.totals.weight += a.weight[pos]
             if pos == hi - 1 or a.batch_end[pos]:
-                _query_step(cfg, ps.degrees, d, k, P, gamma, acc_P, acc_gamma, touched,
-                            a.q_ind + q_start, q_data + q_start, q_nnz, ps.work, &bufs,
-                            &batch)
-    ps.own_steps[t] = own
+                _query_step(cfg, model, ps.work, &bufs, &batch, th.last_touch,
+                            a.q_ind + q_start, q_data + q_start, q_nnz)
+    ps.own_steps[t] = th.own
     if ps.flush:
         # Every thread's steps are counted before any thread settles a feature.
         polylite_barrier()
         if buf != NULL:
-            _settle(cfg, t, threads, ps.last_touch, ps.own_steps, ps.n_threads, w, acc_w,
-                    P, acc_P, gamma, acc_gamma, d, k,
-                    _step_size(cfg, ps.step0 + ps.n_rows), buf)
+            _settle(cfg, model, ps, t, threads, _step_size(cfg, ps.step0 + ps.n_rows),
+                    buf)
     free(raw)
 
 
-cdef void _settle(const Settings* cfg, int t, int threads, long long* last_touch,
-                  const long long* own_steps, Py_ssize_t n_threads, floating* w,
-                  floating* acc_w, floating* P, floating* acc_P, floating* gamma,
-                  floating* acc_gamma, Py_ssize_t d, Py_ssize_t k, double eta,
-                  floating* zeros) noexcept nogil:
+cdef void _settle(const Settings* cfg, Model model, const Pass* ps, int t,
+                  int threads, double eta, floating* zeros) noexcept nogil:
     """The penalty of the steps since each feature was last touched, for thread t's
-    share of the features (the last "feature" is the dummies), at the end of an
-    epoch: every parameter then carries the penalty of every step, and the touch
-    counts start again from 0."""
+    share (of ``threads``) of the features (the last "feature" is the dummies), at the
+    end of an epoch, at step size ``eta``: every parameter then carries the penalty of
+    every step, and the touch counts of the pass's threads start again from 0.
+    ``zeros``: scratch of k values."""
+    cdef Py_ssize_t d = model.d, k = model.k, n_threads = ps.n_threads
+    cdef long long* last_touch = ps.last_touch
+    cdef const long long* own_steps = ps.own_steps
+    cdef floating* w = <floating*> model.w
+    cdef floating* acc_w = <floating*> model.acc_w
+    cdef floating* P = <floating*> model.P
+    cdef floating* acc_P = <floating*> model.acc_P
+    cdef floating* gamma = <floating*> model.gamma
+    cdef floating* acc_gamma = <floating*> model.acc_gamma
     cdef Py_ssize_t lo, hi, j, u, b
     cdef double elapsed
     for j in range(k):
@@ -1102,6 +1208,7 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     cdef bint adagrad = cfg.schedule == ADAGRAD
     cdef int t
     cdef Ahead common
+    cdef Model params
     cdef Pass shared
     cdef floating* acc_w_ptr = &acc_w[0] if adagrad else NULL
     cdef floating* acc_P_ptr = &acc_P[0, 0, 0] if adagrad else NULL
@@ -1147,14 +1254,16 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
         mine.loss = mine.weight = 0
         mine.updates = mine.trials = mine.skipped = 0
         mine.finite = True
-    shared.cfg, shared.degrees, shared.d, shared.k = &cfg, &degrees[0], d, k
+    params.w, params.P, params.gamma = &w[0], &P[0, 0, 0], gamma_ptr
+    params.acc_w, params.acc_P, params.acc_gamma = acc_w_ptr, acc_P_ptr, acc_gamma_ptr
+    params.degrees, params.d, params.k = &degrees[0], d, k
+    shared.cfg, shared.model = &cfg, &params
     shared.n_rows, shared.step0, shared.flush = n_rows, step0, flush
     shared.n_threads, shared.seeds, shared.own_steps = n_threads, &seeds[0], &own_steps[0]
     shared.last_touch, shared.totals, shared.work = &last_touch[0, 0], totals, &work
     shared.ahead = &common
     with nogil, parallel(num_threads=n_threads):
-        _thread_pass(threadid(), polylite_team_size(), &shared, &q_data[0], &i_data[0],
-                     &w[0], &P[0, 0, 0], gamma_ptr, acc_w_ptr, acc_P_ptr, acc_gamma_ptr)
+        _thread_pass(threadid(), polylite_team_size(), &shared, &q_data[0], &i_data[0])
     total = totals[0]
     for t in range(1, n_threads):
         mine = &totals[t * TOTALS_STRIDE]
@@ -1182,7 +1291,6 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     cdef Negatives negatives
     cdef Draws draws
     cdef Py_ssize_t ring[RING]
-    cdef Rng rng
     cdef Py_ssize_t i
     if seen_indptr[user + 1] - seen_indptr[user] >= n_items:
         raise ValueError("the user has seen every item")
@@ -1192,8 +1300,8 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     negatives.user_words = (n_items + 63) // 64
     negatives.cumulative = &cumulative[0] if cumulative.shape[0] > 0 else NULL
     negatives.n_items = n_items
-    _seed(&rng, seed)
-    draws.ring, draws.rng, draws.negatives = ring, &rng, &negatives
+    _seed(&draws.rng, seed)
+    draws.ring, draws.negatives = ring, &negatives
     draws.i_ptr, draws.i_ind = &empty_rows[0], &empty_rows[0]
     _start_draws(&draws)
     for i in range(n_draws):

@@ -20,12 +20,27 @@ from cython.parallel cimport prange
 from .._engine._kernels cimport index_t, floating, thread_range
 
 
+cdef struct Posterior:
+    # The mean-field posterior of the model's parameters (the factors' means are
+    # ``floating``, kept as void*: a struct cannot hold a fused type).
+    const void* P_mean      # (d, k) the factors' means, C order
+    const double* P_var     # (d, k) their variances
+    const double* w_var     # (d,) the linear weights' variances, or NULL (not fitted)
+    Py_ssize_t k            # components
+    double intercept_var    # the intercept's variance
+
+
 cdef void _rows(Py_ssize_t t, int threads, Py_ssize_t n, const floating* data,
-                const index_t* indices, const index_t* indptr, const floating* P_mean,
-                const double* P_var, const double* w_var, Py_ssize_t k, double base,
+                const index_t* indices, const index_t* indptr, const Posterior* post,
                 double* out) noexcept nogil:
-    """Rows lo..hi-1 of thread t: the sums of each component in registers, over the
-    row's nonzeros (a few, on recommender rows)."""
+    """Rows lo..hi-1 of thread t of the n rows of X (CSR): their output variances under
+    ``post`` into ``out``, the sums of each component in registers, over the row's
+    nonzeros (a few, on recommender rows)."""
+    cdef const floating* P_mean = <const floating*> post.P_mean
+    cdef const double* P_var = post.P_var
+    cdef const double* w_var = post.w_var
+    cdef Py_ssize_t k = post.k
+    cdef double base = post.intercept_var
     cdef Py_ssize_t i, z, s, j, lo, hi
     cdef double x, u, M, U, UU, spread, total
     if not thread_range(t, threads, n, &lo, &hi):
@@ -73,17 +88,18 @@ def _variance(const floating[::1] data, const index_t[::1] indices,
               const index_t[::1] indptr, const floating[:, ::1] P_mean,
               const double[:, ::1] P_var, const double[::1] w_var, bint linear,
               double intercept_var, int threads, double[::1] out):
-    cdef Py_ssize_t n = out.shape[0], k = P_mean.shape[1], t
-    cdef const floating* data_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef Py_ssize_t n = out.shape[0], t
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
-    cdef const floating* P_ptr = &P_mean[0, 0] if P_mean.size > 0 else NULL
-    cdef const double* V_ptr = &P_var[0, 0] if P_var.size > 0 else NULL
-    cdef const double* w_ptr = &w_var[0] if linear and w_var.shape[0] > 0 else NULL
+    cdef const floating* data_ptr = &data[0] if data.shape[0] > 0 else NULL
+    cdef Posterior post
+    post.P_mean = &P_mean[0, 0] if P_mean.size > 0 else NULL
+    post.P_var = &P_var[0, 0] if P_var.size > 0 else NULL
+    post.w_var = &w_var[0] if linear and w_var.shape[0] > 0 else NULL
+    post.k = P_mean.shape[1]
+    post.intercept_var = intercept_var
     with nogil:
         if threads == 1:
-            _rows(0, 1, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr, k,
-                  intercept_var, &out[0])
+            _rows(0, 1, n, data_ptr, ind_ptr, &indptr[0], &post, &out[0])
         else:
             for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-                _rows(t, threads, n, data_ptr, ind_ptr, &indptr[0], P_ptr, V_ptr, w_ptr,
-                      k, intercept_var, &out[0])
+                _rows(t, threads, n, data_ptr, ind_ptr, &indptr[0], &post, &out[0])

@@ -58,10 +58,26 @@ cdef enum:
     PREFETCH_NNZ = 16
 
 
+cdef struct Features:
+    # What a pass of :func:`features` reads and writes besides the rows of X
+    # (``floating`` arrays, kept as void*: a struct cannot hold a fused type).
+    const void* Q           # (n_features + constant, m) the basis vectors, C order
+    Py_ssize_t m            # columns of Q (and of Z)
+    const void* gamma       # Q's row of the constant feature, or NULL (no constant)
+    bint anova              # sigma is the ANOVA kernel A_2 ("fm"), else (q.x)^2 ("pn")
+    void* Z                 # (n, m) the features, written
+
+
 cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
                          const index_t* indices, const index_t* indptr,
-                         const floating* Q, Py_ssize_t m, const floating* gamma,
-                         bint anova, floating* Z, double* squares) noexcept nogil:
+                         const Features* f, double* squares) noexcept nogil:
+    """Rows lo..hi of the features Z of ``f``; ``squares``: the thread's scratch row of
+    m doubles."""
+    cdef const floating* Q = <const floating*> f.Q
+    cdef const floating* gamma = <const floating*> f.gamma
+    cdef floating* Z = <floating*> f.Z
+    cdef Py_ssize_t m = f.m
+    cdef bint anova = f.anova
     cdef Py_ssize_t i, z, s, start, nnz, ahead = indptr[lo], last
     cdef const floating* row
     cdef floating* out
@@ -93,14 +109,29 @@ cdef void _features_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
             out[s] = <floating>(0.5 * (<double>out[s] * out[s] - squares[s]))
 
 
+cdef struct Gram:
+    # What a pass of :func:`gram_product` reads besides the rows of X and the threads'
+    # tables (W is ``floating``, kept as void*: a struct cannot hold a fused type).
+    Py_ssize_t m            # columns of Q
+    bint constant           # x~ = [x, 1]: a table's row n_features is the constant's
+    Py_ssize_t n_features
+    const void* W           # (n, k) the rows' weights, C order
+    Py_ssize_t k            # columns of W
+    const Py_ssize_t* columns   # (m,) the column of W of each column of Q
+
+
 cdef void _gram_rows(Py_ssize_t lo, Py_ssize_t hi, const floating* data,
-                     const index_t* indices, const index_t* indptr, double* table,
-                     Py_ssize_t m, bint constant, Py_ssize_t n_features,
-                     const floating* W, Py_ssize_t k, const Py_ssize_t* columns,
-                     double* diag, double* r) noexcept nogil:
-    """Rows lo..hi of the Gamma products into ``table`` (dim, 2 m): row j holds
-    Q[j, :] (read) followed by its sums G[j, :] (written), so that the sums of a row's
-    features are next to the values just read for it (one fetch from memory, not two)."""
+                     const index_t* indices, const index_t* indptr, const Gram* g,
+                     double* table, double* diag, double* r) noexcept nogil:
+    """Rows lo..hi of the Gamma products of ``g`` into the thread's ``table``
+    (dim, 2 m): row j holds Q[j, :] (read) followed by its sums G[j, :] (written), so
+    that the sums of a row's features are next to the values just read for it (one
+    fetch from memory, not two); the diagonal terms into ``diag`` (dim, k), or NULL;
+    ``r``: the thread's scratch row of m doubles."""
+    cdef const floating* W = <const floating*> g.W
+    cdef const Py_ssize_t* columns = g.columns
+    cdef Py_ssize_t m = g.m, k = g.k, n_features = g.n_features
+    cdef bint constant = g.constant
     cdef Py_ssize_t i, z, s, start, nnz, width = 2 * m, ahead = indptr[lo], last
     cdef const floating* w
     cdef const double* q
@@ -184,18 +215,20 @@ def features(const floating[::1] data, const index_t[::1] indices,
     if m == 0 or Z.shape[0] == 0:
         return
     cdef double[:, ::1] sq = _thread_scratch(n_threads, m)
-    cdef const floating* gamma = &Q[n_features, 0] if constant else NULL
     cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
     cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
+    cdef Features f
+    f.Q, f.m, f.anova, f.Z = &Q[0, 0], m, anova, &Z[0, 0]
+    f.gamma = &Q[n_features, 0] if constant else NULL
     if n_threads == 1:
         with nogil:
-            _features_rows(0, Z.shape[0], data_ptr, indices_ptr, &indptr[0], &Q[0, 0], m,
-                           gamma, anova, &Z[0, 0], &sq[0, 0])
+            _features_rows(0, Z.shape[0], data_ptr, indices_ptr, &indptr[0], &f,
+                           &sq[0, 0])
         return
     for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
                     chunksize=1):
-        _features_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
-                       &Q[0, 0], m, gamma, anova, &Z[0, 0], &sq[t, 0])
+        _features_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0], &f,
+                       &sq[t, 0])
 
 
 def gram_product(const floating[::1] data, const index_t[::1] indices,
@@ -231,17 +264,19 @@ def gram_product(const floating[::1] data, const index_t[::1] indices,
     cdef double[:, ::1] r = _thread_scratch(n_threads, m)
     cdef const floating* data_ptr = &data[0] if data.shape[0] else NULL
     cdef const index_t* indices_ptr = &indices[0] if indices.shape[0] else NULL
+    cdef Gram g
+    g.m, g.constant, g.n_features = m, constant, n_features
+    g.W, g.k, g.columns = &W[0, 0], k, &columns[0]
     if n_threads == 1:
         with nogil:
-            _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &table[0, 0, 0], m,
-                       constant, n_features, &W[0, 0], k, &columns[0],
+            _gram_rows(0, n, data_ptr, indices_ptr, &indptr[0], &g, &table[0, 0, 0],
                        &dg[0, 0, 0] if with_diagonal else NULL, &r[0, 0])
     else:
         for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static",
                         chunksize=1):
-            _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0],
-                       &table[t, 0, 0], m, constant, n_features, &W[0, 0], k,
-                       &columns[0], &dg[t, 0, 0] if with_diagonal else NULL, &r[t, 0])
+            _gram_rows(bounds[t], bounds[t + 1], data_ptr, indices_ptr, &indptr[0], &g,
+                       &table[t, 0, 0], &dg[t, 0, 0] if with_diagonal else NULL,
+                       &r[t, 0])
     G = (np.ascontiguousarray(tables[0, :, m:]) if n_threads == 1
          else tables[:, :, m:].sum(axis=0))
     if not with_diagonal:
@@ -312,16 +347,27 @@ cdef inline double _row_loss(int loss, const double* y, const double* o, double 
     return s * row
 
 
-cdef double _logistic_block_loss(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::1] Y,
+cdef struct Block:
+    # A block of rows of a loss pass (at most BLOCK_ROWS), and where its gradient goes.
+    Py_ssize_t lo           # its rows lo..hi-1 (row i - lo of the scratch arrays)
+    Py_ssize_t hi
+    bint gradient           # write W[i, c] = s_i d loss / d O[i, c] and add W's column
+    double* column_sums     # sums to these (m,)
+
+
+cdef double _logistic_block_loss(const Block* blk, const double[:, ::1] Y,
                                  const double[::1] s, const double[:, ::1] O,
-                                 double[:, ::1] E, double[:, ::1] L, double[:, ::1] W,
-                                 bint gradient, double* column_sums) noexcept nogil:
-    """The weighted binary logistic loss of rows lo..hi of O, summed over the outputs,
-    from E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows i - lo; both
-    overwritten); with ``gradient``, W[i, c] = s_i d loss / d O[i, c] and W's column sums
-    (added to ``column_sums``).  A flat loop over the block's entries (the kernel
-    layer's logistic_from_exp, which the compiler vectorises), then one over the rows
-    for their weights."""
+                                 double[:, ::1] E, double[:, ::1] L,
+                                 double[:, ::1] W) noexcept nogil:
+    """The weighted binary logistic loss of the block's rows of O, summed over the
+    outputs, from E = exp(-|z|) and L = log1p(E) of the margins z = Y O (their rows
+    i - lo; both overwritten); with the block's ``gradient``, W[i, c] =
+    s_i d loss / d O[i, c] and W's column sums (added to its ``column_sums``).  A flat
+    loop over the block's entries (the kernel layer's logistic_from_exp, which the
+    compiler vectorises), then one over the rows for their weights."""
+    cdef Py_ssize_t lo = blk.lo, hi = blk.hi
+    cdef bint gradient = blk.gradient
+    cdef double* column_sums = blk.column_sums
     cdef Py_ssize_t m = Y.shape[1], i, c, j, size = (hi - lo) * m
     cdef const double* y = &Y[lo, 0]
     cdef const double* o = &O[lo, 0]
@@ -343,13 +389,15 @@ cdef double _logistic_block_loss(Py_ssize_t lo, Py_ssize_t hi, const double[:, :
     return total
 
 
-cdef double _per_output_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
-                                   const double[:, ::1] Y, const double[::1] s,
-                                   const double[:, ::1] O, double[:, ::1] W,
-                                   bint gradient, double* column_sums) noexcept nogil:
-    """The weighted per-output loss (the kernel layer's loss_value_derivative) of rows
-    lo..hi of O; with ``gradient``, their W[i, c] = s_i d loss / d O[i, c] and W's
-    column sums (added to ``column_sums``)."""
+cdef double _per_output_block_loss(int loss, const Block* blk, const double[:, ::1] Y,
+                                   const double[::1] s, const double[:, ::1] O,
+                                   double[:, ::1] W) noexcept nogil:
+    """The weighted per-output loss (the kernel layer's loss_value_derivative) of the
+    block's rows of O; with the block's ``gradient``, their W[i, c] =
+    s_i d loss / d O[i, c] and W's column sums (added to its ``column_sums``)."""
+    cdef Py_ssize_t lo = blk.lo, hi = blk.hi
+    cdef bint gradient = blk.gradient
+    cdef double* column_sums = blk.column_sums
     cdef Py_ssize_t m = Y.shape[1], i, c
     cdef double total = 0.0
     for i in range(lo, hi):
@@ -386,14 +434,17 @@ cdef void _softmax_exponents(Py_ssize_t lo, Py_ssize_t hi, const double[:, ::1] 
             E[i - lo, c] = O[i, c] - top
 
 
-cdef double _multiclass_block_loss(Py_ssize_t lo, Py_ssize_t hi,
-                                   const Py_ssize_t[::1] codes, const double[::1] s,
-                                   const double[:, ::1] O, const double[:, ::1] E,
-                                   const double* tops, double[:, ::1] W, bint gradient,
-                                   double* column_sums) noexcept nogil:
+cdef double _multiclass_block_loss(const Block* blk, const Py_ssize_t[::1] codes,
+                                   const double[::1] s, const double[:, ::1] O,
+                                   const double[:, ::1] E, const double* tops,
+                                   double[:, ::1] W) noexcept nogil:
     """The multi-class logistic loss sum_i s_i (log sum_c exp(O_ic) - O_i,codes_i) of
-    rows lo..hi from E = exp(O - tops) (rows i - lo); with ``gradient``, W[i] =
-    s_i (softmax(O_i) - e_codes_i) and W's column sums added to ``column_sums``."""
+    the block's rows from E = exp(O - tops) (rows i - lo); with the block's
+    ``gradient``, W[i] = s_i (softmax(O_i) - e_codes_i) and W's column sums added to its
+    ``column_sums``."""
+    cdef Py_ssize_t lo = blk.lo, hi = blk.hi
+    cdef bint gradient = blk.gradient
+    cdef double* column_sums = blk.column_sums
     cdef Py_ssize_t m = O.shape[1], i, c
     cdef double value = 0.0, total, scale
     for i in range(lo, hi):
@@ -411,17 +462,20 @@ cdef double _multiclass_block_loss(Py_ssize_t lo, Py_ssize_t hi,
     return value
 
 
-cdef double _hinge_block_loss(int loss, Py_ssize_t lo, Py_ssize_t hi,
-                              const Py_ssize_t[::1] codes, const double[::1] s,
-                              const double[:, ::1] O, double[:, ::1] A,
-                              double[:, ::1] work, double[:, ::1] W, bint gradient,
-                              double* column_sums) noexcept nogil:
-    """The multi-class hinge loss of rows lo..hi (weighted by s), with y = codes[i] and
-    the margins a_c = 1 + O[i, c] - O[i, y] (a_y = 0): SQUARED_HINGE
+cdef double _hinge_block_loss(int loss, const Block* blk, const Py_ssize_t[::1] codes,
+                              const double[::1] s, const double[:, ::1] O,
+                              double[:, ::1] A, double[:, ::1] work,
+                              double[:, ::1] W) noexcept nogil:
+    """The multi-class hinge loss of the block's rows (weighted by s), with y = codes[i]
+    and the margins a_c = 1 + O[i, c] - O[i, y] (a_y = 0): SQUARED_HINGE
     sum_{c != y} max(a_c, 0)^2, SMOOTH_HINGE <p, a> - ||p||^2 / 2 + 1/2 with p the
-    projection of a onto the simplex; with ``gradient``, W[i] = s_i d loss / d O[i]
-    (2 max(a, 0), minus their sum at y; p - e_y) and W's column sums added to
-    ``column_sums``.  A and work: scratch rows (i - lo) of at least m values."""
+    projection of a onto the simplex; with the block's ``gradient``, W[i] =
+    s_i d loss / d O[i] (2 max(a, 0), minus their sum at y; p - e_y) and W's column sums
+    added to its ``column_sums``.  A and work: scratch rows (i - lo) of at least m
+    values."""
+    cdef Py_ssize_t lo = blk.lo, hi = blk.hi
+    cdef bint gradient = blk.gradient
+    cdef double* column_sums = blk.column_sums
     cdef Py_ssize_t m = O.shape[1], i, c, y
     cdef double value = 0.0, row, total, theta, p, slack, top
     cdef double* a
@@ -494,11 +548,12 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
     cdef const double[:, ::1] Y_view
     cdef const Py_ssize_t[::1] codes
     cdef double value
+    cdef Block blk
+    blk.lo, blk.hi, blk.gradient, blk.column_sums = start, stop, gradient, &column_sums[0]
     if loss == _SMOOTH_HINGE or loss == _SQUARED_HINGE:
         codes = Y
         with nogil:
-            value = _hinge_block_loss(loss, start, stop, codes, s_view, O_view, E, L,
-                                      W_view, gradient, &column_sums[0])
+            value = _hinge_block_loss(loss, &blk, codes, s_view, O_view, E, L, W_view)
         return value
     if loss == _MULTICLASS_LOGISTIC:
         codes = Y
@@ -506,8 +561,8 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
             _softmax_exponents(start, stop, O_view, E, &tops[0])
         np.exp(exponents[:k], out=exponents[:k])
         with nogil:
-            value = _multiclass_block_loss(start, stop, codes, s_view, O_view, E,
-                                           &tops[0], W_view, gradient, &column_sums[0])
+            value = _multiclass_block_loss(&blk, codes, s_view, O_view, E, &tops[0],
+                                           W_view)
         return value
     Y_view = Y
     if loss == _LOGISTIC:
@@ -516,12 +571,10 @@ def _block_loss(int loss, Py_ssize_t start, Py_ssize_t stop, Y, s, O, W, bint gr
         np.exp(exponents[:k], out=exponents[:k])
         np.log1p(exponents[:k], out=logs[:k])
         with nogil:
-            value = _logistic_block_loss(start, stop, Y_view, s_view, O_view, E, L,
-                                         W_view, gradient, &column_sums[0])
+            value = _logistic_block_loss(&blk, Y_view, s_view, O_view, E, L, W_view)
         return value
     with nogil:
-        value = _per_output_block_loss(loss, start, stop, Y_view, s_view, O_view, W_view,
-                                       gradient, &column_sums[0])
+        value = _per_output_block_loss(loss, &blk, Y_view, s_view, O_view, W_view)
     return value
 
 
@@ -562,11 +615,22 @@ def loss_pass(int loss, Y, O, s, W, bint gradient, int n_threads=1):
     return float(scratch[:, m].sum())
 
 
-def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O, W,
-                       double[::1] sums):
-    """Rows lo..hi of :func:`output_loss`, block by block: O = Z V + b and Z^T W by BLAS
-    and the loss between them (:func:`_block_loss`).  Adds the rows' Z^T W, W's column
-    sums and loss to ``sums``."""
+class _OutputLoss:
+    """The arrays of one :func:`output_loss` pass, as its row ranges read and write
+    them: the loss's code, the features Z, the linear layer V and b, the targets Y (or
+    class codes) and weights s, the outputs O and their gradients W (written)."""
+
+    def __init__(self, loss, Z, V, b, Y, s, O, W):
+        self.loss, self.Z, self.V, self.b = loss, Z, V, b
+        self.Y, self.s, self.O, self.W = Y, s, O, W
+
+
+def _output_loss_range(job, Py_ssize_t lo, Py_ssize_t hi, double[::1] sums):
+    """Rows lo..hi of the :func:`output_loss` pass ``job`` (an :class:`_OutputLoss`),
+    block by block: O = Z V + b and Z^T W by BLAS and the loss between them
+    (:func:`_block_loss`).  Adds the rows' Z^T W, W's column sums and loss to
+    ``sums``."""
+    Z, V, b, O, W = job.Z, job.V, job.b, job.O, job.W
     cdef Py_ssize_t t = Z.shape[1], m = V.shape[1], start, stop
     buffers = _Buffers(m)
     ZtW = np.zeros((t, m))
@@ -574,7 +638,8 @@ def _output_loss_range(int loss, Py_ssize_t lo, Py_ssize_t hi, Z, V, b, Y, s, O,
     for start in range(lo, hi, BLOCK_ROWS):
         stop = min(start + BLOCK_ROWS, hi)
         _block_outputs(Z, V, b, O, start, stop)
-        total += _block_loss(loss, start, stop, Y, s, O, W, True, buffers, sums[t * m:])
+        total += _block_loss(job.loss, start, stop, job.Y, job.s, O, W, True, buffers,
+                             sums[t * m:])
         ZtW += Z[start:stop].T @ W[start:stop]
     np.asarray(sums)[:t * m] += ZtW.ravel()
     sums[t * m + m] += total
@@ -599,8 +664,9 @@ def output_loss(int loss, Z, V, b, Y, s, O, W, int n_threads=1):
     if n == 0 or m == 0:
         return 0.0, np.zeros((t, m)), np.zeros(m)
     scratch = _thread_scratch(max(n_threads, 1), t * m + m + 1)
+    job = _OutputLoss(loss, Z, V, b, Y, s, O, W)
     _on_row_ranges(n, n_threads, lambda k, lo, hi: _output_loss_range(
-        loss, lo, hi, Z, V, b, Y, s, O, W, scratch[k]))
+        job, lo, hi, scratch[k]))
     total = scratch.sum(axis=0)
     return (float(total[t * m + m]), total[:t * m].reshape(t, m),
             total[t * m:t * m + m].copy())
@@ -668,14 +734,17 @@ def orthogonalise_step(const double[:, ::1] q, const double[:, ::1] p,
     return products
 
 
-def combine_step(const double[:, ::1] y, const double[:, ::1] q, const double[:, ::1] p,
-                 const double[:, ::1] d, const double[:, ::1] gq,
-                 const double[:, ::1] gp, const double[:, ::1] gd,
-                 double[:, ::1] q_new, double[:, ::1] gq_new, double[:, ::1] step,
-                 double[:, ::1] gstep):
-    """With coefficients y (m, 3): step = y1 p + y2 d, q_new = (y0 q + step) / its norm,
-    and the same combinations of gq, gp, gd (Gamma of each), in place; returns the
-    Rayleigh quotients q_new . gq_new, shape (m,)."""
+def combine_step(const double[:, ::1] y, directions, gammas, out):
+    """With coefficients y (m, 3) and the ``directions`` (q, p, d): step = y1 p + y2 d,
+    q_new = (y0 q + step) / its norm, and the same combinations of their ``gammas``
+    (gq, gp, gd: Gamma of each), into ``out`` (q_new, gq_new, step, gstep) in place;
+    returns the Rayleigh quotients q_new . gq_new, shape (m,).  Every block is (dim, m)
+    float64 in C order."""
+    cdef const double[:, ::1] q, p, d, gq, gp, gd
+    cdef double[:, ::1] q_new, gq_new, step, gstep
+    q, p, d = directions
+    gq, gp, gd = gammas
+    q_new, gq_new, step, gstep = out
     cdef Py_ssize_t dim = q.shape[0], m = q.shape[1], j, s
     cdef double a, b
     norms = np.zeros(m)

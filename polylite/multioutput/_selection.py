@@ -128,8 +128,8 @@ def dominant_eigenvectors(op, W, rng, tol, max_iter, start=None):
         # The arrays that the last full step replaced are reused (no new pages).
         q_new, gq_new, step, gstep = (spare if every and spare is not None
                                       else (np.empty_like(q) for _ in range(4)))
-        rho_new = _passes.combine_step(np.ascontiguousarray(y), q, p, d, gq, gp, gd,
-                                       q_new, gq_new, step, gstep)
+        rho_new = _passes.combine_step(np.ascontiguousarray(y), (q, p, d), (gq, gp, gd),
+                                       (q_new, gq_new, step, gstep))
         better = direction * (rho_new - rq) > 1e-12 * scale[cols]
         where = np.flatnonzero(running)
         stalled[where[~better]] = True
