@@ -20,7 +20,8 @@ from polylite import _validation
 from polylite import (BayesianFactorizationMachineClassifier,
                       BayesianFactorizationMachineRegressor, FactorizationMachineRegressor,
                       kernels, load)
-from polylite.bayes.fm import kept_sweeps
+from polylite import BayesianFactorizationMachineOrdinalRegressor
+from polylite.bayes.fm import default_burn_in, kept_sweeps
 from polylite.datasets import make_recommender
 from polylite._engine import solvers as _solvers
 
@@ -98,6 +99,33 @@ def test_kept_sweeps_are_evenly_spread_after_the_burn_in_and_end_with_the_last(
     assert np.all(np.diff(kept) >= 1)
     gaps = np.diff(np.r_[n_burn_in, kept])
     assert gaps.max() - gaps.min() <= 1
+
+
+def test_kept_sweeps_default_to_every_sweep_after_the_burn_in():
+    np.testing.assert_array_equal(kept_sweeps(12, 2), np.arange(3, 13))
+    np.testing.assert_array_equal(kept_sweeps(1, 0), [1])
+
+
+@pytest.mark.parametrize("n_iter, burn_in", [(1, 0), (4, 0), (5, 1), (9, 1), (20, 4),
+                                             (25, 5), (200, 5), (1000, 5)])
+def test_the_default_burn_in_is_a_fifth_of_the_sweeps_at_most_five(n_iter, burn_in):
+    assert default_burn_in(n_iter) == burn_in
+
+
+@pytest.mark.parametrize("n_iter", range(1, 21))
+@pytest.mark.parametrize("cls", [BayesianFactorizationMachineRegressor,
+                                 BayesianFactorizationMachineClassifier,
+                                 BayesianFactorizationMachineOrdinalRegressor])
+def test_short_chains_fit_with_the_default_burn_in(cls, n_iter):
+    """Any number of sweeps works with the default n_burn_in and n_kept (the samples
+    after the burn-in, all kept)."""
+    X, y = _small_regression(n=40)
+    if cls is not BayesianFactorizationMachineRegressor:
+        y = np.digitize(y, np.quantile(y, [0.3, 0.6]))
+    est = cls(n_components=2, n_iter=n_iter, random_state=0).fit(X, y)
+    assert est.P_samples_.shape[-4] == n_iter - min(n_iter // 5, 5)
+    assert est.n_iter_ == n_iter
+    assert np.all(np.isfinite(est.predict(X)))
 
 
 def _small_regression(n=120, d=10, seed=0):
@@ -259,7 +287,9 @@ def test_y_eval_labels_must_be_known_classes():
 @pytest.mark.parametrize("params, message", [
     (dict(n_iter=10, n_burn_in=10), "n_burn_in must be smaller than n_iter"),
     (dict(n_kept=0), "n_kept"), (dict(degree=1), "degree"),
-    (dict(kernel="polynomial"), "kernel"), (dict(init_scale=-1), "init_scale")])
+    (dict(kernel="polynomial"), "kernel"), (dict(init_scale=-1), "init_scale"),
+    (dict(relaxation=0.0), "relaxation"), (dict(relaxation=2.0), "relaxation"),
+    (dict(n_burn_in=-1), "n_burn_in")])
 def test_bad_parameters_are_named(params, message):
     X, y = _small_regression()
     with pytest.raises(ValueError, match=message):
@@ -310,6 +340,29 @@ def test_save_load_round_trip(make, n_classes, tmp_path):
         np.testing.assert_array_equal(twin.predict(X, return_std=True)[1],
                                       est.predict(X, return_std=True)[1])
     assert twin.P_samples_.dtype == X.dtype
+
+
+def test_files_of_the_earlier_defaults_predict_as_they_were_saved(tmp_path):
+    """A model file written with the defaults of polylite 0.1.0 (n_burn_in=20, n_kept=50,
+    no relaxation parameter) loads with those parameters and predicts from its samples,
+    whatever the defaults are now."""
+    import json
+    X, y = _small_regression()
+    est = BayesianFactorizationMachineRegressor(n_components=2, n_iter=30, n_burn_in=20,
+                                                n_kept=50, random_state=0).fit(X, y)
+    est.save(tmp_path / "model.npz")
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    header = json.loads(arrays["header"].tobytes().decode())
+    del header["params"]["relaxation"]
+    header["polylite_version"] = "0.1.0"
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "old.npz", **arrays)
+    old = load(tmp_path / "old.npz")
+    assert old.n_burn_in == 20 and old.n_kept == 50 and old.P_samples_.shape[0] == 10
+    np.testing.assert_array_equal(old.predict(X), est.predict(X))
+    np.testing.assert_array_equal(old.predict(X, return_std=True)[1],
+                                  est.predict(X, return_std=True)[1])
 
 
 # ---- scikit-learn ------------------------------------------------------------------------

@@ -123,7 +123,10 @@ def _standardised_draws(X, y, start, degrees, kernel, prior, lam, mean, alpha, *
                         what, fit_intercept, fit_linear, replications=2000):
     """Run ``replications`` sweeps, each from the same parameters ``start``, and return
     the draws of the coordinates drawn first (so from their exact conditional given
-    ``start``), standardised by the conditional computed by brute force: (z, count)."""
+    ``start``), standardised by the conditional computed by brute force: (z, count).
+    With ``prior.relaxation`` = omega, a draw from N(m, s^2) over-relaxed from the
+    value v is N(m + (1 - omega) (v - m), omega (2 - omega) s^2): the standardisation
+    is that distribution's."""
     n, d = X.shape
     column_groups = _solvers.column_groups(X, kernel)
     if what == "intercept":
@@ -160,6 +163,9 @@ def _standardised_draws(X, y, start, degrees, kernel, prior, lam, mean, alpha, *
                prior._replace(seed=r), fit_intercept=fit_intercept, fit_linear=fit_linear)
         draws[r] = [params[name][index] for name, index, _, _ in coordinates]
     m, s = np.array(exact).T
+    omega = prior.relaxation
+    v = np.array([start[name][index] for name, index, _, _ in coordinates])
+    m, s = m + (1 - omega) * (v - m), s * np.sqrt(omega * (2 - omega))
     return (draws - m) / s, len(coordinates)
 
 
@@ -174,15 +180,18 @@ def _assert_standard_normal(z):
     assert stats.kstest(z, "norm").pvalue > 1e-4
 
 
-@pytest.mark.parametrize("what, variant", [
-    ("intercept", "m2"), ("w", "m2"), ("P", "m2"), ("P", "m2-3"), ("P", "m3"), ("P", "m5"),
-    ("P", "subsets"), ("gamma", "m3-shared")])
-def test_first_draws_of_a_sweep_follow_their_exact_conditional(what, variant):
+@pytest.mark.parametrize("what, variant, relaxation", [
+    ("intercept", "m2", 1.0), ("w", "m2", 1.0), ("P", "m2", 1.0), ("P", "m2-3", 1.0),
+    ("P", "m3", 1.0), ("P", "m5", 1.0), ("P", "subsets", 1.0), ("gamma", "m3-shared", 1.0),
+    ("intercept", "m2", 1.5), ("w", "m2", 1.5), ("P", "m2", 1.5), ("P", "m3", 0.6),
+    ("P", "subsets", 1.9), ("gamma", "m3-shared", 1.5)])
+def test_first_draws_of_a_sweep_follow_their_exact_conditional(what, variant, relaxation):
     """Each sweep starts from the same parameters: the first coordinates drawn (the
     intercept; the first group of linear weights or factors, whose columns share no row,
     so each is drawn given the rest as it was; the first dummy) are then independent draws
     from their conditional, which is computed here by brute force from predictions with
-    the coordinate at 0 and 1 (the model is affine in it), with per-group priors."""
+    the coordinate at 0 and 1 (the model is affine in it), with per-group priors; or,
+    over-relaxed, from the distribution the over-relaxed draw has given the start."""
     degrees, kernel, n_dummy = VARIANTS[variant]
     X, rng = _data(n=40)
     n, d = X.shape
@@ -191,6 +200,7 @@ def test_first_draws_of_a_sweep_follow_their_exact_conditional(what, variant):
     alpha = 3.0
     prior, lam, mean = _prior(rng, d, len(degrees), 2, rng.randint(3, size=d).astype(np.intp),
                               alpha=alpha, n=n)
+    prior = prior._replace(relaxation=relaxation)
     z, count = _standardised_draws(X, y, start, degrees, kernel, prior, lam, mean,
                                    alpha, what=what, fit_intercept=what == "intercept",
                                    fit_linear=what == "w")
@@ -198,10 +208,12 @@ def test_first_draws_of_a_sweep_follow_their_exact_conditional(what, variant):
     _assert_standard_normal(z)
 
 
-def test_linear_chain_samples_the_exact_joint_posterior():
+@pytest.mark.parametrize("relaxation", [1.0, 1.5])
+def test_linear_chain_samples_the_exact_joint_posterior(relaxation):
     """A whole chain over the intercept and linear weights of correlated columns (factor
     blocks: none), hyperparameters fixed: the sample mean and covariance match the exact
-    Gaussian posterior (means by batch-means z-tests, covariances to 10%)."""
+    Gaussian posterior (means by batch-means z-tests, covariances to 10%), with plain
+    and with over-relaxed draws."""
     rng = np.random.RandomState(3)
     n, d = 40, 4
     dense = rng.randn(n, d) + 0.8 * rng.randn(n, 1)  # correlated columns
@@ -213,7 +225,7 @@ def test_linear_chain_samples_the_exact_joint_posterior():
     unit = 1 / (alpha * n)
     empty = np.zeros((0, 2, 1))
     prior = GibbsPrior(feature_group, lam * unit, mu, empty, empty, np.zeros(1),
-                       np.zeros(1), unit, 0)
+                       np.zeros(1), unit, 0, relaxation)
     # Exact posterior of theta = (intercept, w): flat prior on the intercept.
     design = np.column_stack([np.ones(n), dense])
     precision = alpha * design.T @ design + np.diag(np.r_[0.0, lam[feature_group]])
@@ -305,7 +317,8 @@ def test_cd_epoch_rejects_a_prior_it_cannot_sample_or_of_the_wrong_shape():
                      np.zeros(n), prior=prior)
     for bad in (prior._replace(P_reg=np.ones((2, 1, 2))),
                 prior._replace(feature_group=np.full(d, 1, np.intp)),
-                prior._replace(scale=-1.0)):
+                prior._replace(scale=-1.0), prior._replace(relaxation=2.0),
+                prior._replace(relaxation=0.0)):
         with pytest.raises(ValueError, match="prior"):
             run_cd_epoch(*args, SQUARED, 0.0, 0.0, True, True, np.zeros(n), prior=bad)
 

@@ -158,8 +158,13 @@ def test_bayes_fm_matches_python(recommender, binary, tmp_path, capsys):
     assert status == 2 and "argument --stream: trains by partial_fit" in err
     # Parameters are checked together: the burn-in must be shorter than the chain.
     status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
-                          "--n-iter", 10)
-    assert status == 2 and "argument --n-iter: n_burn_in must be smaller" in err
+                          "--n-iter", 10, "--n-burn-in", 10)
+    assert status == 2 and "argument --n-burn-in: must be smaller than n_iter" in err
+    # A short chain with the default burn-in (a fifth of the sweeps).
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "bayes-fm",
+                          "--task", "classification", "--n-iter", 3, "--seed", 0, "-q")
+    assert status == 0, err
+    assert polylite.load(model).P_samples_.shape[1] == 3
 
 
 def test_classifier_proba_and_labels(binary, tmp_path, capsys):

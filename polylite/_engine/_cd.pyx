@@ -65,7 +65,8 @@ then the same epoch with each step replaced by a draw from that conditional (_dr
 the passes, caches and fused one-hot loops are those of coordinate descent, only the rule
 that turns a column's sums into its step changes.  Each coordinate's normal number is a
 function of the sweep's seed and the coordinate's index (counter-based, _normal), so the
-draws do not depend on which thread takes the coordinate.
+draws do not depend on which thread takes the coordinate.  The draws may be over-relaxed
+(``prior.relaxation``, Adler 1981): each conditional is still left invariant.
 
 Mean-field variational inference (``prior.variance``, for polylite.bayes.variational).
 Each parameter has a Gaussian factor N(mean, variance); the epoch replaces each factor in
@@ -915,14 +916,15 @@ def cd_epoch(data, problem, params, double[::1] y_pred, *, prior=None, gradient=
         means); ``seed``, the sweep's stream of normal numbers, of which the intercept
         takes number 0, w_j number 1 + j, P[b, j, s] number 1 + d + (b k + s) d + j and
         gamma[r, s] number 1 + d + n_blocks k d + s n_dummy + r.  The intercept's prior
-        is flat.  With an attribute ``variance`` that is not None, the epoch is a sweep of
-        mean-field coordinate ascent instead (ANOVA kernel, every block of degree 2, no
-        dummies, no relation blocks): the parameters hold the means of their Gaussian
-        factors and ``variance.intercept`` (1,), ``variance.w`` (d,) and ``variance.P``
-        (n_blocks, d, k), float64, their variances; each factor in turn becomes the
-        optimal one given the others and the prior (no draws), except that the factors'
-        means move ``prior.relaxation`` (in (0, 2)) times their optimal step
-        (over-relaxation, see _meanfield_step).  The epoch adds to
+        is flat.  An attribute ``relaxation`` other than 1 (in (0, 2)) over-relaxes every
+        draw (see _draw_step).  With an attribute ``variance`` that is not None, the
+        epoch is a sweep of mean-field coordinate ascent instead (ANOVA kernel, every
+        block of degree 2, no dummies, no relation blocks): the parameters hold the means
+        of their Gaussian factors and ``variance.intercept`` (1,), ``variance.w`` (d,)
+        and ``variance.P`` (n_blocks, d, k), float64, their variances; each factor in
+        turn becomes the optimal one given the others and the prior (no draws), except
+        that the factors' means move ``prior.relaxation`` (in (0, 2)) times their
+        optimal step (over-relaxation, see _meanfield_step).  The epoch adds to
         ``variance.output_change`` (1,) the change of sum_i Var f(x_i) that the updates
         of the linear weights and factors make (the intercept's, n times the change of
         its variance, is left to the caller).

@@ -267,7 +267,8 @@ cdef struct Prior:
     uint64_t component_draws  # and component s number draw + s * component_draws + j
     double* variance          # or, not NULL: mean-field coordinate ascent (no draws);
     Py_ssize_t variance_stride  # column j's variance is variance[j * variance_stride]
-    double relaxation         # and a mean moves this many times its step (see below)
+    double relaxation         # and a mean moves this many times its step (see below);
+                              # a draw's over-relaxation (_draw_step)
 
 
 cdef inline Prior _component_prior(const Prior* block, Py_ssize_t s) noexcept nogil:
@@ -300,18 +301,23 @@ cdef inline double _normal(uint64_t seed, uint64_t number) noexcept nogil:
 cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
                               double grad, double curvature, double value) noexcept nogil:
     """The sampler's step of column j, from ``value`` to a draw from its conditional:
-    normal, of mean value + _step(grad, curvature, reg, value - mean) and variance
-    scale / (curvature + reg).  A column the data never shows (``support`` 0) is drawn
-    from its prior."""
+    normal, of mean m = value + _step(grad, curvature, reg, value - mean) and variance
+    v = scale / (curvature + reg).  A column the data never shows (``support`` 0) is
+    drawn from its prior.  With ``prior.relaxation`` = omega other than 1 the draw is
+    over-relaxed (Adler 1981): m + (1 - omega) (value - m) + sqrt(omega (2 - omega) v) z,
+    which leaves N(m, v) invariant as the plain draw (omega = 1) does, but for omega > 1
+    lands on the far side of m, so strongly coupled coordinates move further per sweep."""
     cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
     cdef double reg = prior.reg[g] / prior.weight
+    cdef double omega = prior.relaxation
     cdef double delta
     if support <= 0:
         grad = 0
         curvature = 0
-    delta = _step(grad, curvature, reg, value - prior.mean[g])
+    delta = omega * _step(grad, curvature, reg, value - prior.mean[g])
     if prior.scale > 0 and curvature + reg > 0:
-        delta += sqrt(prior.scale / (curvature + reg)) * _normal(prior.seed, prior.draw + j)
+        delta += sqrt(omega * (2 - omega) * prior.scale / (curvature + reg)) * _normal(
+            prior.seed, prior.draw + j)
     return delta
 
 

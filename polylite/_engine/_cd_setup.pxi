@@ -345,12 +345,11 @@ cdef object _set_rule(Epoch* E, prior, gradient, problem, params, bint has_block
     (prior_group, w_reg, w_mean, P_reg, P_mean, gamma_reg, gamma_mean, var_intercept,
      var_w, var_P, output_change, variance) = arrays
     E.rule = STEP_DRAW if variance is None else STEP_MEANFIELD
-    E.relaxation = 1
+    E.relaxation = getattr(prior, "relaxation", 1.0)
+    if not 0 < E.relaxation < 2:
+        raise ValueError(f"cd_epoch: prior.relaxation must be in (0, 2), got "
+                         f"{E.relaxation}")
     if E.rule == STEP_MEANFIELD:
-        E.relaxation = prior.relaxation
-        if not 0 < E.relaxation < 2:
-            raise ValueError(f"cd_epoch: prior.relaxation must be in (0, 2), got "
-                             f"{E.relaxation}")
         E.var_P = &var_P[0, 0, 0] if var_P.size > 0 else NULL
         E.output_change = &output_change[0]
     E.seed = int(prior.seed) & 0xFFFFFFFFFFFFFFFF
@@ -368,6 +367,10 @@ cdef object _set_rule(Epoch* E, prior, gradient, problem, params, bint has_block
                &var_w[0] if E.rule == STEP_MEANFIELD and d > 0 else NULL, 1)
     _set_prior(&E.dummy_prior, E, False, &gamma_reg[0], &gamma_mean[0], 0,
                1 + d + n_blocks * k * d, n_dummy, NULL, 0)
+    if E.rule == STEP_DRAW:  # every draw over-relaxed (mean field: the factors' means)
+        E.intercept_prior.relaxation = E.relaxation
+        E.linear_prior.relaxation = E.relaxation
+        E.dummy_prior.relaxation = E.relaxation
     return arrays
 
 

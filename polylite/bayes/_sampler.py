@@ -20,8 +20,13 @@ The model (Freudenthaler, Schmidt-Thieme and Rendle 2011; Rendle 2012, section 4
 A sweep draws the hyperparameters given the parameters (conjugate Gamma and normal draws in
 NumPy, O(d k m)), then every parameter given all others: the coordinate descent epoch of
 :func:`polylite._engine._cd.cd_epoch` with a prior, which replaces each step by a draw
-from the coordinate's Gaussian conditional; then, for the probit models, the cutpoints
-(ordered probit) and the latent targets.
+from the coordinate's Gaussian conditional, over-relaxed (Adler 1981) when the chain's
+``relaxation`` is not 1; then, for the probit models, the cutpoints (ordered probit) and
+the latent targets.
+
+The chain starts from the estimator's random parameters (the linear weights and factors
+``N(0, init_scale^2)``, as libFM and myFM start) with the intercept at the mean of the
+initial targets, so that the first noise precision is drawn from centred residuals.
 """
 from typing import NamedTuple
 
@@ -43,7 +48,8 @@ MU_0 = 0.0
 class GibbsPrior(NamedTuple):
     """The ``prior`` argument of :func:`polylite._engine._cd.cd_epoch` (see there):
     precisions as penalties (lam / (alpha n)) and means of each set and group, the
-    variance scale 1 / (alpha n) of the draws and the sweep's seed."""
+    variance scale 1 / (alpha n) of the draws, the sweep's seed and the draws'
+    over-relaxation."""
     feature_group: np.ndarray  # (d,) intp
     w_reg: np.ndarray          # (G,)
     w_mean: np.ndarray         # (G,)
@@ -53,6 +59,7 @@ class GibbsPrior(NamedTuple):
     gamma_mean: np.ndarray     # (k,)
     scale: float
     seed: int
+    relaxation: float = 1.0    # the draws' over-relaxation, in (0, 2) (1: Gibbs draws)
 
 
 class FeatureGroups:
@@ -181,7 +188,7 @@ class Probit:
     def noise_precision(self, rng, y_pred, y):
         return 1.0
 
-    def draw_latent(self, rng, y_pred, y, adapt=False):
+    def draw_latent(self, rng, y_pred, y, count=True):
         """z_i ~ N(f_i, 1) truncated to z_i > 0 where y_i = +1, z_i <= 0 where -1."""
         positive = y > 0
         return draw_truncated_normal(rng, y_pred, np.where(positive, 0.0, -np.inf),
@@ -192,20 +199,31 @@ class OrderedProbit(Probit):
     """Levels ``y`` in {0, ..., L - 1} through latent targets ``z ~ N(f, 1)`` and
     cutpoints (module docstring), of which c_2 .. c_{L-1} are sampled.
 
-    Each sweep first draws every free cutpoint in turn by a random-walk Metropolis step
-    on its conditional with the latent targets integrated out: given f, c_j moves only
-    the probabilities ``Phi(c_{j+1} - f) - Phi(c_j - f)`` of the rows of its two
-    neighbouring levels, and a proposal outside (c_{j-1}, c_{j+1}) is rejected (flat
-    prior on ordered cutpoints).  Integrating the latents out (Cowles 1996) lets a
-    cutpoint move as far as the data allow at once, where the Gibbs draw given the
-    latents (Albert and Chib 1993) is pinned between the nearest latents of the two
-    levels and crawls on large data.  Then the latent targets are drawn given the new
-    cutpoints.  The proposals' scales adapt towards an acceptance rate of 0.44 during
-    the burn-in only (``adapt``), so the chain after it is an exact Metropolis-within-
-    Gibbs sampler.
+    Each sweep first draws every free cutpoint in turn by a Metropolis-Hastings step on
+    its conditional with the latent targets integrated out: given f, c_j moves only the
+    probabilities ``Phi(c_{j+1} - f) - Phi(c_j - f)`` of the rows of its two
+    neighbouring levels, and the prior of ordered cutpoints is flat.  Integrating the
+    latents out (Cowles 1996) lets a cutpoint move as far as the data allow at once,
+    where the Gibbs draw given the latents (Albert and Chib 1993) is pinned between the
+    nearest latents of the two levels and crawls on large data.  The conditional is
+    log-concave (the probability of an interval of a normal variable is log-concave in
+    its ends), and close to normal on many rows: the proposal is centred at the end of
+    the Newton step, ``c + g / h``, with g and -h the log-density's first and second
+    derivatives at the current c, and of scale ``1 / sqrt(h)``, a Student t
+    (:attr:`PROPOSAL_DF`), and the reverse proposal from the proposed point enters the
+    acceptance ratio.  This proposal needs no tuning (it fits the conditional's width
+    at every step, and jumps towards its mode from a start far from it), so the chain is
+    an exact Metropolis-within-Gibbs sampler from its first sweep.  A proposal outside
+    (c_{j-1}, c_{j+1}) is rejected.  Then the latent targets are drawn given the new
+    cutpoints.
     """
 
-    TARGET_ACCEPTANCE = 0.44  # of a one-dimensional random walk
+    LOG_SQRT_2PI = 0.9189385332046727  # log sqrt(2 pi)
+    # The proposal's degrees of freedom: a Student t, whose tails are heavier than the
+    # log-concave conditional's, so that the chain leaves a start in the conditional's
+    # tail in a few steps (a normal proposal's reverse density from the mode back to
+    # such a start would be smaller still than the conditional there).
+    PROPOSAL_DF = 5.0
 
     def __init__(self, codes, n_levels):
         self.n_levels = int(n_levels)
@@ -216,9 +234,7 @@ class OrderedProbit(Probit):
         cumulative = np.clip(np.cumsum(counts)[:-1] / counts.sum(), 1e-6, 1 - 1e-6)
         inner = ndtri(cumulative)
         self.cutpoints = np.concatenate([[-np.inf], inner - inner[0], [np.inf]])
-        self.scales = np.full(self.n_levels + 1, 0.1)
         self.n_proposed = self.n_accepted = 0
-        self._sweeps = 0
 
     def kept_state(self):
         """The cutpoints c_1 .. c_{L-1}, kept with each sample."""
@@ -232,43 +248,97 @@ class OrderedProbit(Probit):
         return np.where(np.isinf(lower), upper - 1.0,
                         np.where(np.isinf(upper), lower + 1.0, 0.5 * (lower + upper)))
 
-    def draw_cutpoints(self, rng, f, adapt=False):
-        """Each free cutpoint by a Metropolis step given f (the class docstring)."""
+    @classmethod
+    def _side(cls, log_p, point, sign):
+        """The sum of one level's log-probabilities ``log_p`` (of intervals of a
+        standard normal variable, one per row) and its first and second derivatives in
+        the end of the intervals at ``point`` (per row), the upper end (``sign`` 1) or
+        the lower (-1)."""
+        if log_p.shape[0] == 0:
+            return 0.0, 0.0, 0.0
+        # phi(point) / P, from logarithms (finite however small P is).
+        ratio = np.exp(-0.5 * point * point - cls.LOG_SQRT_2PI - log_p)
+        first = sign * ratio
+        second = -point * first - ratio * ratio
+        return float(np.sum(log_p)), float(np.sum(first)), float(np.sum(second))
+
+    def _conditional(self, j, value, f_below, f_above, log_below=None):
+        """c_j's log conditional density at ``value`` given the other cutpoints and f
+        (up to a constant) and its first and second derivatives; and the
+        log-probabilities of level j's rows.  ``log_below``: those of level j - 1's rows
+        at ``value``, when known."""
         c = self.cutpoints
-        self._sweeps += 1
+        upper = value - f_below
+        if log_below is None:
+            log_below = log_interval_probability(c[j - 1] - f_below, upper)
+        lower = value - f_above
+        log_above = log_interval_probability(lower, c[j + 1] - f_above)
+        below = self._side(log_below, upper, 1.0)
+        above = self._side(log_above, lower, -1.0)
+        return tuple(a + b for a, b in zip(below, above)), log_above
+
+    def draw_cutpoints(self, rng, f, count=True):
+        """Each free cutpoint by a Metropolis-Hastings step given f (the class
+        docstring); ``count``: add the steps to the acceptance counts."""
+        c = self.cutpoints
         f_levels = [f[rows] for rows in self.rows]  # each level's rows, gathered once
-
-        def log_likelihood(level, lower, upper):
-            return float(np.sum(log_interval_probability(lower - f_levels[level],
-                                                         upper - f_levels[level])))
-
-        # The log-likelihood of level j - 1 under the current cutpoints: the previous
-        # step's level above, when that step computed it (None: not yet).
-        below = None
+        # The log-probabilities of level j - 1's rows under the current cutpoints: those
+        # the previous step computed for its level above (None: not yet).
+        log_below = None
         for j in range(2, self.n_levels):
-            proposal = c[j] + self.scales[j] * rng.standard_normal()
+            f_below, f_above = f_levels[j - 1], f_levels[j]
+            if f_below.shape[0] == 0 and f_above.shape[0] == 0:
+                # No row in either level: the conditional is flat on (c_{j-1}, c_{j+1}),
+                # drawn exactly where that is bounded (else c_j stays).
+                if np.isfinite(c[j + 1]):
+                    c[j] = c[j - 1] + (c[j + 1] - c[j - 1]) * rng.random_sample()
+                log_below = None
+                continue
+            current, log_above = self._conditional(j, c[j], f_below, f_above, log_below)
+            proposal, forward = self._newton_proposal(rng, c[j], current)
             accepted = False
-            above = None
-            if c[j - 1] < proposal < c[j + 1]:
-                if below is None:
-                    below = log_likelihood(j - 1, c[j - 1], c[j])
-                above = log_likelihood(j, c[j], c[j + 1])
-                new_below = log_likelihood(j - 1, c[j - 1], proposal)
-                new_above = log_likelihood(j, proposal, c[j + 1])
-                log_ratio = new_below + new_above - below - above
-                accepted = np.log(1.0 - rng.random_sample()) < log_ratio
+            if forward is not None and c[j - 1] < proposal < c[j + 1]:
+                state, new_above = self._conditional(j, proposal, f_below, f_above)
+                backward = self._newton_log_density(c[j], proposal, state)
+                log_ratio = state[0] - current[0] + backward - forward
+                accepted = bool(np.log(1.0 - rng.random_sample()) < log_ratio)
                 if accepted:
-                    c[j], above = proposal, new_above
-            below = above
-            if adapt:  # a Robbins-Monro step on the log scale
-                self.scales[j] *= np.exp((float(accepted) - self.TARGET_ACCEPTANCE)
-                                         / np.sqrt(self._sweeps))
-            else:  # the acceptance rate of the chain after the burn-in
+                    c[j], log_above = proposal, new_above
+            log_below = log_above
+            if count:
                 self.n_proposed += 1
                 self.n_accepted += int(accepted)
 
-    def draw_latent(self, rng, y_pred, y, adapt=False):
-        self.draw_cutpoints(rng, y_pred, adapt)
+    @classmethod
+    def _newton_proposal(cls, rng, value, state):
+        """A draw from the Newton step's proposal at ``value`` of log-density ``state``
+        (value, first and second derivatives), and the log-density of that draw under
+        it; (value, None) where the curvature is not a finite negative number (no
+        proposal)."""
+        _, first, second = state
+        if not (np.isfinite(first) and np.isfinite(second) and second < 0):
+            rng.standard_t(cls.PROPOSAL_DF)  # the same count of draws either way
+            return value, None
+        proposal = value + first / -second + rng.standard_t(cls.PROPOSAL_DF) / np.sqrt(
+            -second)
+        return proposal, cls._newton_log_density(proposal, value, state)
+
+    @classmethod
+    def _newton_log_density(cls, target, value, state):
+        """The log-density of ``target`` (up to a constant) under the Newton step's
+        proposal at ``value`` of log-density ``state``: a Student t centred at the
+        Newton step's end, of scale the inverse square root of the curvature (-inf where
+        the curvature is not a finite negative number: no proposal)."""
+        _, first, second = state
+        if not (np.isfinite(first) and np.isfinite(second) and second < 0):
+            return -np.inf
+        precision = -second
+        t = (target - value - first / precision) * np.sqrt(precision)
+        nu = cls.PROPOSAL_DF
+        return 0.5 * np.log(precision) - 0.5 * (nu + 1) * np.log1p(t * t / nu)
+
+    def draw_latent(self, rng, y_pred, y, count=True):
+        self.draw_cutpoints(rng, y_pred, count)
         codes = y.astype(np.intp)
         return draw_truncated_normal(rng, y_pred, self.cutpoints[codes],
                                      self.cutpoints[codes + 1])
@@ -295,13 +365,15 @@ class GibbsChain:
     (whose cutpoints the chain then samples); ``data`` is :func:`polylite._engine.solvers.cd_data` of X with uniform
     weights; ``structure`` the FM's (kernel, degrees, n_dummy); ``groups`` a
     :class:`FeatureGroups`; ``workspace`` a dict of cd_epoch's work arrays, which chains
-    on the same X may share; ``n_jobs`` the threads of :meth:`predict`.
+    on the same X may share; ``relaxation`` the draws' over-relaxation (1: Gibbs draws);
+    ``n_jobs`` the threads of :meth:`predict`.  A fitted intercept starts at the mean of
+    the likelihood's initial targets.
     """
 
     def __init__(self, X, y, data, params, structure, groups, *, fit_intercept,
-                 fit_linear, likelihood, rng, workspace, n_jobs=None):
+                 fit_linear, likelihood, rng, workspace, relaxation=1.0, n_jobs=None):
         self.X, self.data, self.params, self.groups = X, data, params, groups
-        self.n_jobs = n_jobs
+        self.relaxation, self.n_jobs = relaxation, n_jobs
         self.kernel, self.degrees, _ = structure
         self.fit_intercept, self.fit_linear = fit_intercept, fit_linear
         self.likelihood = likelihood
@@ -310,6 +382,8 @@ class GibbsChain:
         n = X.shape[0]
         self.sample_weight = np.full(n, 1.0 / n)
         self.target = likelihood.initial_target(self.y)
+        if fit_intercept and n > 0:  # the first noise precision from centred targets
+            params.intercept[0] = self.target.mean()
         self.y_pred = self.predict(X).astype(np.float64)
         k = params.P.shape[2]
         self.hyper = Hyperparameters(params.P.shape[0], groups.n_groups, k)
@@ -352,16 +426,17 @@ class GibbsChain:
                                      f"no finite variance for the draws")
         return GibbsPrior(self.groups.index, h.w_lam * unit, h.w_mu, h.P_lam * unit, h.P_mu,
                           h.gamma_lam * unit, h.gamma_mu, unit,
-                          int(self.rng.randint(0, 2 ** 62, dtype=np.int64)))
+                          int(self.rng.randint(0, 2 ** 62, dtype=np.int64)),
+                          self.relaxation)
 
-    def sweep(self, adapt=False):
+    def sweep(self, count=True):
         """One sweep: the hyperparameters, then every parameter, then (probit models) the
-        cutpoints and the latent targets; ``adapt``: during the burn-in, where the
-        ordered probit's cutpoint proposals may adapt their scales."""
+        cutpoints and the latent targets; ``count``: add the ordered probit's cutpoint
+        steps to its acceptance counts (after the burn-in)."""
         self.draw_hyperparameters()
         self.draw_parameters(self.prior())
         if self.likelihood.latent:
-            self.target = self.likelihood.draw_latent(self.rng, self.y_pred, self.y, adapt)
+            self.target = self.likelihood.draw_latent(self.rng, self.y_pred, self.y, count)
 
     def draw_parameters(self, prior):
         """Draw the intercept, the linear weights and every factor from their conditionals

@@ -29,11 +29,21 @@ __all__ = ["BayesianFactorizationMachineRegressor",
 _FLOAT_DTYPES = [np.float64, np.float32]
 
 
-def kept_sweeps(n_iter, n_burn_in, n_kept):
+# The default burn-in: a fifth of the sweeps, at most this many.
+MAX_DEFAULT_BURN_IN = 5
+
+
+def default_burn_in(n_iter):
+    """The burn-in of ``n_burn_in=None``: ``min(n_iter // 5, 5)`` sweeps."""
+    return min(int(n_iter) // 5, MAX_DEFAULT_BURN_IN)
+
+
+def kept_sweeps(n_iter, n_burn_in, n_kept=None):
     """The sweeps (1-based) whose samples are kept: ``n_kept`` of those after the burn-in,
-    evenly spaced and ending with the last (all of them when there are no more)."""
+    evenly spaced and ending with the last (all of them when there are no more, or when
+    ``n_kept`` is None)."""
     after = n_iter - n_burn_in
-    count = min(n_kept, after)
+    count = after if n_kept is None else min(n_kept, after)
     return n_burn_in + (np.arange(1, count + 1) * after) // count
 
 
@@ -74,12 +84,23 @@ class _BayesianFactorizationMachine(ModelRoot):
         check_choice(self.kernel, "kernel", FM_KERNELS)
         self._check_shared_params()
         check_number(self.n_iter, "n_iter", low=1, integer=True)
-        check_number(self.n_burn_in, "n_burn_in", low=0, integer=True)
-        if self.n_burn_in >= self.n_iter:
-            raise ValueError(f"n_burn_in must be smaller than n_iter, got n_burn_in="
-                             f"{self.n_burn_in} and n_iter={self.n_iter}")
-        check_number(self.n_kept, "n_kept", low=1, integer=True)
+        if self.n_burn_in is not None:
+            check_number(self.n_burn_in, "n_burn_in", low=0, integer=True)
+            if self.n_burn_in >= self.n_iter:
+                raise ValueError(f"n_burn_in must be smaller than n_iter, got n_burn_in="
+                                 f"{self.n_burn_in} and n_iter={self.n_iter}")
+        if self.n_kept is not None:
+            check_number(self.n_kept, "n_kept", low=1, integer=True)
         check_number(self.init_scale, "init_scale", low=0)
+        check_number(self.relaxation, "relaxation", low=0, high=2, low_open=True,
+                     high_open=True)
+
+    def _burn_in(self):
+        """The sweeps discarded before averaging: ``n_burn_in``, or its default for
+        ``n_iter`` (:func:`default_burn_in`)."""
+        if self.n_burn_in is None:
+            return default_burn_in(self.n_iter)
+        return int(self.n_burn_in)
 
     def _check_shared_params(self):
         """The parameters the Gibbs and variational estimators share."""
@@ -187,9 +208,9 @@ class _BayesianFactorizationMachine(ModelRoot):
         """
         self._check_params()
         self._check_fit_targets(targets)
-        self._check_model_size(X.shape[1], targets.shape[1],
-                               min(self.n_kept, self.n_iter - self.n_burn_in),
-                               X.dtype.itemsize)
+        burn_in = self._burn_in()
+        kept = kept_sweeps(self.n_iter, burn_in, self.n_kept)
+        self._check_model_size(X.shape[1], targets.shape[1], len(kept), X.dtype.itemsize)
         self._warn_components_beyond_interactions(X.shape[1])
         rng = check_random_state(self.random_state)
         n, d = X.shape
@@ -199,7 +220,6 @@ class _BayesianFactorizationMachine(ModelRoot):
         index, n_groups = self._check_feature_groups(feature_groups, d)
         groups = FeatureGroups(index, n_groups)
         data = solvers.cd_data(X, np.full(n, 1.0 / n), kernel, self.n_jobs)
-        kept = kept_sweeps(self.n_iter, self.n_burn_in, self.n_kept)
         dtype = X.dtype
         samples = dict(
             intercept=np.zeros((n_outputs, len(kept), 1), dtype),
@@ -212,18 +232,24 @@ class _BayesianFactorizationMachine(ModelRoot):
         workspace = {}  # cd_epoch's work arrays, rebuilt by every call: shared by the chains
         chains = []
         for o in range(n_outputs):
+            # The linear weights start as the factors do: both draw their first prior
+            # precisions from their starting values.
             with np.errstate(over="ignore"):  # checked by _check_start
                 params = _OutputParams(
-                    intercept=np.zeros(1, dtype), w=np.zeros(d, dtype),
+                    intercept=np.zeros(1, dtype),
                     P=rng.normal(0.0, self.init_scale, (len(degrees), d, k)).astype(dtype),
                     gamma=rng.normal(0.0, self.init_scale, (n_dummy, k)).astype(dtype),
+                    w=(rng.normal(0.0, self.init_scale, d).astype(dtype) if self.fit_linear
+                       else np.zeros(d, dtype)),
                     lam=np.ones(k, dtype))
             self._check_start(X, params)
             chains.append(GibbsChain(X, targets[:, o], data, params, structure, groups,
                                      fit_intercept=bool(self.fit_intercept),
                                      fit_linear=bool(self.fit_linear),
                                      likelihood=likelihoods[o], rng=rng,
-                                     workspace=workspace, n_jobs=self.n_jobs))
+                                     workspace=workspace,
+                                     relaxation=float(self.relaxation),
+                                     n_jobs=self.n_jobs))
             self._check_start(X, params, chains[-1])
         eval_sum = None
         alphas = np.zeros((n_outputs, self.n_iter))
@@ -232,7 +258,7 @@ class _BayesianFactorizationMachine(ModelRoot):
         for sweep in range(1, self.n_iter + 1):
             for o, chain in enumerate(chains):
                 try:
-                    chain.sweep(adapt=sweep <= self.n_burn_in)
+                    chain.sweep(count=sweep > burn_in)
                 except FloatingPointError as exc:
                     where = f"sweep {sweep}" + (f", output {o}" if n_outputs > 1 else "")
                     raise FloatingPointError(
@@ -249,9 +275,9 @@ class _BayesianFactorizationMachine(ModelRoot):
             if X_eval is not None:
                 current = np.column_stack([self._eval_output(chain, X_eval)
                                            for chain in chains])
-                if sweep > self.n_burn_in:
+                if sweep > burn_in:
                     eval_sum = current if eval_sum is None else eval_sum + current
-                    mean = eval_sum / (sweep - self.n_burn_in)
+                    mean = eval_sum / (sweep - burn_in)
                 else:
                     mean = current  # during the burn-in, the current sample's
                 if eval_score is not None:
@@ -270,7 +296,7 @@ class _BayesianFactorizationMachine(ModelRoot):
         self._finish_likelihoods(likelihoods)
         samples["intercept"] = samples["intercept"][:, :, 0]
         self._publish(samples)
-        eval_mean = None if X_eval is None else eval_sum / (self.n_iter - self.n_burn_in)
+        eval_mean = None if X_eval is None else eval_sum / (self.n_iter - burn_in)
         return alphas, eval_mean, scores
 
     def _likelihood(self, target):
@@ -338,7 +364,7 @@ class _BayesianFactorizationMachine(ModelRoot):
                           if any(cause.startswith(key) for cause in causes)))
 
     def _report(self, sweep, alphas, score, elapsed):
-        phase = "burn-in" if sweep <= self.n_burn_in else "sample "
+        phase = "burn-in" if sweep <= self._burn_in() else "sample "
         line = f"sweep {sweep:4d} {phase}"
         if not self._is_classifier:
             line += f"  alpha {alphas[0]:.4g} (noise sd {alphas[0] ** -0.5:.4g})"
@@ -469,15 +495,31 @@ _PARAMS_DOC = """
     n_iter : int, default=200
         Number of sweeps of the Gibbs sampler (one sweep draws the hyperparameters, then
         every parameter once).
-    n_burn_in : int, default=20
-        Sweeps discarded before averaging; must be smaller than ``n_iter``.
-    n_kept : int, default=50
+    n_burn_in : int or None, default=None
+        Sweeps discarded before averaging; must be smaller than ``n_iter``.  None: a
+        fifth of the sweeps, at most 5 (``min(n_iter // 5, 5)``), so that a chain of
+        any length keeps samples.  The chain starts from small parameters, and its first
+        samples are shrunk towards the prior rather than far off: averaging them costs
+        little, and a short burn-in leaves more samples to average.
+    n_kept : int or None, default=None
         Samples kept for prediction on new data: that many of the sweeps after the
-        burn-in, evenly spaced and ending with the last (all of them when there are fewer).
-        Prediction costs ``n_kept`` model evaluations and the model
-        ``n_kept * n_outputs * n_features * n_components * n_blocks`` floats.
+        burn-in, evenly spaced and ending with the last (all of them when there are
+        fewer).  None: every sweep after the burn-in.  Prediction costs one model
+        evaluation per kept sample, and the model holds
+        ``n_kept * n_outputs * n_features * n_components * n_blocks`` floats: give a
+        number to bound them on large models.
     init_scale : float, default=0.1
-        Standard deviation of the normal initialisation of the factors.
+        Standard deviation of the normal initialisation of the factors and of the linear
+        weights (the intercept starts at the mean of the targets).
+    relaxation : float, default=1.5
+        Over-relaxation of the draws, in (0, 2) (Adler 1981): each parameter moves from
+        its value ``v`` to ``m + (1 - relaxation) (v - m) + sqrt(relaxation (2 -
+        relaxation)) s z``, with ``N(m, s^2)`` its conditional given all the others and
+        ``z`` a standard normal number.  Each conditional is left invariant, so the chain
+        samples the same posterior for any value; 1 is plain Gibbs sampling, and values
+        above 1 land on the far side of the conditional mean, so the parameters of users
+        and items, which are strongly coupled, move further per sweep and the average of
+        the samples settles in fewer sweeps.
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of every draw.  A fit is reproducible for a fixed
         ``random_state`` and ``n_jobs``.
@@ -502,8 +544,9 @@ _MODEL_DOC = """
     or one per feature group when ``fit`` is given ``feature_groups`` (as libFM's
     groups); the dummy features of ``lower_degrees="shared"`` have their own.  So there
     is no regularisation to tune.  Each sweep draws these hyperparameters, then every
-    parameter from its Gaussian conditional in the order and with the caches of
-    coordinate descent (a sweep costs about one coordinate descent epoch).
+    parameter from its Gaussian conditional (over-relaxed, see ``relaxation``) in the
+    order and with the caches of coordinate descent (a sweep costs about one coordinate
+    descent epoch).
 """
 
 
@@ -552,8 +595,8 @@ class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizati
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, n_iter=200,
-                 n_burn_in=20, n_kept=50, init_scale=0.1, random_state=None, verbose=0,
-                 n_jobs=None):
+                 n_burn_in=None, n_kept=None, init_scale=0.1, relaxation=1.5,
+                 random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
     def fit(self, X, y, *, feature_groups=None, X_eval=None, y_eval=None):
@@ -660,8 +703,8 @@ class BayesianFactorizationMachineClassifier(ClassifierLayer, _BayesianFactoriza
 
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, n_iter=200,
-                 n_burn_in=20, n_kept=50, init_scale=0.1, random_state=None, verbose=0,
-                 n_jobs=None):
+                 n_burn_in=None, n_kept=None, init_scale=0.1, relaxation=1.5,
+                 random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
     def fit(self, X, y, *, feature_groups=None, X_eval=None, y_eval=None):

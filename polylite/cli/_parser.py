@@ -49,9 +49,11 @@ PARAMETERS = [
      "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking)"),
     ("beta", float, None, "L2 penalty of the factors, per sample",
      "0.0001 (fm/pn), 1e-06 (ranking)"),
-    ("relaxation", float, None, "over-relaxation of a vb-fm's factor means, in (0, 2) "
-     "(1: plain coordinate ascent)", "1.7"),
-    ("init_scale", float, None, "standard deviation of the initial factors",
+    ("relaxation", float, None, "over-relaxation of a vb-fm's factor means or of a "
+     "bayes-fm's draws, in (0, 2) (1: plain coordinate ascent or Gibbs sampling)",
+     "1.5 (bayes-fm), 1.7 (vb-fm)"),
+    ("init_scale", float, None, "standard deviation of the initial factors (bayes-fm: "
+     "and linear weights)",
      "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking)"),
     ("max_iter", int, None, "maximum number of epochs (passes over the data; vb-fm: "
      "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm)"),
@@ -76,8 +78,10 @@ PARAMETERS = [
     ("n_jobs", int, None, "threads sharing the rows of prediction, cd, lbfgs and "
      "mini-batches (-1: every CPU)", "None"),
     ("n_iter", int, None, "sweeps of the Gibbs sampler (bayes-fm)", "200"),
-    ("n_burn_in", int, None, "sweeps discarded before averaging (bayes-fm)", "20"),
-    ("n_kept", int, None, "samples kept in the model for prediction (bayes-fm)", "50"),
+    ("n_burn_in", int, None, "sweeps discarded before averaging (bayes-fm; None: a fifth "
+     "of --n-iter, at most 5)", "None"),
+    ("n_kept", int, None, "samples kept in the model for prediction (bayes-fm; None: "
+     "every sweep after the burn-in)", "None"),
 ]
 
 
