@@ -11,7 +11,8 @@ then ``cd_epoch`` with the prior).  The table gives the medians and the ratios o
 medians; "fit s/sweep" is the wall time of a whole ``fit`` (validation, grouping of the
 nonzeros, kept samples) of ``--fit-sweeps`` sweeps, divided by them.  The "cpu" columns are
 the same ratios of CPU seconds (``time.process_time``, all threads), which the load of a
-shared machine moves far less than wall seconds.
+shared machine moves far less than wall seconds.  The chain's draws are over-relaxed as
+the estimator's are by default (``relaxation``).
 
     python benchmarks/bench_bayes_speed.py [--rows 1000000] [--repeats 5]
                                            [--degrees 2 3] [--n-jobs 1 2]
@@ -47,6 +48,7 @@ def chain_and_epoch(X, y, groups, degree, k, n_jobs):
     data = _solvers.cd_data(X, np.full(n, 1.0 / n), "anova", n_jobs)
     chain = GibbsChain(X, y, data, params, structure, groups, fit_intercept=True,
                        fit_linear=True, likelihood=Gaussian(), rng=rng, workspace={},
+                       relaxation=BayesianFactorizationMachineRegressor().relaxation,
                        n_jobs=n_jobs)
     cd_params = dataclasses.replace(params, **{name: np.array(getattr(params, name))
                                                for name in ("intercept", "w", "P")})

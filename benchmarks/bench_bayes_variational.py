@@ -31,13 +31,14 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from _timing import movielens_folder, movielens_missing  # noqa: E402
 
 import _results  # noqa: E402
-from _timing import movielens_folder, movielens_missing  # noqa: E402
-from bench_bayes_ordinal import cpu, encode  # noqa: E402
+from bench_bayes_movielens import cpu, encode  # noqa: E402
 
 from polylite import (BayesianFactorizationMachineRegressor,  # noqa: E402
                       VariationalFactorizationMachineRegressor)
+from polylite.datasets import load_movielens  # noqa: E402
 
 
 MYFM_ITER = 100  # VariationalFMRegressor.fit's default
@@ -105,7 +106,7 @@ def main():
     if missing:
         print(missing)
         return
-    ml = encode(args.data, "one-hot")
+    ml = encode(load_movielens(args.data, splits=["u1"]), "u1", "one-hot")
     data = dict(ml, X=ml["X"].to_csr(), X_test=ml["X_test"].to_csr())
     results = {}
     for name in args.models:

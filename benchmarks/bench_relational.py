@@ -167,7 +167,9 @@ class LibFM:
             np.savetxt(os.path.join(folder, name + ".libfm"), target, fmt="%g")
         self.y_test = y_test
 
-    def run(self, sweeps, degree_dims="1,1,10", seed=0):
+    def run(self, sweeps, degree_dims="1,1,10", seed=0, log=False):
+        """libFM's test predictions after ``sweeps`` sweeps; with ``log``, also the test
+        RMSE of its prediction after each sweep (its log's ``rmse_mcmc_all``)."""
         out = os.path.join(self.folder, "predictions.txt")
         f = lambda name: os.path.join(self.folder, name)  # noqa: E731
         subprocess.run([self.binary, "-task", "r", "-method", "mcmc", "-dim", degree_dims,
@@ -175,9 +177,17 @@ class LibFM:
                         # libFM seeds C's rand, to which seeds 0 and 1 are the same.
                         "-seed", str(seed + 1),
                         "-train", f("train.libfm"), "-test", f("test.libfm"),
-                        "-relation", f"{f('user')},{f('item')}", "-out", out],
+                        "-relation", f"{f('user')},{f('item')}", "-out", out,
+                        *(["-rlog", f("log.txt")] if log else [])],
                        check=True, capture_output=True)
-        return np.loadtxt(out)
+        predictions = np.loadtxt(out)
+        if not log:
+            return predictions
+        with open(f("log.txt")) as lines:
+            names = lines.readline().split("\t")
+            column = names.index("rmse_mcmc_all")
+            curve = np.array([float(line.split("\t")[column]) for line in lines])
+        return predictions, curve
 
 
 def myfm_chain(ml, sweeps, relational=True, seed=0, burn_in=20):
@@ -188,9 +198,9 @@ def myfm_chain(ml, sweeps, relational=True, seed=0, burn_in=20):
     fm = myfm.MyFMRegressor(rank=10, random_seed=seed)
     # myFM draws a progress bar on stderr; it would bury the tables.
     with contextlib.redirect_stderr(io.StringIO()):
-        if relational:
-            blocks = [RelationBlock(b.index, b.table) for b in X.blocks]
-            test_blocks = [RelationBlock(b.index, b.table) for b in X_test.blocks]
+        if relational:  # myFM takes writable tables (polylite's are read-only views)
+            blocks = [RelationBlock(b.index, b.table.copy()) for b in X.blocks]
+            test_blocks = [RelationBlock(b.index, b.table.copy()) for b in X_test.blocks]
             fm.fit(None, y, X_rel=blocks, group_shapes=ml["widths"], n_iter=sweeps,
                    n_kept_samples=max(sweeps - burn_in, 1))
             return fm.predict(None, X_rel=test_blocks)
@@ -416,11 +426,14 @@ PARTS = {"movielens": part_movielens, "scale": part_scale, "degree3": part_degre
 
 
 def _parent_argv():
-    """This run's command line without the ``--child`` option the parent added."""
+    """This run's command line without the ``--child`` option the parent added, the path
+    of libFM's binary replaced by a placeholder."""
     argv = list(sys.argv)
     if "--child" in argv:
         i = argv.index("--child")
         del argv[i:i + 2]
+    if "--libfm" in argv[:-1]:
+        argv[argv.index("--libfm") + 1] = "path/to/libfm/bin/libFM"
     return argv
 
 

@@ -58,14 +58,14 @@ ML = "movielens"  # a case that needs MovieLens 100K (its folder goes in "{movie
 Case = collections.namedtuple("Case", "id script args needs expect")
 CASES = [
     Case("bayes_movielens", "bench_bayes_movielens.py",
-         # 21 sweeps at least: the estimator's default burn-in is 20.
-         ["--data", "{movielens}", "--components", "2", "--sweeps", "22", "--report-at",
-          "21", "--encodings", "one-hot"], [ML], "one-hot"),
+         ["--data", "{movielens}", "--folds", "u1", "--seeds", "0", "--components", "2",
+          "--sweeps", "6", "--checkpoints", "3", "--encodings", "one-hot", "--output",
+          "{tmp}/bayes_movielens.json"], [ML], "results written"),
     Case("bayes_ordinal", "bench_bayes_ordinal.py",
-         ["--data", "{movielens}", "--encodings", "one-hot", "--sweeps", "2", "--burn-in",
-          "1", "--components", "2", "--seeds", "1", "--models", "polylite ordered probit",
-          "polylite Gaussian", "--output", "{tmp}/bayes_ordinal.json"], [ML],
-         "results written"),
+         ["--data", "{movielens}", "--folds", "u1", "--encodings", "one-hot", "--sweeps",
+          "4", "--checkpoints", "2", "--components", "2", "--seeds", "0", "--models",
+          "polylite ordered probit", "polylite Gaussian", "--output",
+          "{tmp}/bayes_ordinal.json"], [ML], "results written"),
     Case("bayes_speed", "bench_bayes_speed.py",
          [*SMALL, "--repeats", "1", "--fit-sweeps", "1", "--degrees", "2", "3"], [], None),
     Case("bayes_variational", "bench_bayes_variational.py",

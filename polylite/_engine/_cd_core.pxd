@@ -261,7 +261,8 @@ cdef struct Prior:
     const double* mean        # reg[g * stride]; its mean at mean[g * stride]
     Py_ssize_t stride
     double weight             # the uniform weight the sums leave out (see cd_epoch), or 1
-    double scale              # a draw's variance is scale / (curvature + reg)
+    double scale              # a draw's variance is scale / (curvature + reg) (times
+                              # omega (2 - omega) of the over-relaxation, see _draw_step)
     uint64_t seed             # the sweep's stream of normal numbers
     uint64_t draw             # column j takes number draw + j of it
     uint64_t component_draws  # and component s number draw + s * component_draws + j
@@ -306,18 +307,17 @@ cdef inline double _draw_step(const Prior* prior, Py_ssize_t j, double support,
     drawn from its prior.  With ``prior.relaxation`` = omega other than 1 the draw is
     over-relaxed (Adler 1981): m + (1 - omega) (value - m) + sqrt(omega (2 - omega) v) z,
     which leaves N(m, v) invariant as the plain draw (omega = 1) does, but for omega > 1
-    lands on the far side of m, so strongly coupled coordinates move further per sweep."""
+    lands on the far side of m, so strongly coupled coordinates move further per sweep.
+    (``prior.scale`` holds omega (2 - omega) scale: _set_prior.)"""
     cdef Py_ssize_t g = prior.group[j] * prior.stride if prior.group != NULL else 0
     cdef double reg = prior.reg[g] / prior.weight
-    cdef double omega = prior.relaxation
     cdef double delta
     if support <= 0:
         grad = 0
         curvature = 0
-    delta = omega * _step(grad, curvature, reg, value - prior.mean[g])
+    delta = prior.relaxation * _step(grad, curvature, reg, value - prior.mean[g])
     if prior.scale > 0 and curvature + reg > 0:
-        delta += sqrt(omega * (2 - omega) * prior.scale / (curvature + reg)) * _normal(
-            prior.seed, prior.draw + j)
+        delta += sqrt(prior.scale / (curvature + reg)) * _normal(prior.seed, prior.draw + j)
     return delta
 
 

@@ -67,7 +67,9 @@ cdef inline void _set_prior(Prior* prior, const Epoch* E, bint grouped, const do
     """A Prior of epoch E's draws (its weight, scale and seed): the columns' groups
     (``grouped``, else group 0), their precisions and means ``reg``, ``mean`` (``stride``
     apart), the first of its normal numbers and the step to the next component's, and
-    the mean-field variances (or NULL)."""
+    the mean-field variances (or NULL).  The sampler's draws are over-relaxed by
+    E.relaxation, whose factor omega (2 - omega) of their variance is taken into the
+    scale here, once (_draw_step)."""
     prior.group = E.prior_group if grouped else NULL
     prior.reg = reg
     prior.mean = mean
@@ -80,6 +82,9 @@ cdef inline void _set_prior(Prior* prior, const Epoch* E, bint grouped, const do
     prior.variance = variance
     prior.variance_stride = variance_stride
     prior.relaxation = 1
+    if E.rule == STEP_DRAW:
+        prior.relaxation = E.relaxation
+        prior.scale = E.relaxation * (2 - E.relaxation) * prior.scale
 
 
 def _check_epoch(data, problem, params, y_pred, gradient):
@@ -367,10 +372,6 @@ cdef object _set_rule(Epoch* E, prior, gradient, problem, params, bint has_block
                &var_w[0] if E.rule == STEP_MEANFIELD and d > 0 else NULL, 1)
     _set_prior(&E.dummy_prior, E, False, &gamma_reg[0], &gamma_mean[0], 0,
                1 + d + n_blocks * k * d, n_dummy, NULL, 0)
-    if E.rule == STEP_DRAW:  # every draw over-relaxed (mean field: the factors' means)
-        E.intercept_prior.relaxation = E.relaxation
-        E.linear_prior.relaxation = E.relaxation
-        E.dummy_prior.relaxation = E.relaxation
     return arrays
 
 
