@@ -10,7 +10,7 @@ estimator's own) after selected epochs and the ratio relational / CSR.  Below ea
 loss: the CPU seconds per epoch on both inputs (median over the epochs), and how the
 relational fit's block passes ended (accepted on the bound of the objective's change
 computed from the table rows, accepted on the change computed from the interactions,
-or undone and taken again on the loss's upper bound; ``polylite.polynomial._cd``'s
+or undone and taken again on the loss's upper bound; ``polylite._engine._cd``'s
 ``TABLE_CHECKS``).
 
 Data sets (``--datasets``):

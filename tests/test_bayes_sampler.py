@@ -14,7 +14,7 @@ from polylite import kernels
 from polylite._engine import _losses
 from polylite.bayes import _sampler
 from polylite.bayes._sampler import FeatureGroups, GibbsPrior
-from polylite._engine import _cd, solvers as _solvers
+from polylite._engine import solvers as _solvers
 
 SQUARED = _losses.loss_code("squared")
 VARIANTS = {  # degrees of the blocks, kernel, number of dummy rows
