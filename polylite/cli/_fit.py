@@ -357,8 +357,8 @@ def _averaged_sweeps_text(estimator, family):
     of which the model keeps n_kept samples."""
     if family.unit != "sweep":
         return ""
-    after = estimator.n_iter - estimator.n_burn_in
-    kept = min(estimator.n_kept, after)
+    after = estimator.n_iter - estimator._burn_in()
+    kept = after if estimator.n_kept is None else min(estimator.n_kept, after)
     reported = vars(estimator).get("eval_rmse_", vars(estimator).get("eval_accuracy_"))
     if kept == after or reported is None:
         return ""
