@@ -101,10 +101,10 @@ from ._losses cimport (SQUARED, LOGISTIC, loss_smoothness, loss_third_bound,
                         loss_value)
 from ._cd_core cimport *
 from ._cd_tables cimport (MAX_TABLE_DEGREE, MODEL_BOUND, MODEL_LOCAL, Table, Moments,
-                          table_moments, table_fill, table_gather, table_gradients,
-                          table_updates, table_push, table_column_sums,
-                          table_column_update, table_start_rows, table_pass_change,
-                          table_check, table_revert)
+                          RowStates, Push, Start, row_states, table_moments, table_fill,
+                          table_gather, table_gradients, table_updates, table_push,
+                          table_column_sums, table_column_update, table_start_rows,
+                          table_pass_change, table_check, table_revert)
 
 
 # The scratch space of each thread beyond the first (see _solvers.cd_threads).
@@ -368,8 +368,9 @@ cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, 
     tsw.L.third = 0
     tsw.fourth = NULL  # (the moments sum the noise)
     tsw.has_next = build_next  # COL_NEXT: the columns' values in the next component
+    cdef RowStates rows = row_states(E.state, &sw.L, E.n, sw.cur)
     if not gathered:  # (else the component's start gathered it)
-        table_gather(T, &TM, E.state, &sw.L, E.n, sw.cur, E.blocks.threads, done)
+        table_gather(T, &TM, &rows, E.blocks.threads, done)
     if TM.model == MODEL_LOCAL:
         for c in range(count):
             E.blocks.saved[c] = param[T.group_columns[c] * param_stride]
@@ -381,7 +382,7 @@ cdef double _block_pass(Epoch* E, Table* T, const Table* done, const Sweep* sw, 
         param[T.group_columns[c] * param_stride] = <floating> E.blocks.saved[c]
     table_revert(T, &TM, E.blocks.threads)
     TM.model = MODEL_BOUND
-    table_gather(T, &TM, E.state, &sw.L, E.n, sw.cur, E.blocks.threads, NULL)
+    table_gather(T, &TM, &rows, E.blocks.threads, NULL)
     return _block_steps(T, &TM, &tsw, param, param_stride, reg)
 
 
@@ -450,8 +451,8 @@ cdef bint _pass_accepted(Epoch* E, const Table* T, const Moments* TM, const Layo
     if change + excess + penalty <= 0:
         _count_check(&E.blocks, CHECK_BOUND)
         return True
-    change = table_check(T, TM, E.state, L, E.n, cur, E.blocks.threads, E.threads.partial,
-                         &before)
+    cdef RowStates rows = row_states(E.state, L, E.n, cur)
+    change = table_check(T, TM, &rows, E.blocks.threads, E.threads.partial, &before)
     # (An increase within the rounding of the sums counts as none.)
     accepted = change + penalty <= 1e-14 * before
     _count_check(&E.blocks, CHECK_COMPUTED if accepted else CHECK_REDONE)
@@ -478,6 +479,7 @@ cdef double _cd_columns(Epoch* E, const Sweep* sw, floating* param,
     cdef double max_change = 0
     cdef Table* done = NULL  # a block whose pass awaits its push
     cdef Moments TM = table_moments(kind, sw.degree)
+    cdef RowStates rows = row_states(E.state, &sw.L, E.n, sw.cur)
     cdef bint gathered
     if blocks.count == 0:
         return _cd_groups(E, sw, 0, G.n_groups, param, param_stride, reg, kind, keep_last,
@@ -485,7 +487,7 @@ cdef double _cd_columns(Epoch* E, const Sweep* sw, floating* param,
     for b in range(blocks.count):
         if blocks.position[b] > g:
             if done != NULL:
-                table_push(done, &TM, E.state, &sw.L, E.n, sw.cur, blocks.threads)
+                table_push(done, &TM, &rows, blocks.threads)
                 done = NULL
             max_change = max(max_change, _cd_groups(
                 E, sw, g, blocks.position[b], param, param_stride, reg, kind, False,
@@ -504,12 +506,12 @@ cdef double _cd_columns(Epoch* E, const Sweep* sw, floating* param,
         for b in range(g, G.n_groups):
             later += G.group_ptr[b + 1] - G.group_ptr[b]
         if blocks.defer and later == 0:
-            blocks.pending = done
-            blocks.pending_cache = done.cache
-            blocks.pending_TM = TM
-            blocks.pending_slot = sw.cur
+            blocks.pending.table = done
+            blocks.pending.cache = done.cache
+            blocks.pending.TM = TM
+            blocks.pending.slot = sw.cur
         else:
-            table_push(done, &TM, E.state, &sw.L, E.n, sw.cur, blocks.threads)
+            table_push(done, &TM, &rows, blocks.threads)
     return max(max_change, _cd_groups(
         E, sw, g, G.n_groups, param, param_stride, reg, kind, False, group_columns))
 
@@ -718,7 +720,6 @@ cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
     cdef Moments TM = table_moments(kind, degree)
     cdef double* swap
     cdef bint direct = csr_indptr[n] > 0  # the rows have entries of their own
-    cdef Table* gather = NULL
     cdef Fill fill
     TM.squared = L.loss == SQUARED
     TM.model = blocks.model
@@ -752,22 +753,27 @@ cdef void _fill_slot(Epoch* E, Py_ssize_t b, Py_ssize_t s, Py_ssize_t slot,
         return
     # One pass over the rows: the previous sweep's last push, the blocks' caches, the
     # first block's gather.
-    if blocks.gather_first and blocks.pending != &blocks.tables[0]:
-        gather = &blocks.tables[0]
-    table_start_rows(blocks.tables, blocks.count, &TM, blocks.pending, blocks.pending_cache,
-                     &blocks.pending_TM, blocks.pending_slot, gather, state, L, n, slot,
-                     base, not direct, blocks.threads)
-    blocks.pending = NULL
-    blocks.first_gathered = gather != NULL
+    cdef Start start
+    start.tables = blocks.tables
+    start.count = blocks.count
+    start.base = NULL if direct else base
+    start.gather = NULL
+    if blocks.gather_first and blocks.pending.table != &blocks.tables[0]:
+        start.gather = &blocks.tables[0]
+    cdef RowStates rows = row_states(state, L, n, slot)
+    table_start_rows(&start, &TM, &blocks.pending, &rows, blocks.threads)
+    blocks.pending.table = NULL
+    blocks.first_gathered = start.gather != NULL
 
 
 cdef void _flush_push(Blocks* blocks, double* state, const Layout* L,
                       Py_ssize_t n) noexcept nogil:
     """The push left pending by the last sweep, on its own."""
-    if blocks.pending != NULL:  # (its caches not swapped since)
-        table_push(blocks.pending, &blocks.pending_TM, state, L, n, blocks.pending_slot,
-                   blocks.threads)
-        blocks.pending = NULL
+    cdef RowStates rows
+    if blocks.pending.table != NULL:  # (its caches not swapped since)
+        rows = row_states(state, L, n, blocks.pending.slot)
+        table_push(blocks.pending.table, &blocks.pending.TM, &rows, blocks.threads)
+        blocks.pending.table = NULL
 
 
 cdef double _intercept_pass(Epoch* E, floating* intercept) noexcept nogil:

@@ -95,10 +95,7 @@ cdef struct Blocks:
     # The pass over the rows that ends the last block of a sweep over the columns can be
     # the one that starts the next component (_fill_slot, table_start_rows):
     bint defer           # leave the last block's push to it
-    Table* pending       # the block whose push awaits, or NULL
-    const double* pending_cache  # the caches of its pass (the table's arrays swap)
-    Moments pending_TM
-    Py_ssize_t pending_slot
+    Push pending         # the block whose push awaits (pending.table NULL: none)
     bint gather_first    # it may start the first block's pass (nothing before it)
     bint first_gathered  # it did
     int model            # the passes' model of the loss (MODEL_BOUND, MODEL_LOCAL)

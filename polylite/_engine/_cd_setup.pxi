@@ -205,7 +205,7 @@ cdef list _set_blocks(Blocks* blocks, data, Py_ssize_t n, Py_ssize_t d, int max_
     blocks.build_next = False
     blocks.next_built = False
     blocks.defer = False
-    blocks.pending = NULL
+    blocks.pending.table = NULL
     blocks.gather_first = False
     blocks.first_gathered = False
     blocks.position = &position_view[0]

@@ -72,21 +72,54 @@ cdef struct Moments:
     int model            # MODEL_BOUND or MODEL_LOCAL
 
 
+cdef struct RowStates:
+    # The interactions (the rows of the relational input) as the table passes read and
+    # write them: their state records and the cache slot of the component at hand.
+    double* state        # n records of L.stride doubles
+    const Layout* L
+    Py_ssize_t n
+    Py_ssize_t slot
+
+
+cdef struct Push:
+    # A block's pass whose end (table_push) awaits, to be done in the next pass over the
+    # rows (table_start_rows), or none (table NULL).
+    const Table* table
+    const double* cache  # the table rows' caches of its pass (the table's arrays swap)
+    Moments TM
+    Py_ssize_t slot      # the rows' cache slot of its component
+
+
+cdef struct Start:
+    # What table_start_rows builds: each row's cache in the slot, from ``base`` (or, if
+    # NULL, from what the slot holds: the direct part's) plus the caches B of its table
+    # rows of the ``count`` blocks ``tables``; and block ``gather``'s moments (or NULL).
+    const Table* tables
+    Py_ssize_t count
+    const double* base
+    const Table* gather
+
+
+cdef inline RowStates row_states(double* state, const Layout* L, Py_ssize_t n,
+                                 Py_ssize_t slot) noexcept nogil:
+    cdef RowStates rows
+    rows.state = state
+    rows.L = L
+    rows.n = n
+    rows.slot = slot
+    return rows
+
+
 cdef Moments table_moments(int kind, int degree) noexcept nogil
 
 cdef void table_fill(const Table* T, const Moments* TM, const double* factors,
                      int threads) noexcept nogil
 
-cdef void table_start_rows(const Table* tables, Py_ssize_t count, const Moments* TM,
-                           const Table* done, const double* done_cache,
-                           const Moments* done_TM, Py_ssize_t done_slot,
-                           const Table* gather, double* state, const Layout* L,
-                           Py_ssize_t n, Py_ssize_t slot, const double* base,
-                           bint from_base, int threads) noexcept nogil
+cdef void table_start_rows(const Start* start, const Moments* TM, const Push* done,
+                           const RowStates* rows, int threads) noexcept nogil
 
-cdef void table_gather(const Table* T, const Moments* TM, double* state,
-                       const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
-                       const Table* done) noexcept nogil
+cdef void table_gather(const Table* T, const Moments* TM, const RowStates* rows,
+                       int threads, const Table* done) noexcept nogil
 
 cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
                           double* scratch, const Threads* th,
@@ -106,11 +139,10 @@ cdef double table_pass_change(const Table* T, const Moments* TM, int loss, doubl
                               int threads, double* partial,
                               double* excess) noexcept nogil
 
-cdef double table_check(const Table* T, const Moments* TM, const double* state,
-                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
-                        double* partial, double* loss_sum) noexcept nogil
+cdef double table_check(const Table* T, const Moments* TM, const RowStates* rows,
+                        int threads, double* partial, double* loss_sum) noexcept nogil
 
 cdef void table_revert(const Table* T, const Moments* TM, int threads) noexcept nogil
 
-cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
-                     Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil
+cdef void table_push(const Table* T, const Moments* TM, const RowStates* rows,
+                     int threads) noexcept nogil

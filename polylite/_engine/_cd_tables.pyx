@@ -453,56 +453,79 @@ cdef inline void _push_row(const Table* T, const double* cache, const Moments* t
             D[u] = E[u] + B[u]
 
 
+cdef struct LoopShape:
+    # What a table loop may take as constants (its callers pass literals, so that the
+    # loops over the moments unroll).
+    int kind             # the coordinates' kind
+    int degree           # the ANOVA degree
+    Py_ssize_t M         # the moments
+    bint simple          # the squared loss with uniform weights: no label, no weight
+    bint single          # the group has one column
+
+
+cdef inline LoopShape _shape(int kind, int degree, Py_ssize_t M, bint simple,
+                             bint single) noexcept nogil:
+    cdef LoopShape shape
+    shape.kind = kind
+    shape.degree = degree
+    shape.M = M
+    shape.simple = simple
+    shape.single = single
+    return shape
+
+
 cdef inline void _gather_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
-                              const Table* done, const Moments* TM, double* state,
-                              const Layout* L, Py_ssize_t cur, double* sums, int kind,
-                              int degree, Py_ssize_t M, bint simple) noexcept nogil:
+                              const Table* done, const Moments* TM, const RowStates* rows,
+                              double* sums, LoopShape shape) noexcept nogil:
     """The gather of interactions lo..hi-1 (after the push of block ``done``, if any)
-    for a kind of coordinate (``kind``, ``degree`` and ``M`` literal constants at the
-    call sites, so that the loops over the moments unroll; ``simple``: squared loss and
-    uniform weights)."""
+    for a kind of coordinate (``shape``: the loop's constants)."""
     cdef Py_ssize_t i
     cdef double* row
-    cdef Moments tm = _local_layout(TM, kind, degree)
+    cdef Moments tm = _local_layout(TM, shape.kind, shape.degree)
+    # (In locals: the loop writes through double pointers, which could alias the records.)
+    cdef double* state = rows.state
+    cdef const Layout* L = rows.L
+    cdef Py_ssize_t stride = L.stride, slot = rows.slot
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(sums + T.index[i + PREFETCH_AHEAD] * tm.stride)
             if done != NULL:
                 POLYLITE_PREFETCH(done.records + done.index[i + PREFETCH_AHEAD] * tm.stride)
-        row = state + i * L.stride
+        row = state + i * stride
         if done != NULL:
-            _push_row(done, done.cache, &tm, row, i, cur, M)
-        _gather_row(T, &tm, row, T.index[i], L, cur, sums + T.index[i] * tm.stride, M,
-                    simple)
+            _push_row(done, done.cache, &tm, row, i, slot, shape.M)
+        _gather_row(T, &tm, row, T.index[i], L, slot, sums + T.index[i] * tm.stride,
+                    shape.M, shape.simple)
 
 
 cdef void _gather_rows(Py_ssize_t t, int threads, const Table* T, const Table* done,
-                       const Moments* TM, double* state, const Layout* L, Py_ssize_t n,
-                       Py_ssize_t cur) noexcept nogil:
+                       const Moments* TM, const RowStates* rows) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef double* sums = T.records if t == 0 else T.private + (t - 1) * T.n_rows * TM.stride
     # (The squared loss with uniform weights: no label, no weight in the records.)
-    cdef bint simple = L.label < 0 and L.weight < 0
-    if not thread_range(t, threads, n, &lo, &hi):
+    cdef bint simple = rows.L.label < 0 and rows.L.weight < 0
+    if not thread_range(t, threads, rows.n, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
         if simple:
-            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_LINEAR, 0, 1, True)
+            _gather_loop(lo, hi, T, done, TM, rows, sums,
+                         _shape(KIND_LINEAR, 0, 1, True, False))
         else:
-            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_LINEAR, 0, 1,
-                         False)
+            _gather_loop(lo, hi, T, done, TM, rows, sums,
+                         _shape(KIND_LINEAR, 0, 1, False, False))
     elif TM.kind == KIND_SUBSETS:
-        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, KIND_SUBSETS, 0, 1, simple)
+        _gather_loop(lo, hi, T, done, TM, rows, sums,
+                     _shape(KIND_SUBSETS, 0, 1, simple, False))
     elif TM.kind == 2:
         if simple:
-            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 2, 2, 2, True)
+            _gather_loop(lo, hi, T, done, TM, rows, sums, _shape(2, 2, 2, True, False))
         else:
-            _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 2, 2, 2, False)
+            _gather_loop(lo, hi, T, done, TM, rows, sums, _shape(2, 2, 2, False, False))
     elif TM.kind == 3:
-        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, 3, 3, 3, simple)
+        _gather_loop(lo, hi, T, done, TM, rows, sums, _shape(3, 3, 3, simple, False))
     else:
-        _gather_loop(lo, hi, T, done, TM, state, L, cur, sums, TM.kind, TM.degree, TM.M,
-                     simple)
+        _gather_loop(lo, hi, T, done, TM, rows, sums,
+                     _shape(TM.kind, TM.degree, TM.M, simple, False))
 
 
 cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
@@ -526,17 +549,17 @@ cdef void _reduce_records(Py_ssize_t t, int threads, int summed, const Table* T,
                     rec[u] = own[u]
 
 
-cdef void table_gather(const Table* T, const Moments* TM, double* state,
-                       const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
-                       const Table* done) noexcept nogil:
+cdef void table_gather(const Table* T, const Moments* TM, const RowStates* rows,
+                       int threads, const Table* done) noexcept nogil:
     """Start a pass over the block: each table row's moments R, W, N summed over its
-    interactions, from their records (cache of the component in slot ``cur``).  With
-    ``done``, first end that block's pass (table_push) in the same pass over the rows."""
+    interactions, from their records (cache of the component in slot ``rows.slot``).
+    With ``done``, first end that block's pass (table_push) in the same pass over the
+    rows."""
     cdef Py_ssize_t t
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
         _start_records(t, threads, T, TM)
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _gather_rows(t, threads, T, done, TM, state, L, n, cur)
+        _gather_rows(t, threads, T, done, TM, rows)
     if threads > 1:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _reduce_records(t, threads, threads, T, TM)
@@ -544,28 +567,37 @@ cdef void table_gather(const Table* T, const Moments* TM, double* state,
 
 # ---- the start of a component ----------------------------------------------------------
 
-cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* tables,
-                             Py_ssize_t count, const Table* done, const double* done_cache,
-                             const Moments* done_TM, Py_ssize_t done_slot,
-                             const Table* gather, const Moments* TM,
-                             double* state, const Layout* L, Py_ssize_t slot,
-                             const double* base, bint from_base, double* sums, int kind,
-                             int degree, Py_ssize_t M, bint simple) noexcept nogil:
-    """table_start_rows for the interactions lo..hi-1 (kind, degree, M and ``simple``
-    literal constants at the call sites)."""
+cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Start* start,
+                             const Push* done, const Moments* TM, const RowStates* rows,
+                             double* sums, LoopShape shape) noexcept nogil:
+    """table_start_rows for the interactions lo..hi-1 (``shape``: the loop's
+    constants)."""
     cdef Py_ssize_t i, b, u, r
     cdef double* row
     cdef double* D
     cdef const double* B
-    cdef Moments tm = _local_layout(TM, kind, degree)
+    cdef Moments tm = _local_layout(TM, shape.kind, shape.degree)
+    # (In locals: the loop writes through double pointers, which could alias the records.)
+    cdef const Table* tables = start.tables
+    cdef Py_ssize_t count = start.count
+    cdef const double* base = start.base
+    cdef const Table* gather = start.gather
+    cdef double* state = rows.state
+    cdef const Layout* L = rows.L
+    cdef Py_ssize_t stride = L.stride, slot = rows.slot
+    cdef const Table* done_table = done.table
+    cdef const double* done_cache = done.cache
+    cdef Moments done_TM = done.TM
+    cdef Py_ssize_t done_slot = done.slot
     for i in range(lo, hi):
-        row = state + i * L.stride
-        if done != NULL and done_TM.kind == kind:  # the last component's: as constants
-            _push_row(done, done_cache, &tm, row, i, done_slot, M)
-        elif done != NULL:  # (the linear weights')
-            _push_row(done, done_cache, done_TM, row, i, done_slot, done_TM.M)
+        row = state + i * stride
+        if done_table != NULL and done_TM.kind == shape.kind:
+            # (The last component's: as constants.)
+            _push_row(done_table, done_cache, &tm, row, i, done_slot, shape.M)
+        elif done_table != NULL:  # (the linear weights')
+            _push_row(done_table, done_cache, &done_TM, row, i, done_slot, done_TM.M)
         D = row + slot
-        if from_base:
+        if base != NULL:
             for u in range(tm.width):
                 D[u] = base[u]
         for b in range(count):
@@ -573,7 +605,7 @@ cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* tables,
                 POLYLITE_PREFETCH(tables[b].cache + tables[b].index[i + PREFETCH_AHEAD]
                                   * tm.width)
             B = tables[b].cache + tables[b].index[i] * tm.width
-            if kind == KIND_SUBSETS:
+            if shape.kind == KIND_SUBSETS:
                 D[0] *= B[0]
                 D[1] += B[1]
             else:
@@ -581,62 +613,50 @@ cdef inline void _start_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* tables,
                     D[u] += B[u]
         if gather != NULL:
             r = gather.index[i]
-            _gather_row(gather, &tm, row, r, L, slot, sums + r * tm.stride, M, simple)
+            _gather_row(gather, &tm, row, r, L, slot, sums + r * tm.stride, shape.M,
+                        shape.simple)
 
 
-cdef void _start_rows(Py_ssize_t t, int threads, const Table* tables, Py_ssize_t count,
-                      const Table* done, const double* done_cache, const Moments* done_TM,
-                      Py_ssize_t done_slot,
-                      const Table* gather, const Moments* TM, double* state,
-                      const Layout* L, Py_ssize_t n, Py_ssize_t slot, const double* base,
-                      bint from_base) noexcept nogil:
+cdef void _start_rows(Py_ssize_t t, int threads, const Start* start, const Push* done,
+                      const Moments* TM, const RowStates* rows) noexcept nogil:
     cdef Py_ssize_t lo, hi
     cdef double* sums = NULL
+    cdef const Table* gather = start.gather
     # (The squared loss with uniform weights: no label, no weight in the records.)
-    cdef bint simple = L.label < 0 and L.weight < 0
+    cdef bint simple = rows.L.label < 0 and rows.L.weight < 0
     if gather != NULL:
         sums = (gather.records if t == 0
                 else gather.private + (t - 1) * gather.n_rows * TM.stride)
-    if not thread_range(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, rows.n, &lo, &hi):
         return
     if TM.kind == KIND_SUBSETS:
-        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
-                    slot, base, from_base, sums, KIND_SUBSETS, 0, 1, simple)
+        _start_loop(lo, hi, start, done, TM, rows, sums,
+                    _shape(KIND_SUBSETS, 0, 1, simple, False))
     elif TM.kind == 2:
         if simple:
-            _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state,
-                        L, slot, base, from_base, sums, 2, 2, 2, True)
+            _start_loop(lo, hi, start, done, TM, rows, sums, _shape(2, 2, 2, True, False))
         else:
-            _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state,
-                        L, slot, base, from_base, sums, 2, 2, 2, False)
+            _start_loop(lo, hi, start, done, TM, rows, sums, _shape(2, 2, 2, False, False))
     elif TM.kind == 3:
-        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
-                    slot, base, from_base, sums, 3, 3, 3, simple)
+        _start_loop(lo, hi, start, done, TM, rows, sums, _shape(3, 3, 3, simple, False))
     else:
-        _start_loop(lo, hi, tables, count, done, done_cache, done_TM, done_slot, gather, TM, state, L,
-                    slot, base, from_base, sums, TM.kind, TM.degree, TM.M, simple)
+        _start_loop(lo, hi, start, done, TM, rows, sums,
+                    _shape(TM.kind, TM.degree, TM.M, simple, False))
 
 
-cdef void table_start_rows(const Table* tables, Py_ssize_t count, const Moments* TM,
-                           const Table* done, const double* done_cache,
-                           const Moments* done_TM, Py_ssize_t done_slot,
-                           const Table* gather, double* state, const Layout* L,
-                           Py_ssize_t n, Py_ssize_t slot, const double* base,
-                           bint from_base, int threads) noexcept nogil:
+cdef void table_start_rows(const Start* start, const Moments* TM, const Push* done,
+                           const RowStates* rows, int threads) noexcept nogil:
     """Start a component (``TM``'s kind) on the interactions in one pass: end block
-    ``done``'s pass (table_push, of kind ``done_TM``, with the caches ``done_cache`` of
-    its pass and the rows' in ``done_slot``; or NULL), make each row's cache in
-    ``slot`` (from ``base`` when ``from_base``, else from what it holds, the direct
-    part's) plus the caches B of its table rows of the ``count`` blocks ``tables``, and
-    start block ``gather``'s pass (table_gather; or NULL; not ``done``, whose records
-    the pass reads)."""
+    ``done.table``'s pass (table_push, of kind ``done.TM``; or none), make each row's
+    cache in ``rows.slot`` (``start``) and start block ``start.gather``'s pass
+    (table_gather; or NULL; not ``done``'s, whose records the pass reads)."""
     cdef Py_ssize_t t
+    cdef const Table* gather = start.gather
     if gather != NULL:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _start_records(t, threads, gather, TM)
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _start_rows(t, threads, tables, count, done, done_cache, done_TM, done_slot, gather,
-                    TM, state, L, n, slot, base, from_base)
+        _start_rows(t, threads, start, done, TM, rows)
     if gather != NULL and threads > 1:
         for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
             _reduce_records(t, threads, threads, gather, TM)
@@ -687,14 +707,14 @@ cdef inline void _entry_sums(const Table* T, const Moments* tm, Py_ssize_t r, do
 
 cdef inline void _column_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                               const Table* T, const Moments* TM, double p, double p_next,
-                              double* sums, int kind, int degree,
-                              Py_ssize_t M) noexcept nogil:
+                              double* sums, LoopShape shape) noexcept nogil:
     """The sums of the entries lo..hi-1 of a group of one column, whose value is ``p``
-    (``p_next`` in the next component), into ``sums`` (kind, degree and M literal
-    constants at the call sites)."""
+    (``p_next`` in the next component), into ``sums`` (``shape``: the loop's
+    constants)."""
     cdef Py_ssize_t e, r, f
+    cdef Py_ssize_t M = shape.M
     cdef double other[3]
-    cdef Moments tm = _local_layout(TM, kind, degree)
+    cdef Moments tm = _local_layout(TM, shape.kind, shape.degree)
     # Two sets of running sums, for the even and the odd entries: one set would make
     # each entry wait for the previous one's additions.
     other[0] = other[1] = other[2] = 0
@@ -722,21 +742,21 @@ cdef inline void _column_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
 
 cdef inline void _gradient_loop(const Entries* ent, Py_ssize_t lo, Py_ssize_t hi,
                                 const Table* T, const Moments* TM, double* own,
-                                const double* shared, int kind, int degree, Py_ssize_t M,
-                                bint single) noexcept nogil:
+                                const double* shared, LoopShape shape) noexcept nogil:
     """The sums of the entries lo..hi-1, into their columns' scratch records ``own``
-    (the values in the next component from the ``shared`` ones; kind, degree, M and
-    ``single``, the group has one column, literal constants at the call sites)."""
+    (the values in the next component from the ``shared`` ones; ``shape``: the loop's
+    constants)."""
     cdef Py_ssize_t e, r, j
+    cdef Py_ssize_t M = shape.M
     cdef double x
     cdef double sums[3]
     cdef double* col = own + ent.column * COL_STRIDE
-    cdef Moments tm = _local_layout(TM, kind, degree)
-    if single:
+    cdef Moments tm = _local_layout(TM, shape.kind, shape.degree)
+    if shape.single:
         # One column: its sums kept in registers until the end.
         sums[0] = sums[1] = sums[2] = 0
         _column_loop(ent, lo, hi, T, TM, col[COL_P],
-                     shared[ent.column * COL_STRIDE + COL_NEXT], sums, kind, degree, M)
+                     shared[ent.column * COL_STRIDE + COL_NEXT], sums, shape)
         col[COL_GRAD] += sums[0]
         col[COL_CURV] += sums[1]
         col[COL_NOISE] += sums[2]
@@ -763,24 +783,27 @@ cdef void _gradient_entries(Py_ssize_t t, int threads, const Table* T, const Mom
         return
     if TM.kind == KIND_LINEAR:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_LINEAR, 0, 1, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch,
+                           _shape(KIND_LINEAR, 0, 1, False, True))
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_LINEAR, 0, 1, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch,
+                           _shape(KIND_LINEAR, 0, 1, False, False))
     elif TM.kind == KIND_SUBSETS:
-        _gradient_loop(&ent, lo, hi, T, TM, own, scratch, KIND_SUBSETS, 0, 1, single)
+        _gradient_loop(&ent, lo, hi, T, TM, own, scratch,
+                       _shape(KIND_SUBSETS, 0, 1, False, single))
     elif TM.kind == 2:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 2, 2, 2, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, _shape(2, 2, 2, False, True))
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 2, 2, 2, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, _shape(2, 2, 2, False, False))
     elif TM.kind == 3:
         if single:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 3, 3, 3, True)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, _shape(3, 3, 3, False, True))
         else:
-            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, 3, 3, 3, False)
+            _gradient_loop(&ent, lo, hi, T, TM, own, scratch, _shape(3, 3, 3, False, False))
     else:
-        _gradient_loop(&ent, lo, hi, T, TM, own, scratch, TM.kind, TM.degree, TM.M,
-                       single)
+        _gradient_loop(&ent, lo, hi, T, TM, own, scratch,
+                       _shape(TM.kind, TM.degree, TM.M, False, single))
 
 
 cdef void table_gradients(const Table* T, const Moments* TM, Py_ssize_t g,
@@ -881,16 +904,20 @@ cdef void table_column_sums(const Table* T, const Moments* TM, Py_ssize_t g, dou
     cdef Entries ent = _entries(T, g)
     sums[0] = sums[1] = sums[2] = sums[3] = sums[4] = 0
     if TM.kind == KIND_LINEAR:
-        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, KIND_LINEAR, 0, 1)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums,
+                     _shape(KIND_LINEAR, 0, 1, False, True))
     elif TM.kind == KIND_SUBSETS:
-        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, KIND_SUBSETS, 0, 1)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums,
+                     _shape(KIND_SUBSETS, 0, 1, False, True))
     elif TM.kind == 2:
-        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, 2, 2, 2)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums,
+                     _shape(2, 2, 2, False, True))
     elif TM.kind == 3:
-        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, 3, 3, 3)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums,
+                     _shape(3, 3, 3, False, True))
     else:
-        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums, TM.kind, TM.degree,
-                     TM.M)
+        _column_loop(&ent, 0, ent.count, T, TM, p, p_next, sums,
+                     _shape(TM.kind, TM.degree, TM.M, False, True))
 
 
 cdef inline void _column_update_loop(const Entries* ent, const Table* T, const Moments* TM,
@@ -923,42 +950,42 @@ cdef void table_column_update(const Table* T, const Moments* TM, Py_ssize_t g, d
 # ---- back to the rows ------------------------------------------------------------------
 
 cdef inline void _push_loop(Py_ssize_t lo, Py_ssize_t hi, const Table* T,
-                            const Moments* TM, double* state, const Layout* L,
-                            Py_ssize_t cur, int kind, int degree,
+                            const Moments* TM, const RowStates* rows, int kind, int degree,
                             Py_ssize_t M) noexcept nogil:
     cdef Py_ssize_t i
     cdef Moments tm = _local_layout(TM, kind, degree)
+    cdef double* state = rows.state
+    cdef Py_ssize_t stride = rows.L.stride, slot = rows.slot
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             POLYLITE_PREFETCH(T.records + T.index[i + PREFETCH_AHEAD] * tm.stride)
-        _push_row(T, T.cache, &tm, state + i * L.stride, i, cur, M)
+        _push_row(T, T.cache, &tm, state + i * stride, i, slot, M)
 
 
 cdef void _push_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                     double* state, const Layout* L, Py_ssize_t n,
-                     Py_ssize_t cur) noexcept nogil:
+                     const RowStates* rows) noexcept nogil:
     cdef Py_ssize_t lo, hi
-    if not thread_range(t, threads, n, &lo, &hi):
+    if not thread_range(t, threads, rows.n, &lo, &hi):
         return
     if TM.kind == KIND_LINEAR:
-        _push_loop(lo, hi, T, TM, state, L, cur, KIND_LINEAR, 0, 1)
+        _push_loop(lo, hi, T, TM, rows, KIND_LINEAR, 0, 1)
     elif TM.kind == KIND_SUBSETS:
-        _push_loop(lo, hi, T, TM, state, L, cur, KIND_SUBSETS, 0, 1)
+        _push_loop(lo, hi, T, TM, rows, KIND_SUBSETS, 0, 1)
     elif TM.kind == 2:
-        _push_loop(lo, hi, T, TM, state, L, cur, 2, 2, 2)
+        _push_loop(lo, hi, T, TM, rows, 2, 2, 2)
     elif TM.kind == 3:
-        _push_loop(lo, hi, T, TM, state, L, cur, 3, 3, 3)
+        _push_loop(lo, hi, T, TM, rows, 3, 3, 3)
     else:
-        _push_loop(lo, hi, T, TM, state, L, cur, TM.kind, TM.degree, TM.M)
+        _push_loop(lo, hi, T, TM, rows, TM.kind, TM.degree, TM.M)
 
 
-cdef void table_push(const Table* T, const Moments* TM, double* state, const Layout* L,
-                     Py_ssize_t n, Py_ssize_t cur, int threads) noexcept nogil:
+cdef void table_push(const Table* T, const Moments* TM, const RowStates* rows,
+                     int threads) noexcept nogil:
     """End a pass over the block: each interaction's prediction moves by its table row's
-    change, and its cache in slot ``cur`` takes the new block part."""
+    change, and its cache in slot ``rows.slot`` takes the new block part."""
     cdef Py_ssize_t t
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _push_rows(t, threads, T, TM, state, L, n, cur)
+        _push_rows(t, threads, T, TM, rows)
 
 
 # ---- the check of a pass on the loss's local model -------------------------------------
@@ -1019,8 +1046,7 @@ cdef double table_pass_change(const Table* T, const Moments* TM, int loss, doubl
 
 
 cdef void _check_rows(Py_ssize_t t, int threads, const Table* T, const Moments* TM,
-                      const double* state, const Layout* L, Py_ssize_t n, Py_ssize_t cur,
-                      double* partial) noexcept nogil:
+                      const RowStates* rows, double* partial) noexcept nogil:
     """Thread t's share of table_check, in partial[2 t], partial[2 t + 1]."""
     cdef Py_ssize_t i, r, lo, hi
     cdef const double* row
@@ -1029,15 +1055,16 @@ cdef void _check_rows(Py_ssize_t t, int threads, const Table* T, const Moments* 
     cdef double E[MAX_TABLE_DEGREE]
     cdef double phi[MAX_TABLE_DEGREE]
     cdef double bound[MAX_TABLE_DEGREE]
-    if thread_range(t, threads, n, &lo, &hi):
+    cdef const Layout* L = rows.L
+    if thread_range(t, threads, rows.n, &lo, &hi):
         for i in range(lo, hi):
             r = T.index[i]
-            row = state + i * L.stride
+            row = rows.state + i * L.stride
             rec = T.records + r * TM.stride
             if TM.kind == KIND_LINEAR:
                 move = rec[TM.change]
             else:
-                _rest_cache(TM, row + cur, T.cache + r * TM.width, rec, E)
+                _rest_cache(TM, row + rows.slot, T.cache + r * TM.width, rec, E)
                 _phi(TM, E, phi, bound)
                 move = _dot(phi, rec + TM.change, TM.M)
             y = row[L.label] if L.label >= 0 else 0.0
@@ -1049,17 +1076,16 @@ cdef void _check_rows(Py_ssize_t t, int threads, const Table* T, const Moments* 
     partial[2 * t + 1] = total
 
 
-cdef double table_check(const Table* T, const Moments* TM, const double* state,
-                        const Layout* L, Py_ssize_t n, Py_ssize_t cur, int threads,
-                        double* partial, double* loss_sum) noexcept nogil:
+cdef double table_check(const Table* T, const Moments* TM, const RowStates* rows,
+                        int threads, double* partial, double* loss_sum) noexcept nogil:
     """After a block's pass (before table_push): the change of the data term
     sum_i s_i l(y_i, y_hat_i) that the pass makes, and in ``loss_sum`` the term before
-    it, from the interactions (their caches in slot ``cur``).  ``partial``: 2
+    it, from the interactions (their caches in slot ``rows.slot``).  ``partial``: 2
     ``threads`` doubles of work space."""
     cdef Py_ssize_t t
     cdef double change = 0
     for t in prange(threads, num_threads=threads, schedule="static", chunksize=1):
-        _check_rows(t, threads, T, TM, state, L, n, cur, partial)
+        _check_rows(t, threads, T, TM, rows, partial)
     loss_sum[0] = 0
     for t in range(threads):
         change += partial[2 * t]
