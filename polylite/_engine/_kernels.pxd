@@ -8,6 +8,7 @@
 # offset gamma_s of (gamma_s + <p_s, x>)^m.
 from libc.stdint cimport int32_t, int64_t
 from cython cimport floating
+from libc.math cimport sqrt, sqrtf
 
 ctypedef fused index_t:
     int32_t
@@ -46,6 +47,23 @@ cdef extern from *:
     #define POLYLITE_ADAGRAD_EPS 1e-8
     """
     const double ADAGRAD_EPS "POLYLITE_ADAGRAD_EPS"
+
+
+cdef inline void adagrad_step(floating* p, floating* acc, floating g,
+                              double eta0) noexcept nogil:
+    """AdaGrad on one coordinate with gradient g: G += g^2, p -= g eta0 / (sqrt(G) + 1e-8),
+    the step of every stochastic and pairwise pass.
+
+    All in the parameter's precision: float32 parameters take the whole step on float32
+    lanes (four to an SSE register, no conversions to double and back; the square root
+    and the division, the costliest operations of a step, run twice as wide), float64
+    ones on float64 lanes.
+    """
+    acc[0] = acc[0] + g * g
+    if floating is float:
+        p[0] = p[0] - g * (<float> eta0 / (sqrtf(acc[0]) + <float> ADAGRAD_EPS))
+    else:
+        p[0] = p[0] - g * (eta0 / (sqrt(acc[0]) + ADAGRAD_EPS))
 
 
 cdef inline double int_power(double base, int m) noexcept nogil:

@@ -25,16 +25,17 @@ gradient times the steps elapsed; SGD: the decay factor to that power), as the
 factorization machines' stochastic solvers do.
 """
 import numpy as np
-from libc.math cimport exp, log, log1p, sqrt, sqrtf, isfinite, pow
+from libc.math cimport exp, log, log1p, sqrt, isfinite, pow
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, threadid
 
-from ._kernels cimport (floating, floating_row, const_floating_row, ANOVA, Factors,
+from ._kernels cimport (floating, floating_row, float_row, const_floating_row, ANOVA,
+                        Factors,
                         POLYLITE_PREFETCH, polylite_prefetch_block, anova_forward,
                         anova_table, anova_backward, factors_of, all_subsets_forward,
                         all_subsets_gradient, polylite_barrier, polylite_team_size,
-                        thread_range, thread_align, THREAD_ALIGN, ADAGRAD_EPS)
+                        thread_range, thread_align, THREAD_ALIGN, adagrad_step)
 from ._losses cimport PAIRWISE_BPR, PAIRWISE_WARP
 
 # Rejections of a popularity-drawn negative the user has seen before the draw falls
@@ -408,16 +409,15 @@ cdef inline void _update(floating_row p, floating_row acc, const_floating_row gr
     steps ``elapsed`` since they were last touched (p, acc and grad never overlap:
     restrict pointers, so the k-loops vectorise without an overlap test)."""
     cdef Py_ssize_t s
-    cdef double g, decay
-    cdef float scale
-    if cfg.schedule == ADAGRAD:
+    cdef double decay
+    if cfg.schedule == ADAGRAD:  # (the gradient rounded to the parameters' precision)
         for s in range(k):
-            g = x * grad[s] + reg * elapsed * p[s]
-            acc[s] = acc[s] + g * g
-            # The step's scale in single precision: its square root and division,
-            # the costliest operations of a step, run twice as wide.
-            scale = <float> cfg.eta0 / (sqrtf(<float> acc[s]) + <float> ADAGRAD_EPS)
-            p[s] = p[s] - g * scale
+            if floating_row is float_row:
+                adagrad_step(<float*> p + s, <float*> acc + s,
+                             <float> (x * grad[s] + reg * elapsed * p[s]), cfg.eta0)
+            else:
+                adagrad_step(<double*> p + s, <double*> acc + s,
+                             x * grad[s] + reg * elapsed * p[s], cfg.eta0)
         return
     decay = pow(1 - eta * reg, elapsed) if eta * reg < 1 else 0
     for s in range(k):

@@ -18,7 +18,7 @@ Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only t
 entries) and applied once, as the mean.
 """
 import numpy as np
-from libc.math cimport exp, log, sqrt, sqrtf, isfinite
+from libc.math cimport exp, log, sqrt, isfinite
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
@@ -26,7 +26,7 @@ from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
                         ALL_SUBSETS, POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
                         factors_of,
                         all_subsets_gradient, linear_forms, polylite_barrier,
-                        polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
+                        polylite_team_size, thread_range, int_power, adagrad_step)
 from ._losses cimport loss_derivative, loss_value
 
 cdef enum:
@@ -184,21 +184,6 @@ cdef inline double _linear(const floating* w, const index_t* ind, const floating
     return acc
 
 
-cdef inline void _adagrad_step(floating* p, floating* acc, floating g,
-                               double eta0) noexcept nogil:
-    """AdaGrad on one coordinate with gradient g: G += g^2, p -= g eta0 / (sqrt(G) + 1e-8).
-
-    All in the parameter's precision: float32 parameters take the whole step on float32
-    lanes (four to an SSE register, no conversions to double and back), float64 ones on
-    float64 lanes.
-    """
-    acc[0] = acc[0] + g * g
-    if floating is float:
-        p[0] = p[0] - g * (<float> eta0 / (sqrtf(acc[0]) + <float> ADAGRAD_EPS))
-    else:
-        p[0] = p[0] - g * (eta0 / (sqrt(acc[0]) + ADAGRAD_EPS))
-
-
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating* data,
                                  const index_t* ind, const index_t* indptr,
                                  const Pass* ps) noexcept nogil:
@@ -324,15 +309,15 @@ cdef inline void _adagrad_row(floating_row p, floating_row acc, floating x, int 
                               floating_row a1, floating_row a2, floating dl,
                               floating decay, double eta0, Py_ssize_t k) noexcept nogil:
     """AdaGrad on the k coordinates of one factor row of a block of degree m = 2 or 3:
-    g_f = dl (gradient of A_m in p_f) + decay p_f, then _adagrad_step (vectorised:
+    g_f = dl (gradient of A_m in p_f) + decay p_f, then adagrad_step (vectorised:
     the module is built with -fno-math-errno)."""
     cdef Py_ssize_t f
     if m == 2:
         for f in range(k):
-            _adagrad_step(&p[f], &acc[f], dl * _grad2(x, p[f], a1[f]) + decay * p[f], eta0)
+            adagrad_step(&p[f], &acc[f], dl * _grad2(x, p[f], a1[f]) + decay * p[f], eta0)
     else:
         for f in range(k):
-            _adagrad_step(&p[f], &acc[f],
+            adagrad_step(&p[f], &acc[f],
                           dl * _grad3(x, p[f], a1[f], a2[f]) + decay * p[f], eta0)
 
 
@@ -408,14 +393,14 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
         dl = sw[i] * loss_derivative(loss, y[i], pred)
         if adagrad:
             if fit_intercept:
-                _adagrad_step(intercept, acc_intercept, dl, eta0)
+                adagrad_step(intercept, acc_intercept, dl, eta0)
             for z in range(nnz):
                 j = ind[start + z]
                 xv = data[start + z]
                 elapsed = step[0] - last_touch[j]  # steps since the last touch
                 last_touch[j] = step[0]
                 if fit_linear:
-                    _adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
+                    adagrad_step(&w[j], &acc_w[j], dl * xv + alpha * elapsed * w[j], eta0)
                 for b in range(n_blocks):
                     a = work + 3 * b * k
                     _adagrad_row(V + (b * d + j) * k, acc_P + (b * d + j) * k, xv,
@@ -659,7 +644,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, const Pass* ps, floating
             if fit_linear:
                 g = _take_w(st, threads, j) * scale
                 if adagrad:
-                    _adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
+                    adagrad_step(&w[j], &acc_w[j], g + alpha * elapsed * w[j], eta0)
                 else:
                     w[j] = w[j] - eta * g / bs.new_w
             for b in range(n_blocks):
@@ -667,7 +652,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, const Pass* ps, floating
                     r = (b * d + j) * k + s
                     g = _take_P(st, threads, r) * scale
                     if adagrad:
-                        _adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
+                        adagrad_step(&P[r], &acc_P[r], g + beta * elapsed * P[r], eta0)
                     else:
                         P[r] = P[r] - eta * g / bs.new_p
 
@@ -694,7 +679,7 @@ cdef void _apply_global(int threads, RowSums* st, const Pass* ps, floating* inte
     if ps.rule.fit_intercept:
         g *= scale
         if adagrad:
-            _adagrad_step(intercept, acc_intercept, g, eta0)
+            adagrad_step(intercept, acc_intercept, g, eta0)
         else:
             intercept[0] = intercept[0] - eta * g
     for r in range(n_dummy * k):
@@ -704,7 +689,7 @@ cdef void _apply_global(int threads, RowSums* st, const Pass* ps, floating* inte
             st[u].gamma[r] = 0
         g = g * scale + beta * gamma[r]
         if adagrad:
-            _adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
+            adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
         else:
             gamma[r] = gamma[r] - eta * g
     if ps.model.kernel != POLYNOMIAL:
@@ -717,7 +702,7 @@ cdef void _apply_global(int threads, RowSums* st, const Pass* ps, floating* inte
         if ps.rule.fit_lam:
             g = g * scale + beta * lam[s]
             if adagrad:
-                _adagrad_step(&lam[s], &acc_lam[s], g, eta0)
+                adagrad_step(&lam[s], &acc_lam[s], g, eta0)
             else:
                 lam[s] = lam[s] - eta * g
 
@@ -1001,7 +986,7 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
     cdef floating* row
     if ps.rule.fit_intercept:
         if adagrad:
-            _adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
+            adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
         else:
             intercept[0] = intercept[0] - eta * dl
     if adagrad:
@@ -1011,18 +996,18 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
             elapsed = step - last_touch[j]  # steps since the last touch
             last_touch[j] = step
             if fit_linear:
-                _adagrad_step(&w[j], &acc_w[j], dl * x + alpha * elapsed * w[j], eta0)
+                adagrad_step(&w[j], &acc_w[j], dl * x + alpha * elapsed * w[j], eta0)
             for b in range(n_blocks):
                 row = P + (b * d + j) * k
                 for s in range(k):
-                    _adagrad_step(&row[s], &acc_P[(b * d + j) * k + s],
+                    adagrad_step(&row[s], &acc_P[(b * d + j) * k + s],
                                   dl * gP[(b * nnz + z) * k + s] + beta * elapsed * row[s],
                                   eta0)
         for r in range(n_dummy * k):
-            _adagrad_step(&gamma[r], &acc_gamma[r], dl * ggamma[r] + beta * gamma[r], eta0)
+            adagrad_step(&gamma[r], &acc_gamma[r], dl * ggamma[r] + beta * gamma[r], eta0)
         if fit_lam:
             for s in range(k):
-                _adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
+                adagrad_step(&lam[s], &acc_lam[s], dl * glam[s] + beta * lam[s], eta0)
         return
     new_w = sc.w * (1 - eta * alpha)
     new_p = sc.p * (1 - eta * beta)
