@@ -242,7 +242,7 @@ def sanitised_command(argv):
     """This run's command line, the path of libFM's binary replaced by a placeholder."""
     argv = list(argv)
     if "--libfm" in argv:
-        argv[argv.index("--libfm") + 1] = "path/to/libfm/bin/libFM"
+        argv[argv.index("--libfm") + 1] = "path/to/libFM"
     return _results.command_line(argv)
 
 

@@ -433,7 +433,7 @@ def _parent_argv():
         i = argv.index("--child")
         del argv[i:i + 2]
     if "--libfm" in argv[:-1]:
-        argv[argv.index("--libfm") + 1] = "path/to/libfm/bin/libFM"
+        argv[argv.index("--libfm") + 1] = "path/to/libFM"
     return argv
 
 
