@@ -37,6 +37,11 @@ class ModelRoot(BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, self._fitted_attribute)
 
+    def _field_structure(self):
+        """(field of each feature, number of fields) of a field-aware model, which the
+        engine's problem carries; (None, 0) for the others."""
+        return None, 0
+
     @contextlib.contextmanager
     def _fitting(self):
         """Make ``fit`` all-or-nothing: if it raises, the estimator is left unfitted, or

@@ -23,8 +23,8 @@ from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
-                        ALL_SUBSETS, POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
-                        factors_of,
+                        ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
+                        anova_gradient, factors_of, field_aware_term,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, ADAGRAD_EPS)
 from ._losses cimport loss_derivative, loss_value
@@ -129,7 +129,8 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
     gradient into the thread's workspace ``st``.
 
     gP[(b * nnz + z) * k + s] = d/dP[b, ind[z], s]; ggamma[r * k + s]; glam[s] (polynomial
-    kernel only).  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
+    kernel only).  The field-aware kernel's one block holds each feature's n_fields
+    vectors in a factor row of k entries.  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
     ``adj`` (max degree + 1) * k.
     """
     cdef Py_ssize_t d = m.d, k = m.k, n_dummy = m.n_dummy
@@ -159,6 +160,9 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
         all_subsets_gradient(P, k, ind, val, nnz, table, adj, gP)
         for s in range(k):
             total += table[nnz * k + s]
+    elif m.kernel == FIELD_AWARE:
+        # One block whose factor rows hold a feature's n_fields vectors (k their total).
+        total = field_aware_term(P, k, m.n_fields, m.fields, ind, val, nnz, gP)
     else:
         m_b = m.degrees[0]
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
@@ -805,12 +809,30 @@ def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=Tr
                      schedule, order, (specialised, n_threads))
 
 
+def _fields_of(problem, Py_ssize_t d):
+    """The field of each of the ``d`` features (intc) of a field-aware ``problem``,
+    checked, since the passes index with them unchecked; an empty array for the other
+    kernels."""
+    if problem.kernel != FIELD_AWARE:
+        return np.zeros(0, np.intc)
+    fields = np.ascontiguousarray(problem.fields, dtype=np.intc)
+    if fields.shape != (d,) or (d > 0 and (fields.min() < 0
+                                           or fields.max() >= problem.n_fields)):
+        raise ValueError(f"field-aware problem: fields must give each of the {d} "
+                         f"features a field in [0, {problem.n_fields})")
+    return fields
+
+
 def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
     """Refuse what sgd_epoch cannot take: its loops run without bounds checks, so the
     shapes must agree."""
     n_blocks, d, k = params.P.shape
     n_dummy = params.gamma.shape[0]
     y, sample_weight, order = problem.y, problem.sample_weight, np.asarray(order)
+    if problem.kernel == FIELD_AWARE and (
+            n_blocks != 1 or problem.n_fields < 1 or k % problem.n_fields or n_dummy):
+        raise ValueError("sgd_epoch: a field-aware model has one factor block whose rows "
+                         "hold n_fields vectors of equal length, and no dummies")
     if (params.w.shape[0] != d or params.lam.shape[0] != k or params.gamma.shape[1] != k
             or params.intercept.shape[0] != 1 or y.shape[0] != rows.indptr.shape[0] - 1
             or sample_weight.shape[0] != y.shape[0]):
@@ -877,6 +899,9 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.model.n_dummy = n_dummy
     ps.model.kernel = kernel
     ps.model.degrees = &degrees[0]
+    cdef const int[::1] fields = _fields_of(problem, d)
+    ps.model.fields = &fields[0] if fields.shape[0] > 0 else NULL
+    ps.model.n_fields = problem.n_fields
     # The row workspace of each thread and, for mini-batches, its gradient sums.
     cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
                                        &ps.model, max_nnz, block, True)
@@ -1162,6 +1187,9 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.model.n_dummy = n_dummy
     ps.model.kernel = problem.kernel
     ps.model.degrees = &degrees[0]
+    cdef const int[::1] fields = _fields_of(problem, d)
+    ps.model.fields = &fields[0] if fields.shape[0] > 0 else NULL
+    ps.model.n_fields = problem.n_fields
     cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), &ps.model, max_nnz,
                                        block, False)
     if st == NULL:

@@ -33,6 +33,8 @@ class Problem(NamedTuple):
     fit_intercept: bool
     fit_linear: bool
     fit_lam: bool = False      # learn the output weights lam (polynomial networks)
+    fields: np.ndarray = None  # field-aware kernel: intc, the field of each feature
+    n_fields: int = 0          # field-aware kernel: P's rows hold n_fields vectors each
 
 
 class Schedule(NamedTuple):
@@ -52,3 +54,5 @@ class FittedModel(NamedTuple):
     lam: np.ndarray            # (k,): the polynomial kernel's output weights
     degrees: np.ndarray        # intc, the degree of each factor block
     kernel: int                # polylite.kernels.KERNELS
+    fields: np.ndarray = None  # field-aware kernel: intc, the field of each feature
+    n_fields: int = 0          # field-aware kernel: P's rows hold n_fields vectors each

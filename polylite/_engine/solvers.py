@@ -183,7 +183,7 @@ def problem_of(est, y, sw, loss_code, kernel, degrees):
     solver's passes take."""
     return Problem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
                    float(est.alpha), float(est.beta), bool(est.fit_intercept),
-                   bool(est.fit_linear), bool(est._fit_lam))
+                   bool(est.fit_linear), bool(est._fit_lam), *est._field_structure())
 
 
 
@@ -249,14 +249,15 @@ class StochasticState:
     the step count and, for AdaGrad, the accumulated squared gradients and the step at
     which each feature was last updated (empty arrays for SGD)."""
 
-    def __init__(self, params, adagrad):
+    def __init__(self, params, adagrad, initial_accumulator=0.0):
         self.step = 0
         self.adagrad = adagrad
         self.default_eta0 = None  # SGD's data-driven eta0, chosen at the first pass
         dtype = params.P.dtype
 
-        def zeros(a):
-            return np.zeros(a.shape if adagrad else (0,) * a.ndim, dtype)
+        def zeros(a):  # AdaGrad's sums start at ``initial_accumulator``
+            return np.full(a.shape if adagrad else (0,) * a.ndim, initial_accumulator,
+                           dtype)
 
         self.acc = {name: zeros(getattr(params, name))
                     for name in ("intercept", "w", "P", "gamma", "lam")}
