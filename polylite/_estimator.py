@@ -37,6 +37,10 @@ class ModelRoot(BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, self._fitted_attribute)
 
+    # The stochastic passes penalise, in each row's step, only the parameters the row
+    # reads (libffm's penalty: the field-aware models), not every parameter.
+    _row_penalty = False
+
     def _field_structure(self):
         """(field of each feature, number of fields) of a field-aware model, which the
         engine's problem carries; (None, 0) for the others."""

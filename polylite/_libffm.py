@@ -159,13 +159,24 @@ def _csr(blk, n_features, dtype):
     return X
 
 
+def _without_features_from(blk, n_features):
+    """The block without its nonzeros of features ``n_features`` and beyond (a test file's
+    features that the training file never showed: no model has parameters for them)."""
+    keep = blk.features < n_features
+    rows = np.repeat(np.arange(blk.y.shape[0]), np.diff(blk.indptr))
+    counts = np.bincount(rows[keep], minlength=blk.y.shape[0])
+    return _Block(blk.y, np.concatenate([[0], np.cumsum(counts)]), blk.fields[keep],
+                  blk.features[keep], blk.values[keep], blk.lines[keep])
+
+
 def iter_libffm(path, n_features=None, *, dtype=np.float64,
                 chunk_bytes=DEFAULT_CHUNK_BYTES):
     """Yield ``(X, y, fields)`` for successive blocks of lines of a libffm file.
 
     ``fields`` is the field of each of the ``n_features`` columns as far as the file has
     shown them (-1 for columns not seen yet).  Features at ``n_features`` or beyond are
-    an error naming their line.  None: each block as wide as its largest feature needs.
+    left out (as libffm's prediction skips features its model does not have).  None:
+    each block as wide as its largest feature needs.
     """
     path = os.fspath(path)
     if chunk_bytes < 1:
@@ -177,10 +188,7 @@ def iter_libffm(path, n_features=None, *, dtype=np.float64,
             continue
         if n_features is not None and blk.features.size and (
                 blk.features.max() >= n_features):
-            z = np.flatnonzero(blk.features >= n_features)[0]
-            raise DataFileError(f"{path}:{int(blk.lines[z])}: feature "
-                                f"{int(blk.features[z])} is beyond the {n_features} "
-                                f"features expected")
+            blk = _without_features_from(blk, n_features)
         field_of = _record_fields(field_of, blk, path)
         width = n_features if n_features is not None else field_of.shape[0]
         fields = np.full(width, -1, np.int64)

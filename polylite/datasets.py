@@ -486,8 +486,10 @@ def load_libffm(path, *, n_features=None, dtype=np.float64, chunk_bytes=16 * 2**
     ----------
     path : str or path-like
     n_features : int or None, default=None
-        Columns of X (a test file may not show every feature of its training file); a
-        feature beyond is an error.  None: the largest feature index plus one.
+        Columns of X: give the training data's to read a test file (which may not show
+        every feature of the training file, and may show features it never did: those
+        at ``n_features`` and beyond are left out, as libffm's prediction skips
+        features its model does not have).  None: the largest feature index plus one.
     dtype : {np.float64, np.float32}, default=np.float64
     chunk_bytes : int, default=16 MiB
         Bytes of text parsed at once.
@@ -529,7 +531,7 @@ def iter_libffm_chunks(path, n_features=None, *, chunk_bytes=16 * 2**20,
     path : str or path-like
     n_features : int or None, default=None
         Columns of every chunk (of the whole data set: a chunk may not show them all);
-        a feature beyond is an error.  None: each chunk as wide as the largest feature
+        features beyond are left out.  None: each chunk as wide as the largest feature
         seen so far needs.
     chunk_bytes : int, default=16 MiB
         Approximate bytes of text per chunk; chunks end at line ends.

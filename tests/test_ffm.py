@@ -95,63 +95,67 @@ def test_predict_against_explicit_features():
 def _numpy_fit(X, y, sw, fields, P, epochs, *, classify, adagrad, eta0, alpha, beta,
                normalize):
     """The passes of the field-aware models, written plainly in NumPy: rows in order, one
-    row per step; AdaGrad's sums start at 1 and the L2 penalty of a feature's parameters
-    is applied when a row touches it, times the steps since it was last touched (SGD:
-    eagerly, every parameter at every step, constant step size)."""
+    row per step; AdaGrad's sums start at 1; each row's step penalises the parameters
+    the row reads (the weights of its nonzeros, and each nonzero's vectors of the fields
+    of the row's other nonzeros), as libffm; SGD at a constant step size."""
     X = sp.csr_matrix(X, dtype=np.float64)
     if normalize:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         X = sp.csr_matrix(sp.diags(1 / np.where(norms > 0, norms, 1)) @ X)
     n, d = X.shape
     P = P.astype(np.float64).copy()
-    n_fields, k = P.shape[1:]
     b, w = 0.0, np.zeros(d)
     G_b, G_w, G_P = 1.0, np.ones(d), np.ones_like(P)
-    last = np.zeros(d, np.int64)
     sw = sw * n / sw.sum()
-    step = 0
+
+    def step(p, G, g):
+        if adagrad:
+            G += g * g
+            p -= eta0 * g / (np.sqrt(G) + 1e-8)
+        else:
+            p -= eta0 * g
+
     for _ in range(epochs):
         for i in range(n):
-            step += 1
             ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
             val = X.data[X.indptr[i]:X.indptr[i + 1]]
             phi, gP = _brute_force(P, fields, ind, val)
             pred = b + w[ind] @ val + phi
-            if classify:
-                dl = -y[i] / (1 + np.exp(y[i] * pred))
-            else:
-                dl = pred - y[i]
+            dl = -y[i] / (1 + np.exp(y[i] * pred)) if classify else pred - y[i]
             dl *= sw[i]
             if adagrad:
                 G_b += dl * dl
                 b -= eta0 * dl / (np.sqrt(G_b) + 1e-8)
-                for a, j in enumerate(ind):
-                    elapsed = step - last[j]
-                    last[j] = step
-                    g = dl * val[a] + alpha * elapsed * w[j]
-                    G_w[j] += g * g
-                    w[j] -= eta0 * g / (np.sqrt(G_w[j]) + 1e-8)
-                    g = dl * gP[a] + beta * elapsed * P[j]
-                    G_P[j] += g * g
-                    P[j] -= eta0 * g / (np.sqrt(G_P[j]) + 1e-8)
             else:
                 b -= eta0 * dl
-                w *= 1 - eta0 * alpha
-                P *= 1 - eta0 * beta
-                for a, j in enumerate(ind):
-                    w[j] -= eta0 * dl * val[a]
-                    P[j] -= eta0 * dl * gP[a]
+            for a, j in enumerate(ind):
+                g = np.array([dl * val[a] + alpha * w[j]])
+                wj, Gj = w[j:j + 1], G_w[j:j + 1]
+                step(wj, Gj, g)
+                others = {fields[jj] for aa, jj in enumerate(ind) if aa != a}
+                for f in sorted(others):
+                    step(P[j, f], G_P[j, f], dl * gP[a, f] + beta * P[j, f])
     return b, w, P
 
 
 @pytest.mark.parametrize("solver", ["adagrad", "sgd"])
 @pytest.mark.parametrize("classify", [True, False])
 @pytest.mark.parametrize("normalize", [True, False])
-def test_fit_against_numpy_reference(solver, classify, normalize):
+@pytest.mark.parametrize("one_per_field", [False, True])
+def test_fit_against_numpy_reference(solver, classify, normalize, one_per_field):
+    """Rows with two nonzeros in a field take the general steps, rows of one nonzero per
+    field (click logs) the pass pair by pair: both against the plain reference."""
     rng = np.random.RandomState(3)
     n, d = 60, 8
     fields = np.array([0, 0, 1, 1, 2, 2, 3, 3])
-    X = sp.random(n, d, density=0.5, format="csr", random_state=rng)
+    if one_per_field:
+        cols = np.stack([rng.randint(0, 2, n) + 2 * f for f in range(4)], axis=1)
+        X = sp.csr_matrix((rng.uniform(0.5, 1.5, 4 * n), cols.ravel(),
+                           np.arange(0, 4 * n + 1, 4)), shape=(n, d))
+        X.data[::5] = 0  # some rows with fewer fields
+        X.eliminate_zeros()
+    else:
+        X = sp.random(n, d, density=0.5, format="csr", random_state=rng)
     X.data *= 3
     sw = rng.uniform(0.5, 2, n)
     labels = rng.randint(0, 2, n)
@@ -323,3 +327,44 @@ def test_sklearn_compatible_estimator(estimator, check):
 def test_clone_round_trip(estimator):
     twin = clone(estimator)
     assert twin.get_params() == estimator.get_params()
+
+
+def test_mini_batch_against_numpy_reference():
+    """batch_size rows per step: the mean of the rows' gradients, each with its row's
+    penalty, in one AdaGrad step."""
+    rng = np.random.RandomState(5)
+    n, d, batch = 30, 6, 10
+    fields = np.array([0, 0, 1, 1, 2, 2])
+    X = sp.random(n, d, density=0.6, format="csr", random_state=rng)
+    y = rng.randn(n)
+    alpha, beta, eta0 = 1e-2, 3e-2, 0.1
+    est = FieldAwareFactorizationMachineRegressor(
+        n_components=2, fields=fields, normalize=False, batch_size=batch, max_iter=2,
+        shuffle=False, alpha=alpha, beta=beta, eta0=eta0, random_state=0).fit(X, y)
+    P = np.random.RandomState(0).uniform(0, 1 / np.sqrt(2), size=(d, 3 * 2)).reshape(d, 3, 2)
+    b, w = 0.0, np.zeros(d)
+    G_b, G_w, G_P = 1.0, np.ones(d), np.ones_like(P)
+    for _ in range(2):
+        for start in range(0, n, batch):
+            g_b, g_w, g_P = 0.0, np.zeros(d), np.zeros_like(P)
+            for i in range(start, start + batch):
+                ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
+                val = X.data[X.indptr[i]:X.indptr[i + 1]]
+                phi, gP = _brute_force(P, fields, ind, val)
+                dl = b + w[ind] @ val + phi - y[i]
+                g_b += dl
+                for a, j in enumerate(ind):
+                    g_w[j] += dl * val[a] + alpha * w[j]
+                    g_P[j] += dl * gP[a]
+                    for f in {fields[jj] for aa, jj in enumerate(ind) if aa != a}:
+                        g_P[j, f] += beta * P[j, f]
+            g_b, g_w, g_P = g_b / batch, g_w / batch, g_P / batch
+            G_b += g_b ** 2
+            b -= eta0 * g_b / (np.sqrt(G_b) + 1e-8)
+            G_w += g_w ** 2
+            w -= eta0 * g_w / (np.sqrt(G_w) + 1e-8)
+            G_P += g_P ** 2
+            P -= eta0 * g_P / (np.sqrt(G_P) + 1e-8)
+    np.testing.assert_allclose(est.P_, P, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(est.w_, w, rtol=1e-9, atol=1e-12)
+    assert est.intercept_ == pytest.approx(b, rel=1e-9)

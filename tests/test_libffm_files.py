@@ -63,9 +63,12 @@ def test_feature_in_two_fields_across_chunks(tmp_path):
             pass
 
 
-def test_feature_beyond_n_features(tmp_path):
-    with pytest.raises(DataFileError, match=":2: feature 9 is beyond the 5"):
-        load_libffm(_write(tmp_path, "1 0:1:1\n1 0:9:1\n"), n_features=5)
+def test_features_beyond_n_features_are_left_out(tmp_path):
+    X, y, fields = load_libffm(_write(tmp_path, "1 0:1:1 1:7:2\n1 0:9:1\n0 1:2:1\n"),
+                               n_features=5)
+    np.testing.assert_array_equal(X.toarray(), [[0, 1, 0, 0, 0], [0] * 5, [0, 0, 1, 0, 0]])
+    np.testing.assert_array_equal(fields, [-1, 0, 1, -1, -1])
+    np.testing.assert_array_equal(y, [1, 1, 0])
 
 
 def test_empty_file(tmp_path):

@@ -62,6 +62,12 @@ cdef struct Rule:
     double eta0
     double power_t
     Py_ssize_t batch_size
+    # The penalty is each row's (libffm's): the parameters the row's prediction reads
+    # are penalised in the row's gradient (alpha w_j, beta P[b, j]; field-aware: the
+    # vectors of the fields of the row's other nonzeros), the others not at all; the
+    # objective's penalty is then the norm weighted by how often the rows read each
+    # parameter.  Else every parameter is penalised at every step (lazily, see above).
+    bint row_penalty
 
 
 cdef struct History:
@@ -118,6 +124,7 @@ cdef struct RowSums:
     Py_ssize_t* touched     # mini-batches: the features with a sum, in order of first touch
     Py_ssize_t n_touched
     char* is_touched
+    int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
 
@@ -448,6 +455,9 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
     return True
 
 
+include "_sgd_fields.pxi"
+
+
 # ---------------------------------------------------------------------------------------
 # Threads: each takes a contiguous share of the rows (of a mini-batch, or of the data for
 # the L-BFGS pass) and sums their gradients in its own buffers; the sums are then added
@@ -473,8 +483,10 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].ggamma = malloc((n_dummy * k + 1) * fsize)
         st[t].glam = malloc((k + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
+        st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
-                     and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL)
+                     and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
+                     and st[t].field_count != NULL)
         if t < first:
             continue
         st[t].w = <double*> calloc(d + 1, sizeof(double))
@@ -504,6 +516,7 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].ggamma)
         free(st[t].glam)
         free(st[t].xs)
+        free(st[t].field_count)
         if t >= first:
             free(st[t].w)
             free(st[t].P)
@@ -557,17 +570,21 @@ cdef inline double _prediction_and_gradient(
 
 
 cdef inline void _add_row(RowSums* st, double dl, const floating* data, const index_t* ind,
-                          Py_ssize_t nnz, const Model* m, bint fit_linear, double pscale,
+                          Py_ssize_t nnz, const Model* m, const Rule* rule, double pscale,
                           bint track) noexcept nogil:
     """dl times the row's gradient (in the workspace, in V) into the thread's sums, in P
-    (divided by ``pscale``); with ``track``, note the features it touches."""
+    (divided by ``pscale``), and with ``rule.row_penalty`` the row's penalty; with
+    ``track``, note the features it touches."""
     cdef const floating* gP = <floating*> st.gP
     cdef const floating* ggamma = <floating*> st.ggamma
     cdef const floating* glam = <floating*> st.glam
     cdef Py_ssize_t d = m.d, k = m.k, n_blocks = m.n_blocks, n_dummy = m.n_dummy
     cdef Py_ssize_t z, j, b, s, r
+    cdef bint fit_linear = rule.fit_linear
     cdef double* row
     st.intercept += dl
+    if rule.row_penalty:
+        _add_row_penalty(st, ind, nnz, m, rule, <const floating*> m.P)
     for z in range(nnz):
         j = ind[z]
         if track and not st.is_touched[j]:
@@ -621,8 +638,7 @@ cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
             return
         _add_row(st, local.rows.sample_weight[i]
                  * loss_derivative(local.rule.loss, local.rows.y[i], pred),
-                 data + start, ind + start, nnz, &local.model, local.rule.fit_linear,
-                 sc.p, True)
+                 data + start, ind + start, nnz, &local.model, &local.rule, sc.p, True)
 
 
 cdef inline bint _first_touch(const RowSums* st, int u, Py_ssize_t j) noexcept nogil:
@@ -657,7 +673,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, const Pass* ps, floating
             j = st[u].touched[v]
             if j % threads != t or not _first_touch(st, u, j):
                 continue
-            if adagrad:
+            if adagrad and not ps.rule.row_penalty:  # (a row penalty is in the sums)
                 elapsed = bs.step - last_touch[j]  # steps since the last touch
                 last_touch[j] = bs.step
             if fit_linear:
@@ -761,8 +777,10 @@ cdef void _batch_pass(int t, int threads, const floating* data, const index_t* i
         if not finite:
             break
         bs.scale = 1.0 / (batch_end - pos)
-        bs.new_w = sc.w * (1 - bs.eta * ps.rule.alpha) if not adagrad else 1
-        bs.new_p = sc.p * (1 - bs.eta * ps.rule.beta) if not adagrad else 1
+        bs.new_w = (sc.w * (1 - bs.eta * ps.rule.alpha)
+                    if not (adagrad or ps.rule.row_penalty) else 1)
+        bs.new_p = (sc.p * (1 - bs.eta * ps.rule.beta)
+                    if not (adagrad or ps.rule.row_penalty) else 1)
         if t == 0:
             _apply_global(threads, st, ps, <floating*> ps.model.intercept, &bs)
         _apply_share(t, threads, st, ps, P, &bs)
@@ -821,6 +839,21 @@ def _fields_of(problem, Py_ssize_t d):
         raise ValueError(f"field-aware problem: fields must give each of the {d} "
                          f"features a field in [0, {problem.n_fields})")
     return fields
+
+
+cdef void _set_fields(Model* m, const int[::1] fields, Py_ssize_t n_fields):
+    """The field-aware kernel's fields into the record ``m`` (``fields`` must outlive
+    it; empty for the other kernels)."""
+    m.fields = &fields[0] if fields.shape[0] > 0 else NULL
+    m.n_fields = n_fields
+
+
+def _takes_pairs(problem, n_blocks, d, k):
+    """Whether a field-aware model (factors n_blocks x d x k) stepping one row at a time
+    with libffm's penalty takes the pass pair by pair (_field_aware_pass: the same steps
+    to rounding)."""
+    return (problem.kernel == FIELD_AWARE and problem.row_penalty and n_blocks == 1
+            and k > 0 and d > 0)
 
 
 def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
@@ -900,8 +933,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.model.kernel = kernel
     ps.model.degrees = &degrees[0]
     cdef const int[::1] fields = _fields_of(problem, d)
-    ps.model.fields = &fields[0] if fields.shape[0] > 0 else NULL
-    ps.model.n_fields = problem.n_fields
+    _set_fields(&ps.model, fields, problem.n_fields)
     # The row workspace of each thread and, for mini-batches, its gradient sums.
     cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
                                        &ps.model, max_nnz, block, True)
@@ -930,6 +962,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.rule.eta0 = eta0
     ps.rule.power_t = power_t
     ps.rule.batch_size = batch_size
+    ps.rule.row_penalty = problem.row_penalty
     ps.history.intercept = &acc_intercept[0] if adagrad else NULL
     ps.history.w = &acc_w[0] if adagrad and d > 0 else NULL
     ps.history.P = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
@@ -943,10 +976,11 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     # rounding.
     cdef bint low_degree = (specialised and kernel == ANOVA and n_blocks > 0
                             and degrees.shape[0] >= n_blocks and n_dummy == 0 and direct
-                            and k > 0 and d > 0)
+                            and k > 0 and d > 0 and not problem.row_penalty)
     for b in range(n_blocks if low_degree else 0):
         low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
     cdef int degree2 = 2
+    cdef bint field_pairs = specialised and direct and _takes_pairs(problem, n_blocks, d, k)
     try:
         with nogil:
             pos = 0
@@ -959,7 +993,9 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
             elif low_degree:
                 finite = _anova23_pass(val0, ind0, &indptr[0], &ps, n_blocks, &degrees[0],
                                        &step, work23, &sc)
-            if low_degree:
+            if field_pairs:
+                finite = _field_aware_pass(val0, ind0, &indptr[0], &ps, &step, st)
+            if low_degree or field_pairs:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
                 # One parallel region for the whole pass (a region per mini-batch
@@ -1024,6 +1060,9 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
     cdef Py_ssize_t z, j, b, s, r
     cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
+    if ps.rule.row_penalty and n_dummy == 0 and not fit_lam:
+        _apply_row_penalised(data, ind, nnz, ps, <RowSums*> st, dl, eta)
+        return
     if ps.rule.fit_intercept:
         if adagrad:
             _adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
@@ -1109,7 +1148,7 @@ cdef void _gradient_share(Py_ssize_t t, Py_ssize_t threads, const floating* data
                                         &model, fit_linear, &unscaled, st)
         st.total += sw[i] * loss_value(loss, y[i], pred)
         _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
-                 nnz, &model, fit_linear, 1.0, False)
+                 nnz, &model, &ps.rule, 1.0, False)
 
 
 cdef void _reduce_share(Py_ssize_t t, Py_ssize_t threads, RowSums* st, int n_sums,
@@ -1188,8 +1227,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.model.kernel = problem.kernel
     ps.model.degrees = &degrees[0]
     cdef const int[::1] fields = _fields_of(problem, d)
-    ps.model.fields = &fields[0] if fields.shape[0] > 0 else NULL
-    ps.model.n_fields = problem.n_fields
+    _set_fields(&ps.model, fields, problem.n_fields)
     cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), &ps.model, max_nnz,
                                        block, False)
     if st == NULL:
@@ -1211,6 +1249,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.rows.sample_weight = &sample_weight[0] if n > 0 else NULL
     ps.rule.loss = problem.loss
     ps.rule.fit_linear = problem.fit_linear
+    ps.rule.row_penalty = False  # (the caller adds the penalty)
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
     try:

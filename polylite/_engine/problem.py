@@ -35,6 +35,8 @@ class Problem(NamedTuple):
     fit_lam: bool = False      # learn the output weights lam (polynomial networks)
     fields: np.ndarray = None  # field-aware kernel: intc, the field of each feature
     n_fields: int = 0          # field-aware kernel: P's rows hold n_fields vectors each
+    row_penalty: bool = False  # stochastic passes: penalise, in each row's step, only
+                               # the parameters the row reads (libffm's penalty)
 
 
 class Schedule(NamedTuple):

@@ -183,7 +183,8 @@ def problem_of(est, y, sw, loss_code, kernel, degrees):
     solver's passes take."""
     return Problem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
                    float(est.alpha), float(est.beta), bool(est.fit_intercept),
-                   bool(est.fit_linear), bool(est._fit_lam), *est._field_structure())
+                   bool(est.fit_linear), bool(est._fit_lam), *est._field_structure(),
+                   row_penalty=bool(est._row_penalty))
 
 
 

@@ -65,6 +65,7 @@ class _BaseFieldAwareFM(_PolynomialModel):
 
     _solvers = ("sgd", "adagrad")
     _initial_accumulator = 1.0  # as libffm: the first steps are at most eta0
+    _row_penalty = True  # as libffm: each row penalises the vectors it reads
 
     def _check_params(self):
         super()._check_params()
@@ -214,14 +215,14 @@ _FFM_PARAMS_DOC = """
     fit_intercept : bool, default=True
         Fit the intercept (it is not regularised).
     alpha : float, default=2e-5
-        L2 regularisation of the linear weights ``w_``, per sample: the objective is a
-        mean over the rows.
+        L2 regularisation of the linear weights ``w_``, per sample: each row's step
+        penalises the weights of its nonzeros, so the objective's penalty is
+        ``alpha/2 sum_j (n_j / n) w_j^2`` with ``n_j`` the rows that have feature j.
     beta : float, default=2e-5
-        L2 regularisation of the latent vectors ``P_``, per sample (as ``alpha``).  A
-        feature's vectors are shrunk when a row touches it, by the penalty of every step
-        since it was last touched, so the objective is the mean loss plus the penalty of
-        all the parameters.  libffm's ``-l`` instead penalises, at each row, only the
-        vectors the row touches, which weighs rare features less.
+        L2 regularisation of the latent vectors ``P_``, per sample, as libffm's ``-l``:
+        each row's step penalises the vectors its prediction reads (feature j's vectors
+        of the fields of the row's other nonzeros), so frequent features are penalised
+        more than rare ones.
     init_scale : float or None, default=None
         The latent vectors start uniform in ``[0, init_scale)``; None: 1 /
         sqrt(n_components), as libffm.
@@ -272,8 +273,10 @@ _FFM_PARAMS_DOC = """
 _FFM_OBJECTIVE_DOC = """
     ``y_hat(x) = intercept_ + <w_, x> + sum_{j < j'} <P_[j, f(j')], P_[j', f(j)]> x_j x_j'``
     with f(j) the field of column j (``fields_``) and x the row scaled to unit norm when
-    ``normalize``.  The objective is ``sum_i s_i loss(y_i, y_hat_i) / sum_i s_i +
-    alpha/2 ||w||^2 + beta/2 ||P||^2`` with sample weights ``s_i`` (1 by default).
+    ``normalize``.  The objective is ``sum_i s_i (loss(y_i, y_hat_i) + alpha/2 ||w[x_i]||^2
+    + beta/2 ||P[x_i]||^2) / sum_i s_i`` with sample weights ``s_i`` (1 by default),
+    where ``w[x_i]`` and ``P[x_i]`` are the weights and vectors that row i's
+    prediction reads.
 """
 
 
