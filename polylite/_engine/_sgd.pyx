@@ -18,7 +18,7 @@ Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only t
 entries) and applied once, as the mean.
 """
 import numpy as np
-from libc.math cimport exp, log, sqrt, sqrtf, isfinite
+from libc.math cimport exp, log, sqrt, sqrtf, isfinite, fabs, copysign
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
@@ -38,6 +38,7 @@ cdef enum:
     CONSTANT = 0
     INVSCALING = 1
     ADAGRAD = 2
+    FTRL = 3                  # FTRL-proximal (McMahan et al. 2013), one row per step
 
 
 cdef struct Rows:
@@ -68,6 +69,11 @@ cdef struct Rule:
     # objective's penalty is then the norm weighted by how often the rows read each
     # parameter.  Else every parameter is penalised at every step (lazily, see above).
     bint row_penalty
+    # FTRL-proximal's L1 and L2 penalties (on the sum of the losses so far, as in
+    # McMahan et al.; not the intercept's) and its beta (eta0 is its alpha).
+    double l1
+    double l2
+    double ftrl_beta
 
 
 cdef struct History:
@@ -79,6 +85,11 @@ cdef struct History:
     void* gamma
     void* lam
     long long* last_touch
+    # FTRL: its z of each parameter (``floating``, shaped as the parameters); the sums
+    # of squared gradients (its n) are the arrays above.
+    void* z_intercept
+    void* z_w
+    void* z_P
 
 
 cdef struct Pass:
@@ -456,6 +467,7 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
 
 
 include "_sgd_fields.pxi"
+include "_sgd_ftrl.pxi"
 
 
 # ---------------------------------------------------------------------------------------
@@ -841,6 +853,21 @@ def _fields_of(problem, Py_ssize_t d):
     return fields
 
 
+cdef void _set_ftrl_history(History* h, state, bint ftrl, Py_ssize_t d, Py_ssize_t size_P):
+    """FTRL's z arrays (``state.z``, checked by _check_pass) into the record ``h``; NULL
+    for the other schedules."""
+    cdef char[::1] zi, zw, zP
+    h.z_intercept = h.z_w = h.z_P = NULL
+    if not ftrl:
+        return
+    zi = state.z["intercept"].view(np.int8)
+    zw = state.z["w"].reshape(-1).view(np.int8)
+    zP = state.z["P"].reshape(-1).view(np.int8)
+    h.z_intercept = &zi[0]
+    h.z_w = &zw[0] if d > 0 else NULL
+    h.z_P = &zP[0] if size_P > 0 else NULL
+
+
 cdef void _set_fields(Model* m, const int[::1] fields, Py_ssize_t n_fields):
     """The field-aware kernel's fields into the record ``m`` (``fields`` must outlive
     it; empty for the other kernels)."""
@@ -871,7 +898,15 @@ def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
             or sample_weight.shape[0] != y.shape[0]):
         raise ValueError("sgd_epoch: parameter or data shapes disagree")
     acc = state.acc
-    if schedule.kind == ADAGRAD and (
+    if schedule.kind == FTRL and (
+            n_dummy or problem.kernel == POLYNOMIAL or schedule.batch_size != 1
+            or any(state.z[name].shape != getattr(params, name).shape
+                   or state.z[name].dtype != params.P.dtype
+                   or not state.z[name].flags.c_contiguous
+                   for name in ("intercept", "w", "P"))):
+        raise ValueError("sgd_epoch: FTRL steps one row at a time on models without "
+                         "dummies, with z arrays shaped and typed as the parameters")
+    if schedule.kind in (ADAGRAD, FTRL) and (
             acc["intercept"].shape != (1,) or acc["w"].shape != (d,)
             or acc["lam"].shape != (k,) or acc["P"].shape != (n_blocks, d, k)
             or acc["gamma"].shape != (n_dummy, k) or state.last_touch.shape != (d,)):
@@ -914,7 +949,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef Py_ssize_t i, z, b, start, nnz, pos
     cdef Py_ssize_t max_nnz = 0, size_P = n_blocks * d * k
     cdef int max_degree = 1, t
-    cdef bint adagrad = kind == ADAGRAD, finite = True, direct = batch_size == 1
+    cdef bint adagrad = kind == ADAGRAD or kind == FTRL, finite = True
+    cdef bint direct = batch_size == 1
     cdef int threads = 1 if direct else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
@@ -963,6 +999,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.rule.power_t = power_t
     ps.rule.batch_size = batch_size
     ps.rule.row_penalty = problem.row_penalty
+    ps.rule.l1, ps.rule.l2, ps.rule.ftrl_beta = schedule.l1, schedule.l2, schedule.ftrl_beta
+    _set_ftrl_history(&ps.history, state, kind == FTRL, d, P.size)
     ps.history.intercept = &acc_intercept[0] if adagrad else NULL
     ps.history.w = &acc_w[0] if adagrad and d > 0 else NULL
     ps.history.P = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
@@ -975,12 +1013,14 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     # row per step) have their own pass; the results agree with the general loop up to
     # rounding.
     cdef bint low_degree = (specialised and kernel == ANOVA and n_blocks > 0
+                            and kind != FTRL
                             and degrees.shape[0] >= n_blocks and n_dummy == 0 and direct
                             and k > 0 and d > 0 and not problem.row_penalty)
     for b in range(n_blocks if low_degree else 0):
         low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
     cdef int degree2 = 2
-    cdef bint field_pairs = specialised and direct and _takes_pairs(problem, n_blocks, d, k)
+    cdef bint field_pairs = (specialised and direct and kind != FTRL
+                             and _takes_pairs(problem, n_blocks, d, k))
     try:
         with nogil:
             pos = 0
@@ -1060,6 +1100,9 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
     cdef Py_ssize_t z, j, b, s, r
     cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
+    if ps.rule.schedule == FTRL:
+        _apply_row_ftrl(data, ind, nnz, ps, <RowSums*> st, dl)
+        return
     if ps.rule.row_penalty and n_dummy == 0 and not fit_lam:
         _apply_row_penalised(data, ind, nnz, ps, <RowSums*> st, dl, eta)
         return

@@ -120,7 +120,7 @@ MAX_ITER_TOL_DOC = """\
 _SQUARED = _losses.LOSSES["squared"]
 
 # max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
-DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
+DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "ftrl": 100, "lbfgs": 1000}
 
 
 def is_dense(X):
@@ -329,8 +329,24 @@ class _PolynomialModel(ModelRoot):
     # publish P_ without the block axis and gamma_ without the dummy axis.
     _single_block = False
 
+    # Whether the model reports n_nonzero_weights_ (the models with solver="ftrl").
+    _counts_nonzero = False
+
+    def _check_ftrl(self):
+        """FTRL's penalties and its limits (one row per step)."""
+        if "ftrl" not in self._solvers:
+            return
+        check_number(self.l1, "l1", low=0)
+        check_number(self.l2, "l2", low=0)
+        if self.solver == "ftrl" and self.batch_size != 1:
+            raise ValueError(f"solver='ftrl' steps one row at a time: batch_size must be "
+                             f"1, got {self.batch_size}")
+
     def _publish(self, stack):
         """Expose the arrays of ``stack`` as the documented fitted attributes."""
+        if self._counts_nonzero and "ftrl" in self._solvers:
+            self.n_nonzero_weights_ = int(np.count_nonzero(stack["w"])
+                                          + np.count_nonzero(stack["P"]))
         P, gamma = stack["P"], stack["gamma"]
         if self._single_block:
             P = P[:, 0]
@@ -541,7 +557,8 @@ class _PolynomialModel(ModelRoot):
             solver = solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
                 solvers.StochasticState(params, solver_name == "adagrad",
-                                        self._initial_accumulator), n_jobs,
+                                        self._initial_accumulator,
+                                        ftrl=solver_name == "ftrl"), n_jobs,
                 watched=solver_inputs)
         objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
         if self.verbose:
@@ -680,12 +697,12 @@ class _PolynomialModel(ModelRoot):
             if not hasattr(self, "_partial_rng"):
                 self._partial_rng = check_random_state(self.random_state)
         states = getattr(self, "_stochastic_states", None)
-        adagrad = self.solver == "adagrad"
+        adagrad, ftrl = self.solver == "adagrad", self.solver == "ftrl"
         if (states is None or len(states) != n_outputs or
-                any(st.adagrad != adagrad or st.last_touch.shape[0] != (
-                    X.shape[1] if adagrad else 0) for st in states)):
+                any(st.adagrad != adagrad or st.ftrl != ftrl or st.last_touch.shape[0] != (
+                    X.shape[1] if adagrad or ftrl else 0) for st in states)):
             states = [solvers.StochasticState(self._output(stack, o), adagrad,
-                                              self._initial_accumulator)
+                                              self._initial_accumulator, ftrl=ftrl)
                       for o in range(n_outputs)]
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)

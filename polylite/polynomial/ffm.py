@@ -63,7 +63,8 @@ def fields_of(fields, n_features):
 
 class _BaseFieldAwareFM(_PolynomialModel):
 
-    _solvers = ("sgd", "adagrad")
+    _solvers = ("sgd", "adagrad", "ftrl")
+    _counts_nonzero = True
     _initial_accumulator = 1.0  # as libffm: the first steps are at most eta0
     _row_penalty = True  # as libffm: each row penalises the vectors it reads
 
@@ -71,6 +72,7 @@ class _BaseFieldAwareFM(_PolynomialModel):
         super()._check_params()
         check_bool(self.normalize, "normalize")
         check_n_jobs(self.n_jobs)
+        self._check_ftrl()
         f = self.fields
         if not (f is None or hasattr(f, "transform") or isinstance(f, (list, tuple))
                 or (isinstance(f, np.ndarray) and f.ndim == 1)):
@@ -233,16 +235,27 @@ _FFM_PARAMS_DOC = """
         improving with a validation set.  A number: also stop after
         ``n_iter_no_change`` epochs in which the training objective did not improve by
         ``tol`` (relative), and warn if ``max_iter`` epochs end before that.
-    solver : {"adagrad", "sgd"}, default="adagrad"
+    solver : {"adagrad", "sgd", "ftrl"}, default="adagrad"
         "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
         its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
-        stochastic gradient with the ``learning_rate`` schedule.
+        stochastic gradient with the ``learning_rate`` schedule.  "ftrl":
+        FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
+        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
+        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
+        steps on the parameters it reads.
     learning_rate : {"constant", "invscaling"}, default="invscaling"
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
     eta0 : float, default=0.2
         Base step size (libffm's ``-r``).
     power_t : float, default=0.25
         Exponent of the "invscaling" schedule.
+    l1 : float, default=0.0
+        L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
+        exactly to zero (``n_nonzero_weights_`` counts those kept).  FTRL's penalties
+        are on the sum of the losses seen so far, as in the paper and xLearn, not per
+        sample.
+    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
     batch_size : int, default=1
         Rows per step (their gradients are averaged).  With ``batch_size > 1`` the
         ``n_jobs`` threads share each mini-batch.
@@ -299,6 +312,9 @@ class FieldAwareFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin
     fields_ : ndarray of shape (n_features,)
         The field of each column.
     n_fields_ : int
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
     n_iter_ : int
         Number of epochs run.
     solver_ : str
@@ -319,9 +335,9 @@ class FieldAwareFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin
     def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
                  fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
                  tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
+                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
 
@@ -347,6 +363,9 @@ class FieldAwareFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldAwareF
     fields_ : ndarray of shape (n_features,)
         The field of each column.
     n_fields_ : int
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
     n_iter_ : ndarray of shape (n_outputs,)
     solver_ : str
     n_features_in_ : int
@@ -367,8 +386,8 @@ class FieldAwareFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldAwareF
     def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
                  fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
                  init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
         store_init_params(self, locals())
