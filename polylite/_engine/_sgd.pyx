@@ -853,6 +853,26 @@ def _fields_of(problem, Py_ssize_t d):
     return fields
 
 
+cdef Rule _rule_of(problem, schedule):
+    """The Rule record of a pass: the problem's objective, the schedule's steps."""
+    cdef Rule r
+    r.loss = problem.loss
+    r.alpha = problem.alpha
+    r.beta = problem.beta
+    r.fit_intercept = problem.fit_intercept
+    r.fit_linear = problem.fit_linear
+    r.fit_lam = problem.fit_lam
+    r.row_penalty = problem.row_penalty
+    r.schedule = schedule.kind
+    r.eta0 = schedule.eta0
+    r.power_t = schedule.power_t
+    r.batch_size = schedule.batch_size
+    r.l1 = schedule.l1
+    r.l2 = schedule.l2
+    r.ftrl_beta = schedule.ftrl_beta
+    return r
+
+
 cdef void _set_ftrl_history(History* h, state, bint ftrl, Py_ssize_t d, Py_ssize_t size_P):
     """FTRL's z arrays (``state.z``, checked by _check_pass) into the record ``h``; NULL
     for the other schedules."""
@@ -988,18 +1008,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.model.P = &P[0, 0, 0] if P.size > 0 else st[0].gP
     ps.model.gamma = &gamma[0, 0] if gamma.size > 0 else NULL
     ps.model.lam = &lam[0] if lam.shape[0] > 0 else st[0].glam
-    ps.rule.loss = loss
-    ps.rule.alpha = alpha
-    ps.rule.beta = beta
-    ps.rule.fit_intercept = fit_intercept
-    ps.rule.fit_linear = fit_linear
-    ps.rule.fit_lam = fit_lam
-    ps.rule.schedule = kind
-    ps.rule.eta0 = eta0
-    ps.rule.power_t = power_t
-    ps.rule.batch_size = batch_size
-    ps.rule.row_penalty = problem.row_penalty
-    ps.rule.l1, ps.rule.l2, ps.rule.ftrl_beta = schedule.l1, schedule.l2, schedule.ftrl_beta
+    ps.rule = _rule_of(problem, schedule)
     _set_ftrl_history(&ps.history, state, kind == FTRL, d, P.size)
     ps.history.intercept = &acc_intercept[0] if adagrad else NULL
     ps.history.w = &acc_w[0] if adagrad and d > 0 else NULL
