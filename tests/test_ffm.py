@@ -248,7 +248,9 @@ def test_save_load_round_trip(tmp_path):
         np.testing.assert_array_equal(back.fields_, est.fields_)
         assert back.n_fields_ == est.n_fields_
         np.testing.assert_array_equal(back.predict(X), est.predict(X))
-        assert back.get_params()["fields"] == est.fields_.tolist()
+        np.testing.assert_array_equal(back.get_params()["fields"], est.fields_)
+        refit = clone(back).fit(X, y)  # the restored parameter refits the same model
+        np.testing.assert_array_equal(refit.fields_, est.fields_)
 
 
 def test_partial_fit_is_one_epoch_of_fit():

@@ -162,11 +162,13 @@ class _BaseFieldAwareFM(_PolynomialModel):
             w=params.w if self.fit_linear else None, check_input=False,
             n_jobs=self._n_jobs)
 
-    # Model files: the fields are arrays of the file; the parameter ``fields`` is saved
-    # as the list of them (a FieldEncoder is not a parameter a file can hold).
+    # Model files: the fields are an array of the file (``fields_``), from which the
+    # loaded model's parameter ``fields`` is restored; the header holds None for it (a
+    # FieldEncoder is no parameter a file can hold, and a list of a million fields is
+    # no header).
     def _saved_params(self):
         params = self.get_params(deep=False)
-        params["fields"] = self.fields_.tolist()
+        params["fields"] = None
         return params
 
     def _model_arrays(self):
@@ -187,6 +189,7 @@ class _BaseFieldAwareFM(_PolynomialModel):
         except ValueError as exc:
             raise ModelFileError(f"model file has invalid fields: {exc}") from None
         super()._restore_model(arrays, attributes)
+        self.fields = self.fields_.copy()
 
 
 def _unit_rows(X):
