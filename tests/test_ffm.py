@@ -370,3 +370,25 @@ def test_mini_batch_against_numpy_reference():
     np.testing.assert_allclose(est.P_, P, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(est.w_, w, rtol=1e-9, atol=1e-12)
     assert est.intercept_ == pytest.approx(b, rel=1e-9)
+
+
+def test_streaming_a_libffm_file_in_chunks_is_one_pass(tmp_path):
+    """partial_fit over the chunks of a libffm file, in order, takes the steps of one
+    epoch of fit over the whole file (AdaGrad's statistics carry over)."""
+    from polylite.datasets import dump_libffm, iter_libffm_chunks, make_ctr, scan_libffm
+    X, y, fields = make_ctr(3000, max_categories=300, random_state=0)
+    path = tmp_path / "train.ffm"
+    dump_libffm(X, y, fields, path)
+    scan = scan_libffm(path)
+    assert scan.n_features == X.shape[1]
+    params = dict(fields=scan.fields, shuffle=False, random_state=0)
+    whole = FieldAwareFactorizationMachineClassifier(max_iter=1, **params).fit(X, y)
+    streamed = FieldAwareFactorizationMachineClassifier(**params)
+    n_chunks = 0
+    for X_chunk, y_chunk, _ in iter_libffm_chunks(path, scan.n_features,
+                                                  chunk_bytes=50_000):
+        streamed.partial_fit(X_chunk, y_chunk, classes=[0, 1])
+        n_chunks += 1
+    assert n_chunks > 3
+    np.testing.assert_allclose(streamed.P_, whole.P_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(streamed.w_, whole.w_, rtol=1e-10, atol=1e-13)
