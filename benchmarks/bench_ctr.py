@@ -61,11 +61,12 @@ def run_libffm(folder, train, test, epochs, threads, work):
     out = os.path.join(work, f"libffm-{threads}.out")
     cmd = [os.path.join(folder, "ffm-train"), "-k", "4", "-t", str(epochs), "-s",
            str(threads), "--quiet", train, model]
+    # (ffm-train caches the text file's binary form in its working folder: ``work``.)
     start = _child_cpu()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=work)
     seconds = _child_cpu() - start
     subprocess.run([os.path.join(folder, "ffm-predict"), test, model, out], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, cwd=work)
     return np.loadtxt(out), seconds
 
 
