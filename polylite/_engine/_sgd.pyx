@@ -24,6 +24,7 @@ from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
                         ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
+                        polylite_prefetch_block,
                         anova_gradient, factors_of, field_aware_term,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, ADAGRAD_EPS)

@@ -180,6 +180,15 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     unscaled.p = 1
     for pos in range(n_rows):
         _prefetch_ahead(pos, n_rows, data, ind, indptr, &local)
+        if pos + 1 < n_rows:
+            # The next row reads its features' whole factor rows (n_fields vectors each)
+            # and AdaGrad's sums of them: fetch every cache line of them now.
+            i = order[pos + 1]
+            for a in range(indptr[i], indptr[i + 1]):
+                polylite_prefetch_block(P + ind[a] * width, width * sizeof(floating))
+                if acc_P != NULL:
+                    polylite_prefetch_block(acc_P + ind[a] * width,
+                                            width * sizeof(floating))
         step[0] += 1
         eta = eta0 / _pow_t(step[0], power_t) if schedule == INVSCALING else eta0
         i = order[pos]
