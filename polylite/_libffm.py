@@ -197,7 +197,20 @@ def iter_libffm(path, n_features=None, *, dtype=np.float64,
 
 
 class LibffmScan(NamedTuple):
-    """What one pass over a libffm file found."""
+    """What one pass over a libffm file found (:func:`polylite.datasets.scan_libffm`).
+
+    Attributes
+    ----------
+    n_rows : int
+    n_features : int
+        The largest feature index plus one.
+    n_fields : int
+        The largest field index plus one.
+    fields : ndarray of shape (n_features,)
+        The field of each feature (-1 for those the file never shows).
+    labels : ndarray
+        The distinct labels.
+    """
     n_rows: int
     n_features: int        # the largest feature index plus one
     n_fields: int          # the largest field index plus one

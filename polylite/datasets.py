@@ -549,7 +549,7 @@ def iter_libffm_chunks(path, n_features=None, *, chunk_bytes=16 * 2**20,
     polylite.datasets.DataFileError
         As :func:`load_libffm`, naming the line.
     """
-    return _libffm.iter_libffm(path, n_features, dtype=dtype, chunk_bytes=chunk_bytes)
+    yield from _libffm.iter_libffm(path, n_features, dtype=dtype, chunk_bytes=chunk_bytes)
 
 
 def scan_libffm(path, *, chunk_bytes=16 * 2**20):
