@@ -67,6 +67,7 @@ numpydoc_validation_exclude = {
     # NamedTuples: their fields are documented as attributes, count/index are tuple's
     r"polylite\.preprocessing\.Field(\.count|\.index)?$",
     r"polylite\.datasets\.MovieLens(\.count|\.index)?$",
+    r"polylite\.datasets\.LibffmScan(\.count|\.index)?$",
 }
 
 # ---- doctests -----------------------------------------------------------------------

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "FactorizationMachineRegressor": "polynomial",
     "FactorizationMachineClassifier": "polynomial",
+    "FieldAwareFactorizationMachineRegressor": "polynomial",
+    "FieldAwareFactorizationMachineClassifier": "polynomial",
     "PolynomialNetworkRegressor": "polynomial",
     "PolynomialNetworkClassifier": "polynomial",
     "BayesianFactorizationMachineRegressor": "bayes",
@@ -79,8 +81,10 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names as ordinary imports
                               MultiOutputPolynomialRegressor)
     from .ordinal import OrdinalMcRankRegressor  # noqa: F401
     from .polynomial import (FactorizationMachineClassifier,  # noqa: F401
-                             FactorizationMachineRegressor, PolynomialNetworkClassifier,
-                             PolynomialNetworkRegressor)
+                             FactorizationMachineRegressor,
+                             FieldAwareFactorizationMachineClassifier,
+                             FieldAwareFactorizationMachineRegressor,
+                             PolynomialNetworkClassifier, PolynomialNetworkRegressor)
     from .preprocessing import FieldEncoder  # noqa: F401
     from .ranking import FactorizationMachineRanker  # noqa: F401
     from .relational import RelationalMatrix, RelationBlock  # noqa: F401

@@ -37,6 +37,19 @@ class ModelRoot(BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, self._fitted_attribute)
 
+    # The stochastic passes penalise, in each row's step, only the parameters the row
+    # reads (libffm's penalty: the field-aware models), not every parameter.
+    _row_penalty = False
+
+    def _ftrl_penalties(self):
+        """(l1, l2) of FTRL-proximal (estimators with ``solver="ftrl"``)."""
+        return float(getattr(self, "l1", 0.0)), float(getattr(self, "l2", 0.0))
+
+    def _field_structure(self):
+        """(field of each feature, number of fields) of a field-aware model, which the
+        engine's problem carries; (None, 0) for the others."""
+        return None, 0
+
     @contextlib.contextmanager
     def _fitting(self):
         """Make ``fit`` all-or-nothing: if it raises, the estimator is left unfitted, or

@@ -122,6 +122,14 @@ def save_model(est, path, metadata=None):
     _write_archive(path, header, arrays)
 
 
+def _saved_params(est):
+    """The parameters a model file records: ``get_params``, or where a parameter has no
+    portable form (a field-aware model's fields given as an encoder) the estimator's own
+    ``_saved_params``."""
+    own = getattr(est, "_saved_params", None)
+    return own() if own is not None else est.get_params(deep=False)
+
+
 def _model_header(est):
     """The header entries (class, params, attributes) and the arrays of one fitted
     estimator."""
@@ -132,7 +140,7 @@ def _model_header(est):
     arrays, meta = _fitted_arrays(est)
     header = {
         "class": type(est).__name__,
-        "params": {k: _json_param(k, v) for k, v in est.get_params(deep=False).items()},
+        "params": {k: _json_param(k, v) for k, v in _saved_params(est).items()},
         "attributes": meta,
     }
     return header, arrays

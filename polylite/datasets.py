@@ -1,5 +1,6 @@
-"""Data for examples, tests and benchmarks: a synthetic recommender, MovieLens (downloaded
-from GroupLens or read from a folder) and chunked streaming of large files.
+"""Data for examples, tests and benchmarks: a synthetic recommender, synthetic click logs,
+MovieLens (downloaded from GroupLens or read from a folder), libffm files and chunked
+streaming of large files.
 
 No data set is shipped with polylite: :func:`fetch_movielens` downloads MovieLens once into
 the data folder (:func:`get_data_home`), :func:`load_movielens` reads a folder anywhere.
@@ -11,12 +12,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
+from . import _libffm
+from ._ctr import log_bins, make_ctr
 from ._download import get_data_home
+from ._libffm import LibffmScan
+from ._svmlight import DataFileError
 from ._movielens import MovieLens, MovieLensFormatError, fetch_movielens, load_movielens
 
 __all__ = ["make_recommender", "iter_recommender_chunks", "fetch_movielens",
            "load_movielens", "load_movielens_100k", "MovieLens", "MovieLensFormatError",
-           "get_data_home", "iter_svmlight_chunks", "iter_csr_chunks"]
+           "get_data_home", "iter_svmlight_chunks", "iter_csr_chunks", "make_ctr",
+           "log_bins", "load_libffm", "iter_libffm_chunks", "scan_libffm", "dump_libffm",
+           "LibffmScan", "DataFileError"]
 
 
 def __dir__():
@@ -466,3 +473,114 @@ class _FilePages:
         if end > self.released:
             self.mapping.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
             self.released = end
+
+
+def load_libffm(path, *, n_features=None, dtype=np.float64, chunk_bytes=16 * 2**20):
+    """Read a libffm file (``label field:feature:value ...`` per line) whole.
+
+    The format of libffm and xLearn's field-aware models: field and feature indices
+    start at 0, and each feature belongs to one field.  gzip, bzip2 and xz files are
+    decompressed as they are read.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int or None, default=None
+        Columns of X: give the training data's to read a test file (which may not show
+        every feature of the training file, and may show features it never did: those
+        at ``n_features`` and beyond are left out, as libffm's prediction skips
+        features its model does not have).  None: the largest feature index plus one.
+    dtype : {np.float64, np.float32}, default=np.float64
+    chunk_bytes : int, default=16 MiB
+        Bytes of text parsed at once.
+
+    Returns
+    -------
+    X : csr_matrix of shape (n_rows, n_features)
+        Canonical CSR (a feature repeated on a line is summed).
+    y : ndarray of shape (n_rows,)
+        The labels as written (libffm's are 0 and 1).
+    fields : ndarray of shape (n_features,)
+        The field of each column, -1 for columns the file never shows: the ``fields`` of
+        :class:`polylite.FieldAwareFactorizationMachineClassifier` (map the -1 to any
+        field).
+
+    Raises
+    ------
+    polylite.datasets.DataFileError
+        A malformed line (the message names the file and the line and says what is
+        wrong), a feature in two fields, or a file without data.
+    """
+    return _libffm.read_libffm(path, n_features=n_features, dtype=dtype,
+                               chunk_bytes=chunk_bytes)
+
+
+def iter_libffm_chunks(path, n_features=None, *, chunk_bytes=16 * 2**20,
+                       dtype=np.float64):
+    """Read a libffm file a chunk of lines at a time (for ``partial_fit``).
+
+    Only one chunk is in memory at once, so a file larger than memory can be streamed:
+
+    >>> info = scan_libffm("train.ffm")  # doctest: +SKIP
+    >>> model = FieldAwareFactorizationMachineClassifier(fields=info.fields.clip(0))
+    >>> for X, y, _ in iter_libffm_chunks("train.ffm", info.n_features):  # doctest: +SKIP
+    ...     model.partial_fit(X, y, classes=[0, 1])
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int or None, default=None
+        Columns of every chunk (of the whole data set: a chunk may not show them all);
+        features beyond are left out.  None: each chunk as wide as the largest feature
+        seen so far needs.
+    chunk_bytes : int, default=16 MiB
+        Approximate bytes of text per chunk; chunks end at line ends.
+    dtype : {np.float64, np.float32}, default=np.float64
+
+    Yields
+    ------
+    X : csr_matrix of shape (n_chunk_rows, n_features)
+    y : ndarray of shape (n_chunk_rows,)
+    fields : ndarray of shape (n_features,)
+        The field of each column as far as the file has shown them (-1: not yet).
+
+    Raises
+    ------
+    polylite.datasets.DataFileError
+        As :func:`load_libffm`, naming the line.
+    """
+    yield from _libffm.iter_libffm(path, n_features, dtype=dtype, chunk_bytes=chunk_bytes)
+
+
+def scan_libffm(path, *, chunk_bytes=16 * 2**20):
+    """One pass over a libffm file without keeping its rows (for streaming it).
+
+    Parameters
+    ----------
+    path : str or path-like
+    chunk_bytes : int, default=16 MiB
+
+    Returns
+    -------
+    scan : LibffmScan
+        ``n_rows``, ``n_features`` (the largest feature index plus one), ``n_fields``,
+        ``fields`` (the field of each feature, -1 for those never seen) and ``labels``
+        (the distinct labels).
+    """
+    return _libffm.scan_libffm(path, chunk_bytes=chunk_bytes)
+
+
+def dump_libffm(X, y, fields, path):
+    """Write rows as a libffm file (``label field:feature:value ...`` per line).
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Only the nonzeros are written, in column order.
+    y : array-like of shape (n_samples,)
+        Labels (integers are written without a decimal point).
+    fields : array-like of int of shape (n_features,)
+        The field of each column.
+    path : str or path-like
+    """
+    _libffm.write_libffm(path, X, y, fields)

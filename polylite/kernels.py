@@ -13,9 +13,10 @@ from ._engine.codes import KERNELS
 from ._engine.layouts import layout_of
 from ._validation import check_n_jobs
 
-__all__ = ["KERNELS", "check_X", "check_degree", "predict", "anova", "anova_gradient",
-           "all_subsets", "all_subsets_gradient", "polynomial", "polynomial_gradient",
-           "power_sums", "anova_from_power_sums", "anova_coordinate_derivative"]
+__all__ = ["KERNELS", "check_X", "check_degree", "check_fields", "predict", "anova",
+           "anova_gradient", "all_subsets", "all_subsets_gradient", "polynomial",
+           "polynomial_gradient", "field_aware", "field_aware_gradient", "power_sums",
+           "anova_from_power_sums", "anova_coordinate_derivative"]
 
 
 
@@ -173,8 +174,60 @@ def largest_abs(X):
     return layout_of(X).largest_abs(X)
 
 
+def check_fields(fields, n_features, n_fields=None):
+    """Return the field of each column as an intc array, or raise ValueError.
+
+    Parameters
+    ----------
+    fields : array-like of int, shape (n_features,)
+        ``fields[j]`` is the field (0, 1, ...) of column j.
+    n_features : int
+        The number of columns.
+    n_fields : int or None, default=None
+        The number of fields; None: ``max(fields) + 1``.
+
+    Returns
+    -------
+    fields : ndarray of shape (n_features,), dtype intc
+    n_fields : int
+    """
+    raw = np.asarray(fields)
+    if raw.ndim != 1 or raw.shape[0] != n_features:
+        raise ValueError(f"fields must give the field of each of the {n_features} "
+                         f"columns, got an array of shape {raw.shape}")
+    if raw.size and (raw.dtype.kind not in "iu" and not (
+            raw.dtype.kind == "f" and np.all(np.isfinite(raw))
+            and np.all(raw == np.round(raw)))):
+        raise ValueError(f"fields must hold integers, got dtype {raw.dtype}")
+    if raw.size and raw.min() < 0:
+        raise ValueError(f"fields must be >= 0, got {raw.min()}")
+    top = int(raw.max()) + 1 if raw.size else 0
+    if n_fields is None:
+        n_fields = max(top, 1)
+    elif top > n_fields:
+        raise ValueError(f"fields has field {top - 1} but the model has {n_fields} fields")
+    if n_fields > np.iinfo(np.intc).max:
+        raise ValueError(f"{n_fields} fields is too many")
+    return np.ascontiguousarray(raw, dtype=np.intc), int(n_fields)
+
+
+def _field_aware_params(P, fields, dtype=None):
+    """(P as (n_features, n_fields * k) of one dtype, fields, n_fields) of a field-aware
+    model's factors of shape (n_features, n_fields, n_components), checked."""
+    P = np.asarray(P)
+    if P.ndim != 3:
+        raise ValueError(f"field-aware factors P must have shape (n_features, n_fields, "
+                         f"n_components), got {P.ndim} dimensions")
+    if dtype is None:
+        dtype = P.dtype if P.dtype in (np.float32, np.float64) else np.float64
+    d, n_fields, k = P.shape
+    P = _as_param(P, dtype, P.shape, "P").reshape(d, n_fields * k)
+    fields, n_fields = check_fields(fields, d, n_fields)
+    return P, fields, n_fields
+
+
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
-            lam=None, check_input=True, n_jobs=None):
+            lam=None, check_input=True, n_jobs=None, fields=None):
     """Predictions of a polynomial model of any degree on every row of X.
 
     ``intercept + <w, x> + sum_b sum_s K_b(P[b, :, s], x)``, where K is
@@ -183,7 +236,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
       factor matrices per degree); ``gamma`` rows are dummy features of value 1 added to
       block 0 (the shared-parameter, augmented model);
     * ``"all-subsets"``: ``prod_j (1 + p_j x_j)`` (one block);
-    * ``"polynomial"``: ``lam[s] * (gamma[0, s] + <p_s, x>)^degrees[0]`` (one block).
+    * ``"polynomial"``: ``lam[s] * (gamma[0, s] + <p_s, x>)^degrees[0]`` (one block);
+    * ``"field-aware"``: ``sum_{j < j'} <P[j, fields[j']], P[j', fields[j]]> x_j x_j'``,
+      with P of shape (n_features, n_fields, n_components): each feature has one latent
+      vector per field (``degrees``, ``gamma`` and ``lam`` do not apply).
 
     X is never densified; dense X is converted to CSR a chunk of rows at a time.  A
     :class:`polylite.relational.RelationalMatrix` (anova and all-subsets kernels) is
@@ -210,6 +266,8 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         Threads that share the rows (None: 1; -1: every CPU the process may use; at most
         one per 20,000 rows).  Each row is computed as on one thread: the predictions do
         not depend on ``n_jobs``.
+    fields : array-like of int of shape (n_features,) or None
+        The field of each column (the "field-aware" kernel only, where it is required).
 
     Returns
     -------
@@ -218,6 +276,8 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}")
+    if kernel == "field-aware":
+        return _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs)
     P = np.asarray(P)
     if P.ndim == 2:
         P = P[np.newaxis]
@@ -259,6 +319,27 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
     check_n_jobs(n_jobs)
     return layout_of(X).predict(X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs)
+
+
+def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
+    """:func:`predict` for the field-aware kernel."""
+    if fields is None:
+        raise ValueError("the field-aware kernel needs fields, the field of each column")
+    P, fields, n_fields = _field_aware_params(P, fields)
+    dtype, d = P.dtype, P.shape[0]
+    w = np.zeros(0, dtype) if w is None else _as_param(w, dtype, (d,), "w")
+    intercept = float(intercept)
+    if not np.isfinite(intercept):
+        raise ValueError("intercept is NaN or infinite")
+    if check_input:
+        X = check_X(X, dtype=dtype, n_features=d)
+    elif X.shape[1] != d:
+        raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
+    check_n_jobs(n_jobs)
+    return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-aware",
+                                intercept, w, np.zeros((0, P.shape[1]), dtype),
+                                np.ones(P.shape[1], dtype), n_jobs,
+                                fields=(fields, n_fields))
 
 
 # --------------------------------------------------------------------------------------
@@ -336,6 +417,50 @@ def anova_gradient(P, indices, values, degree, gamma=None):
     P, indices, values, gamma = _row(P, indices, values, gamma)
     A, grad, grad_gamma = _kernels._row_anova_gradient(P, indices, values, degree, gamma)
     return A[degree], grad, grad_gamma
+
+
+def field_aware(P, fields, indices, values):
+    """The field-aware interactions of one row,
+    ``sum_{a < b} <P[j_a, fields[j_b]], P[j_b, fields[j_a]]> x_a x_b`` over its nonzeros
+    (j_a = indices[a], x_a = values[a]).
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_features, n_fields, n_components)
+        One latent vector per feature and field.
+    fields : array-like of int of shape (n_features,)
+        The field of each feature.
+    indices, values : ndarray of shape (nnz,)
+        The row's nonzeros (distinct indices).
+
+    Returns
+    -------
+    value : float
+    """
+    return field_aware_gradient(P, fields, indices, values)[0]
+
+
+def field_aware_gradient(P, fields, indices, values):
+    """:func:`field_aware` and its gradient on the row's support.
+
+    Parameters
+    ----------
+    P, fields, indices, values
+        As in :func:`field_aware`.
+
+    Returns
+    -------
+    value : float
+    grad : ndarray of shape (nnz, n_fields, n_components)
+        ``grad[a, f, s] = d value / d P[indices[a], f, s]`` (zero where no other nonzero
+        of the row is in field f).
+    """
+    d, n_fields, k = np.shape(P)
+    P2, fields, n_fields = _field_aware_params(P, fields)
+    Pr, indices, values, _ = _row(P2, indices, values)
+    grad = np.zeros((indices.shape[0], n_fields * k), Pr.dtype)
+    value = _kernels.field_aware_row(Pr, fields, n_fields, indices, values, grad)
+    return float(value), grad.reshape(indices.shape[0], n_fields, k)
 
 
 def all_subsets(P, indices, values):

@@ -8,6 +8,7 @@ so that new rows are encoded the same way.  It is saved pickle-free on its own
 (:func:`polylite.save`).
 """
 import numbers
+import zlib
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -21,9 +22,12 @@ from ._io import (ModelFileError, check_array_names, check_float_arrays, registe
 from ._validation import check_choice, store_init_params
 from .relational import RelationalMatrix, RelationBlock
 
-__all__ = ["FieldEncoder", "Field"]
+__all__ = ["FieldEncoder", "Field", "hash_buckets"]
 
 FEATURE_KINDS = ("categorical", "numeric")
+# Kinds of context features only: categorical values hashed into ``n_buckets`` columns
+# (no vocabulary), count-like numbers in log-spaced bins (one-hot).
+CONTEXT_KINDS = FEATURE_KINDS + ("hashed", "log-binned")
 ID_FIELDS = ("both", "user", "item", "none")
 IMPLICIT = ("user", "item", "both")
 IMPLICIT_NORMS = ("sqrt", "sum", "none")
@@ -32,6 +36,8 @@ OUTPUTS = ("csr", "relational")
 # Names of the implicit-feedback fields (user side: the items the user rated; item side:
 # the users who rated the item).
 RATED_ITEMS, RATERS = "rated_items", "raters"
+# The most columns of a "hashed" field.
+MAX_BUCKETS = 2**31 - 1
 # The most columns of a numeric block: a bound a model file's layout is checked against
 # (nothing else in the file has that size), and hence fit's too.
 MAX_NUMERIC_WIDTH = 2**20
@@ -48,7 +54,7 @@ class Field(NamedTuple):
     side : {"user", "item", "context"}
         Whose field it is: the user's (from the ``users`` table or the user id), the
         item's, or the interaction's own (a column of X).
-    kind : {"id", "categorical", "numeric", "implicit"}
+    kind : {"id", "categorical", "numeric", "implicit", "hashed", "log-binned"}
     start, stop : int
         Its output columns are ``start:stop``.
     """
@@ -171,6 +177,70 @@ def _codes(vocabulary, values, name, handle_unknown):
     return np.where(found, pos, -1)
 
 
+def _splitmix64(x):
+    """The splitmix64 finaliser of uint64 ``x`` (a bijection that mixes every bit)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def hash_buckets(values, n_buckets, name="values"):
+    """The bucket (0 .. n_buckets-1) of each categorical value, the same in every process.
+
+    Integers (and booleans) are mixed from their 64-bit value, floats from the bits of
+    their 64-bit value (0.0 and -0.0 alike), strings from the CRC-32 of their UTF-8
+    bytes; unlike Python's ``hash``, which is salted per process, nothing depends on
+    the process or the machine.
+
+    Parameters
+    ----------
+    values : array-like of shape (n,)
+        Numbers or strings.
+    n_buckets : int
+    name : str, default="values"
+        The column's name, for error messages.
+
+    Returns
+    -------
+    buckets : ndarray of shape (n,), dtype int64
+    """
+    values = _categories(np.asarray(values), name)
+    if values.dtype.kind == "U":
+        unique, inverse = np.unique(values, return_inverse=True)
+        keys = np.array([zlib.crc32(v.encode("utf-8")) for v in unique.tolist()],
+                        dtype=np.uint64)[inverse.ravel()]
+        keys = keys | np.uint64(1 << 63)  # strings apart from the small integers
+    elif values.dtype.kind == "f":
+        keys = (values.astype(np.float64) + 0.0).view(np.uint64)
+    else:
+        keys = values.astype(np.int64).view(np.uint64)
+    return (_splitmix64(keys) % np.uint64(n_buckets)).astype(np.int64)
+
+
+# log_bins's bin of a missing value.
+MISSING_BIN = np.iinfo(np.int64).min
+
+
+def _log_binned(values, name):
+    """The log bins of a 1-D count-like column, MISSING_BIN for NaN."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"log-binned column {name!r} must be 1-D, got shape "
+                         f"{values.shape}")
+    try:
+        values = values.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"log-binned column {name!r} holds values that are not numbers"
+                         ) from None
+    if np.isinf(values).any():
+        raise ValueError(f"log-binned column {name!r} contains infinity")
+    from ._ctr import log_bins
+    missing = np.isnan(values)
+    return np.where(missing, MISSING_BIN, log_bins(np.where(missing, 0.0, values)))
+
+
 def _dense_integer_range(vocabulary, values):
     """Whether integer ``values`` can be looked up in a table over the vocabulary's
     range (integers only, a range at most a few times the vocabulary's size)."""
@@ -234,10 +304,12 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    user : str, default="user_id"
-        The column of user ids, in X and in the ``users`` table.
-    item : str, default="item_id"
-        The column of item ids, in X and in the ``items`` table.
+    user : str or None, default="user_id"
+        The column of user ids, in X and in the ``users`` table.  ``user=None,
+        item=None``: rows without ids, only context features (click logs), with
+        ``ids="none"``.
+    item : str or None, default="item_id"
+        The column of item ids, in X and in the ``items`` table (None: see ``user``).
     user_features : dict or None, default=None
         Columns of the ``users`` table to encode, each mapped to its kind: "categorical"
         (one-hot over the values found in the table) or "numeric" (the value as it is; a
@@ -245,7 +317,15 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
     item_features : dict or None, default=None
         Likewise, columns of the ``items`` table.
     context_features : dict or None, default=None
-        Likewise, columns of X itself (properties of each interaction, e.g. the time).
+        Likewise, columns of X itself (properties of each interaction, e.g. the time),
+        where two more kinds serve click logs: "hashed" (each value, a number or a
+        string, hashed into one of ``n_buckets`` columns: no vocabulary is learned, an
+        unseen value needs no ``handle_unknown``, and a value lands in the same column
+        in every process and on every machine) and "log-binned" (a count-like number
+        in one-hot bins of ``floor(log(v)^2)`` for v > 2, else of ``floor(v)``, as the
+        Criteo challenge winners binned them: see :func:`polylite.datasets.log_bins`;
+        the bins beyond those seen in :meth:`fit` fall into the nearest one, and a
+        missing value (NaN) has a column of its own).
     ids : {"both", "user", "item", "none"}, default="both"
         Which ids get one-hot columns of their own ("none": side features only, as in
         link prediction from node features).
@@ -262,6 +342,8 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         ValueError, or encode its fields as zeros (an unknown user keeps no user part at
         all: no id, side features or implicit set; the model then scores from the rest).
         Also applies in :meth:`fit` to users or items of X missing from the side tables.
+    n_buckets : int, default=2**20
+        Columns of each "hashed" field.
     dtype : {np.float64, np.float32}, default=np.float64
         dtype of the output.
     output : {"csr", "relational"}, default="csr"
@@ -305,18 +387,31 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
 
     def __init__(self, user="user_id", item="item_id", *, user_features=None,
                  item_features=None, context_features=None, ids="both", implicit=None,
-                 implicit_norm="sqrt", handle_unknown="error", dtype=np.float64,
-                 output="csr"):
+                 implicit_norm="sqrt", handle_unknown="error", n_buckets=2**20,
+                 dtype=np.float64, output="csr"):
         store_init_params(self, locals())
 
     # ---- parameters -------------------------------------------------------------------
 
+    def _context_only(self):
+        """Whether the encoder reads no ids (``user=None, item=None``: click logs)."""
+        return self.user is None and self.item is None
+
+    def _id_columns(self):
+        return [] if self._context_only() else [self.user, self.item]
+
     def _check_params(self):
+        if self._context_only():
+            if (self.ids != "none" or self.implicit is not None or self.user_features
+                    or self.item_features or self.output != "csr"):
+                raise ValueError("user=None and item=None (no id columns) need ids='none', "
+                                 "no user_features, item_features or implicit sets, and "
+                                 "output='csr'")
         for name in ("user", "item"):
-            if not isinstance(getattr(self, name), str):
+            if not isinstance(getattr(self, name), str) and not self._context_only():
                 raise ValueError(f"{name} must be a column name (str), got "
                                  f"{getattr(self, name)!r}")
-        if self.user == self.item:
+        if self.user == self.item and not self._context_only():
             raise ValueError(f"user and item must be different columns, both are "
                              f"{self.user!r}")
         for name in ("user_features", "item_features", "context_features"):
@@ -327,6 +422,10 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         check_choice(self.implicit_norm, "implicit_norm", IMPLICIT_NORMS)
         check_choice(self.handle_unknown, "handle_unknown", HANDLE_UNKNOWN)
         check_choice(self.output, "output", OUTPUTS)
+        if (isinstance(self.n_buckets, bool) or not isinstance(self.n_buckets, numbers.Integral)
+                or not 1 <= self.n_buckets <= MAX_BUCKETS):
+            raise ValueError(f"n_buckets must be an integer in [1, {MAX_BUCKETS}], got "
+                             f"{self.n_buckets!r}")
         try:
             dtype = np.dtype(self.dtype)
         except TypeError:
@@ -343,11 +442,12 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         if not isinstance(features, dict):
             raise ValueError(f"{name} must be a dict of column name to kind, got "
                              f"{features!r}")
+        kinds = CONTEXT_KINDS if name == "context_features" else FEATURE_KINDS
         for column, kind in features.items():
             if not isinstance(column, str):
                 raise ValueError(f"{name} keys must be column names (str), got {column!r}")
-            check_choice(kind, f"{name}[{column!r}]", FEATURE_KINDS)
-        reserved = {self.user, self.item} & set(features)
+            check_choice(kind, f"{name}[{column!r}]", kinds)
+        reserved = set(self._id_columns()) & set(features)
         if reserved:
             raise ValueError(f"{name} names the id column {sorted(reserved)}; ids are "
                              f"encoded through the ids parameter")
@@ -388,9 +488,9 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         self : FieldEncoder
         """
         dtype = self._check_params()
-        keys = {"user": self.user, "item": self.item}
+        keys = {} if self._context_only() else {"user": self.user, "item": self.item}
         context = self._features("context_features")
-        X_columns = _columns(X, [self.user, self.item, *context], "X")
+        X_columns = _columns(X, [*self._id_columns(), *context], "X")
         rated = X_columns if rated is None else _columns(rated, [self.user, self.item],
                                                           "rated")
         tables = {"user": users, "item": items}
@@ -409,12 +509,22 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         for side, key in keys.items():
             blocks[side] = self._side_blocks(side, key, categories, side_features[side],
                                              side_columns.get(side), rated, dtype)
-        context_fields = []
+        context_fields, self.bin_ranges_ = [], {}
         for column, kind in context.items():
             values = X_columns[column]
             if kind == "categorical":
                 categories[column] = np.unique(_categories(values, column))
                 width = categories[column].size
+            elif kind == "hashed":
+                _categories(values, column)
+                width = int(self.n_buckets)
+            elif kind == "log-binned":
+                bins = _log_binned(values, column)
+                present = bins[bins != MISSING_BIN]
+                low, high = (int(present.min()), int(present.max())) if present.size \
+                    else (0, 0)
+                self.bin_ranges_[column] = (low, high)
+                width = high - low + 2  # column 0: missing
             else:
                 width = _numeric(values, column, dtype).shape[1]
             context_fields.append((column, kind, width))
@@ -427,13 +537,15 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             [sp.hstack(blocks[side], format="csr", dtype=dtype),
              sp.csr_matrix((1, sum(b.shape[1] for b in blocks[side])), dtype=dtype)],
             format="csr") for side in keys}
+        for side in ("user", "item"):  # (context only: no id columns, empty sides)
+            self._side_rows.setdefault(side, sp.csr_matrix((1, 0), dtype=dtype))
         if not self.fields_ or self.fields_[-1].stop == 0:
             raise ValueError(
                 f"the encoder has no columns to make: ids={self.ids!r} with no "
                 f"user_features, item_features, context_features or implicit sets; "
                 f"give some features, or ids='both'")
         self.n_features_out_ = self.fields_[-1].stop
-        read = [self.user, self.item, *context]
+        read = [*self._id_columns(), *context]
         self.n_features_in_ = len(read)
         self.feature_names_in_ = np.array(read, dtype=object)
         return self
@@ -511,7 +623,9 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         check_choice(self.output, "output", OUTPUTS)
         context = self._features("context_features")
-        columns = _columns(X, [self.user, self.item, *context], "X")
+        columns = _columns(X, [*self._id_columns(), *context], "X")
+        if self._context_only():
+            return self._context_block(columns)
         # The layout is the user block, the item block, then the context block.
         if self.output == "relational":
             return RelationalMatrix(
@@ -589,6 +703,8 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         check_choice(side, "side", ("user", "item"))
+        if self._context_only():
+            raise ValueError("the encoder has no user or item ids (user=None, item=None)")
         key = self.user if side == "user" else self.item
         return _codes(self.categories_[key], np.asarray(ids), key, self.handle_unknown)
 
@@ -622,6 +738,17 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             if field.kind == "categorical":
                 codes = _codes(self.categories_[field.name], values, field.name,
                                self.handle_unknown)
+                parts.append(_one_hot(codes, width, dtype))
+                continue
+            if field.kind == "hashed":
+                parts.append(_one_hot(hash_buckets(values, width, field.name), width,
+                                      dtype))
+                continue
+            if field.kind == "log-binned":
+                low, high = self.bin_ranges_[field.name]
+                bins = _log_binned(values, field.name)
+                codes = np.where(bins == MISSING_BIN, 0,
+                                 np.clip(bins, low, high) - low + 1)
                 parts.append(_one_hot(codes, width, dtype))
                 continue
             values = _numeric(values, field.name, dtype)
@@ -658,6 +785,12 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
             elif field.kind == "implicit":
                 key = self.item if field.name == RATED_ITEMS else self.user
                 names += [f"{field.name}={v}" for v in self.categories_[key]]
+            elif field.kind == "hashed":
+                names += [f"{field.name}#{b}" for b in range(width)]
+            elif field.kind == "log-binned":
+                low, _ = self.bin_ranges_[field.name]
+                names += [f"{field.name}=missing"] + [
+                    f"{field.name}~bin{low + b}" for b in range(width - 1)]
             elif width == 1:
                 names.append(field.name)
             else:
@@ -690,6 +823,7 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         for i, name in enumerate(names):
             arrays[f"categories_{i}"] = self.categories_[name]
         attributes = {"fields": [list(f) for f in self.fields_], "category_names": names,
+                      "bin_ranges": {k: list(v) for k, v in self.bin_ranges_.items()},
                       "side_widths": [int(self._side_rows[s].shape[1])
                                       for s in ("user", "item")]}
         return arrays, attributes
@@ -711,27 +845,51 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
                 raise ModelFileError(f"categories of {name!r} must be a sorted 1-D array of "
                                      f"unique numbers or strings")
             categories[name] = values
-        for key in (self.user, self.item):
+        for key in self._id_columns():
             if key not in categories:
                 raise ModelFileError(f"encoder file lacks the vocabulary of {key!r}")
         fields = self._restored_fields(attributes.get("fields"), categories)
         widths = attributes.get("side_widths")
         side_rows = {}
         for s, side in enumerate(("user", "item")):
-            n_rows = categories[self.user if side == "user" else self.item].size + 1
+            n_rows = 1 if self._context_only() else categories[
+                self.user if side == "user" else self.item].size + 1
             side_fields = [f for f in fields if f.side == side]
             width = sum(f.stop - f.start for f in side_fields)
             if not isinstance(widths, list) or len(widths) != 2 or widths[s] != width:
                 raise ModelFileError(f"encoder file has side widths {widths!r}, its fields "
                                      f"say {width} for the {side}s")
             side_rows[side] = _restored_csr(arrays, f"{side}_rows", (n_rows, width), dtype)
-        read = [self.user, self.item, *self._features("context_features")]
+        read = [*self._id_columns(), *self._features("context_features")]
         if getattr(self, "feature_names_in_", np.array([])).tolist() != read:
             raise ModelFileError(f"encoder file names its input columns "
                                  f"{getattr(self, 'feature_names_in_', None)}, its "
                                  f"parameters {read}")
+        self.bin_ranges_ = self._restored_bins(attributes.get("bin_ranges", {}), fields)
         self.fields_, self.categories_, self._side_rows = fields, categories, side_rows
         self.n_features_out_ = fields[-1].stop if fields else 0
+
+    def _restored_bins(self, raw, fields):
+        """The bin ranges of the "log-binned" fields from a model file, checked against
+        the fields' widths (and the "hashed" fields' widths against n_buckets)."""
+        if not isinstance(raw, dict):
+            raise ModelFileError("encoder file has no valid bin_ranges")
+        ranges = {}
+        for f in fields:
+            width = f.stop - f.start
+            if f.kind == "hashed" and width != self.n_buckets:
+                raise ModelFileError(f"hashed field {f.name!r} has {width} columns, "
+                                     f"n_buckets={self.n_buckets}")
+            if f.kind != "log-binned":
+                continue
+            pair = raw.get(f.name)
+            if not (isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(b, int) for b in pair)
+                    and pair[1] - pair[0] + 2 == width):
+                raise ModelFileError(f"encoder file has no valid bin range for the "
+                                     f"{width} columns of {f.name!r}")
+            ranges[f.name] = tuple(pair)
+        return ranges
 
     def _restored_fields(self, raw, categories):
         """The layout from a model file, checked against the parameters."""
@@ -773,6 +931,8 @@ class FieldEncoder(TransformerMixin, BaseEstimator):
         """(name, side, kind) of every field, in order, from the parameters."""
         out = []
         for side, key in (("user", self.user), ("item", self.item)):
+            if key is None:
+                continue
             if side in self._sides_with_ids():
                 out.append((key, side, "id"))
             out += [(c, side, k) for c, k in self._features(f"{side}_features").items()]

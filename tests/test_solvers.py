@@ -1223,7 +1223,7 @@ def test_max_iter_none_is_the_limit_of_the_solver_that_runs(solver, monkeypatch)
     from polylite.polynomial import _base
     assert FactorizationMachineRegressor().max_iter is None
     assert _base.DEFAULT_MAX_ITER == {"cd": 100, "sgd": 100, "adagrad": 100,
-                                      "lbfgs": 1000}
+                                      "ftrl": 100, "lbfgs": 1000}
     limits = {"cd": 2, "sgd": 3, "adagrad": 4, "lbfgs": 5}
     monkeypatch.setattr(_base, "DEFAULT_MAX_ITER", limits)
     X, y, _, _ = _overfitting_problem()

@@ -111,6 +111,13 @@ cdef enum:
     ANOVA = 0
     ALL_SUBSETS = 1
     POLYNOMIAL = 2
+    # Field-aware pairs (degree 2): feature j has one latent vector per field, and the
+    # pair (j, j') interacts through <P[j, field(j')], P[j', field(j)]>.  One factor block
+    # whose rows are the n_fields vectors of a feature laid end to end (``k`` is then
+    # n_fields times the vectors' length): the passes that read a factor row as k
+    # contiguous values (the steps, AdaGrad's statistics, the lazy L2 decay, the
+    # mini-batch sums) take it unchanged.
+    FIELD_AWARE = 3
 
 
 cdef struct Model:
@@ -128,7 +135,9 @@ cdef struct Model:
     Py_ssize_t k
     Py_ssize_t n_blocks
     Py_ssize_t n_dummy
-    int kernel                # ANOVA, ALL_SUBSETS or POLYNOMIAL
+    int kernel                # ANOVA, ALL_SUBSETS, POLYNOMIAL or FIELD_AWARE
+    const int* fields         # FIELD_AWARE: the field of each feature (d), else unread
+    Py_ssize_t n_fields       # FIELD_AWARE: k = n_fields * the latent vectors' length
 
 cdef void anova_forward(const floating* P, Py_ssize_t k,
                         const floating* gamma, Py_ssize_t n_dummy,
@@ -213,6 +222,10 @@ cdef inline double anova_coordinate_derivative(const double* A, int degree,
         rest = A[t] - q * rest
     return x * rest
 
+
+cdef double field_aware_term(const floating* P, Py_ssize_t width, Py_ssize_t n_fields,
+                             const int* fields, const index_t* ind, const floating* val,
+                             Py_ssize_t nnz, floating* grad) noexcept nogil
 
 cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* val,
                            Py_ssize_t nnz, floating* work) noexcept nogil

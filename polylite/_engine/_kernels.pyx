@@ -362,6 +362,66 @@ cdef inline double _anova_sum(const floating* P, Py_ssize_t k,
         return polylite_sum_f(a + degree * k, k)
 
 
+cdef double field_aware_term(const floating* P, Py_ssize_t width, Py_ssize_t n_fields,
+                             const int* fields, const index_t* ind, const floating* val,
+                             Py_ssize_t nnz, floating* grad) noexcept nogil:
+    """The field-aware pairs of one row, ``sum_{a < b} <P[j_a, f_b], P[j_b, f_a]> x_a x_b``
+    (j_a = ind[a], f_a = fields[j_a]), with P a (d, width) matrix whose row j holds the
+    ``n_fields`` latent vectors of feature j, each ``width / n_fields`` long.
+
+    ``grad`` (NULL: the value only), nnz x width, receives the gradient in the row's factor
+    rows: grad[a, f, :] = sum over the b != a of field f of P[j_b, f_a, :] x_a x_b (zero
+    for the fields no other nonzero of the row has).  O(nnz^2 k), one pass over the pairs.
+    """
+    cdef Py_ssize_t k = width // n_fields if n_fields > 0 else 0
+    cdef Py_ssize_t a, b, s, ja, jb, fa, fb
+    cdef const floating* pa
+    cdef const floating* pb
+    cdef floating* ga
+    cdef floating* gb
+    cdef floating xa, xab, dot
+    cdef double total = 0
+    if grad != NULL:
+        for s in range(nnz * width):
+            grad[s] = 0
+    for a in range(nnz):
+        ja = ind[a]
+        fa = fields[ja]
+        xa = val[a]
+        for b in range(a + 1, nnz):
+            jb = ind[b]
+            fb = fields[jb]
+            xab = xa * val[b]
+            pa = P + ja * width + fb * k
+            pb = P + jb * width + fa * k
+            dot = 0
+            for s in range(k):
+                dot = dot + pa[s] * pb[s]
+            total += dot * xab
+            if grad != NULL:
+                ga = grad + a * width + fb * k
+                gb = grad + b * width + fa * k
+                for s in range(k):
+                    ga[s] = ga[s] + xab * pb[s]
+                    gb[s] = gb[s] + xab * pa[s]
+    return total
+
+
+def field_aware_row(const floating[:, ::1] P, const int[::1] fields, Py_ssize_t n_fields,
+                    const index_t[::1] indices, const floating[::1] values,
+                    floating[:, ::1] grad=None):
+    """:func:`field_aware_term` of one row (shapes checked by
+    ``polylite.kernels.field_aware``); the gradient into ``grad`` (nnz x width) if given."""
+    cdef Py_ssize_t nnz = indices.shape[0], width = P.shape[1]
+    cdef floating* g = NULL
+    if grad is not None and grad.size > 0:
+        g = &grad[0, 0]
+    if nnz == 0 or P.size == 0:
+        return 0.0
+    return field_aware_term(&P[0, 0], width, n_fields, &fields[0], &indices[0],
+                            &values[0], nnz, g)
+
+
 cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* val,
                            Py_ssize_t nnz, floating* work) noexcept nogil:
     """Sum over blocks and components of the kernel values of the model ``m``; ``work``
@@ -389,6 +449,8 @@ cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* v
         all_subsets_forward(P, k, ind, val, nnz, work)
         for s in range(k):
             total += work[s]
+    elif kernel == FIELD_AWARE:
+        total = field_aware_term(P, k, m.n_fields, m.fields, ind, val, nnz, <floating*> NULL)
     else:
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, work)
         degree = degrees[0]
@@ -492,6 +554,8 @@ cdef Model _model_of(const floating[::1] w, const floating[:, :, ::1] P, gamma, 
     m.d = P.shape[1]
     m.k = P.shape[2]
     m.kernel = kernel
+    m.fields = NULL
+    m.n_fields = 0
     return m
 
 
@@ -530,6 +594,11 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
     # Empty arrays have no data pointer to take: point at the workspace instead (unused).
     cdef Model m = _model_of(w, P, model.gamma, model.lam, degrees, kernel,
                              <const floating*> work)
+    cdef const int[::1] fields
+    if kernel == FIELD_AWARE:
+        fields = model.fields
+        m.fields = &fields[0] if fields.shape[0] > 0 else NULL
+        m.n_fields = model.n_fields
     cdef const index_t* ind_ptr = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val_ptr = &data[0] if data.shape[0] > 0 else NULL
     cdef floating* out_ptr = &out[0] if n > 0 else NULL

@@ -18,13 +18,14 @@ Mini-batches: the gradients of ``batch_size`` rows are summed in buffers (only t
 entries) and applied once, as the mean.
 """
 import numpy as np
-from libc.math cimport exp, log, sqrt, isfinite
+from libc.math cimport exp, log, sqrt, sqrtf, isfinite, fabs, copysign
 from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
-                        ALL_SUBSETS, POLYNOMIAL, POLYLITE_PREFETCH, anova_gradient,
-                        factors_of,
+                        ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
+                        polylite_prefetch_block,
+                        anova_gradient, factors_of, field_aware_term,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, adagrad_step)
 from ._losses cimport loss_derivative, loss_value
@@ -38,6 +39,7 @@ cdef enum:
     CONSTANT = 0
     INVSCALING = 1
     ADAGRAD = 2
+    FTRL = 3                  # FTRL-proximal (McMahan et al. 2013), one row per step
 
 
 cdef struct Rows:
@@ -62,6 +64,17 @@ cdef struct Rule:
     double eta0
     double power_t
     Py_ssize_t batch_size
+    # The penalty is each row's (libffm's): the parameters the row's prediction reads
+    # are penalised in the row's gradient (alpha w_j, beta P[b, j]; field-aware: the
+    # vectors of the fields of the row's other nonzeros), the others not at all; the
+    # objective's penalty is then the norm weighted by how often the rows read each
+    # parameter.  Else every parameter is penalised at every step (lazily, see above).
+    bint row_penalty
+    # FTRL-proximal's L1 and L2 penalties (on the sum of the losses so far, as in
+    # McMahan et al.; not the intercept's) and its beta (eta0 is its alpha).
+    double l1
+    double l2
+    double ftrl_beta
 
 
 cdef struct History:
@@ -73,6 +86,11 @@ cdef struct History:
     void* gamma
     void* lam
     long long* last_touch
+    # FTRL: its z of each parameter (``floating``, shaped as the parameters); the sums
+    # of squared gradients (its n) are the arrays above.
+    void* z_intercept
+    void* z_w
+    void* z_P
 
 
 cdef struct Pass:
@@ -118,6 +136,7 @@ cdef struct RowSums:
     Py_ssize_t* touched     # mini-batches: the features with a sum, in order of first touch
     Py_ssize_t n_touched
     char* is_touched
+    int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
 
@@ -129,7 +148,8 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
     gradient into the thread's workspace ``st``.
 
     gP[(b * nnz + z) * k + s] = d/dP[b, ind[z], s]; ggamma[r * k + s]; glam[s] (polynomial
-    kernel only).  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
+    kernel only).  The field-aware kernel's one block holds each feature's n_fields
+    vectors in a factor row of k entries.  Workspace: ``table`` (n_dummy + nnz + 1) * (max degree + 1) * k and
     ``adj`` (max degree + 1) * k.
     """
     cdef Py_ssize_t d = m.d, k = m.k, n_dummy = m.n_dummy
@@ -159,6 +179,9 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
         all_subsets_gradient(P, k, ind, val, nnz, table, adj, gP)
         for s in range(k):
             total += table[nnz * k + s]
+    elif m.kernel == FIELD_AWARE:
+        # One block whose factor rows hold a feature's n_fields vectors (k their total).
+        total = field_aware_term(P, k, m.n_fields, m.fields, ind, val, nnz, gP)
     else:
         m_b = m.degrees[0]
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
@@ -429,6 +452,10 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
     return True
 
 
+include "_sgd_fields.pxi"
+include "_sgd_ftrl.pxi"
+
+
 # ---------------------------------------------------------------------------------------
 # Threads: each takes a contiguous share of the rows (of a mini-batch, or of the data for
 # the L-BFGS pass) and sums their gradients in its own buffers; the sums are then added
@@ -454,8 +481,10 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].ggamma = malloc((n_dummy * k + 1) * fsize)
         st[t].glam = malloc((k + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
+        st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
-                     and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL)
+                     and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
+                     and st[t].field_count != NULL)
         if t < first:
             continue
         st[t].w = <double*> calloc(d + 1, sizeof(double))
@@ -485,6 +514,7 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].ggamma)
         free(st[t].glam)
         free(st[t].xs)
+        free(st[t].field_count)
         if t >= first:
             free(st[t].w)
             free(st[t].P)
@@ -538,17 +568,21 @@ cdef inline double _prediction_and_gradient(
 
 
 cdef inline void _add_row(RowSums* st, double dl, const floating* data, const index_t* ind,
-                          Py_ssize_t nnz, const Model* m, bint fit_linear, double pscale,
+                          Py_ssize_t nnz, const Model* m, const Rule* rule, double pscale,
                           bint track) noexcept nogil:
     """dl times the row's gradient (in the workspace, in V) into the thread's sums, in P
-    (divided by ``pscale``); with ``track``, note the features it touches."""
+    (divided by ``pscale``), and with ``rule.row_penalty`` the row's penalty; with
+    ``track``, note the features it touches."""
     cdef const floating* gP = <floating*> st.gP
     cdef const floating* ggamma = <floating*> st.ggamma
     cdef const floating* glam = <floating*> st.glam
     cdef Py_ssize_t d = m.d, k = m.k, n_blocks = m.n_blocks, n_dummy = m.n_dummy
     cdef Py_ssize_t z, j, b, s, r
+    cdef bint fit_linear = rule.fit_linear
     cdef double* row
     st.intercept += dl
+    if rule.row_penalty:
+        _add_row_penalty(st, ind, nnz, m, rule, <const floating*> m.P)
     for z in range(nnz):
         j = ind[z]
         if track and not st.is_touched[j]:
@@ -602,8 +636,7 @@ cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
             return
         _add_row(st, local.rows.sample_weight[i]
                  * loss_derivative(local.rule.loss, local.rows.y[i], pred),
-                 data + start, ind + start, nnz, &local.model, local.rule.fit_linear,
-                 sc.p, True)
+                 data + start, ind + start, nnz, &local.model, &local.rule, sc.p, True)
 
 
 cdef inline bint _first_touch(const RowSums* st, int u, Py_ssize_t j) noexcept nogil:
@@ -638,7 +671,7 @@ cdef void _apply_share(int t, int threads, RowSums* st, const Pass* ps, floating
             j = st[u].touched[v]
             if j % threads != t or not _first_touch(st, u, j):
                 continue
-            if adagrad:
+            if adagrad and not ps.rule.row_penalty:  # (a row penalty is in the sums)
                 elapsed = bs.step - last_touch[j]  # steps since the last touch
                 last_touch[j] = bs.step
             if fit_linear:
@@ -742,8 +775,10 @@ cdef void _batch_pass(int t, int threads, const floating* data, const index_t* i
         if not finite:
             break
         bs.scale = 1.0 / (batch_end - pos)
-        bs.new_w = sc.w * (1 - bs.eta * ps.rule.alpha) if not adagrad else 1
-        bs.new_p = sc.p * (1 - bs.eta * ps.rule.beta) if not adagrad else 1
+        bs.new_w = (sc.w * (1 - bs.eta * ps.rule.alpha)
+                    if not (adagrad or ps.rule.row_penalty) else 1)
+        bs.new_p = (sc.p * (1 - bs.eta * ps.rule.beta)
+                    if not (adagrad or ps.rule.row_penalty) else 1)
         if t == 0:
             _apply_global(threads, st, ps, <floating*> ps.model.intercept, &bs)
         _apply_share(t, threads, st, ps, P, &bs)
@@ -790,18 +825,94 @@ def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=Tr
                      schedule, order, (specialised, n_threads))
 
 
+def _fields_of(problem, Py_ssize_t d):
+    """The field of each of the ``d`` features (intc) of a field-aware ``problem``,
+    checked, since the passes index with them unchecked; an empty array for the other
+    kernels."""
+    if problem.kernel != FIELD_AWARE:
+        return np.zeros(0, np.intc)
+    fields = np.ascontiguousarray(problem.fields, dtype=np.intc)
+    if fields.shape != (d,) or (d > 0 and (fields.min() < 0
+                                           or fields.max() >= problem.n_fields)):
+        raise ValueError(f"field-aware problem: fields must give each of the {d} "
+                         f"features a field in [0, {problem.n_fields})")
+    return fields
+
+
+cdef Rule _rule_of(problem, schedule):
+    """The Rule record of a pass: the problem's objective, the schedule's steps."""
+    cdef Rule r
+    r.loss = problem.loss
+    r.alpha = problem.alpha
+    r.beta = problem.beta
+    r.fit_intercept = problem.fit_intercept
+    r.fit_linear = problem.fit_linear
+    r.fit_lam = problem.fit_lam
+    r.row_penalty = problem.row_penalty
+    r.schedule = schedule.kind
+    r.eta0 = schedule.eta0
+    r.power_t = schedule.power_t
+    r.batch_size = schedule.batch_size
+    r.l1 = schedule.l1
+    r.l2 = schedule.l2
+    r.ftrl_beta = schedule.ftrl_beta
+    return r
+
+
+cdef void _set_ftrl_history(History* h, state, bint ftrl, Py_ssize_t d, Py_ssize_t size_P):
+    """FTRL's z arrays (``state.z``, checked by _check_pass) into the record ``h``; NULL
+    for the other schedules."""
+    cdef char[::1] zi, zw, zP
+    h.z_intercept = h.z_w = h.z_P = NULL
+    if not ftrl:
+        return
+    zi = state.z["intercept"].view(np.int8)
+    zw = state.z["w"].reshape(-1).view(np.int8)
+    zP = state.z["P"].reshape(-1).view(np.int8)
+    h.z_intercept = &zi[0]
+    h.z_w = &zw[0] if d > 0 else NULL
+    h.z_P = &zP[0] if size_P > 0 else NULL
+
+
+cdef void _set_fields(Model* m, const int[::1] fields, Py_ssize_t n_fields):
+    """The field-aware kernel's fields into the record ``m`` (``fields`` must outlive
+    it; empty for the other kernels)."""
+    m.fields = &fields[0] if fields.shape[0] > 0 else NULL
+    m.n_fields = n_fields
+
+
+def _takes_pairs(problem, n_blocks, d, k):
+    """Whether a field-aware model (factors n_blocks x d x k) stepping one row at a time
+    with libffm's penalty takes the pass pair by pair (_field_aware_pass: the same steps
+    to rounding)."""
+    return (problem.kernel == FIELD_AWARE and problem.row_penalty and n_blocks == 1
+            and k > 0 and d > 0)
+
+
 def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
     """Refuse what sgd_epoch cannot take: its loops run without bounds checks, so the
     shapes must agree."""
     n_blocks, d, k = params.P.shape
     n_dummy = params.gamma.shape[0]
     y, sample_weight, order = problem.y, problem.sample_weight, np.asarray(order)
+    if problem.kernel == FIELD_AWARE and (
+            n_blocks != 1 or problem.n_fields < 1 or k % problem.n_fields or n_dummy):
+        raise ValueError("sgd_epoch: a field-aware model has one factor block whose rows "
+                         "hold n_fields vectors of equal length, and no dummies")
     if (params.w.shape[0] != d or params.lam.shape[0] != k or params.gamma.shape[1] != k
             or params.intercept.shape[0] != 1 or y.shape[0] != rows.indptr.shape[0] - 1
             or sample_weight.shape[0] != y.shape[0]):
         raise ValueError("sgd_epoch: parameter or data shapes disagree")
     acc = state.acc
-    if schedule.kind == ADAGRAD and (
+    if schedule.kind == FTRL and (
+            n_dummy or problem.kernel == POLYNOMIAL or schedule.batch_size != 1
+            or any(state.z[name].shape != getattr(params, name).shape
+                   or state.z[name].dtype != params.P.dtype
+                   or not state.z[name].flags.c_contiguous
+                   for name in ("intercept", "w", "P"))):
+        raise ValueError("sgd_epoch: FTRL steps one row at a time on models without "
+                         "dummies, with z arrays shaped and typed as the parameters")
+    if schedule.kind in (ADAGRAD, FTRL) and (
             acc["intercept"].shape != (1,) or acc["w"].shape != (d,)
             or acc["lam"].shape != (k,) or acc["P"].shape != (n_blocks, d, k)
             or acc["gamma"].shape != (n_dummy, k) or state.last_touch.shape != (d,)):
@@ -844,7 +955,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef Py_ssize_t i, z, b, start, nnz, pos
     cdef Py_ssize_t max_nnz = 0, size_P = n_blocks * d * k
     cdef int max_degree = 1, t
-    cdef bint adagrad = kind == ADAGRAD, finite = True, direct = batch_size == 1
+    cdef bint adagrad = kind == ADAGRAD or kind == FTRL, finite = True
+    cdef bint direct = batch_size == 1
     cdef int threads = 1 if direct else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
@@ -862,6 +974,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.model.n_dummy = n_dummy
     ps.model.kernel = kernel
     ps.model.degrees = &degrees[0]
+    cdef const int[::1] fields = _fields_of(problem, d)
+    _set_fields(&ps.model, fields, problem.n_fields)
     # The row workspace of each thread and, for mini-batches, its gradient sums.
     cdef RowSums* st = _alloc_row_sums(threads, threads if direct else 0, sizeof(floating),
                                        &ps.model, max_nnz, block, True)
@@ -880,16 +994,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     ps.model.P = &P[0, 0, 0] if P.size > 0 else st[0].gP
     ps.model.gamma = &gamma[0, 0] if gamma.size > 0 else NULL
     ps.model.lam = &lam[0] if lam.shape[0] > 0 else st[0].glam
-    ps.rule.loss = loss
-    ps.rule.alpha = alpha
-    ps.rule.beta = beta
-    ps.rule.fit_intercept = fit_intercept
-    ps.rule.fit_linear = fit_linear
-    ps.rule.fit_lam = fit_lam
-    ps.rule.schedule = kind
-    ps.rule.eta0 = eta0
-    ps.rule.power_t = power_t
-    ps.rule.batch_size = batch_size
+    ps.rule = _rule_of(problem, schedule)
+    _set_ftrl_history(&ps.history, state, kind == FTRL, d, P.size)
     ps.history.intercept = &acc_intercept[0] if adagrad else NULL
     ps.history.w = &acc_w[0] if adagrad and d > 0 else NULL
     ps.history.P = &acc_P[0, 0, 0] if adagrad and acc_P.size > 0 else NULL
@@ -902,11 +1008,14 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     # row per step) have their own pass; the results agree with the general loop up to
     # rounding.
     cdef bint low_degree = (specialised and kernel == ANOVA and n_blocks > 0
+                            and kind != FTRL
                             and degrees.shape[0] >= n_blocks and n_dummy == 0 and direct
-                            and k > 0 and d > 0)
+                            and k > 0 and d > 0 and not problem.row_penalty)
     for b in range(n_blocks if low_degree else 0):
         low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
     cdef int degree2 = 2
+    cdef bint field_pairs = (specialised and direct and kind != FTRL
+                             and _takes_pairs(problem, n_blocks, d, k))
     try:
         with nogil:
             pos = 0
@@ -919,7 +1028,9 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
             elif low_degree:
                 finite = _anova23_pass(val0, ind0, &indptr[0], &ps, n_blocks, &degrees[0],
                                        &step, work23, &sc)
-            if low_degree:
+            if field_pairs:
+                finite = _field_aware_pass(val0, ind0, &indptr[0], &ps, &step, st)
+            if low_degree or field_pairs:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
                 # One parallel region for the whole pass (a region per mini-batch
@@ -984,6 +1095,12 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
     cdef Py_ssize_t z, j, b, s, r
     cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
+    if ps.rule.schedule == FTRL:
+        _apply_row_ftrl(data, ind, nnz, ps, <RowSums*> st, dl)
+        return
+    if ps.rule.row_penalty and n_dummy == 0 and not fit_lam:
+        _apply_row_penalised(data, ind, nnz, ps, <RowSums*> st, dl, eta)
+        return
     if ps.rule.fit_intercept:
         if adagrad:
             adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
@@ -1069,7 +1186,7 @@ cdef void _gradient_share(Py_ssize_t t, Py_ssize_t threads, const floating* data
                                         &model, fit_linear, &unscaled, st)
         st.total += sw[i] * loss_value(loss, y[i], pred)
         _add_row(st, sw[i] * loss_derivative(loss, y[i], pred), data + start, ind + start,
-                 nnz, &model, fit_linear, 1.0, False)
+                 nnz, &model, &ps.rule, 1.0, False)
 
 
 cdef void _reduce_share(Py_ssize_t t, Py_ssize_t threads, RowSums* st, int n_sums,
@@ -1147,6 +1264,8 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.model.n_dummy = n_dummy
     ps.model.kernel = problem.kernel
     ps.model.degrees = &degrees[0]
+    cdef const int[::1] fields = _fields_of(problem, d)
+    _set_fields(&ps.model, fields, problem.n_fields)
     cdef RowSums* st = _alloc_row_sums(threads, 1, sizeof(floating), &ps.model, max_nnz,
                                        block, False)
     if st == NULL:
@@ -1168,6 +1287,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.rows.sample_weight = &sample_weight[0] if n > 0 else NULL
     ps.rule.loss = problem.loss
     ps.rule.fit_linear = problem.fit_linear
+    ps.rule.row_penalty = False  # (the caller adds the penalty)
     cdef const index_t* ind0 = &indices[0] if indices.shape[0] > 0 else NULL
     cdef const floating* val0 = &data[0] if data.shape[0] > 0 else NULL
     try:

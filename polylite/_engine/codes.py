@@ -4,4 +4,4 @@ __all__ = ["KERNELS"]
 
 #: Kernel names accepted by :func:`polylite.kernels.predict` and the estimators, with
 #: their codes.
-KERNELS = {"anova": 0, "all-subsets": 1, "polynomial": 2}
+KERNELS = {"anova": 0, "all-subsets": 1, "polynomial": 2, "field-aware": 3}

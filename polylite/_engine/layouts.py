@@ -86,8 +86,10 @@ class Layout:
         """The rows of several matrices of this layout, in one."""
         raise NotImplementedError
 
-    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
-        """:func:`polylite.kernels.predict` on checked rows and parameters."""
+    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs,
+                fields=(None, 0)):
+        """:func:`polylite.kernels.predict` on checked rows and parameters; ``fields``:
+        the field-aware kernel's (field of each feature, number of fields)."""
         raise NotImplementedError
 
     def cd_parts(self, X):
@@ -180,9 +182,11 @@ class CSRLayout(Layout):
     def stack(self, matrices):
         return sp.vstack(matrices, format="csr")
 
-    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
+    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs,
+                fields=(None, 0)):
         out = np.empty(X.shape[0], dtype=P.dtype)
-        model = FittedModel(intercept, w, P, gamma, lam, degrees, KERNELS[kernel])
+        model = FittedModel(intercept, w, P, gamma, lam, degrees, KERNELS[kernel],
+                            *fields)
         for start, chunk in self._csr_chunks(X):
             _kernels.predict_csr(np.asarray(chunk.data, dtype=P.dtype), chunk.indices,
                                  chunk.indptr, model, out[start:start + chunk.shape[0]],
@@ -285,11 +289,12 @@ class RelationalLayout(Layout):
                 parts.append(stacked)
         return RelationalMatrix._from_checked(parts, first.dtype)
 
-    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs):
-        if kernel == "polynomial":
-            raise ValueError("relational input is taken by the anova and all-subsets "
-                             "kernels (factorization machines); give the polynomial "
-                             "kernel X.to_csr()")
+    def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs,
+                fields=(None, 0)):
+        if kernel in ("polynomial", "field-aware"):
+            raise ValueError(f"relational input is taken by the anova and all-subsets "
+                             f"kernels (factorization machines); give the {kernel} "
+                             f"kernel X.to_csr()")
         X = X.astype(P.dtype)
         w = w if w.shape[0] else np.zeros(P.shape[1], P.dtype)
         terms = self.table_terms(X, P, degrees, kernel, w, n_jobs)

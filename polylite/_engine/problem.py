@@ -11,12 +11,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Problem", "Schedule", "FittedModel", "SCHEDULES", "ADAGRAD"]
+__all__ = ["Problem", "Schedule", "FittedModel", "SCHEDULES", "ADAGRAD", "FTRL"]
 
 #: The learning-rate schedules of SGD (``learning_rate``), with their codes.
 SCHEDULES = {"constant": 0, "invscaling": 1}
 #: The schedule code of AdaGrad (per-coordinate step sizes).
 ADAGRAD = 2
+#: The schedule code of FTRL-proximal (McMahan et al. 2013).
+FTRL = 3
 
 
 class Problem(NamedTuple):
@@ -33,14 +35,22 @@ class Problem(NamedTuple):
     fit_intercept: bool
     fit_linear: bool
     fit_lam: bool = False      # learn the output weights lam (polynomial networks)
+    fields: np.ndarray = None  # field-aware kernel: intc, the field of each feature
+    n_fields: int = 0          # field-aware kernel: P's rows hold n_fields vectors each
+    row_penalty: bool = False  # stochastic passes: penalise, in each row's step, only
+                               # the parameters the row reads (libffm's penalty)
 
 
 class Schedule(NamedTuple):
     """The step sizes of a stochastic pass."""
-    kind: int                  # a code of SCHEDULES, or ADAGRAD
-    eta0: float                # the initial (constant, AdaGrad: the base) step size
+    kind: int                  # a code of SCHEDULES, ADAGRAD or FTRL
+    eta0: float                # the initial (constant, AdaGrad: the base; FTRL: its
+                               # alpha) step size
     power_t: float             # inverse scaling: eta0 / step ** power_t
     batch_size: int = 1        # rows per step
+    l1: float = 0.0            # FTRL's L1 and L2 penalties, on the sum of the losses
+    l2: float = 0.0            # so far (McMahan et al.'s lambda_1 and lambda_2)
+    ftrl_beta: float = 1.0     # FTRL's beta
 
 
 class FittedModel(NamedTuple):
@@ -52,3 +62,5 @@ class FittedModel(NamedTuple):
     lam: np.ndarray            # (k,): the polynomial kernel's output weights
     degrees: np.ndarray        # intc, the degree of each factor block
     kernel: int                # polylite.kernels.KERNELS
+    fields: np.ndarray = None  # field-aware kernel: intc, the field of each feature
+    n_fields: int = 0          # field-aware kernel: P's rows hold n_fields vectors each

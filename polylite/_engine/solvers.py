@@ -16,11 +16,11 @@ from .. import kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
 from . import _cd, _losses, _sgd, dense
 from .layouts import layout_of
-from .problem import ADAGRAD, SCHEDULES, Problem, Schedule
+from .problem import ADAGRAD, FTRL, SCHEDULES, Problem, Schedule
 from .cd_data import CDData, Gradient, TableBlock
 
-STOCHASTIC = ("sgd", "adagrad")
-DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1}
+STOCHASTIC = ("sgd", "adagrad", "ftrl")
+DEFAULT_ETA0 = {"sgd": 0.01, "adagrad": 0.1, "ftrl": 0.1}
 
 
 def default_sgd_eta0(est, X, y, sw, loss_code, kernel, degrees, n_dummy):
@@ -183,7 +183,8 @@ def problem_of(est, y, sw, loss_code, kernel, degrees):
     solver's passes take."""
     return Problem(y, sw, kernels.KERNELS[kernel], _degrees_array(degrees), loss_code,
                    float(est.alpha), float(est.beta), bool(est.fit_intercept),
-                   bool(est.fit_linear), bool(est._fit_lam))
+                   bool(est.fit_linear), bool(est._fit_lam), *est._field_structure(),
+                   row_penalty=bool(est._row_penalty))
 
 
 
@@ -249,18 +250,27 @@ class StochasticState:
     the step count and, for AdaGrad, the accumulated squared gradients and the step at
     which each feature was last updated (empty arrays for SGD)."""
 
-    def __init__(self, params, adagrad):
+    def __init__(self, params, adagrad, initial_accumulator=0.0, ftrl=False):
         self.step = 0
         self.adagrad = adagrad
+        self.ftrl = ftrl
         self.default_eta0 = None  # SGD's data-driven eta0, chosen at the first pass
         dtype = params.P.dtype
+        sums = adagrad or ftrl  # FTRL's n: its sums of squared gradients, from 0
 
-        def zeros(a):
-            return np.zeros(a.shape if adagrad else (0,) * a.ndim, dtype)
+        def zeros(a):  # AdaGrad's sums start at ``initial_accumulator``
+            return np.full(a.shape if sums else (0,) * a.ndim,
+                           initial_accumulator if adagrad else 0.0, dtype)
 
         self.acc = {name: zeros(getattr(params, name))
                     for name in ("intercept", "w", "P", "gamma", "lam")}
-        self.last_touch = np.zeros(params.w.shape[0] if adagrad else 0, np.int64)
+        self.last_touch = np.zeros(params.w.shape[0] if sums else 0, np.int64)
+        # FTRL's z of each parameter.
+        self.z = {name: np.zeros(getattr(params, name).shape if ftrl else (0,), dtype)
+                  for name in ("intercept", "w", "P")}
+
+
+_SOLVER_NAMES = {0: "sgd", 1: "sgd", ADAGRAD: "adagrad", FTRL: "ftrl"}
 
 
 class StochasticGradient:
@@ -276,11 +286,12 @@ class StochasticGradient:
         self.rng, self.state = rng, state
         self._chunk_buffers = {}  # a relational input's expanded chunks (_row_chunks)
         self.adagrad = state.adagrad
-        self.schedule = ADAGRAD if self.adagrad else SCHEDULES[est.learning_rate]
+        self.schedule = (FTRL if state.ftrl else ADAGRAD if self.adagrad
+                         else SCHEDULES[est.learning_rate])
         if est.eta0 is not None:
             self.eta0 = float(est.eta0)
-        elif self.adagrad:  # AdaGrad's steps are normalised coordinate by coordinate
-            self.eta0 = DEFAULT_ETA0["adagrad"]
+        elif self.adagrad or state.ftrl:  # steps normalised coordinate by coordinate
+            self.eta0 = DEFAULT_ETA0["ftrl" if state.ftrl else "adagrad"]
         else:
             if state.default_eta0 is None:
                 state.default_eta0 = default_sgd_eta0(est, X, y, sw, loss_code, kernel,
@@ -297,7 +308,8 @@ class StochasticGradient:
         est, p, X, st = self.est, self.params, self.X, self.state
         n = X.shape[0]
         order = (self.rng.permutation(n) if est.shuffle else np.arange(n)).astype(np.intp)
-        if not self.adagrad and self.eta0 * max(est.alpha, est.beta) >= 1:
+        if (self.schedule not in (ADAGRAD, FTRL)
+                and self.eta0 * max(est.alpha, est.beta) >= 1):
             raise FloatingPointError(
                 f"eta0 * max(alpha, beta) = {self.eta0 * max(est.alpha, est.beta):g} >= 1: "
                 f"the L2 decay would flip signs; use a smaller learning rate eta0")
@@ -307,7 +319,7 @@ class StochasticGradient:
                   if est.verbose else None)
         finite = True
         schedule = Schedule(self.schedule, self.eta0, float(est.power_t),
-                            int(est.batch_size))
+                            int(est.batch_size), *est._ftrl_penalties())
         for rows, X_rows, y_rows, sw_rows in self._row_chunks(order):
             problem = problem_of(est, y_rows, sw_rows, self.loss_code, self.kernel,
                                  self.degrees)
@@ -324,7 +336,7 @@ class StochasticGradient:
                                for name in ("intercept", "w", "P", "gamma", "lam"))
                 and np.all(np.isfinite(self.predictions()))):
             raise FloatingPointError(
-                f"{'adagrad' if self.adagrad else 'sgd'} diverged: the model's parameters "
+                f"{_SOLVER_NAMES[self.schedule]} diverged: the model's parameters "
                 f"or predictions became non-finite (eta0={self.eta0:g}); use a smaller "
                 f"learning rate eta0, a larger beta, or scale the features")
         if before is None:

@@ -40,9 +40,11 @@ def run(args, parser):
             parser.error(f"argument --stream: trains by partial_fit, which "
                          f"{cls.__name__} (--estimator {args.estimator}) does not have")
         params.setdefault("solver", "adagrad")
-        if params["solver"] not in solvers.STOCHASTIC:
+        offered = next(allowed for name, _, allowed, _, _ in PARAMETERS if name == "solver")
+        streaming = [s for s in solvers.STOCHASTIC if s in offered]
+        if params["solver"] not in streaming:
             parser.error(f"argument --solver: --stream trains by partial_fit, which needs "
-                         f"one of {list(solvers.STOCHASTIC)}, got {params['solver']!r}")
+                         f"one of {streaming}, got {params['solver']!r}")
         if params.get("early_stopping"):
             parser.error("argument --early-stopping: not with --stream (it holds out rows "
                          "in memory); give --validation FILE instead")

@@ -539,7 +539,7 @@ class FactorizationMachineRegressor(_DaskMixin, _local.FactorizationMachineRegre
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
                  beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5, solver="lbfgs",
-                 learning_rate="invscaling", eta0=None, power_t=0.25,
+                 learning_rate="invscaling", eta0=None, power_t=0.25, l1=0.0, l2=0.0,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
@@ -559,9 +559,9 @@ class FactorizationMachineClassifier(_DaskMixin, _local.FactorizationMachineClas
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
                  solver="lbfgs", learning_rate="invscaling", eta0=None, power_t=0.25,
-                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
+                 l1=0.0, l2=0.0, batch_size=1, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, warm_start=False,
+                 random_state=None, verbose=0, n_jobs=None):
         super().__init__(**{k: v for k, v in locals().items()
                             if k not in ("self", "__class__")})
 

@@ -1,8 +1,12 @@
-"""Factorization machines and polynomial networks: one output per model (one-vs-rest for
+"""Factorization machines (also field-aware) and polynomial networks: one output per model (one-vs-rest for
 several classes), fitted by the engine's coordinate descent, SGD/AdaGrad or L-BFGS
 (:mod:`polylite._engine`), driven epoch by epoch from Python (``_base``)."""
+from .ffm import (FieldAwareFactorizationMachineClassifier,
+                  FieldAwareFactorizationMachineRegressor)
 from .fm import FactorizationMachineClassifier, FactorizationMachineRegressor
 from .pn import PolynomialNetworkClassifier, PolynomialNetworkRegressor
 
 __all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
-           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier"]
+           "PolynomialNetworkRegressor", "PolynomialNetworkClassifier",
+           "FieldAwareFactorizationMachineRegressor",
+           "FieldAwareFactorizationMachineClassifier"]

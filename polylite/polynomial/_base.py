@@ -120,7 +120,7 @@ MAX_ITER_TOL_DOC = """\
 _SQUARED = _losses.LOSSES["squared"]
 
 # max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
-DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
+DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "ftrl": 100, "lbfgs": 1000}
 
 
 def is_dense(X):
@@ -180,10 +180,10 @@ class _PolynomialModel(ModelRoot):
         check_number(self.n_components, "n_components", low=1, integer=True)
         check_number(self.alpha, "alpha", low=0)
         check_number(self.beta, "beta", low=0)
-        check_number(self.init_scale, "init_scale", low=0)
+        self._check_init_scale()
         if self.max_iter is not None:
             check_number(self.max_iter, "max_iter", low=1, integer=True)
-        check_number(self.tol, "tol", low=0)
+        self._check_tol()
         check_number(self.verbose, "verbose", low=0, integer=True)
         for name in ("fit_intercept", "fit_linear", "warm_start", "shuffle",
                      "early_stopping"):
@@ -204,6 +204,12 @@ class _PolynomialModel(ModelRoot):
 
     _solvers = ("auto", "cd", "sgd", "adagrad", "lbfgs")
 
+    def _check_init_scale(self):
+        check_number(self.init_scale, "init_scale", low=0)
+
+    def _check_tol(self):
+        check_number(self.tol, "tol", low=0)
+
     def _choose_solver(self, X):
         """The solver a fit on ``X`` (validated CSR) runs: ``solver``, or for "auto"
         "lbfgs" on dense data (:func:`is_dense`) and "cd" otherwise (``AUTO_SOLVER_DOC``)."""
@@ -223,10 +229,11 @@ class _PolynomialModel(ModelRoot):
         checks its data so, and ``polylite.load`` a model file."""
         self._check_degree(n_features)
         _, degrees, n_dummy = self._structure()
-        k = self.n_components
-        n_values = n_outputs * (1 + n_features + (len(degrees) * n_features + n_dummy + 1) * k)
+        k, width = self.n_components, self._factor_width()
+        n_values = n_outputs * (1 + n_features + len(degrees) * n_features * width
+                                + (n_dummy + 1) * k)
         check_model_memory(n_values, itemsize, k, "outputs, blocks, features, components",
-                           (n_outputs, len(degrees), n_features, k))
+                           (n_outputs, len(degrees), n_features, width))
 
     def _check_degree(self, n_features):
         """Refuse a ``degree`` absurd for ``n_features`` features (ValueError); the
@@ -236,6 +243,15 @@ class _PolynomialModel(ModelRoot):
     def _n_jobs(self):
         """Threads asked for (``n_jobs``; None for a family without the parameter)."""
         return getattr(self, "n_jobs", None)
+
+    # AdaGrad's sums of squared gradients start at this value (the field-aware models
+    # start at 1, so that the first steps are at most eta0 per coordinate).
+    _initial_accumulator = 0.0
+
+    def _factor_width(self):
+        """Entries of a feature's factor row in each block: ``n_components`` (the
+        field-aware models hold a vector per field there)."""
+        return self.n_components
 
     @property
     def _fit_lam(self):
@@ -300,7 +316,7 @@ class _PolynomialModel(ModelRoot):
         return dict(
             intercept=np.zeros((n_outputs, 1), dtype),
             w=np.zeros((n_outputs, n_features), dtype),
-            P=np.zeros((n_outputs, len(degrees), n_features, k), dtype),
+            P=np.zeros((n_outputs, len(degrees), n_features, self._factor_width()), dtype),
             gamma=np.zeros((n_outputs, n_dummy, k), dtype),
             lam=np.ones((n_outputs, k), dtype),
         )
@@ -313,8 +329,24 @@ class _PolynomialModel(ModelRoot):
     # publish P_ without the block axis and gamma_ without the dummy axis.
     _single_block = False
 
+    # Whether the model reports n_nonzero_weights_ (the models with solver="ftrl").
+    _counts_nonzero = False
+
+    def _check_ftrl(self):
+        """FTRL's penalties and its limits (one row per step)."""
+        if "ftrl" not in self._solvers:
+            return
+        check_number(self.l1, "l1", low=0)
+        check_number(self.l2, "l2", low=0)
+        if self.solver == "ftrl" and self.batch_size != 1:
+            raise ValueError(f"solver='ftrl' steps one row at a time: batch_size must be "
+                             f"1, got {self.batch_size}")
+
     def _publish(self, stack):
         """Expose the arrays of ``stack`` as the documented fitted attributes."""
+        if self._counts_nonzero and "ftrl" in self._solvers:
+            self.n_nonzero_weights_ = int(np.count_nonzero(stack["w"])
+                                          + np.count_nonzero(stack["P"]))
         P, gamma = stack["P"], stack["gamma"]
         if self._single_block:
             P = P[:, 0]
@@ -353,7 +385,7 @@ class _PolynomialModel(ModelRoot):
             return None
         stack = self._stacked(copy=True)
         _, degrees, n_dummy = self._structure()
-        expected = (n_outputs, len(degrees), n_features, self.n_components)
+        expected = (n_outputs, len(degrees), n_features, self._factor_width())
         if stack["P"].shape != expected or stack["gamma"].shape[1] != n_dummy:
             raise ValueError(
                 f"warm_start=True but the fitted factors have shape {stack['P'].shape[1:]}, "
@@ -524,7 +556,9 @@ class _PolynomialModel(ModelRoot):
         else:
             solver = solvers.StochasticGradient(
                 self, X, y, sw * X.shape[0], params, loss_code, kernel, degrees, rng,
-                solvers.StochasticState(params, solver_name == "adagrad"), n_jobs,
+                solvers.StochasticState(params, solver_name == "adagrad",
+                                        self._initial_accumulator,
+                                        ftrl=solver_name == "ftrl"), n_jobs,
                 watched=solver_inputs)
         objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
         if self.verbose:
@@ -557,7 +591,7 @@ class _PolynomialModel(ModelRoot):
                 if decrease < self.tol or max_change < self.tol:
                     converged = True
                     break
-            else:
+            elif self.tol is not None:  # (None: max_iter epochs, a stochastic solver's)
                 # Stochastic: stop after n_iter_no_change epochs without an improvement
                 # of the objective by tol (relative), as scikit-learn's SGD estimators do.
                 if objective > best - self.tol * abs(best):
@@ -574,7 +608,7 @@ class _PolynomialModel(ModelRoot):
             # The rows the objective watched (all for CD, the sample of the stochastic
             # solvers), with the final model.
             kernels.check_fitted_scale(self, X, y_watched, y_pred, sw_watched)
-        if converged:
+        if converged or self.tol is None:
             return epoch, None
         # On dense data coordinate descent's passes are as long as L-BFGS's gradient, and
         # it needs many more of them (benchmarks/bench_classification.py --speed).
@@ -663,11 +697,12 @@ class _PolynomialModel(ModelRoot):
             if not hasattr(self, "_partial_rng"):
                 self._partial_rng = check_random_state(self.random_state)
         states = getattr(self, "_stochastic_states", None)
-        adagrad = self.solver == "adagrad"
+        adagrad, ftrl = self.solver == "adagrad", self.solver == "ftrl"
         if (states is None or len(states) != n_outputs or
-                any(st.adagrad != adagrad or st.last_touch.shape[0] != (
-                    X.shape[1] if adagrad else 0) for st in states)):
-            states = [solvers.StochasticState(self._output(stack, o), adagrad)
+                any(st.adagrad != adagrad or st.ftrl != ftrl or st.last_touch.shape[0] != (
+                    X.shape[1] if adagrad or ftrl else 0) for st in states)):
+            states = [solvers.StochasticState(self._output(stack, o), adagrad,
+                                              self._initial_accumulator, ftrl=ftrl)
                       for o in range(n_outputs)]
         kernel, degrees, _ = self._structure()
         loss_code = _losses.loss_code(loss)
@@ -724,7 +759,8 @@ class _PolynomialModel(ModelRoot):
         _, degrees, n_dummy = self._structure()
         k = self.n_components
         expected = {"intercept": (n_out, 1), "w": (n_out, d),
-                    "P": (n_out, len(degrees), d, k), "gamma": (n_out, n_dummy, k)}
+                    "P": (n_out, len(degrees), d, self._factor_width()),
+                    "gamma": (n_out, n_dummy, self._factor_width())}
         if self._has_lam:
             expected["lam"] = (n_out, k)
         check_float_arrays(arrays, expected, P.dtype)
@@ -776,7 +812,7 @@ class _EarlyStopping:
         self.last = _cd.weighted_loss(self.y_val, pred, self.sw_val, self.loss_code)
         if self.est._is_classifier:  # the targets of an output are +-1
             self.last_accuracy = float(np.mean((pred > 0) == (self.y_val > 0)))
-        if self.last < self.best - self.est.tol * abs(self.best) or self.best_params is None:
+        if self.last < self.best - (self.est.tol or 0) * abs(self.best) or self.best_params is None:
             self.best = min(self.best, self.last)
             self.best_params = {name: np.array(getattr(self.params, name))
                                 for name in ("intercept", "w", "P", "gamma", "lam")}

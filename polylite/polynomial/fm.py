@@ -18,6 +18,8 @@ MAX_DEGREE_BEYOND_FEATURES = 5
 class _BaseFactorizationMachine(_PolynomialModel):
 
     _takes_relational = True
+    _solvers = _PolynomialModel._solvers + ("ftrl",)
+    _counts_nonzero = True
 
     def _check_params(self):
         super()._check_params()
@@ -25,6 +27,11 @@ class _BaseFactorizationMachine(_PolynomialModel):
         check_choice(self.lower_degrees, "lower_degrees", LOWER_DEGREES)
         check_choice(self.kernel, "kernel", FM_KERNELS)
         check_n_jobs(self.n_jobs)
+        self._check_ftrl()
+        if self.solver == "ftrl" and self.lower_degrees == "shared" and \
+                self.kernel == "anova":
+            raise ValueError("solver='ftrl' takes no dummy features: use "
+                             "lower_degrees='separate' or 'none'")
 
     def _check_degree(self, n_features):
         if self.kernel == "anova":
@@ -97,7 +104,7 @@ _FM_PARAMS_DOC = """
         the HOFM paper).  Much smaller values slow the first epochs of degree >= 3 down
         (the gradients of A_m shrink like init_scale^(m-1)).
 """ + MAX_ITER_TOL_DOC + """\
-    solver : {"auto", "cd", "sgd", "adagrad", "lbfgs"}, default="auto"
+    solver : {"auto", "cd", "sgd", "adagrad", "ftrl", "lbfgs"}, default="auto"
 """ + AUTO_SOLVER_DOC + """\
         "cd": cyclic coordinate descent with cached power sums (the objective never
         increases; best for degree <= 3-4).  On a ``RelationalMatrix`` it steps in the
@@ -121,6 +128,15 @@ _FM_PARAMS_DOC = """
         diverge.
     power_t : float, default=0.25
         Exponent of the "invscaling" schedule.
+    l1 : float, default=0.0
+        L1 penalty of "ftrl" (FTRL-proximal, McMahan et al., KDD 2013: a step per row,
+        each coordinate at its own rate, ``eta0`` its alpha, default 0.1, and a beta of
+        1): McMahan's lambda_1, which sets weights exactly to zero
+        (``n_nonzero_weights_`` counts those kept).  Unlike ``alpha`` and ``beta``,
+        FTRL's penalties are on the sum of the losses seen so far, as in the paper and
+        xLearn, not per sample; with "ftrl", ``alpha`` and ``beta`` do not apply.
+    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
     batch_size : int, default=1
         Rows per stochastic step (their gradients are averaged).
     shuffle : bool, default=True
@@ -190,6 +206,9 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
         Number of epochs run.
     solver_ : str
         The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
     n_features_in_ : int
         Number of features seen in ``fit``.
 
@@ -207,7 +226,7 @@ class FactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
     def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
                  kernel="anova", fit_linear=True, fit_intercept=True, alpha=1e-4,
                  beta=1e-4, init_scale=0.1, max_iter=None, tol=1e-5, solver="auto",
-                 learning_rate="invscaling", eta0=None, power_t=0.25,
+                 learning_rate="invscaling", eta0=None, power_t=0.25, l1=0.0, l2=0.0,
                  batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
@@ -234,6 +253,9 @@ class FactorizationMachineClassifier(_OneVsRestMixin,
     n_iter_ : ndarray of shape (n_outputs,)
     solver_ : str
         The solver that ran: ``solver``, or the one "auto" chose ("cd" or "lbfgs").
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
     n_features_in_ : int
     """
 
@@ -241,7 +263,7 @@ class FactorizationMachineClassifier(_OneVsRestMixin,
                  kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
                  alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=None, tol=1e-5,
                  solver="auto", learning_rate="invscaling", eta0=None, power_t=0.25,
-                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
+                 l1=0.0, l2=0.0, batch_size=1, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, warm_start=False,
+                 random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())

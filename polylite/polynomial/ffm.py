@@ -1,0 +1,396 @@
+"""Field-aware factorization machines (Juan et al., RecSys 2016), trained by the engine's
+stochastic passes (AdaGrad as libffm, or SGD).
+
+The model is the engine's field-aware kernel (``polylite._engine._kernels``:
+``field_aware_term``) on one factor block whose row j holds feature j's latent vector for
+each field; the passes, their step rules and the epoch loop are the factorization
+machines' (:class:`polylite.polynomial._base._PolynomialModel`).
+"""
+import numbers
+
+import numpy as np
+from sklearn.base import RegressorMixin
+from sklearn.preprocessing import normalize
+
+from .. import kernels
+from .._io import ModelFileError, register_model
+from .._validation import check_bool, check_choice, check_n_jobs, check_number, \
+    store_init_params
+from ._base import _PolynomialModel
+from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+
+__all__ = ["FieldAwareFactorizationMachineRegressor",
+           "FieldAwareFactorizationMachineClassifier"]
+
+
+def fields_of(fields, n_features):
+    """The field of each of ``n_features`` columns, as the field-aware models take it.
+
+    Parameters
+    ----------
+    fields : array-like of int, list of Field, fitted FieldEncoder, or None
+        ``fields[j]`` is the field of column j; a fitted
+        :class:`polylite.FieldEncoder`'s fields (its ``fields_``, or the encoder itself)
+        become the fields, in their order, each holding its columns; None: each column
+        a field of its own.
+    n_features : int
+        The number of columns of the data.
+
+    Returns
+    -------
+    fields : ndarray of shape (n_features,), dtype intc
+    n_fields : int
+    """
+    if fields is None:
+        return np.arange(n_features, dtype=np.intc), max(n_features, 1)
+    encoded = getattr(fields, "fields_", None)
+    if (isinstance(fields, (list, tuple)) and fields
+            and all(hasattr(f, "start") and hasattr(f, "stop") for f in fields)):
+        encoded = list(fields)  # a FieldEncoder's fields_
+    if encoded is None and hasattr(fields, "get_params") and hasattr(fields, "transform"):
+        raise ValueError("fields is an unfitted FieldEncoder: fit it first (its fields_ "
+                         "give the model's fields)")
+    if encoded is not None:
+        out = np.empty(encoded[-1].stop if encoded else 0, np.intc)
+        for f, field in enumerate(encoded):
+            out[field.start:field.stop] = f
+        if out.shape[0] != n_features:
+            raise ValueError(f"the FieldEncoder's fields cover {out.shape[0]} columns, "
+                             f"but X has {n_features}")
+        return out, max(len(encoded), 1)
+    return kernels.check_fields(fields, n_features)
+
+
+class _BaseFieldAwareFM(_PolynomialModel):
+
+    _solvers = ("sgd", "adagrad", "ftrl")
+    _counts_nonzero = True
+    _initial_accumulator = 1.0  # as libffm: the first steps are at most eta0
+    _row_penalty = True  # as libffm: each row penalises the vectors it reads
+
+    def _check_params(self):
+        super()._check_params()
+        check_bool(self.normalize, "normalize")
+        check_n_jobs(self.n_jobs)
+        self._check_ftrl()
+        f = self.fields
+        if not (f is None or hasattr(f, "transform") or isinstance(f, (list, tuple))
+                or (isinstance(f, np.ndarray) and f.ndim == 1)):
+            raise ValueError(f"fields must be None, a sequence of ints (the field of each "
+                             f"column) or a fitted FieldEncoder, got {type(f).__name__}")
+
+    def _check_init_scale(self):
+        if self.init_scale is not None:
+            check_number(self.init_scale, "init_scale", low=0)
+
+    def _check_tol(self):
+        if self.tol is not None:
+            check_number(self.tol, "tol", low=0)
+
+    def _choose_solver(self, X):
+        return self.solver
+
+    def _structure(self):
+        return "field-aware", [2], 0
+
+    def _field_structure(self):
+        return self.fields_, self.n_fields_
+
+    def _factor_width(self):
+        return self.n_fields_ * self.n_components
+
+    def _check_against_data(self, X, n_outputs):
+        """Resolve the fields (``fields_``, ``n_fields_``) for the data, then check the
+        model's size."""
+        self.fields_, self.n_fields_ = fields_of(self.fields, X.shape[1])
+        super()._check_against_data(X, n_outputs)
+
+    def _init_nonlinear(self, params, rng):
+        """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as libffm."""
+        scale = (1.0 / np.sqrt(self.n_components) if self.init_scale is None
+                 else float(self.init_scale))
+        params.P[...] = rng.uniform(0.0, scale, size=params.P.shape)
+
+    # The rows the passes and the predictions read: scaled to unit norm with normalize.
+    def _prepare_X(self, X, *, reset, y=None):
+        out = super()._prepare_X(X, reset=reset, y=y)
+        if not self.normalize:
+            return out
+        if isinstance(out, tuple):
+            return (_unit_rows(out[0]),) + tuple(out[1:])
+        return _unit_rows(out)
+
+    def _validation_set(self, X_val, y_val):
+        X_val, y_val = super()._validation_set(X_val, y_val)
+        return (_unit_rows(X_val) if self.normalize else X_val), y_val
+
+    # The fitted factors: P_ of shape ([n_outputs,] n_features, n_fields, n_components),
+    # a view of the engine's block of rows of n_fields * n_components entries.
+    _single_block = True
+
+    def _publish(self, stack):
+        super()._publish(stack)
+        self.P_ = self.P_.reshape(self.P_.shape[:-1] + (self.n_fields_, self.n_components))
+        del self.gamma_
+
+    def _allocate(self, n_outputs, n_features, dtype):
+        # The engine's factor rows are n_fields * n_components long, and so its unused
+        # gamma and lam rows.
+        stack = super()._allocate(n_outputs, n_features, dtype)
+        width = self._factor_width()
+        stack["gamma"] = np.zeros((n_outputs, 0, width), dtype)
+        stack["lam"] = np.ones((n_outputs, width), dtype)
+        return stack
+
+    def _stacked(self, copy=False):
+        P = self.P_ if self._is_classifier else self.P_[np.newaxis]
+        n_out, d, n_fields, k = P.shape
+        dtype = P.dtype
+        w = self.w_ if self._is_classifier else self.w_[np.newaxis]
+        stack = dict(intercept=np.array(self.intercept_, dtype=dtype).reshape(-1, 1),
+                     w=w, P=P.reshape(n_out, 1, d, n_fields * k),
+                     gamma=np.zeros((n_out, 0, n_fields * k), dtype),
+                     lam=np.ones((n_out, n_fields * k), dtype))
+        return {name: np.array(a, dtype=dtype, copy=copy or None)
+                for name, a in stack.items()}
+
+    def _predict_output(self, X, params, kernel, degrees):
+        d = params.P.shape[1]
+        return kernels.predict(
+            X, params.P[0].reshape(d, self.n_fields_, self.n_components),
+            kernel="field-aware", fields=self.fields_, intercept=params.intercept[0],
+            w=params.w if self.fit_linear else None, check_input=False,
+            n_jobs=self._n_jobs)
+
+    # Model files: the fields are an array of the file (``fields_``), from which the
+    # loaded model's parameter ``fields`` is restored; the header holds None for it (a
+    # FieldEncoder is no parameter a file can hold, and a list of a million fields is
+    # no header).
+    def _saved_params(self):
+        params = self.get_params(deep=False)
+        params["fields"] = None
+        return params
+
+    def _model_arrays(self):
+        arrays, meta = super()._model_arrays()
+        arrays["fields"] = self.fields_.astype(np.int64)
+        arrays["n_fields"] = np.array([self.n_fields_], np.int64)
+        return arrays, meta
+
+    def _restore_model(self, arrays, attributes):
+        arrays = dict(arrays)
+        fields, n_fields = arrays.pop("fields", None), arrays.pop("n_fields", None)
+        if fields is None or n_fields is None or n_fields.shape != (1,):
+            raise ModelFileError("a field-aware model file needs the arrays 'fields' and "
+                                 "'n_fields'")
+        try:
+            self.fields_, self.n_fields_ = kernels.check_fields(
+                fields, self.n_features_in_, int(n_fields[0]))
+        except ValueError as exc:
+            raise ModelFileError(f"model file has invalid fields: {exc}") from None
+        super()._restore_model(arrays, attributes)
+        self.fields = self.fields_.copy()
+
+
+def _unit_rows(X):
+    """X with each row scaled to unit Euclidean norm (zero rows stay zero)."""
+    return normalize(X, norm="l2", copy=True)
+
+
+_FFM_PARAMS_DOC = """
+    Parameters
+    ----------
+    n_components : int, default=4
+        Length k of each latent vector (libffm's ``-k``).  The model holds
+        ``n_features * n_fields * n_components`` factors.
+    fields : array-like of int, list of Field, FieldEncoder or None, default=None
+        The field of each column: an array (``fields[j]`` the field of column j, as
+        :func:`polylite.datasets.load_libffm` returns it), or the ``fields_`` of the
+        fitted :class:`polylite.FieldEncoder` that made X, whose fields become the
+        model's, in order (the fitted encoder itself is taken too, but scikit-learn's
+        ``clone``, as in a grid search, would hand the model an unfitted copy of it).
+        None: every column is a field of its own (small data only: the model then grows
+        with the square of the columns).
+    normalize : bool, default=True
+        Scale each row to unit Euclidean norm before it enters the model, in fitting and
+        in prediction (libffm's instance-wise normalisation: a pair's product is then
+        divided by the squared norm of the row; libffm's ``--no-norm`` is False).
+    fit_linear : bool, default=True
+        Fit the linear term ``<w, x>``.
+    fit_intercept : bool, default=True
+        Fit the intercept (it is not regularised).
+    alpha : float, default=2e-5
+        L2 regularisation of the linear weights ``w_``, per sample: each row's step
+        penalises the weights of its nonzeros, so the objective's penalty is
+        ``alpha/2 sum_j (n_j / n) w_j^2`` with ``n_j`` the rows that have feature j.
+    beta : float, default=2e-5
+        L2 regularisation of the latent vectors ``P_``, per sample, as libffm's ``-l``:
+        each row's step penalises the vectors its prediction reads (feature j's vectors
+        of the fields of the row's other nonzeros), so frequent features are penalised
+        more than rare ones.
+    init_scale : float or None, default=None
+        The latent vectors start uniform in ``[0, init_scale)``; None: 1 /
+        sqrt(n_components), as libffm.
+    max_iter : int, default=15
+        Epochs (libffm's ``-t``).
+    tol : float or None, default=None
+        None: run ``max_iter`` epochs (as libffm), or until the validation loss stops
+        improving with a validation set.  A number: also stop after
+        ``n_iter_no_change`` epochs in which the training objective did not improve by
+        ``tol`` (relative), and warn if ``max_iter`` epochs end before that.
+    solver : {"adagrad", "sgd", "ftrl"}, default="adagrad"
+        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
+        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
+        stochastic gradient with the ``learning_rate`` schedule.  "ftrl":
+        FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
+        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
+        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
+        steps on the parameters it reads.
+    learning_rate : {"constant", "invscaling"}, default="invscaling"
+        Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
+    eta0 : float, default=0.2
+        Base step size (libffm's ``-r``).
+    power_t : float, default=0.25
+        Exponent of the "invscaling" schedule.
+    l1 : float, default=0.0
+        L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
+        exactly to zero (``n_nonzero_weights_`` counts those kept).  FTRL's penalties
+        are on the sum of the losses seen so far, as in the paper and xLearn, not per
+        sample.
+    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
+    batch_size : int, default=1
+        Rows per step (their gradients are averaged).  With ``batch_size > 1`` the
+        ``n_jobs`` threads share each mini-batch.
+    shuffle : bool, default=True
+        Visit the rows in a new random order every epoch.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (stratified for
+        classifiers) and stop when its loss (the log loss for the logistic loss) has not
+        improved by ``tol`` for ``n_iter_no_change`` epochs, keeping the best model
+        (libffm's ``--auto-stop`` with ``n_iter_no_change=1``).  ``fit`` also takes an
+        explicit validation set ``X_val, y_val`` (libffm's ``-p``).
+    validation_fraction : float, default=0.1
+        Share of the training data held out when ``early_stopping``.
+    n_iter_no_change : int, default=2
+        Epochs without improvement before stopping.
+    warm_start : bool, default=False
+        Continue from the previous fit's parameters.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation and of the order of the rows.
+    verbose : int, default=0
+        Print the objective after every epoch when > 0.
+    n_jobs : int or None, default=None
+        Threads (None: 1; -1: every CPU the process may use): the rows of prediction and
+        of each mini-batch (``batch_size > 1``; steps on one row are sequential), and the
+        classes of a multi-class classifier.
+"""
+
+_FFM_OBJECTIVE_DOC = """
+    ``y_hat(x) = intercept_ + <w_, x> + sum_{j < j'} <P_[j, f(j')], P_[j', f(j)]> x_j x_j'``
+    with f(j) the field of column j (``fields_``) and x the row scaled to unit norm when
+    ``normalize``.  The objective is ``sum_i s_i (loss(y_i, y_hat_i) + alpha/2 ||w[x_i]||^2
+    + beta/2 ||P[x_i]||^2) / sum_i s_i`` with sample weights ``s_i`` (1 by default),
+    where ``w[x_i]`` and ``P[x_i]`` are the weights and vectors that row i's
+    prediction reads.
+"""
+
+
+@register_model
+class FieldAwareFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
+                                              _BaseFieldAwareFM):
+    __doc__ = """Field-aware factorization machine regressor (squared loss).
+
+    Each feature has one latent vector per field, and a pair of features interacts
+    through the vector each keeps for the other's field (Juan et al., "Field-aware
+    Factorization Machines for CTR Prediction", RecSys 2016).
+    """ + _FFM_OBJECTIVE_DOC + _FFM_PARAMS_DOC + """
+    Attributes
+    ----------
+    intercept_ : float
+    w_ : ndarray of shape (n_features,)
+        Linear weights (zeros when ``fit_linear=False``).
+    P_ : ndarray of shape (n_features, n_fields, n_components)
+        ``P_[j, f]`` is feature j's latent vector for field f.
+    fields_ : ndarray of shape (n_features,)
+        The field of each column.
+    n_fields_ : int
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
+    n_iter_ : int
+        Number of epochs run.
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import FieldAwareFactorizationMachineRegressor
+    >>> X = np.random.RandomState(0).rand(50, 4)
+    >>> y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> ffm = FieldAwareFactorizationMachineRegressor(fields=[0, 0, 1, 2],
+    ...                                               random_state=0).fit(X, y)
+    >>> ffm.P_.shape
+    (4, 3, 4)
+    """
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
+                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
+                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
+                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
+        store_init_params(self, locals())
+
+
+@register_model
+class FieldAwareFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldAwareFM):
+    __doc__ = """Field-aware factorization machine classifier, binary or multi-class.
+
+    The model of click-through-rate prediction that won the Criteo and Avazu challenges
+    (Juan et al., "Field-aware Factorization Machines for CTR Prediction", RecSys 2016):
+    each feature has one latent vector per field, and a pair of features interacts
+    through the vector each keeps for the other's field.  Multi-class problems are
+    solved one-vs-rest (one model per class).
+    """ + _FFM_OBJECTIVE_DOC + _FFM_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    intercept_ : ndarray of shape (n_outputs,)
+        n_outputs is 1 for two classes, else n_classes.
+    w_ : ndarray of shape (n_outputs, n_features)
+    P_ : ndarray of shape (n_outputs, n_features, n_fields, n_components)
+    fields_ : ndarray of shape (n_features,)
+        The field of each column.
+    n_fields_ : int
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_`` and ``P_`` (with "ftrl" and ``l1 > 0``, the weights
+        it keeps).
+    n_iter_ : ndarray of shape (n_outputs,)
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import FieldAwareFactorizationMachineClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randint(0, 2, size=(200, 6)).astype(float)
+    >>> y = (X[:, 0] * X[:, 3] + X[:, 1] > 0.5).astype(int)
+    >>> clf = FieldAwareFactorizationMachineClassifier(
+    ...     fields=[0, 0, 1, 1, 2, 2], random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
+    """
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
+                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
+                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
+        store_init_params(self, locals())
