@@ -52,6 +52,7 @@ class Catalogue(NamedTuple):
     cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
     n_users: int
     max_item_nnz: int            # the nonzeros of the widest item row
+    columns: tuple = None        # (start, stop): the model's columns of the item part
 
 
 class Chunk(NamedTuple):
@@ -186,3 +187,31 @@ def chunks(positives, order, batch_end, buffers):
         yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
                      positives.weight[rows], batch_end[lo:lo + CHUNK_ROWS]),
                lo + CHUNK_ROWS >= order.shape[0])
+
+
+class WholeData(NamedTuple):
+    """The positives as the whole-data loss sees them: distinct query rows and the
+    observed (query, item) pairs with their weights."""
+    queries: sp.csr_matrix       # one row per distinct query row (float64, int64 indices)
+    pair_query: np.ndarray       # int64: each observed pair's query (row of ``queries``)
+    pair_item: np.ndarray        # int64: its item (row of the catalogue)
+    weight: np.ndarray           # float64: its weight 1 + confidence * count
+
+
+def whole_data(positives, confidence):
+    """The distinct query rows of ``positives`` and their observed pairs, each weighted
+    ``1 + confidence * count`` (count: the summed sample weights of the pair's
+    positives; pairs whose positives all weigh 0 are not observed)."""
+    codes = query_codes(positives.query)
+    _, first, query_of = np.unique(codes, return_index=True, return_inverse=True)
+    query_of = query_of.ravel().astype(np.int64)
+    queries = sp.csr_matrix(positives.query[first].to_csr(), dtype=np.float64)
+    n_items = int(positives.item.max()) + 1 if positives.item.size else 0
+    pairs = sp.csr_matrix((positives.weight, (query_of, positives.item)),
+                          shape=(first.shape[0], n_items))
+    pairs.sum_duplicates()
+    pairs.eliminate_zeros()
+    pair_query = np.repeat(np.arange(pairs.shape[0], dtype=np.int64),
+                           np.diff(pairs.indptr))
+    return WholeData(queries, pair_query, pairs.indices.astype(np.int64),
+                     1.0 + confidence * pairs.data.astype(np.float64))
