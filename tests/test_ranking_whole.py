@@ -312,3 +312,36 @@ def test_whole_data_refuses_models_that_do_not_split():
         FactorizationMachineRanker(loss="ials", alpha0=-1).fit(X)
     with pytest.raises(ValueError, match="confidence"):
         FactorizationMachineRanker(loss="ials", confidence=-1).fit(X)
+
+
+def test_a_zero_weight_positive_is_an_unobserved_pair():
+    table, _, _ = _clicks(n_users=60)
+    enc = FieldEncoder(output="relational").fit(table)
+    # A positive whose user and item have other positives: without it, the queries and
+    # the catalogue are the same.
+    users, items = table["user_id"], table["item_id"]
+    row = next(r for r in range(len(users))
+               if (users == users[r]).sum() > 1 and (items == items[r]).sum() > 1 and
+               ((users == users[r]) & (items == items[r])).sum() == 1)
+    keep = np.arange(len(users)) != row
+    params = dict(n_components=3, loss="ials", confidence=1.0, max_iter=3,
+                  random_state=0)
+    weights = keep.astype(float)
+    a = FactorizationMachineRanker(**params).fit(enc.transform(table),
+                                                 sample_weight=weights)
+    b = FactorizationMachineRanker(**params).fit(
+        enc.transform({k: v[keep] for k, v in table.items()}))
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(a.w_, b.w_, rtol=1e-10, atol=1e-13)
+
+
+def test_partial_fit_continues_a_loaded_whole_data_model(tmp_path):
+    table, _, _ = _clicks(n_users=80)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    params = dict(n_components=3, loss="ials", beta=1e-3, random_state=0)
+    fitted = FactorizationMachineRanker(max_iter=2, **params).fit(X)
+    fitted.save(tmp_path / "m.npz")
+    loaded = load(tmp_path / "m.npz").partial_fit(X)
+    more = FactorizationMachineRanker(max_iter=3, **params).fit(X)
+    # One more epoch of coordinate descent from the saved model is the third epoch.
+    np.testing.assert_allclose(loaded.P_, more.P_, rtol=1e-12, atol=1e-14)
