@@ -19,9 +19,11 @@ The whole-data loss (``--whole-data``): ``loss="ials"`` on the same kind of pair
 (10^7 positives, 10^5 users, 10^4 items), k = 32, each user's part its id and the set of
 its training items (each of n items 1/sqrt(n), as ``FieldEncoder(implicit="user")``
 encodes them); the seconds of one epoch (the median over the epochs of a fit of
---epochs epochs, after the fit's set-up) for each thread count, and the process's peak
-resident memory after the fits (``resource.getrusage``: the most the process held at
-once, data included).
+--epochs epochs, after the fit's set-up) for each thread count; the peak memory of the
+arrays a one-epoch fit allocates (NumPy's allocations as ``tracemalloc`` sees them,
+beyond the data), the data's own arrays, and the process's peak resident memory
+(``resource.getrusage``: the most the process held at once, the data's generation
+included).
 
     python benchmarks/bench_ranking_speed.py [--positives 10000000] [--users 100000]
         [--items 20000] [--repeats 3] [--threads 1 2]
@@ -34,6 +36,7 @@ import platform
 import resource
 import sys
 import time
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -107,6 +110,16 @@ def peak_memory_mb():
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 2 ** 10
 
 
+def data_mb(X):
+    """Megabytes of the arrays of the relational matrix X (tables and indices)."""
+    total = 0
+    for part in X.parts:
+        table = getattr(part, "table", part)
+        total += table.data.nbytes + table.indices.nbytes + table.indptr.nbytes
+        total += getattr(np.asarray(getattr(part, "index", [])), "nbytes", 0)
+    return total / 2 ** 20
+
+
 def whole_data(args):
     """Seconds per epoch of loss="ials" on ids and rated items, k = 32."""
     users, items = pairs(args.positives, args.users, args.items)
@@ -135,7 +148,16 @@ def whole_data(args):
         per_epoch = float(np.median(epochs)) if epochs.size else first
         print(f"{threads:>8}{per_epoch:>12.2f}{first - per_epoch:>10.2f}{total:>10.2f}",
               flush=True)
-    print(f"\npeak resident memory {peak_memory_mb():,.0f} MB")
+    # The fit's own arrays: NumPy reports its allocations to tracemalloc (a fit of one
+    # epoch, apart from the timed ones).
+    tracemalloc.start()
+    FactorizationMachineRanker(n_components=WHOLE_DATA_COMPONENTS, loss="ials",
+                               max_iter=1, n_jobs=args.threads[0], random_state=0).fit(X)
+    fit_peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
+    tracemalloc.stop()
+    print(f"\npeak memory of a fit's arrays (tracemalloc) {fit_peak:,.0f} MB; "
+          f"the data's arrays {data_mb(X):,.0f} MB; peak resident memory of the "
+          f"process (data generation included) {peak_memory_mb():,.0f} MB")
 
 
 WHOLE_DATA_COMPONENTS = 32

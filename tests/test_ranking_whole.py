@@ -22,7 +22,8 @@ def _problem(rng, n_queries=7, n_items=6, dq=9, di=5, k=3, density=0.5):
     d = dq + n_items + di
     Q = np.zeros((n_queries, d))
     Q[np.arange(n_queries), np.arange(n_queries) % dq] = 1
-    Q[:, :dq] += rng.uniform(0.2, 1.0, (n_queries, dq)) * (rng.random((n_queries, dq)) < 0.4)
+    Q[:, :dq] += (rng.uniform(0.2, 1.0, (n_queries, dq)) *
+                  (rng.random((n_queries, dq)) < 0.4))
     I = np.zeros((n_items, d))
     I[np.arange(n_items), dq + np.arange(n_items)] = 1
     side = rng.uniform(0.2, 1.0, (n_items, di)) * (rng.random((n_items, di)) < 0.5)
@@ -345,3 +346,33 @@ def test_partial_fit_continues_a_loaded_whole_data_model(tmp_path):
     more = FactorizationMachineRanker(max_iter=3, **params).fit(X)
     # One more epoch of coordinate descent from the saved model is the third epoch.
     np.testing.assert_allclose(loaded.P_, more.P_, rtol=1e-12, atol=1e-14)
+
+
+def test_held_out_and_label_0_pairs_are_left_out_of_the_loss():
+    # Pairs the fit does not train on but the data shows (rows of label 0, held-out
+    # positives) weigh 0: neither observed nor unobserved.
+    table, _, _ = _clicks(n_users=30)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    users, items = np.asarray(X.parts[0].index), np.asarray(X.parts[1].index)
+    y = np.ones(X.shape[0], dtype=int)
+    y[::10] = 0
+    est = FactorizationMachineRanker(loss="ials", confidence=2.0)
+    est._check_params()
+    training, catalogue, _ = est._positives(est._check_positives(X, reset=True), y,
+                                            None, whole=True)
+    data = catalogue.whole
+    # The queries are the training users (one block: its index), in order.
+    query_users = np.unique(users[y == 1])
+    trained = set(zip(users[y == 1].tolist(), items[y == 1].tolist()))
+    expected = {(int(np.searchsorted(query_users, u)), i)
+                for u, i in zip(users[::10].tolist(), items[::10].tolist())
+                if u in set(query_users.tolist()) and (u, i) not in trained}
+    zero = data.weight == 0
+    assert expected and set(zip(data.pair_query[zero].tolist(),
+                                data.pair_item[zero].tolist())) == expected
+    observed = set(zip(query_users[data.pair_query[~zero]].tolist(),
+                       data.pair_item[~zero].tolist()))
+    assert observed == trained and np.all(data.weight[~zero] >= 3)
+    # The fit runs, and its objective never increases.
+    est = FactorizationMachineRanker(loss="ials", max_iter=4, random_state=0).fit(X, y)
+    assert np.all(np.diff(est.loss_curve_) <= 1e-12 * est.loss_curve_[0])

@@ -53,6 +53,7 @@ class Catalogue(NamedTuple):
     n_users: int
     max_item_nnz: int            # the nonzeros of the widest item row
     columns: tuple = None        # (start, stop): the model's columns of the item part
+    whole: object = None         # the whole-data loss's pairs (WholeData), or None
 
 
 class Chunk(NamedTuple):
@@ -191,27 +192,41 @@ def chunks(positives, order, batch_end, buffers):
 
 class WholeData(NamedTuple):
     """The positives as the whole-data loss sees them: distinct query rows and the
-    observed (query, item) pairs with their weights."""
-    queries: sp.csr_matrix       # one row per distinct query row (float64, int64 indices)
-    pair_query: np.ndarray       # int64: each observed pair's query (row of ``queries``)
+    (query, item) pairs that are not unobserved, with their weights."""
+    queries: sp.csr_matrix       # one row per distinct training query (float64)
+    pair_query: np.ndarray       # int64: each pair's query (row of ``queries``)
     pair_item: np.ndarray        # int64: its item (row of the catalogue)
-    weight: np.ndarray           # float64: its weight 1 + confidence * count
+    weight: np.ndarray           # float64: its weight (0: left out of the loss)
 
 
-def whole_data(positives, confidence):
-    """The distinct query rows of ``positives`` and their observed pairs, each weighted
-    ``1 + confidence * count`` (count: the summed sample weights of the pair's
-    positives; pairs whose positives all weigh 0 are not observed)."""
+def whole_data(positives, trained, n_items, confidence):
+    """The distinct query rows of the training positives (``trained``: which of
+    ``positives`` are fitted) and their pairs: each observed pair weighted
+    ``1 + confidence * count`` (count: the summed sample weights of its positives; a
+    pair whose positives all weigh 0 is unobserved), and, with weight 0 (left out of the
+    loss, as the pairwise losses never draw them as negatives), the pairs of a training
+    query and an item that only the other rows show (held-out positives, rows of label
+    0)."""
     codes = query_codes(positives.query)
-    _, first, query_of = np.unique(codes, return_index=True, return_inverse=True)
-    query_of = query_of.ravel().astype(np.int64)
-    queries = sp.csr_matrix(positives.query[first].to_csr(), dtype=np.float64)
-    n_items = int(positives.item.max()) + 1 if positives.item.size else 0
-    pairs = sp.csr_matrix((positives.weight, (query_of, positives.item)),
-                          shape=(first.shape[0], n_items))
-    pairs.sum_duplicates()
-    pairs.eliminate_zeros()
-    pair_query = np.repeat(np.arange(pairs.shape[0], dtype=np.int64),
-                           np.diff(pairs.indptr))
-    return WholeData(queries, pair_query, pairs.indices.astype(np.int64),
-                     1.0 + confidence * pairs.data.astype(np.float64))
+    fitted = np.flatnonzero(trained)
+    train_codes, first = np.unique(codes[fitted], return_index=True)
+    queries = sp.csr_matrix(positives.query[fitted[first]].to_csr(), dtype=np.float64)
+    query_of = np.minimum(np.searchsorted(train_codes, codes), train_codes.size - 1)
+    shape = (train_codes.size, n_items)
+    observed = sp.csr_matrix((positives.weight[fitted], (query_of[fitted],
+                                                         positives.item[fitted])),
+                             shape=shape)
+    observed.sum_duplicates()
+    observed.eliminate_zeros()
+    other = ~trained & (train_codes[query_of] == codes)
+    left_out = sp.csr_matrix((np.ones(int(other.sum())),
+                              (query_of[other], positives.item[other])), shape=shape)
+    left_out.sum_duplicates()
+    left_out = (left_out - left_out.multiply(observed > 0)).tocsr()
+    left_out.eliminate_zeros()
+    observed, left_out = observed.tocoo(), left_out.tocoo()
+    return WholeData(queries,
+                     np.r_[observed.row, left_out.row].astype(np.int64),
+                     np.r_[observed.col, left_out.col].astype(np.int64),
+                     np.r_[1.0 + confidence * observed.data.astype(np.float64),
+                           np.zeros(left_out.nnz)])

@@ -92,11 +92,13 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
       queries and the catalogue is a target, 1 with weight
       ``w_ci = 1 + confidence * count_ci`` for the pairs observed (``count_ci``: the
       summed sample weights of their positives), 0 with weight ``alpha0`` for all the
-      others, fitted by squared loss.  No negatives are drawn: the unobserved pairs
-      enter through two k x k Gramians, one over the queries and one over the items,
-      never one by one, and coordinate descent minimises the objective exactly along
-      each coordinate in turn (Bayer, He, Kanagal and Rendle, "A Generic Coordinate
-      Descent Framework for Learning from Implicit Feedback", WWW 2017).  Degree 2 with
+      others, fitted by squared loss (the pairs of a training query that only rows of
+      label 0 or held-out positives show weigh 0).  No negatives are drawn: the
+      unobserved pairs enter through two k x k Gramians, one over the queries and one
+      over the items, never one by one, and coordinate descent minimises the
+      objective exactly along each coordinate in turn (Bayer, He, Kanagal and Rendle,
+      "A Generic Coordinate Descent Framework for Learning from Implicit Feedback",
+      WWW 2017).  Degree 2 with
       the ANOVA kernel only (its score splits into a query part and an item part).
 
     The model is a factorization machine (``f`` as
@@ -286,7 +288,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
 
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
-                 margin=1.0, alpha0=ALPHA0, confidence=0.0, fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
+                 margin=1.0, alpha0=ALPHA0, confidence=0.0, fit_linear=True,
+                 alpha=1e-6, beta=1e-6, init_scale=0.05,
                  max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
                  eta0=None, power_t=0.25, shuffle=True, query_batch="auto",
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
@@ -363,10 +366,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             self._fit_dtype = X.dtype
         return X
 
-    def _positives(self, X, y, sample_weight, X_val=None):
+    def _positives(self, X, y, sample_weight, X_val=None, whole=False):
         """The training positives, the catalogue and the validation positives (None
         without a validation set) of ``X`` (checked; ``y``: which rows are positives)
-        and ``X_val``."""
+        and ``X_val``; with ``whole``, the catalogue holds the whole-data loss's pairs
+        (``whole``)."""
         n = X.shape[0]
         positive = _check_labels(y, n)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -427,6 +431,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             raise ValueError("sample_weight is zero for every positive")
         if self.loss != WHOLE_DATA:  # the whole-data loss counts the weights as given
             training = training._replace(weight=training.weight / training.weight.mean())
+        if whole:
+            trained = np.zeros(X.shape[0], dtype=bool)
+            trained[rows] = True
+            catalogue = catalogue._replace(whole=_data.whole_data(
+                everything, trained, n_items, float(self.confidence)))
         return training, catalogue, validation
 
     # ---- fit -------------------------------------------------------------------------
@@ -458,7 +467,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             self._check_params()
             X = self._check_positives(X, reset=True)
             self._check_against_data(X, 1)
-            training, catalogue, validation = self._positives(X, y, sample_weight, X_val)
+            training, catalogue, validation = self._positives(
+                X, y, sample_weight, X_val, whole=self.loss == WHOLE_DATA)
             rng = check_random_state(self.random_state)
             stack = self._warm_stack(1, X.shape[1], X.dtype)
             if stack is None:
@@ -501,7 +511,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._check_against_data(X, 1)
             early_stopping, self.early_stopping = self.early_stopping, False
             try:
-                training, catalogue, _ = self._positives(X, y, sample_weight)
+                training, catalogue, _ = self._positives(
+                    X, y, sample_weight, whole=self.loss == WHOLE_DATA)
             finally:
                 self.early_stopping = early_stopping
             if first:
@@ -593,7 +604,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                            max_iter):
         """Run up to ``max_iter`` epochs of coordinate descent on the whole-data loss;
         returns the number run."""
-        data = _data.whole_data(training, float(self.confidence))
+        data = catalogue.whole
         threads = row_threads(self.n_jobs, max(data.queries.shape[0],
                                                catalogue.items.shape[0]),
                               MIN_ROWS_PER_THREAD)
