@@ -98,8 +98,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
       over the items, never one by one, and coordinate descent minimises the
       objective exactly along each coordinate in turn (Bayer, He, Kanagal and Rendle,
       "A Generic Coordinate Descent Framework for Learning from Implicit Feedback",
-      WWW 2017).  Degree 2 with
-      the ANOVA kernel only (its score splits into a query part and an item part).
+      WWW 2017).  Degree 2 with the ANOVA kernel only (its score splits into a query
+      part and an item part).
 
     The model is a factorization machine (``f`` as
     :class:`~polylite.FactorizationMachineRegressor`'s ``predict``; terms of the user's
@@ -177,7 +177,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         stop when the epoch's objective (the losses met during its pass) has not
         improved by ``tol`` (relative) for ``n_iter_no_change`` epochs.  WARP's
         objective can grow as the model improves (each violation found weighs more), so
-        early stopping on the validation AUC is the better test.  With
+        early stopping on the validation AUC is the better test; the objective of
+        "ials" (the whole-data objective after the epoch) never increases.  With
         ``early_stopping``, the AUC must improve by ``tol`` (absolute; None: 1e-4).
     solver : {"adagrad", "sgd"}, default="adagrad"
         AdaGrad divides ``eta0`` by the root of each coordinate's summed squared
