@@ -95,9 +95,19 @@ def lightfm_scores(data, params, seed, threads):
     return scores.reshape(len(data.test_rows), n_items), times
 
 
-def polylite_scorer(encoder, **fixed):
+def rated_columns(encoder, data):
+    """The columns (start, stop) of the users' rated items in the FieldEncoder's output."""
+    from polylite import FieldEncoder
+    fields = FieldEncoder(**encoder).fit(data.train, users=data.users,
+                                         items=data.items).fields_
+    field, = [f for f in fields if f.kind == "implicit" and f.side == "user"]
+    return field.start, field.stop
+
+
+def polylite_scorer(encoder, own_item_left_out=False, **fixed):
     """A scorer of polylite's ranker through a FieldEncoder (``alpha`` follows
-    ``beta`` when the grid sets it)."""
+    ``beta`` when the grid sets it; ``own_item_left_out``: the ranker's ``rated_items``
+    are the encoder's rated items)."""
     def scores(data, params, seed, threads):
         from sklearn.pipeline import make_pipeline
         from polylite import FieldEncoder
@@ -106,6 +116,8 @@ def polylite_scorer(encoder, **fixed):
         params = {**fixed, **params}
         if "beta" in params:
             params["alpha"] = params["beta"]
+        if own_item_left_out:
+            params["rated_items"] = rated_columns(encoder, data)
         model = make_pipeline(FieldEncoder(**encoder), FactorizationMachineRanker(
             n_jobs=threads, random_state=seed, **params))
         times = B.fit_timed(lambda: model.fit(data.train, fieldencoder__users=data.users,

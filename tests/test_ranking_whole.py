@@ -376,3 +376,163 @@ def test_held_out_and_label_0_pairs_are_left_out_of_the_loss():
     # The fit runs, and its objective never increases.
     est = FactorizationMachineRanker(loss="ials", max_iter=4, random_state=0).fit(X, y)
     assert np.all(np.diff(est.loss_curve_) <= 1e-12 * est.loss_curve_[0])
+
+
+# ---- the items' own columns: an observed pair scored without its item's own column ----
+
+def _rated_problem(rng, n_queries=8, n_items=6, di=3, k=3, density=0.5, zero=True):
+    """Queries: an id and the set of their observed items (1/sqrt(n) each, on columns
+    [n_queries, n_queries + n_items)); items: an id and side features; some pairs of
+    weight 0 and some rated items not observed."""
+    observed = rng.random((n_queries, n_items)) < density
+    observed[0, 0] = True
+    rated = observed | (rng.random((n_queries, n_items)) < 0.1)
+    dq = n_queries + n_items
+    d = dq + n_items + di
+    Q = np.zeros((n_queries, d))
+    Q[np.arange(n_queries), np.arange(n_queries)] = 1
+    Q[:, n_queries:dq] = rated / np.sqrt(np.maximum(rated.sum(1, keepdims=True), 1))
+    I = np.zeros((n_items, d))
+    I[np.arange(n_items), dq + np.arange(n_items)] = 1
+    I[:, dq + n_items:] = (rng.uniform(0.2, 1.0, (n_items, di)) *
+                           (rng.random((n_items, di)) < 0.5))
+    cq, ci = np.nonzero(observed)
+    weight = 1 + rng.uniform(0, 3, cq.shape[0])
+    if zero:
+        weight[::5] = 0
+    w = rng.normal(0, 0.3, d)
+    P = rng.normal(0, 0.3, (d, k))
+    own = n_queries + np.arange(n_items)
+    return (sp.csr_matrix(Q), sp.csr_matrix(I), cq.astype(np.int64), ci.astype(np.int64),
+            weight, np.arange(dq, d), w, P, own)
+
+
+def _own_objective(problem, w, P, alpha0, alpha, beta, n):
+    """The objective with every observed pair (weight > 0) scored without its item's
+    own column (brute force: the item left out of the query's row)."""
+    Q, I, cq, ci, weight, item_columns, _, _, own = problem
+    Y = _scores(Q, I, w, P)
+    Qd, Id = Q.toarray(), I.toarray()
+    for c, i, wt in zip(cq, ci, weight):
+        if wt > 0:
+            q = Qd[c].copy()
+            q[own[i]] = 0
+            Y[c, i] = _scores(sp.csr_matrix(q[None]), sp.csr_matrix(Id[i][None]), w, P)[0, 0]
+    W = np.full(Y.shape, alpha0)
+    T = np.zeros(Y.shape)
+    W[cq, ci] = weight
+    T[cq, ci] = 1
+    # the query's own terms keep the item's own column (a constant of the query)
+    Qfull = _scores(Q, sp.csr_matrix(np.zeros((1, Q.shape[1]))), w, P)[:, 0]
+    for c, i, wt in zip(cq, ci, weight):
+        if wt > 0:
+            q = Qd[c].copy()
+            q[own[i]] = 0
+            Y[c, i] += Qfull[c] - _scores(sp.csr_matrix(q[None]),
+                                          sp.csr_matrix(np.zeros((1, Q.shape[1]))),
+                                          w, P)[0, 0]
+    return (W * (Y - T) ** 2).sum() / (2 * n) + 0.5 * (alpha * (w ** 2).sum() +
+                                                        beta * (P ** 2).sum())
+
+
+def _own_solver(problem, fit_linear=True, threads=1, alpha0=0.3, alpha=0.01, beta=0.02,
+                n=10.0):
+    Q, I, cq, ci, weight, item_columns, w, P, own = problem
+    return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
+                            fit_linear, threads, P.shape[1], own_columns=own)
+
+
+def test_own_columns_objective_against_brute_force(rng):
+    problem = _rated_problem(rng)
+    w, P = problem[6], problem[7]
+    solver = _own_solver(problem)
+    solver.refresh(w, P)
+    np.testing.assert_allclose(solver.data_term(),
+                               _own_objective(problem, w, P, 0.3, 0, 0, 10.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fit_linear", [True, False])
+def test_own_columns_steps_are_exact_minimisers(fit_linear, rng):
+    problem = _rated_problem(rng)
+    w0, P0 = problem[6], problem[7]
+    if not fit_linear:
+        w0 = np.zeros_like(w0)
+    solver = _own_solver(problem, fit_linear=fit_linear)
+    settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
+
+    def f(w, P):
+        return _own_objective(problem, w, P, **settings)
+
+    d, k = P0.shape
+    total = (d if fit_linear else 0) + d * k
+    w, P = w0.copy(), P0.copy()
+    previous = (w.copy(), P.copy())
+    moved = 0
+    for t in range(1, total + 1):
+        w, P = w0.copy(), P0.copy()
+        solver.epoch(w, P, limit=t)
+        changed = np.flatnonzero(np.r_[w != previous[0], (P != previous[1]).ravel()])
+        assert changed.size <= 1
+        if changed.size:
+            moved += 1
+            c = changed[0]
+            theta = np.r_[w, P.ravel()]
+            eps = 1e-3
+
+            def along(value):
+                x = theta.copy()
+                x[c] = value
+                return f(x[:d], x[d:].reshape(d, k))
+
+            fp, f0, fm = along(theta[c] + eps), along(theta[c]), along(theta[c] - eps)
+            minimiser = theta[c] - eps * (fp - fm) / (2 * (fp - 2 * f0 + fm))
+            assert abs(minimiser - theta[c]) < 1e-6 * max(1, abs(theta[c]))
+            assert f0 <= f(*previous) + 1e-12
+        previous = (w, P)
+    assert moved > 0.9 * total
+
+
+def test_own_columns_objective_never_increases_and_threads_agree(rng):
+    problem = _rated_problem(rng, n_queries=30, n_items=20, density=0.3)
+    settings = (0.3, 0.01, 0.02, 10.0)
+    fits = []
+    for threads in (1, 2):
+        w, P = problem[6].copy(), problem[7].copy()
+        solver = _own_solver(problem, threads=threads)
+        values = [_own_objective(problem, w, P, *settings)]
+        for _ in range(4):
+            solver.epoch(w, P)
+            values.append(_own_objective(problem, w, P, *settings))
+            penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+            np.testing.assert_allclose(solver.data_term() + penalty, values[-1],
+                                       rtol=1e-10)
+        assert np.all(np.diff(values) <= 1e-12 * values[0])
+        fits.append((w, P))
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
+def test_a_ranker_with_rated_items_leaves_each_pairs_item_out():
+    table, items, affinity = _clicks()
+    enc = FieldEncoder(item_features={"genre": "numeric"}, implicit="user",
+                       output="relational").fit(table, items=items)
+    rated, = [(f.start, f.stop) for f in enc.fields_ if f.kind == "implicit"]
+    X = enc.transform(table)
+    params = dict(n_components=4, loss="ials", max_iter=10, beta=1e-3, random_state=0)
+    own = FactorizationMachineRanker(rated_items=rated, **params).fit(X)
+    plain = FactorizationMachineRanker(**params).fit(X)
+    assert not np.allclose(own.P_, plain.P_)
+    curve = own.loss_curve_
+    assert np.all(np.diff(curve) <= 1e-12 * curve[0])
+    # Each item's own column: the rated set's, in the order of the item ids.
+    start, stop = rated
+    assert own._own_columns(own._positives(X, None, None, whole=True)[1]).tolist() == \
+        list(range(start, stop))
+    for bad, message in [((0, 3), "overlaps the item part"),
+                         ((start - 5, stop), "columns, more than"),
+                         ((start, start), "must be a pair"), ("ab", "must be a pair")]:
+        if bad == (0, 3):
+            bad = (X.block_columns()[1][0], X.block_columns()[1][0] + 3)
+        with pytest.raises(ValueError, match=message):
+            FactorizationMachineRanker(rated_items=bad, **params).fit(X)
+    with pytest.raises(ValueError, match="loss='ials' only"):
+        FactorizationMachineRanker(rated_items=rated, loss="warp").fit(X)

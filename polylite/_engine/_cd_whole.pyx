@@ -52,6 +52,17 @@ coordinate, exact since the objective is quadratic in it; a column no row of its
 has moves to 0, and the step is stored in the parameter's precision (_take_step).  So
 the objective never increases.
 
+An item's own column.  A query may hold a column o(i) of its own for item i (the item
+in a set of the user's rated items); an observed pair is then scored without its
+interactions with the item, yh_ci = y_ci - x_c,o(i) <p_o(i), v_i> (the item left out of
+the query's set), and its term is w_ci (yh_ci - 1)^2 while the Gramians count it as
+alpha0 y_ci^2: the pairs' records take -alpha0 y_ci^2 + w_ci (yh_ci - 1)^2, still
+quadratic in every coordinate.  On the item side yh moves with v_is by u_cs -
+x_c,o(i) p_o(i),s instead of u_cs (the records' sums use both).  On the query side only
+the factor p_o(i),s itself moves yh differently (by g alone: its h v_is cancels), so the
+step of column o(i) corrects its gradient, its curvature and the row's record for that
+pair alone.
+
 Threads share the passes over a side's rows (each row writes its own record and its
 own observed pairs); the columns step one after the other, so results do not depend on
 the number of threads.
@@ -93,6 +104,8 @@ cdef struct Side:
     const int64_t* pair_ptr       # row r's pairs: pair_ptr[r]:pair_ptr[r + 1]
     const int64_t* pair_other     # their other side's row
     const int64_t* pair_index     # their index in the pairs' arrays, or NULL: the same
+    const int64_t* entry_pair     # per column entry: the observed pair whose item owns
+                                  # the column (its own column), or -1; NULL: none
     double* own                   # (n_rows,) the rows' own terms a_r
     double* U                     # (k, n_rows) their factor sums, component by component
     double* records               # (n_rows, REC)
@@ -108,6 +121,11 @@ cdef struct Other:
 cdef struct Pairs:
     double* yhat                  # each observed pair's prediction
     const double* weight          # its weight w_ci
+    double* own_term              # the term of its item's own column, or NULL: none
+    double* shift                 # (item side) x_c,o(i) p_o(i),s for the component s
+    const int64_t* own_col        # the column o(i) of its item in the query, or -1
+    const double* own_val         # its value x_c,o(i) in the query
+    Py_ssize_t n
 
 
 cdef struct Settings:
@@ -133,23 +151,25 @@ cdef void _start_row(Side* S, const Other* O, const Pairs* pairs, const Settings
                      Py_ssize_t s, Py_ssize_t r) noexcept nogil:
     """Row r's record for component s (s < 0: the linear weights)."""
     cdef double a0 = st.alpha0, E0 = 0, E1 = 0, W0 = 0, W1 = 0, W2 = 0
-    cdef double e, c, v, wt, y
+    cdef double e, c, v, vh, wt, y, yh
     cdef Py_ssize_t p, q, F = S.k + 2, n = S.n_rows
     cdef const double* vs = O.U + s * O.n_rows if s >= 0 else NULL
     cdef double* rec = S.records + r * REC
     for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
         q = S.pair_index[p] if S.pair_index != NULL else p
         y = pairs.yhat[q]
+        yh = y - pairs.own_term[q] if pairs.own_term != NULL else y
         wt = pairs.weight[q]
         c = wt - a0
-        e = c * y - wt
+        e = wt * (yh - 1) - a0 * y
         E0 += e
         W0 += c
         if vs != NULL:
             v = vs[S.pair_other[p]]
-            E1 += e * v
-            W1 += c * v
-            W2 += c * v * v
+            vh = v - pairs.shift[q] if pairs.shift != NULL else v
+            E1 += wt * (yh - 1) * vh - a0 * y * v
+            W1 += wt * vh - a0 * v
+            W2 += wt * vh * vh - a0 * v * v
     rec[B0] = E0 + a0 * _slot_product(O.J, S.own[r], S.U, n, r, S.k)
     rec[C00] = W0 + a0 * O.J[0]
     rec[OWN0] = S.own[r]
@@ -174,6 +194,8 @@ cdef void _finish_row(Side* S, const Other* O, const Pairs* pairs,
     for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
         q = S.pair_index[p] if S.pair_index != NULL else p
         pairs.yhat[q] += da + (du * vs[S.pair_other[p]] if vs != NULL else 0.0)
+        if pairs.shift != NULL:
+            pairs.own_term[q] += du * pairs.shift[q]
 
 
 cdef void _rows_pass(Side* S, const Other* O, const Pairs* pairs, const Settings* st,
@@ -200,12 +222,19 @@ cdef inline void _entry_derivative(const Side* S, Py_ssize_t s, Py_ssize_t r, do
         h[0] = x
 
 
-cdef Py_ssize_t _column_steps(Side* S, const Settings* st, floating* w, floating* P,
-                              Py_ssize_t s, Py_ssize_t steps) noexcept nogil:
+cdef Py_ssize_t _column_steps(Side* S, const Other* O, Pairs* pairs, const Settings* st,
+                              floating* w, floating* P, Py_ssize_t s,
+                              Py_ssize_t steps) noexcept nogil:
     """The steps of the side's columns on component s (s < 0: their linear weights), in
-    order; returns the number of steps taken so far (``steps`` on entry)."""
-    cdef Py_ssize_t c, z, r, j, lo, hi
-    cdef double x, g, h, grad, curv, value, delta, dg, dh, reg
+    order; returns the number of steps taken so far (``steps`` on entry).
+
+    A column that is an observed pair's item's own column (``entry_pair``) moves that
+    pair's scored prediction by g alone, not g + h v: its gradient, curvature and the
+    row's record take the difference."""
+    cdef Py_ssize_t c, z, r, j, lo, hi, q
+    cdef double x, g, h, grad, curv, value, delta, dg, dh, reg, wt, v, yh
+    cdef bint own_entries = S.entry_pair != NULL and s >= 0
+    cdef const double* vs = O.U + s * O.n_rows if s >= 0 else NULL
     cdef double sums[3]
     cdef double* rec
     cdef floating* param
@@ -226,6 +255,14 @@ cdef Py_ssize_t _column_steps(Side* S, const Settings* st, floating* w, floating
             _entry_derivative(S, s, r, S.col_vals[z], value, &g, &h)
             grad += g * rec[B0] + h * rec[B1]
             curv += g * g * rec[C00] + h * (2 * g * rec[C01] + h * rec[C11])
+            if own_entries and S.entry_pair[z] >= 0:
+                q = S.entry_pair[z]
+                wt = pairs.weight[q]
+                v = vs[S.pair_other[q]]
+                yh = (pairs.yhat[q] - pairs.own_term[q] + S.own[r] - rec[OWN0] +
+                      (S.U[s * S.n_rows + r] - rec[U0]) * v)
+                grad -= wt * (yh - 1) * h * v
+                curv -= wt * h * v * (2 * g + h * v)
         sums[0] = grad / st.n
         sums[1] = curv / st.n
         sums[2] = 0
@@ -246,24 +283,35 @@ cdef Py_ssize_t _column_steps(Side* S, const Settings* st, floating* w, floating
             S.own[r] += dg
             if s >= 0:
                 S.U[s * S.n_rows + r] += dh
+            if own_entries and S.entry_pair[z] >= 0:
+                q = S.entry_pair[z]
+                wt = pairs.weight[q]
+                v = vs[S.pair_other[q]]
+                rec[B0] -= wt * dh * v
+                rec[B1] -= wt * dh * v * v
+                pairs.own_term[q] += dh * v
     return steps
 
 
-cdef Py_ssize_t _sweep(Side* S, const Other* O, const Pairs* pairs, const Settings* st,
+cdef Py_ssize_t _sweep(Side* S, const Other* O, Pairs* pairs, const Settings* st,
                        floating* w, floating* P, bint fit_linear) noexcept nogil:
     """The side's linear weights, then its factors component by component."""
-    cdef Py_ssize_t s, steps = 0
+    cdef Py_ssize_t s, q, steps = 0
     for s in range(-1 if fit_linear else 0, S.k):
         if st.limit >= 0 and steps >= st.limit:
             break
+        if pairs.shift != NULL:
+            for q in range(pairs.n):
+                pairs.shift[q] = (pairs.own_val[q] * P[pairs.own_col[q] * S.k + s]
+                                  if pairs.own_col[q] >= 0 and s >= 0 else 0.0)
         _rows_pass(S, O, pairs, st, s, False)
-        steps = _column_steps(S, st, w, P, s, steps)
+        steps = _column_steps(S, O, pairs, st, w, P, s, steps)
         _rows_pass(S, O, pairs, st, s, True)
     return steps
 
 
 def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
-               floating[::1] w, floating[:, ::1] P, settings):
+               floating[::1] w, floating[:, ::1] P, settings, own_terms=None):
     """One sweep of coordinate descent over the coordinates of one side (its linear
     weights when ``settings.fit_linear``, then its factors, component by component),
     the other side fixed.
@@ -274,12 +322,20 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     sweep keeps up to date; ``other`` the other side's ``U`` and its Gramian ``J`` in this
     side's slot order; ``yhat`` the observed pairs' predictions (kept up to date),
     ``weight`` their weights.  ``settings``: alpha0, alpha, beta, n, fit_linear,
-    threads, limit.  Returns the number of coordinate steps taken.
+    threads, limit.  ``own_terms`` (None: no pair has one) holds the observed pairs' terms of
+    their items' own columns: ``term`` (kept up to date), ``column`` (-1: none) and
+    ``value`` per pair; the query side's ``entry_pair`` then maps each of its column
+    entries to the pair whose own column it is (-1: none), the item side's is empty.
+    Returns the number of coordinate steps taken.
     """
     cdef const int64_t[::1] columns = side.columns, col_ptr = side.col_ptr
     cdef const int64_t[::1] col_rows = side.col_rows, pair_ptr = side.pair_ptr
     cdef const int64_t[::1] pair_other = side.pair_other, pair_index = side.pair_index
     cdef const double[::1] col_vals = side.col_vals
+    cdef const int64_t[::1] entry_pair = side.entry_pair
+    cdef double[::1] own_term, shift
+    cdef const int64_t[::1] own_col
+    cdef const double[::1] own_val
     cdef double[::1] own = side.own
     cdef double[:, ::1] U = side.U
     cdef const double[:, ::1] other_U = other.U, J = other.J
@@ -312,6 +368,27 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     O.J = &J[0, 0]
     pairs.yhat = &yhat[0] if yhat.shape[0] else NULL
     pairs.weight = &weight[0] if weight.shape[0] else NULL
+    pairs.n = yhat.shape[0]
+    pairs.own_term = NULL
+    pairs.shift = NULL
+    pairs.own_col = NULL
+    pairs.own_val = NULL
+    S.entry_pair = NULL
+    if own_terms is not None and yhat.shape[0]:
+        own_term, own_col, own_val = own_terms.term, own_terms.column, own_terms.value
+        if own_term.shape[0] != yhat.shape[0] or own_col.shape[0] != yhat.shape[0] or \
+                own_val.shape[0] != yhat.shape[0]:
+            raise ValueError("side_sweep: inconsistent shapes")
+        pairs.own_term = &own_term[0]
+        pairs.own_col = &own_col[0]
+        pairs.own_val = &own_val[0]
+        if entry_pair.shape[0]:
+            if entry_pair.shape[0] != col_rows.shape[0]:
+                raise ValueError("side_sweep: inconsistent shapes")
+            S.entry_pair = &entry_pair[0]
+        else:
+            shift = np.zeros(yhat.shape[0])
+            pairs.shift = &shift[0]
     alpha0, alpha, beta, n, fit_linear, threads, limit = settings
     st.alpha0, st.alpha, st.beta, st.n = alpha0, alpha, beta, n
     st.threads, st.limit = max(int(threads), 1), limit

@@ -230,8 +230,15 @@ class _WholeSide:
         self.col_rows = by_column.indices.astype(np.int64)
         self.col_vals = by_column.data.astype(np.float64)
         self.pair_ptr, self.pair_other, self.pair_index = pair_ptr, pair_other, pair_index
+        self.entry_pair = np.zeros(0, dtype=np.int64)
         self.own = np.zeros(rows.shape[0])
         self.U = np.zeros((k, rows.shape[0]))
+
+
+class _OwnTerms(NamedTuple):
+    term: np.ndarray     # each pair's term of its item's own column (kept up to date)
+    column: np.ndarray   # int64: that column, or -1 (none, or a pair of weight 0)
+    value: np.ndarray    # its value in the pair's query
 
 
 class _Fixed(NamedTuple):
@@ -255,13 +262,21 @@ class WholeDataDescent:
     their weights; ``item_columns`` the columns of the item side (the others are the
     query side's); ``n`` the objective's divisor (the number of positives).  ``alpha0``
     weighs every unobserved pair; the penalties ``alpha`` and ``beta`` are per positive.
+
+    ``own_columns`` (None: none) gives each item's own column among the query side's
+    (-1: none), such as the item's column in a set of the user's rated items: an
+    observed pair (weight > 0) is then scored without the interactions of its item's
+    own column with the item's columns, x_c,o(i) <p_o(i), v_i>, as if the item were
+    left out of the query's set.  The pairs that are not observed are scored in full,
+    as the model predicts them (their own column, if any, is not in the query).
     """
 
     def __init__(self, queries, items, pair_query, pair_item, pair_weight, item_columns,
-                 n, alpha0, alpha, beta, fit_linear, threads, k):
+                 n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None):
         d = queries.shape[1]
         order = np.lexsort((pair_item, pair_query))
         pair_query, pair_item = pair_query[order], pair_item[order]
+        self.pair_item = pair_item.astype(np.int64)
         self.weight = np.ascontiguousarray(pair_weight[order], dtype=np.float64)
         self.n_queries, self.n_items = queries.shape[0], items.shape[0]
         q_ptr = np.r_[0, np.cumsum(np.bincount(pair_query, minlength=self.n_queries))]
@@ -276,11 +291,47 @@ class WholeDataDescent:
                                pair_query[by_item].astype(np.int64),
                                by_item.astype(np.int64), k)
         self.yhat = np.zeros(pair_query.shape[0])
+        self.own = None
+        if own_columns is not None:
+            self.own = self._own_terms(np.asarray(own_columns, dtype=np.int64),
+                                       pair_query, pair_item, ~item_mask)
         self.n, self.alpha0, self.k = float(n), float(alpha0), k
         self.settings = (float(alpha0), float(alpha), float(beta), float(n),
                          bool(fit_linear), int(threads))
         self.G_query = np.zeros((k + 2, k + 2))
         self.G_item = np.zeros((k + 2, k + 2))
+
+    def _own_terms(self, own_columns, pair_query, pair_item, query_mask):
+        """The observed pairs' own columns and values, and the query side's map of its
+        column entries to the pairs whose own column they are."""
+        if own_columns.shape != (self.n_items,):
+            raise ValueError(f"own_columns must give one column per item "
+                             f"({self.n_items}), got shape {own_columns.shape}")
+        valid = own_columns >= 0
+        if np.any(own_columns[valid] >= query_mask.size) or \
+                not np.all(query_mask[own_columns[valid]]):
+            raise ValueError("own_columns must be columns of the query side (or -1)")
+        if np.unique(own_columns[valid]).size < int(valid.sum()):
+            raise ValueError("own_columns gives one column to several items")
+        if pair_query.size == 0:
+            return None
+        side = self.query
+        # The item whose own column each query-side column is (-1: none).
+        item_of = np.full(query_mask.size, -1, dtype=np.int64)
+        item_of[own_columns[valid]] = np.flatnonzero(valid)
+        entry_rows = side.col_rows
+        entry_items = item_of[np.repeat(side.columns, np.diff(side.col_ptr))]
+        # The pairs are sorted by (query, item): find each entry's (row, item) pair.
+        keys = pair_query * self.n_items + pair_item
+        wanted = entry_rows * self.n_items + entry_items
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = (entry_items >= 0) & (keys[at] == wanted) & (self.weight[at] > 0)
+        side.entry_pair = np.where(found, at, -1).astype(np.int64)
+        column = np.full(keys.size, -1, dtype=np.int64)
+        value = np.zeros(keys.size)
+        column[at[found]] = np.repeat(side.columns, np.diff(side.col_ptr))[found]
+        value[at[found]] = side.col_vals[found]
+        return _OwnTerms(np.zeros(keys.size), column, value)
 
     def refresh(self, w, P):
         """The caches, the observed pairs' predictions and the Gramians from w and P
@@ -294,6 +345,13 @@ class WholeDataDescent:
                                    np.ascontiguousarray(i.U.T), self.yhat, threads)
         _cd_whole.gramian(q.own, q.U, self.G_query)
         _cd_whole.gramian(i.own, i.U, self.G_item)
+        if self.own is not None:
+            has = self.own.column >= 0
+            pairs = np.flatnonzero(has)
+            self.own.term[:] = 0
+            self.own.term[pairs] = self.own.value[pairs] * np.einsum(
+                "ps,sp->p", P[self.own.column[pairs]].astype(np.float64),
+                i.U[:, self.pair_item[pairs]])
 
     def epoch(self, w, P, limit=-1):
         """One epoch (the query side, then the item side) on the parameters w (d,) and P
@@ -307,7 +365,7 @@ class WholeDataDescent:
             fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
                                                                              G_other))))
             steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
-                                          self.settings + (left,))
+                                          self.settings + (left,), self.own)
             _cd_whole.gramian(side.own, side.U,
                               self.G_query if side is self.query else self.G_item)
             if 0 <= limit <= steps:
@@ -323,7 +381,8 @@ class WholeDataDescent:
         """The loss's data term (without penalties) at the current caches:
         1/(2N) [sum_S w (y - 1)^2 + alpha0 sum_{not S} y^2]."""
         y, wt = self.yhat, self.weight
-        observed = float(np.sum((wt - self.alpha0) * y * y - 2 * wt * y + wt))
+        scored = y - self.own.term if self.own is not None else y
+        observed = float(np.sum(wt * (scored - 1) ** 2 - self.alpha0 * y * y))
         return (observed + self.alpha0 * self.implicit_sum()) / (2 * self.n)
 
 

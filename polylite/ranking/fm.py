@@ -226,6 +226,19 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         its ``to_csr()`` hold the same model but draw different negatives from the same
         ``random_state``, so their fits differ as two seeds do (unless every table row
         is some positive's item, in the order of their first positives).
+    rated_items : (int, int) or None, default=None
+        "ials": the columns ``start:stop`` of the user's part that hold the set of
+        items the user interacted with (implicit feedback), column ``start + t`` for the
+        item whose id is column t of the item part, as
+        ``FieldEncoder(implicit="user")`` lays them out (its ``fields_`` entry
+        ``"rated_items"`` gives them; the item part starts with the item ids).  Each
+        observed (user, item) pair is then fitted without the interactions of the
+        item's own column of the set with the item, as if the item were left out of
+        the user's set: the set describes the user from the other items, and the
+        item's own column cannot fit the pair by itself (which does not carry over
+        to the items the user has not seen, whose columns are never in the set).
+        The pairs that are not observed, and ``predict``, score the rows as they are.
+        None: every pair is fitted as it is.
     warm_start : bool, default=False
         Continue from the previous fit's parameters.
     random_state : int, RandomState instance or None, default=None
@@ -294,7 +307,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                  max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
                  eta0=None, power_t=0.25, shuffle=True, query_batch="auto",
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
-                 item_columns=None,
+                 item_columns=None, rated_items=None,
                  warm_start=False, random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
@@ -311,6 +324,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         check_choice(self.loss, "loss", RANKER_LOSSES)
         check_number(self.alpha0, "alpha0", low=0)
         check_number(self.confidence, "confidence", low=0)
+        if self.rated_items is not None and self.loss != WHOLE_DATA:
+            raise ValueError(f"rated_items is used by loss={WHOLE_DATA!r} only, got "
+                             f"loss={self.loss!r}")
         if self.loss == WHOLE_DATA:
             kernel, degrees, n_dummy = self._structure()
             if kernel != "anova" or list(degrees) != [2] or n_dummy:
@@ -614,7 +630,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             data.queries, catalogue.items, data.pair_query, data.pair_item, data.weight,
             np.arange(start, stop), float(training.weight.sum()), float(self.alpha0),
             float(self.alpha), float(self.beta), bool(self.fit_linear), threads,
-            self.n_components)
+            self.n_components, own_columns=self._own_columns(catalogue))
         self.query_batch_ = 1
         progress = _Progress(self, validation, catalogue, rng, stack, max_iter)
         w, P = model.w, model.P[0]
@@ -631,6 +647,42 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 break
         progress.keep_best()
         return epoch
+
+    def _own_columns(self, catalogue):
+        """Each catalogue item's own column of ``rated_items`` (-1: an item without an id
+        column inside its range), or None."""
+        if self.rated_items is None:
+            return None
+        items = catalogue.items
+        start, stop = catalogue.columns
+        try:
+            first, last = (int(v) for v in self.rated_items)
+            ok = [first, last] == [v for v in self.rated_items]
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or not 0 <= first < last <= items.shape[1]:
+            raise ValueError(f"rated_items must be a pair (start, stop) of integers with "
+                             f"0 <= start < stop <= n_features={items.shape[1]}, got "
+                             f"{self.rated_items!r}")
+        width = last - first
+        if first < stop and start < last:
+            raise ValueError(f"rated_items={self.rated_items!r} overlaps the item part "
+                             f"(columns {start}:{stop}): it must be columns of the "
+                             f"user's part")
+        if width > stop - start:
+            raise ValueError(f"rated_items={self.rated_items!r} has {width} columns, "
+                             f"more than the item part's {stop - start}")
+        ids = sp.csr_matrix(items)[:, start:start + width]
+        ids.eliminate_zeros()
+        count = np.diff(ids.indptr)
+        if np.any(count > 1):
+            raise ValueError(f"rated_items={self.rated_items!r}: {int((count > 1).sum())} "
+                             f"item(s) have several nonzeros among the item part's first "
+                             f"{width} columns, which must be the item ids (one per item)")
+        own = np.full(items.shape[0], -1, dtype=np.int64)
+        has = count == 1
+        own[has] = first + ids.indices[ids.indptr[:-1][has]]
+        return own
 
     def _query_batch_size(self, training):
         """``query_batch``, "auto" resolved: AUTO_QUERY_BATCH when the query rows hold
