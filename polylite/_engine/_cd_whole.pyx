@@ -158,18 +158,26 @@ cdef void _start_row(Side* S, const Other* O, const Pairs* pairs, const Settings
     for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
         q = S.pair_index[p] if S.pair_index != NULL else p
         y = pairs.yhat[q]
-        yh = y - pairs.own_term[q] if pairs.own_term != NULL else y
         wt = pairs.weight[q]
         c = wt - a0
-        e = wt * (yh - 1) - a0 * y
+        e = c * y - wt
+        yh = y
+        if pairs.own_term != NULL:
+            yh = y - pairs.own_term[q]
+            e -= wt * pairs.own_term[q]
         E0 += e
         W0 += c
         if vs != NULL:
             v = vs[S.pair_other[p]]
-            vh = v - pairs.shift[q] if pairs.shift != NULL else v
-            E1 += wt * (yh - 1) * vh - a0 * y * v
-            W1 += wt * vh - a0 * v
-            W2 += wt * vh * vh - a0 * v * v
+            if pairs.shift != NULL and pairs.shift[q] != 0:
+                vh = v - pairs.shift[q]
+                E1 += wt * (yh - 1) * vh - a0 * y * v
+                W1 += wt * vh - a0 * v
+                W2 += wt * vh * vh - a0 * v * v
+            else:
+                E1 += e * v
+                W1 += c * v
+                W2 += c * v * v
     rec[B0] = E0 + a0 * _slot_product(O.J, S.own[r], S.U, n, r, S.k)
     rec[C00] = W0 + a0 * O.J[0]
     rec[OWN0] = S.own[r]
@@ -194,7 +202,7 @@ cdef void _finish_row(Side* S, const Other* O, const Pairs* pairs,
     for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
         q = S.pair_index[p] if S.pair_index != NULL else p
         pairs.yhat[q] += da + (du * vs[S.pair_other[p]] if vs != NULL else 0.0)
-        if pairs.shift != NULL:
+        if pairs.shift != NULL and du != 0:
             pairs.own_term[q] += du * pairs.shift[q]
 
 
