@@ -40,7 +40,8 @@ def _tools():
          grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
               beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
         ("polylite FM iALS", "ids+side+rated",
-         polylite_scorer(B.POLYLITE_SIDE_RATED, loss="ials", max_iter=EPOCHS_ALS),
+         polylite_scorer(B.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials",
+                         max_iter=EPOCHS_ALS),
          grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
               beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
     ]

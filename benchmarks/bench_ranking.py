@@ -56,11 +56,13 @@ of the u1.base positives are held out (seed 0), each model of each grid is fitte
 the other 80% and scored on the held-out positives (the same protocol: the users with
 held-out positives, their other u1.base items set aside), and the setting of the best
 validation P@10 is refitted on all the u1.base positives and evaluated on u1.test with
---seeds seeds.  The grids (``TUNING_GRIDS``) are printed with every validation P@10 and
-AUC.  Then, at k = 16 and on one thread, the ids-only whole-data FM beside ``implicit``'s
-ALS, each with its best validation setting at 16 factors: their accuracy after 15
-epochs and the CPU seconds per epoch (median over --seeds fits, each fit's CPU time
-over its epochs).
+--seeds seeds.  The grids (``_ranking_tuning.py``) are printed with every validation
+P@10 and AUC.  The whole-data FM with the users' rated items leaves each observed
+pair's item out of the user's set (the ranker's ``rated_items``, the encoder's
+rated-items columns).  Then, at k = 16 and on one thread, the ids-only whole-data FM
+beside ``implicit``'s ALS, each with its best validation setting at 16 factors: their
+accuracy after 15 epochs and the CPU seconds per epoch (median over --seeds fits, each
+fit's CPU time over its epochs).
 
 LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
 lightfm-next`` (a maintained build of LightFM for current Pythons); without it the LightFM
