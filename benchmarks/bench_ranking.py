@@ -44,9 +44,29 @@ of the process) and wall-clock seconds:
   of a ``FieldEncoder`` (relational output) and the ranker, scored by
   ``polylite.recommend.score_items``.
 
+- polylite's whole-data loss (``loss="ials"``) at its defaults but for ``beta`` and
+  ``alpha``, 1e-4 (15 epochs), on ids alone and on ids, side features and rated items;
+- ``implicit``'s ``AlternatingLeastSquares`` (Hu, Koren and Volinsky, ICDM 2008; the
+  ``implicit`` package, ids only): 10 factors, 15 iterations, regularization 20 and alpha
+  3 (the values --tune chooses for it at 16 factors), on the positives' matrix.
+
+Tuned comparison (``--tune``).  Every tool's hyperparameters are chosen on a
+validation split of the training positives, never on the test positives: a random 20%
+of the u1.base positives are held out (seed 0), each model of each grid is fitted on
+the other 80% and scored on the held-out positives (the same protocol: the users with
+held-out positives, their other u1.base items set aside), and the setting of the best
+validation P@10 is refitted on all the u1.base positives and evaluated on u1.test with
+--seeds seeds.  The grids (``_ranking_tuning.py``) are printed with every validation
+P@10 and AUC.  The whole-data FM with the users' rated items leaves each observed
+pair's item out of the user's set (the ranker's ``rated_items``, the encoder's
+rated-items columns).  Then, at k = 16 and on one thread, the ids-only whole-data FM
+beside ``implicit``'s ALS, each with its best validation setting at 16 factors: their
+accuracy after 15 epochs and the CPU seconds per epoch (median over --seeds fits, each
+fit's CPU time over its epochs).
+
 LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
 lightfm-next`` (a maintained build of LightFM for current Pythons); without it the LightFM
-rows are skipped.  Its random draws differ from polylite's, so equal seeds do not mean
+rows are skipped; the same for ``pip install implicit``.  Its random draws differ from polylite's, so equal seeds do not mean
 equal initialisations.
 
 Output: the table, the machine (CPU model, cores) and the versions, and the per-seed
@@ -56,6 +76,8 @@ unless --output is given).  Times are from a machine that may be running other w
 
     python benchmarks/bench_ranking.py [--data ~/polylite_data/ml-100k]
         [--seeds 3] [--epochs 50] [--threads 2] [--quick] [--output PATH]
+    python benchmarks/bench_ranking.py --tune [--seeds 3] [--threads 2] [--quick]
+        [--output PATH]
 """
 import argparse
 import json
@@ -74,6 +96,7 @@ from polylite.datasets import load_movielens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "ranking_movielens.json")
+TUNED_OUTPUT = os.path.join(HERE, "results", "ranking_tuned.json")
 SPLIT = "u1"
 POSITIVE = 4            # ratings >= POSITIVE are positives
 K = 10                  # the cut-off of the top-N metrics
@@ -151,7 +174,7 @@ def load_data(path):
     rows = np.flatnonzero(test_positives.getnnz(axis=1) > 0)
     return types.SimpleNamespace(
         users=users, items=items, genre_names=movielens.genre_names, user_ids=user_ids,
-        item_ids=item_ids,
+        item_ids=item_ids, rated=rated,
         train={"user_id": train["user_id"], "item_id": train["item_id"]},
         positives=positives, test_users=user_ids[rows], test_rows=rows,
         relevant=test_positives[rows].toarray() > 0, exclude=rated[rows].toarray() > 0)
@@ -266,6 +289,30 @@ def lightfm_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
     return rows
 
 
+def implicit_scores(data, params, seed, threads):
+    """``implicit``'s ALS fitted on ``data.positives`` (``params``: factors,
+    regularization, alpha, iterations): (scores of data.test_users x items, times)."""
+    from implicit.cpu.als import AlternatingLeastSquares
+    model = AlternatingLeastSquares(**params, num_threads=threads, random_state=seed,
+                                    calculate_training_loss=False)
+    times = fit_timed(lambda: model.fit(data.positives.tocsr(), show_progress=False))
+    return model.user_factors[data.test_rows] @ model.item_factors.T, times
+
+
+IMPLICIT_DEFAULT = dict(factors=COMPONENTS, regularization=20.0, alpha=3.0, iterations=15)
+
+
+def implicit_runs(data, seeds, *, threads=THREADS):
+    rows = []
+    for seed in seeds:
+        scores, times = implicit_scores(data, IMPLICIT_DEFAULT, seed, threads)
+        result = evaluate(scores, data)
+        rows.append(make_row("implicit ALS", "ids", COMPONENTS, 15, seed, result, times))
+        print(f"  implicit ALS ids seed {seed}: P@10 {result['precision@10']:.4f}, "
+              f"AUC {result['auc']:.4f}, fit {times[0]:.2f} CPU s", flush=True)
+    return rows
+
+
 # polylite's configurations: (label, features, encoder, ranker parameters, epochs: None
 # for the run's --epochs).  Degree 2 with defaults (30 epochs) and at LightFM's epochs;
 # BPR; side features at degrees 2 and 3 (separate and shared lower degrees); the users'
@@ -284,6 +331,10 @@ POLYLITE_CONFIGS = [
     ("polylite FM WARP", "ids+side+rated", POLYLITE_SIDE_RATED, {}, 15),
     ("polylite FM WARP, query_batch=1", "ids+side+rated", POLYLITE_SIDE_RATED,
      {"query_batch": 1}, 15),
+    ("polylite FM iALS", "ids", POLYLITE_IDS,
+     {"loss": "ials", "beta": 1e-4, "alpha": 1e-4, "fit_linear": False}, 15),
+    ("polylite FM iALS", "ids+side+rated", POLYLITE_SIDE_RATED,
+     {"loss": "ials", "beta": 1e-4, "alpha": 1e-4}, 15),
 ]
 
 
@@ -373,6 +424,9 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="check that everything runs: 1 seed, 5 epochs, no file "
                              "written unless --output is given")
+    parser.add_argument("--tune", action="store_true",
+                        help="the tuned comparison: every tool's hyperparameters chosen "
+                             "on a validation split of the training positives")
     parser.add_argument("--output", default=None,
                         help="the JSON file of the results (default: "
                              "benchmarks/results/ranking_movielens.json)")
@@ -387,7 +441,11 @@ def main():
         return
     warnings.simplefilter("ignore")
     data = load_data(args.data)
-    found = _results.versions("lightfm-next")
+    if args.tune:
+        from _ranking_tuning import tuned
+        return tuned(data, seeds, args.threads, args.quick,
+                     args.output or (None if args.quick else TUNED_OUTPUT))
+    found = _results.versions("lightfm-next", "implicit")
     info = _results.machine()
     print(f"MovieLens 100K {SPLIT}: {len(data.train['user_id'])} training positives "
           f"(rating >= {POSITIVE}), {len(data.test_users)} test users with "
@@ -399,6 +457,10 @@ def main():
         print("lightfm is not installed (pip install lightfm-next): LightFM skipped")
     else:
         rows += lightfm_runs(data, seeds, epochs=epochs, threads=args.threads)
+    if "implicit" not in found:
+        print("implicit is not installed (pip install implicit): its ALS skipped")
+    else:
+        rows += implicit_runs(data, seeds, threads=args.threads)
     rows += polylite_runs(data, seeds, epochs=epochs, threads=args.threads)
     summary = summarize(rows)
 

@@ -201,6 +201,13 @@ def _ranking_cases():
                    layout=layout, dtype="float64", weighted=weighted,
                    params=dict(loss=loss, solver=solver, degree=degree, n_components=3,
                                max_iter=3, random_state=0))
+    # The whole-data loss: coordinate descent, the same on one thread and on two.
+    for layout, weighted, n_jobs in itertools.product(["csr", "relational"],
+                                                      [False, True], [1, 2]):
+        yield dict(kind="ranking", cls=FactorizationMachineRanker, task="positives",
+                   layout=layout, dtype="float64", weighted=weighted,
+                   params=dict(loss="ials", confidence=1.0, beta=1e-3, n_components=3,
+                               max_iter=3, n_jobs=n_jobs, random_state=0))
 
 
 def _other_cases():

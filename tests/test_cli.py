@@ -402,6 +402,21 @@ def test_ranker_losses_and_ranker_options(interactions, tmp_path, capsys, loss):
     assert _run(capsys, "evaluate", model, test)[0] == 0
 
 
+def test_ranker_whole_data_loss_and_its_options(interactions, tmp_path, capsys):
+    _, _, _, _, train, test = interactions
+    model = tmp_path / "r.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--item-columns", ITEMS, "--loss", "ials", "--alpha0", 0.05,
+                          "--confidence", 2, "--beta", 1e-3, "--early-stopping",
+                          "--max-iter", 3, "--seed", 0, "--progress", "lines")
+    assert status == 0, err
+    assert "validation AUC" in err
+    saved = polylite.load(model)
+    assert (saved.loss, saved.alpha0, saved.confidence, saved.solver_) == (
+        "ials", 0.05, 2.0, "cd")
+    assert _run(capsys, "evaluate", model, test)[0] == 0
+
+
 def test_ranker_item_columns_count_after_the_index_base(interactions, tmp_path, capsys):
     # A one-based file of the same rows: its indices are one more, the columns the same.
     X, y, _, k, train, _ = interactions
@@ -481,7 +496,7 @@ def test_ranker_on_libfm_relations(tmp_path, capsys):
          "START:STOP (its columns), or --relation USERS,ITEMS"),
     (["--item-columns", ITEMS, "--stream"], "argument --stream: not with --task ranking"),
     (["--item-columns", ITEMS, "--loss", "logistic"],
-     "argument --loss: must be one of ['bpr', 'warp'], got 'logistic'"),
+     "argument --loss: must be one of ['bpr', 'warp', 'ials'], got 'logistic'"),
     (["--item-columns", ITEMS, "--solver", "cd"],
      "argument --solver: must be one of ['sgd', 'adagrad']"),
     (["--item-columns", ITEMS, "--estimator", "pn"],

@@ -262,8 +262,7 @@ def test_the_parameter_table_matches_the_estimators():
     from polylite.polynomial._classifier import CLASSIFIER_LOSSES
     from polylite.polynomial.fm import FM_KERNELS, LOWER_DEGREES
     from polylite.polynomial.pn import OUTPUT_WEIGHTS, PN_LOWER_DEGREES
-    from polylite._engine._losses import PAIRWISE_LOSSES
-    from polylite.ranking.fm import NEGATIVES
+    from polylite.ranking.fm import NEGATIVES, RANKER_LOSSES
     families = estimators()
     assert ESTIMATORS == tuple(families)
     assert set(TASKS) == {task for family in families.values() for task in family.classes}
@@ -271,7 +270,7 @@ def test_the_parameter_table_matches_the_estimators():
         "lower_degrees": (*LOWER_DEGREES, *PN_LOWER_DEGREES),
         "kernel": FM_KERNELS,
         "output_weights": OUTPUT_WEIGHTS,
-        "loss": (*CLASSIFIER_LOSSES, *PAIRWISE_LOSSES),
+        "loss": (*CLASSIFIER_LOSSES, *RANKER_LOSSES),
         "negatives": NEGATIVES,
         "solver": _PolynomialModel._solvers,
         "learning_rate": tuple(_solvers.SCHEDULES),

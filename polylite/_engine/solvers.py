@@ -6,6 +6,8 @@ objective, report progress, test convergence and stop early, whatever the solver
 L-BFGS is driven by SciPy's own loop instead (:func:`fit_lbfgs`).
 """
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
 import joblib
 import numpy as np
 import scipy.optimize
@@ -14,7 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import kernels
 from .._validation import MIN_ROWS_PER_THREAD, row_threads  # noqa: F401 (tests)
-from . import _cd, _losses, _sgd, dense
+from . import _cd, _cd_whole, _losses, _sgd, dense
 from .layouts import layout_of
 from .problem import ADAGRAD, FTRL, SCHEDULES, Problem, Schedule
 from .cd_data import CDData, Gradient, TableBlock
@@ -209,6 +211,180 @@ class CoordinateDescent:
         """(targets, predictions, weights summing to 1) of the rows whose objective the
         epoch loop watches: all of them (their predictions come with each epoch)."""
         return y, self.y_pred, sw
+
+
+class _WholeSide:
+    """One side of the whole-data loss (the queries or the items): its rows, its
+    columns (CSC, in the order they step), its observed pairs grouped by row, and the
+    caches ``own`` (the rows' own terms) and ``U`` (their factor sums, (k, n_rows))."""
+
+    def __init__(self, rows, columns, pair_ptr, pair_other, pair_index, k):
+        rows = sp.csr_matrix(rows, dtype=np.float64)
+        rows.sum_duplicates()
+        self.indptr = rows.indptr.astype(np.int64)
+        self.indices = rows.indices.astype(np.int64)
+        self.data = rows.data
+        self.columns = np.asarray(columns, dtype=np.int64)
+        by_column = rows[:, self.columns].tocsc()
+        by_column.sort_indices()
+        self.col_ptr = by_column.indptr.astype(np.int64)
+        self.col_rows = by_column.indices.astype(np.int64)
+        self.col_vals = by_column.data.astype(np.float64)
+        self.pair_ptr, self.pair_other, self.pair_index = pair_ptr, pair_other, pair_index
+        self.entry_pair = np.zeros(0, dtype=np.int64)
+        self.own = np.zeros(rows.shape[0])
+        self.U = np.zeros((k, rows.shape[0]))
+
+
+class _OwnTerms(NamedTuple):
+    term: np.ndarray     # each pair's term of its item's own column (kept up to date)
+    column: np.ndarray   # int64: that column, or -1 (none, or a pair of weight 0)
+    value: np.ndarray    # its value in the pair's query
+
+
+class _Fixed(NamedTuple):
+    U: np.ndarray   # the fixed side's factor sums (k, n_rows)
+    J: np.ndarray   # its Gramian in the stepping side's slot order
+
+
+def _swap_slots(G):
+    """A side's Gramian (slots [own, 1, u]) in the other side's order ([1, own, u])."""
+    order = np.r_[1, 0, np.arange(2, G.shape[0])]
+    return G[np.ix_(order, order)]
+
+
+class WholeDataDescent:
+    """Coordinate descent on the whole-data loss of implicit feedback
+    (``polylite._engine._cd_whole``) for a degree-2 FM whose rows split into a query part
+    and an item part: an epoch steps the query side's coordinates, then the item side's.
+
+    ``queries`` and ``items`` are the two sides' rows (CSR, the model's columns);
+    ``pair_query``, ``pair_item`` and ``pair_weight`` the observed pairs (distinct) and
+    their weights; ``item_columns`` the columns of the item side (the others are the
+    query side's); ``n`` the objective's divisor (the number of positives).  ``alpha0``
+    weighs every unobserved pair; the penalties ``alpha`` and ``beta`` are per positive.
+
+    ``own_columns`` (None: none) gives each item's own column among the query side's
+    (-1: none), such as the item's column in a set of the user's rated items: an
+    observed pair (weight > 0) is then scored without the interactions of its item's
+    own column with the item's columns, x_c,o(i) <p_o(i), v_i>, as if the item were
+    left out of the query's set.  The pairs that are not observed are scored in full,
+    as the model predicts them (their own column, if any, is not in the query).
+    """
+
+    def __init__(self, queries, items, pair_query, pair_item, pair_weight, item_columns,
+                 n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None):
+        d = queries.shape[1]
+        order = np.lexsort((pair_item, pair_query))
+        pair_query, pair_item = pair_query[order], pair_item[order]
+        self.pair_item = pair_item.astype(np.int64)
+        self.weight = np.ascontiguousarray(pair_weight[order], dtype=np.float64)
+        self.n_queries, self.n_items = queries.shape[0], items.shape[0]
+        q_ptr = np.r_[0, np.cumsum(np.bincount(pair_query, minlength=self.n_queries))]
+        by_item = np.argsort(pair_item, kind="stable")
+        i_ptr = np.r_[0, np.cumsum(np.bincount(pair_item, minlength=self.n_items))]
+        item_mask = np.zeros(d, dtype=bool)
+        item_mask[np.asarray(item_columns, dtype=np.int64)] = True
+        empty = np.zeros(0, dtype=np.int64)
+        self.query = _WholeSide(queries, np.flatnonzero(~item_mask), q_ptr.astype(np.int64),
+                                pair_item.astype(np.int64), empty, k)
+        self.item = _WholeSide(items, np.flatnonzero(item_mask), i_ptr.astype(np.int64),
+                               pair_query[by_item].astype(np.int64),
+                               by_item.astype(np.int64), k)
+        self.yhat = np.zeros(pair_query.shape[0])
+        self.own = None
+        if own_columns is not None:
+            self.own = self._own_terms(np.asarray(own_columns, dtype=np.int64),
+                                       pair_query, pair_item, ~item_mask)
+        self.n, self.alpha0, self.k = float(n), float(alpha0), k
+        self.settings = (float(alpha0), float(alpha), float(beta), float(n),
+                         bool(fit_linear), int(threads))
+        self.G_query = np.zeros((k + 2, k + 2))
+        self.G_item = np.zeros((k + 2, k + 2))
+
+    def _own_terms(self, own_columns, pair_query, pair_item, query_mask):
+        """The observed pairs' own columns and values, and the query side's map of its
+        column entries to the pairs whose own column they are."""
+        if own_columns.shape != (self.n_items,):
+            raise ValueError(f"own_columns must give one column per item "
+                             f"({self.n_items}), got shape {own_columns.shape}")
+        valid = own_columns >= 0
+        if np.any(own_columns[valid] >= query_mask.size) or \
+                not np.all(query_mask[own_columns[valid]]):
+            raise ValueError("own_columns must be columns of the query side (or -1)")
+        if np.unique(own_columns[valid]).size < int(valid.sum()):
+            raise ValueError("own_columns gives one column to several items")
+        if pair_query.size == 0:
+            return None
+        side = self.query
+        # The item whose own column each query-side column is (-1: none).
+        item_of = np.full(query_mask.size, -1, dtype=np.int64)
+        item_of[own_columns[valid]] = np.flatnonzero(valid)
+        entry_rows = side.col_rows
+        entry_items = item_of[np.repeat(side.columns, np.diff(side.col_ptr))]
+        # The pairs are sorted by (query, item): find each entry's (row, item) pair.
+        keys = pair_query * self.n_items + pair_item
+        wanted = entry_rows * self.n_items + entry_items
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        found = (entry_items >= 0) & (keys[at] == wanted) & (self.weight[at] > 0)
+        side.entry_pair = np.where(found, at, -1).astype(np.int64)
+        column = np.full(keys.size, -1, dtype=np.int64)
+        value = np.zeros(keys.size)
+        column[at[found]] = np.repeat(side.columns, np.diff(side.col_ptr))[found]
+        value[at[found]] = side.col_vals[found]
+        return _OwnTerms(np.zeros(keys.size), column, value)
+
+    def refresh(self, w, P):
+        """The caches, the observed pairs' predictions and the Gramians from w and P
+        (so that rounding never accumulates from one epoch to the next)."""
+        threads = self.settings[-1]
+        for side in (self.query, self.item):
+            _cd_whole.side_caches(side.indptr, side.indices, side.data, w, P, side.own,
+                                  side.U, threads)
+        q, i = self.query, self.item
+        _cd_whole.pair_predictions(q.pair_ptr, q.pair_other, q.own, q.U, i.own,
+                                   np.ascontiguousarray(i.U.T), self.yhat, threads)
+        _cd_whole.gramian(q.own, q.U, self.G_query)
+        _cd_whole.gramian(i.own, i.U, self.G_item)
+        if self.own is not None:
+            has = self.own.column >= 0
+            pairs = np.flatnonzero(has)
+            self.own.term[:] = 0
+            self.own.term[pairs] = self.own.value[pairs] * np.einsum(
+                "ps,sp->p", P[self.own.column[pairs]].astype(np.float64),
+                i.U[:, self.pair_item[pairs]])
+
+    def epoch(self, w, P, limit=-1):
+        """One epoch (the query side, then the item side) on the parameters w (d,) and P
+        (d, k), in place; stops after ``limit`` coordinate steps if >= 0 (tests).
+        Returns the number of steps taken."""
+        self.refresh(w, P)
+        steps = 0
+        for side, other, G_other in ((self.query, self.item, "G_item"),
+                                     (self.item, self.query, "G_query")):
+            left = -1 if limit < 0 else limit - steps
+            fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
+                                                                             G_other))))
+            steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
+                                          self.settings + (left,), self.own)
+            _cd_whole.gramian(side.own, side.U,
+                              self.G_query if side is self.query else self.G_item)
+            if 0 <= limit <= steps:
+                break
+        return steps
+
+    def implicit_sum(self):
+        """sum over every (query, item) pair of the catalogue of the squared prediction,
+        from the Gramians."""
+        return float(np.sum(self.G_query * _swap_slots(self.G_item)))
+
+    def data_term(self):
+        """The loss's data term (without penalties) at the current caches:
+        1/(2N) [sum_S w (y - 1)^2 + alpha0 sum_{not S} y^2]."""
+        y, wt = self.yhat, self.weight
+        scored = y - self.own.term if self.own is not None else y
+        observed = float(np.sum(wt * (scored - 1) ** 2 - self.alpha0 * y * y))
+        return (observed + self.alpha0 * self.implicit_sum()) / (2 * self.n)
 
 
 # The stochastic solvers' objective after each pass (which tol and n_iter_no_change watch,

@@ -33,12 +33,17 @@ PARAMETERS = [
     ("output_weights", str, ("learned", "alternating"), "weights of the units of a pn",
      "'learned'"),
     # One option for both: the estimator refuses the other task's losses by name.
-    ("loss", str, ("logistic", "squared_hinge", "bpr", "warp"),
+    ("loss", str, ("logistic", "squared_hinge", "bpr", "warp", "ials"),
      "loss of a classifier (logistic, squared_hinge; logistic gives --proba) or of a "
-     "ranker (warp, bpr)", "'logistic' (fm/pn), 'warp' (ranking)"),
+     "ranker (warp, bpr; ials: the whole-data loss, every user-item pair weighted)",
+     "'logistic' (fm/pn), 'warp' (ranking)"),
     ("negatives", str, ("uniform", "popularity"), "how a ranker draws negative items: "
      "uniformly, or by popularity", "'uniform'"),
     ("max_trials", int, None, "negatives a warp ranker draws per positive at most", "10"),
+    ("alpha0", float, None, "weight of every unobserved user-item pair of an ials ranker",
+     "0.1"),
+    ("confidence", float, None, "an ials ranker weighs an observed pair 1 + confidence "
+     "* count", "0.0"),
     ("margin", float, None, "margin of a warp ranker's hinge", "1.0"),
     ("query_batch", auto_or_positive_int, None, "positives of one user a ranker visits "
      "together, its part's parameters stepping once per batch (auto: 16 when the users' "

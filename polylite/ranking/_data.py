@@ -52,6 +52,8 @@ class Catalogue(NamedTuple):
     cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
     n_users: int
     max_item_nnz: int            # the nonzeros of the widest item row
+    columns: tuple = None        # (start, stop): the model's columns of the item part
+    whole: object = None         # the whole-data loss's pairs (WholeData), or None
 
 
 class Chunk(NamedTuple):
@@ -186,3 +188,45 @@ def chunks(positives, order, batch_end, buffers):
         yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
                      positives.weight[rows], batch_end[lo:lo + CHUNK_ROWS]),
                lo + CHUNK_ROWS >= order.shape[0])
+
+
+class WholeData(NamedTuple):
+    """The positives as the whole-data loss sees them: distinct query rows and the
+    (query, item) pairs that are not unobserved, with their weights."""
+    queries: sp.csr_matrix       # one row per distinct training query (float64)
+    pair_query: np.ndarray       # int64: each pair's query (row of ``queries``)
+    pair_item: np.ndarray        # int64: its item (row of the catalogue)
+    weight: np.ndarray           # float64: its weight (0: left out of the loss)
+
+
+def whole_data(positives, trained, n_items, confidence):
+    """The distinct query rows of the training positives (``trained``: which of
+    ``positives`` are fitted) and their pairs: each observed pair weighted
+    ``1 + confidence * count`` (count: the summed sample weights of its positives; a
+    pair whose positives all weigh 0 is unobserved), and, with weight 0 (left out of the
+    loss, as the pairwise losses never draw them as negatives), the pairs of a training
+    query and an item that only the other rows show (held-out positives, rows of label
+    0)."""
+    codes = query_codes(positives.query)
+    fitted = np.flatnonzero(trained)
+    train_codes, first = np.unique(codes[fitted], return_index=True)
+    queries = sp.csr_matrix(positives.query[fitted[first]].to_csr(), dtype=np.float64)
+    query_of = np.minimum(np.searchsorted(train_codes, codes), train_codes.size - 1)
+    shape = (train_codes.size, n_items)
+    observed = sp.csr_matrix((positives.weight[fitted], (query_of[fitted],
+                                                         positives.item[fitted])),
+                             shape=shape)
+    observed.sum_duplicates()
+    observed.eliminate_zeros()
+    other = ~trained & (train_codes[query_of] == codes)
+    left_out = sp.csr_matrix((np.ones(int(other.sum())),
+                              (query_of[other], positives.item[other])), shape=shape)
+    left_out.sum_duplicates()
+    left_out = (left_out - left_out.multiply(observed > 0)).tocsr()
+    left_out.eliminate_zeros()
+    observed, left_out = observed.tocoo(), left_out.tocoo()
+    return WholeData(queries,
+                     np.r_[observed.row, left_out.row].astype(np.int64),
+                     np.r_[observed.col, left_out.col].astype(np.int64),
+                     np.r_[1.0 + confidence * observed.data.astype(np.float64),
+                           np.zeros(left_out.nnz)])

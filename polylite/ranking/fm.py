@@ -19,6 +19,7 @@ from ..polynomial._base import _FLOAT_DTYPES, EpochReport
 from ..polynomial.fm import _BaseFactorizationMachine
 from . import _data
 from .._engine._pairwise import pairwise_pass
+from .._engine.solvers import WholeDataDescent
 
 __all__ = ["FactorizationMachineRanker"]
 
@@ -34,6 +35,14 @@ VALIDATION_SCORES = 2 * 10 ** 7
 # time by more than half at nearly the same accuracy; on short rows (ids, a few side
 # features) they cost a little accuracy and save nothing.
 AUTO_QUERY_BATCH = 16
+# The whole-data loss: its name, and the default weight of every unobserved pair.
+WHOLE_DATA = "ials"
+# Every loss of the ranker.
+RANKER_LOSSES = (*PAIRWISE_LOSSES, WHOLE_DATA)
+ALPHA0 = 0.1
+# A pass of the whole-data loss over one side's rows is shared by threads from this many
+# rows per thread.
+MIN_ROWS_PER_THREAD = 1024
 
 
 class _Model:
@@ -77,7 +86,20 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     - ``loss="warp"``: negatives are drawn until one scores within ``margin`` of the
       positive (at most ``max_trials``); the hinge ``margin - f(u, i) + f(u, j)`` is
       weighted by ``L(rank)``, the harmonic number of the positive's rank estimated
-      from the draws (Weston et al., "WSABIE", IJCAI 2011): pushes the top of the list.
+      from the draws (Weston et al., "WSABIE", IJCAI 2011): pushes the top of the list;
+    - ``loss="ials"``: the whole-data loss of implicit feedback, iALS's (Hu, Koren and
+      Volinsky, ICDM 2008) for any features: every (query, item) pair of the training
+      queries and the catalogue is a target, 1 with weight
+      ``w_ci = 1 + confidence * count_ci`` for the pairs observed (``count_ci``: the
+      summed sample weights of their positives), 0 with weight ``alpha0`` for all the
+      others, fitted by squared loss (the pairs of a training query that only rows of
+      label 0 or held-out positives show weigh 0).  No negatives are drawn: the
+      unobserved pairs enter through two k x k Gramians, one over the queries and one
+      over the items, never one by one, and coordinate descent minimises the
+      objective exactly along each coordinate in turn (Bayer, He, Kanagal and Rendle,
+      "A Generic Coordinate Descent Framework for Learning from Implicit Feedback",
+      WWW 2017).  Degree 2 with the ANOVA kernel only (its score splits into a query
+      part and an item part).
 
     The model is a factorization machine (``f`` as
     :class:`~polylite.FactorizationMachineRegressor`'s ``predict``; terms of the user's
@@ -90,7 +112,16 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     ``alpha/2 ||w||^2 + beta/2 (||P||^2 + ||gamma||^2)``: the penalties are per
     positive, so the same values suit small and large data.  It is minimised by
     stochastic steps over the positives in random order (AdaGrad or SGD), a positive at
-    a time.
+    a time.  For ``loss="ials"`` the objective is
+
+        1/(2N) [sum_observed w_ci (f(c, i) - 1)^2 + alpha0 sum_unobserved f(c, i)^2]
+        + alpha/2 ||w||^2 + beta/2 ||P||^2,
+
+    with N the number of positives (the sum of their sample weights): the loss over
+    every pair is divided by the number of positives, not of pairs, so the penalties
+    are again per positive (iALS's penalty ``lambda`` is ``N * beta``), and it is
+    minimised by coordinate descent (``solver`` and the step-size parameters are then
+    not used).
 
     Parameters
     ----------
@@ -104,9 +135,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     kernel : {"anova", "all-subsets"}, default="anova"
         "anova": interactions of distinct features of the degrees above.
         "all-subsets": ``prod_j (1 + p_j x_j)``, every subset of features at once.
-    loss : {"warp", "bpr"}, default="warp"
-        The pairwise loss (see above): "warp" trains the top of the list, "bpr" the
-        order of the whole list (its AUC).
+    loss : {"warp", "bpr", "ials"}, default="warp"
+        The loss (see above): "warp" trains the top of the list, "bpr" the order of the
+        whole list (its AUC), "ials" fits every (query, item) pair by weighted least
+        squares.
     negatives : {"uniform", "popularity"}, default="uniform"
         How negatives are drawn from the items the user has not interacted with:
         uniformly, or in proportion to 1 + the item's number of positives (popular
@@ -119,8 +151,17 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         list harder and cost more time per epoch.
     margin : float, default=1.0
         "warp": the margin of the hinge.
+    alpha0 : float, default=0.1
+        "ials": the weight of every unobserved (query, item) pair, relative to the
+        weight ``1 + confidence * count`` of an observed one.  Smaller values trust the
+        unobserved pairs less as negatives; try 0.01 to 1.
+    confidence : float, default=0.0
+        "ials": an observed pair weighs ``1 + confidence * count`` (iALS's alpha), its
+        count the summed sample weights of its positives (give play counts as
+        ``sample_weight``).
     fit_linear : bool, default=True
-        Fit the linear term (only its item part matters to the ranking).
+        Fit the linear term (only its item part matters to the ranking; for "ials"
+        the query part's is fitted too, as a bias of the query).
     alpha : float, default=1e-6
         L2 regularisation of the linear weights, per positive.
     beta : float, default=1e-6
@@ -136,11 +177,12 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         stop when the epoch's objective (the losses met during its pass) has not
         improved by ``tol`` (relative) for ``n_iter_no_change`` epochs.  WARP's
         objective can grow as the model improves (each violation found weighs more), so
-        early stopping on the validation AUC is the better test.  With
+        early stopping on the validation AUC is the better test; the objective of
+        "ials" (the whole-data objective after the epoch) never increases.  With
         ``early_stopping``, the AUC must improve by ``tol`` (absolute; None: 1e-4).
     solver : {"adagrad", "sgd"}, default="adagrad"
         AdaGrad divides ``eta0`` by the root of each coordinate's summed squared
-        gradients (the sums start at 1).
+        gradients (the sums start at 1).  Not used by "ials" (coordinate descent).
     learning_rate : {"constant", "invscaling"}, default="invscaling"
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
     eta0 : float or None, default=None
@@ -184,6 +226,19 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         its ``to_csr()`` hold the same model but draw different negatives from the same
         ``random_state``, so their fits differ as two seeds do (unless every table row
         is some positive's item, in the order of their first positives).
+    rated_items : (int, int) or None, default=None
+        "ials": the columns ``start:stop`` of the user's part that hold the set of
+        items the user interacted with (implicit feedback), column ``start + t`` for the
+        item whose id is column t of the item part, as
+        ``FieldEncoder(implicit="user")`` lays them out (its ``fields_`` entry
+        ``"rated_items"`` gives them; the item part starts with the item ids).  Each
+        observed (user, item) pair is then fitted without the interactions of the
+        item's own column of the set with the item, as if the item were left out of
+        the user's set: the set describes the user from the other items, and the
+        item's own column cannot fit the pair by itself (which does not carry over
+        to the items the user has not seen, whose columns are never in the set).
+        The pairs that are not observed, and ``predict``, score the rows as they are.
+        None: every pair is fitted as it is.
     warm_start : bool, default=False
         Continue from the previous fit's parameters.
     random_state : int, RandomState instance or None, default=None
@@ -191,7 +246,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     verbose : int, default=0
         Print the objective (and the validation AUC) after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads (None: 1; -1: every CPU).  The threads share each chunk of positives
+        Threads (None: 1; -1: every CPU).  "ials": the threads share the passes over
+        the queries and the items, and the results do not depend on their number.
+        "warp", "bpr": the threads share each chunk of positives
         and step on the shared parameters without locks, as LightFM does (Hogwild!).
         Reproducibility: with one thread a fit is the same from run to run for a fixed
         ``random_state``; with more, the order in which threads update shared
@@ -212,6 +269,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     query_batch_ : int
         The query batch size used (``query_batch``, "auto" resolved).
     solver_ : str
+        The solver that ran ("cd" for "ials").
     loss_curve_ : list of float
         The objective of every epoch, as met during its pass.
     validation_scores_ : list of float
@@ -244,11 +302,12 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
 
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
-                 margin=1.0, fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
+                 margin=1.0, alpha0=ALPHA0, confidence=0.0, fit_linear=True,
+                 alpha=1e-6, beta=1e-6, init_scale=0.05,
                  max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
                  eta0=None, power_t=0.25, shuffle=True, query_batch="auto",
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
-                 item_columns=None,
+                 item_columns=None, rated_items=None,
                  warm_start=False, random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
@@ -262,13 +321,36 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             super()._check_params()
         finally:
             self.tol = tol
-        check_choice(self.loss, "loss", tuple(PAIRWISE_LOSSES))
+        check_choice(self.loss, "loss", RANKER_LOSSES)
+        check_number(self.alpha0, "alpha0", low=0)
+        check_number(self.confidence, "confidence", low=0)
+        if self.rated_items is not None and self.loss != WHOLE_DATA:
+            raise ValueError(f"rated_items is used by loss={WHOLE_DATA!r} only, got "
+                             f"loss={self.loss!r}")
+        if self.loss == WHOLE_DATA:
+            kernel, degrees, n_dummy = self._structure()
+            if kernel != "anova" or list(degrees) != [2] or n_dummy:
+                raise ValueError(
+                    f"loss={WHOLE_DATA!r} needs a degree-2 FM with the ANOVA kernel (its "
+                    f"scores split into a query part and an item part), got "
+                    f"degree={self.degree!r}, kernel={self.kernel!r}")
         check_choice(self.negatives, "negatives", NEGATIVES)
         check_number(self.max_trials, "max_trials", low=1, integer=True)
         check_number(self.margin, "margin", low=0, low_open=True)
         check_bool(self.shuffle, "shuffle")
         if not (isinstance(self.query_batch, str) and self.query_batch == "auto"):
             check_number(self.query_batch, "query_batch", low=1, integer=True)
+
+    def _restored_solver(self, attributes):
+        """``solver_`` of a model file: "cd" for the whole-data loss."""
+        if self.loss == WHOLE_DATA and attributes.get("solver") == "cd":
+            return "cd"
+        return super()._restored_solver(attributes)
+
+    @property
+    def _adagrad(self):
+        """Whether the passes keep AdaGrad's sums (not for the whole-data loss)."""
+        return self.solver == "adagrad" and self.loss != WHOLE_DATA
 
     @property
     def _eta0(self):
@@ -301,10 +383,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             self._fit_dtype = X.dtype
         return X
 
-    def _positives(self, X, y, sample_weight, X_val=None):
+    def _positives(self, X, y, sample_weight, X_val=None, whole=False):
         """The training positives, the catalogue and the validation positives (None
         without a validation set) of ``X`` (checked; ``y``: which rows are positives)
-        and ``X_val``."""
+        and ``X_val``; with ``whole``, the catalogue holds the whole-data loss's pairs
+        (``whole``)."""
         n = X.shape[0]
         positive = _check_labels(y, n)
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -328,7 +411,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         cumulative = (_data.popularity(item[:n][positive], n_items)
                       if self.negatives == "popularity" else np.zeros(0))
         catalogue = _data.Catalogue(items, seen_indptr, seen, seen_bits, cumulative,
-                                    n_users, int(np.diff(items.indptr).max()))
+                                    n_users, int(np.diff(items.indptr).max()), columns)
         everything = _data.Positives(query, item, users, sw)
 
         def subset(rows):
@@ -363,7 +446,13 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                           f"them, they are skipped", UserWarning, stacklevel=4)
         if training.weight.sum() <= 0:
             raise ValueError("sample_weight is zero for every positive")
-        training = training._replace(weight=training.weight / training.weight.mean())
+        if self.loss != WHOLE_DATA:  # the whole-data loss counts the weights as given
+            training = training._replace(weight=training.weight / training.weight.mean())
+        if whole:
+            trained = np.zeros(X.shape[0], dtype=bool)
+            trained[rows] = True
+            catalogue = catalogue._replace(whole=_data.whole_data(
+                everything, trained, n_items, float(self.confidence)))
         return training, catalogue, validation
 
     # ---- fit -------------------------------------------------------------------------
@@ -395,17 +484,17 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             self._check_params()
             X = self._check_positives(X, reset=True)
             self._check_against_data(X, 1)
-            training, catalogue, validation = self._positives(X, y, sample_weight, X_val)
+            training, catalogue, validation = self._positives(
+                X, y, sample_weight, X_val, whole=self.loss == WHOLE_DATA)
             rng = check_random_state(self.random_state)
             stack = self._warm_stack(1, X.shape[1], X.dtype)
             if stack is None:
                 stack = self._allocate(1, X.shape[1], X.dtype)
                 self._init_nonlinear(self._output(stack, 0), rng)
-            model = _Model(stack, self.solver == "adagrad")
+            model = _Model(stack, self._adagrad)
             self.loss_curve_, self.validation_scores_ = [], []
-            self.n_iter_ = self._epochs(training, catalogue, validation, model, stack,
-                                        rng, self.max_iter)
-            self.solver_ = self.solver
+            self.n_iter_ = self._run(training, catalogue, validation, model, stack, rng,
+                                     self.max_iter)
             self.n_items_ = catalogue.items.shape[0]
             self._publish(stack)
             self._ranking_state = (model, rng)
@@ -439,29 +528,29 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._check_against_data(X, 1)
             early_stopping, self.early_stopping = self.early_stopping, False
             try:
-                training, catalogue, _ = self._positives(X, y, sample_weight)
+                training, catalogue, _ = self._positives(
+                    X, y, sample_weight, whole=self.loss == WHOLE_DATA)
             finally:
                 self.early_stopping = early_stopping
             if first:
                 rng = check_random_state(self.random_state)
                 stack = self._allocate(1, X.shape[1], X.dtype)
                 self._init_nonlinear(self._output(stack, 0), rng)
-                model = _Model(stack, self.solver == "adagrad")
+                model = _Model(stack, self._adagrad)
                 self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
             else:
                 stack = self._warm_stack_of(X)
                 state = getattr(self, "_ranking_state", None)
                 if state is None:  # a loaded model: its solver's sums start afresh
-                    state = (_Model(stack, self.solver == "adagrad"),
+                    state = (_Model(stack, self._adagrad),
                              check_random_state(self.random_state))
                     self.loss_curve_, self.validation_scores_ = [], []
                 model, rng = state
                 model.w, model.P, model.gamma = (stack["w"][0], stack["P"][0],
                                                  stack["gamma"][0])
                 if model.acc_P.shape not in ((0, 0, 0), model.P.shape):
-                    model = _Model(stack, self.solver == "adagrad")
-            self.n_iter_ += self._epochs(training, catalogue, None, model, stack, rng, 1)
-            self.solver_ = self.solver
+                    model = _Model(stack, self._adagrad)
+            self.n_iter_ += self._run(training, catalogue, None, model, stack, rng, 1)
             self.n_items_ = catalogue.items.shape[0]
             self._publish(stack)
             self._ranking_state = (model, rng)
@@ -479,15 +568,23 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                              f"ask for {expected[1:]}")
         return {name: a.astype(X.dtype, copy=False) for name, a in stack.items()}
 
+    def _run(self, training, catalogue, validation, model, stack, rng, max_iter):
+        """Run up to ``max_iter`` epochs of the loss's solver; returns the number run."""
+        if self.loss == WHOLE_DATA:
+            self.solver_ = "cd"
+            return self._whole_data_epochs(training, catalogue, validation, model,
+                                           stack, rng, max_iter)
+        self.solver_ = self.solver
+        return self._epochs(training, catalogue, validation, model, stack, rng, max_iter)
+
     def _epochs(self, training, catalogue, validation, model, stack, rng, max_iter):
-        """Run up to ``max_iter`` epochs; returns the number run."""
+        """Run up to ``max_iter`` epochs of the pairwise passes; returns the number
+        run."""
         problem, schedule, sampling = self._pass_description()
         threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
                               MIN_POSITIVES_PER_THREAD)
-        scorer = None if validation is None else _ValidationScore(self, validation,
-                                                                   catalogue, rng)
-        buffers, best, best_params, stalled = {}, np.inf, None, 0
-        start = time.perf_counter()
+        progress = _Progress(self, validation, catalogue, rng, stack, max_iter)
+        buffers = {}
         n = training.item.shape[0]
         self.query_batch_ = self._query_batch_size(training)
         codes = _data.query_codes(training.query) if self.query_batch_ > 1 else None
@@ -515,34 +612,77 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 loss += out["loss"]
                 weight += out["weight"]
             objective = loss / max(weight, 1e-300) + self._penalty(model)
-            self.loss_curve_.append(objective)
-            if scorer is not None:
-                score = scorer(stack)
-                self.validation_scores_.append(score)
-                improved = best_params is None or score > best + (
-                    1e-4 if self.tol is None else self.tol)
-                if improved:
-                    best = max(score, best) if best_params is not None else score
-                    best_params = {name: stack[name].copy() for name in ("w", "P", "gamma")}
-                stalled = 0 if improved else stalled + 1
-            elif self.tol is not None:
-                stalled = stalled + 1 if objective > best - self.tol * abs(best) else 0
-                best = min(best, objective)
-            if self.verbose:
-                print(f"epoch {epoch:4d}  objective {objective:.6e}" +
-                      (f"  validation AUC {score:.4f}" if scorer is not None else "") +
-                      f"  {time.perf_counter() - start:.2f}s")
-            if self._epoch_callback is not None:
-                self._epoch_callback(EpochReport(
-                    0, 1, epoch, max_iter, objective,
-                    self.validation_scores_[-1] if scorer is not None else np.nan,
-                    time.perf_counter() - start))
-            if stalled >= self.n_iter_no_change and max_iter > 1:
+            if progress.epoch_done(epoch, objective):
                 break
-        if best_params is not None:
-            for name, value in best_params.items():
-                stack[name][...] = value
+        progress.keep_best()
         return epoch
+
+    def _whole_data_epochs(self, training, catalogue, validation, model, stack, rng,
+                           max_iter):
+        """Run up to ``max_iter`` epochs of coordinate descent on the whole-data loss;
+        returns the number run."""
+        data = catalogue.whole
+        threads = row_threads(self.n_jobs, max(data.queries.shape[0],
+                                               catalogue.items.shape[0]),
+                              MIN_ROWS_PER_THREAD)
+        start, stop = catalogue.columns
+        solver = WholeDataDescent(
+            data.queries, catalogue.items, data.pair_query, data.pair_item, data.weight,
+            np.arange(start, stop), float(training.weight.sum()), float(self.alpha0),
+            float(self.alpha), float(self.beta), bool(self.fit_linear), threads,
+            self.n_components, own_columns=self._own_columns(catalogue))
+        self.query_batch_ = 1
+        progress = _Progress(self, validation, catalogue, rng, stack, max_iter)
+        w, P = model.w, model.P[0]
+        if not self.fit_linear:
+            w[...] = 0
+        for epoch in range(1, max_iter + 1):
+            solver.epoch(w, P)
+            objective = solver.data_term() + self._penalty(model)
+            if not np.isfinite(objective):
+                raise FloatingPointError(
+                    "the scores became non-finite during coordinate descent; increase "
+                    "alpha and beta or scale the features")
+            if progress.epoch_done(epoch, objective):
+                break
+        progress.keep_best()
+        return epoch
+
+    def _own_columns(self, catalogue):
+        """Each catalogue item's own column of ``rated_items`` (-1: an item without an id
+        column inside its range), or None."""
+        if self.rated_items is None:
+            return None
+        items = catalogue.items
+        start, stop = catalogue.columns
+        try:
+            first, last = (int(v) for v in self.rated_items)
+            ok = [first, last] == [v for v in self.rated_items]
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or not 0 <= first < last <= items.shape[1]:
+            raise ValueError(f"rated_items must be a pair (start, stop) of integers with "
+                             f"0 <= start < stop <= n_features={items.shape[1]}, got "
+                             f"{self.rated_items!r}")
+        width = last - first
+        if first < stop and start < last:
+            raise ValueError(f"rated_items={self.rated_items!r} overlaps the item part "
+                             f"(columns {start}:{stop}): it must be columns of the "
+                             f"user's part")
+        if width > stop - start:
+            raise ValueError(f"rated_items={self.rated_items!r} has {width} columns, "
+                             f"more than the item part's {stop - start}")
+        ids = sp.csr_matrix(items)[:, start:start + width]
+        ids.eliminate_zeros()
+        count = np.diff(ids.indptr)
+        if np.any(count > 1):
+            raise ValueError(f"rated_items={self.rated_items!r}: {int((count > 1).sum())} "
+                             f"item(s) have several nonzeros among the item part's first "
+                             f"{width} columns, which must be the item ids (one per item)")
+        own = np.full(items.shape[0], -1, dtype=np.int64)
+        has = count == 1
+        own[has] = first + ids.indices[ids.indptr[:-1][has]]
+        return own
 
     def _query_batch_size(self, training):
         """``query_batch``, "auto" resolved: AUTO_QUERY_BATCH when the query rows hold
@@ -610,6 +750,55 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False
         return tags
+
+
+class _Progress:
+    """The epoch loop's bookkeeping after each epoch: the objective's curve, the
+    validation AUC and the best parameters (early stopping), the test of ``tol``, the
+    verbose line and the progress display."""
+
+    def __init__(self, est, validation, catalogue, rng, stack, max_iter):
+        self.est, self.stack, self.max_iter = est, stack, max_iter
+        self.scorer = None if validation is None else _ValidationScore(
+            est, validation, catalogue, rng)
+        self.best, self.best_params, self.stalled = np.inf, None, 0
+        self.start = time.perf_counter()
+
+    def epoch_done(self, epoch, objective):
+        """Record epoch ``epoch`` of objective ``objective``; returns whether to stop."""
+        est, stack = self.est, self.stack
+        est.loss_curve_.append(objective)
+        score = np.nan
+        if self.scorer is not None:
+            score = self.scorer(stack)
+            est.validation_scores_.append(score)
+            improved = self.best_params is None or score > self.best + (
+                1e-4 if est.tol is None else est.tol)
+            if improved:
+                self.best = max(score, self.best) if self.best_params is not None \
+                    else score
+                self.best_params = {name: stack[name].copy()
+                                    for name in ("w", "P", "gamma")}
+            self.stalled = 0 if improved else self.stalled + 1
+        elif est.tol is not None:
+            self.stalled = self.stalled + 1 if objective > self.best - est.tol * abs(
+                self.best) else 0
+            self.best = min(self.best, objective)
+        seconds = time.perf_counter() - self.start
+        if est.verbose:
+            print(f"epoch {epoch:4d}  objective {objective:.6e}" +
+                  (f"  validation AUC {score:.4f}" if self.scorer is not None else "") +
+                  f"  {seconds:.2f}s")
+        if est._epoch_callback is not None:
+            est._epoch_callback(EpochReport(0, 1, epoch, self.max_iter, objective, score,
+                                            seconds))
+        return self.stalled >= est.n_iter_no_change and self.max_iter > 1
+
+    def keep_best(self):
+        """With early stopping, put the best epoch's parameters back."""
+        if self.best_params is not None:
+            for name, value in self.best_params.items():
+                self.stack[name][...] = value
 
 
 def _check_labels(y, n):

@@ -1,0 +1,243 @@
+"""The tuned comparison of ``bench_ranking.py --tune`` (see its docstring): every tool's
+hyperparameters chosen on a validation split of the training positives, then the chosen
+settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
+the same k on one thread."""
+import itertools
+import os
+import types
+
+import numpy as np
+import scipy.sparse as sp
+
+import _results
+import bench_ranking as B
+
+VALIDATION_FRACTION = 0.2
+EPOCHS_ALS = 15          # iterations of implicit's ALS and epochs of the whole-data FM
+SAME_K = 16              # the k of the one-thread comparison
+
+
+def grid(**axes):
+    """Every combination of the axes' values, as dicts."""
+    names = list(axes)
+    return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
+
+
+# The grids searched on the validation split, per tool: (label, features, scorer, grid,
+# the peer package it needs or None).
+def _tools():
+    return [
+        ("implicit ALS", "ids", implicit_scores,
+         grid(factors=[16, 32, 64], regularization=[3.0, 10.0, 20.0, 30.0, 50.0],
+              alpha=[1.0, 2.0, 3.0, 5.0]), "implicit"),
+        ("LightFM WARP", "ids", lightfm_scores,
+         grid(no_components=[10, 32, 64], epochs=[10, 30, 50]), "lightfm-next"),
+        ("polylite FM WARP", "ids+side+rated", polylite_scorer(B.POLYLITE_SIDE_RATED),
+         grid(n_components=[10, 32], max_iter=[10, 15, 20]), None),
+        ("polylite FM iALS", "ids", polylite_scorer(B.POLYLITE_IDS, loss="ials",
+                                                    fit_linear=False,
+                                                    max_iter=EPOCHS_ALS),
+         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
+              beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
+        ("polylite FM iALS", "ids+side+rated",
+         polylite_scorer(B.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials",
+                         max_iter=EPOCHS_ALS),
+         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
+              beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
+    ]
+
+
+# ---- the validation split --------------------------------------------------------------
+
+def validation_split(data, seed=0):
+    """``data`` with a random VALIDATION_FRACTION of its training positives held out as
+    the evaluated positives: the models see the rest; the users with held-out positives
+    are evaluated, their other u1.base items (any rating) set aside."""
+    n = len(data.train["user_id"])
+    held = np.zeros(n, dtype=bool)
+    held[np.random.default_rng(seed).permutation(n)[:int(round(VALIDATION_FRACTION * n))]] \
+        = True
+    u = np.searchsorted(data.user_ids, data.train["user_id"])
+    i = np.searchsorted(data.item_ids, data.train["item_id"])
+    shape = data.positives.shape
+
+    def matrix(mask):
+        return sp.csr_matrix((np.ones(int(mask.sum()), dtype=np.float32),
+                              (u[mask], i[mask])), shape=shape)
+
+    held_out = matrix(held)
+    rows = np.flatnonzero(held_out.getnnz(axis=1) > 0)
+    relevant = held_out[rows].toarray() > 0
+    return types.SimpleNamespace(**{
+        **vars(data), "train": {key: value[~held] for key, value in data.train.items()},
+        "positives": matrix(~held), "test_users": data.user_ids[rows], "test_rows": rows,
+        "relevant": relevant, "exclude": (data.rated[rows].toarray() > 0) & ~relevant})
+
+
+# ---- the tools --------------------------------------------------------------------------
+
+def implicit_scores(data, params, seed, threads):
+    return B.implicit_scores(data, {**params, "iterations": EPOCHS_ALS}, seed, threads)
+
+
+def lightfm_scores(data, params, seed, threads):
+    """LightFM WARP on ids (learning rate 0.05, its defaults otherwise)."""
+    from lightfm import LightFM
+    params = dict(params)
+    epochs = params.pop("epochs")
+    model = LightFM(loss="warp", learning_rate=B.LEARNING_RATE, random_state=seed,
+                    **params)
+    times = B.fit_timed(lambda: model.fit(data.positives.tocoo(), epochs=epochs,
+                                          num_threads=threads))
+    n_items = len(data.item_ids)
+    users = np.repeat(data.test_rows, n_items).astype(np.int32)
+    items = np.tile(np.arange(n_items), len(data.test_rows)).astype(np.int32)
+    scores = model.predict(users, items, num_threads=threads)
+    return scores.reshape(len(data.test_rows), n_items), times
+
+
+def rated_columns(encoder, data):
+    """The columns (start, stop) of the users' rated items in the FieldEncoder's output."""
+    from polylite import FieldEncoder
+    fields = FieldEncoder(**encoder).fit(data.train, users=data.users,
+                                         items=data.items).fields_
+    field, = [f for f in fields if f.kind == "implicit" and f.side == "user"]
+    return field.start, field.stop
+
+
+def polylite_scorer(encoder, own_item_left_out=False, **fixed):
+    """A scorer of polylite's ranker through a FieldEncoder (``alpha`` follows
+    ``beta`` when the grid sets it; ``own_item_left_out``: the ranker's ``rated_items``
+    are the encoder's rated items)."""
+    def scores(data, params, seed, threads):
+        from sklearn.pipeline import make_pipeline
+        from polylite import FieldEncoder
+        from polylite.ranking import FactorizationMachineRanker
+        from polylite.recommend import score_items
+        params = {**fixed, **params}
+        if "beta" in params:
+            params["alpha"] = params["beta"]
+        if own_item_left_out:
+            params["rated_items"] = rated_columns(encoder, data)
+        model = make_pipeline(FieldEncoder(**encoder), FactorizationMachineRanker(
+            n_jobs=threads, random_state=seed, **params))
+        times = B.fit_timed(lambda: model.fit(data.train, fieldencoder__users=data.users,
+                                              fieldencoder__items=data.items))
+        return score_items(model, data.test_users, data.item_ids), times
+    return scores
+
+
+def _label(params):
+    return ", ".join(f"{key}={value:g}" if isinstance(value, float) else
+                     f"{key}={value}" for key, value in params.items())
+
+
+# ---- the run ----------------------------------------------------------------------------
+
+def tuned(data, seeds, threads, quick, output):
+    found = _results.versions("lightfm-next", "implicit")
+    validation = validation_split(data)
+    print(f"validation split: {len(validation.train['user_id'])} positives fitted, "
+          f"{int(validation.relevant.sum())} held out ({len(validation.test_users)} "
+          f"users); the best validation P@10 of each grid is refitted on every training "
+          f"positive and tested on u1.test, seeds {seeds}", flush=True)
+    searched, chosen_rows, tables = [], [], []
+    for label, features, scorer, settings, peer in _tools():
+        if peer is not None and peer not in found:
+            print(f"{peer} is not installed: {label} skipped")
+            continue
+        settings = settings[:2] if quick else settings
+        results = []
+        for params in settings:
+            scores, times = scorer(validation, params, 0, threads)
+            result = B.evaluate(scores, validation)
+            results.append((params, result))
+            searched.append([label, features, _label(params), result["precision@10"],
+                             result["auc"], times[0]])
+            print(f"  validation {label} {features} {_label(params)}: P@10 "
+                  f"{result['precision@10']:.4f}, AUC {result['auc']:.4f}, "
+                  f"fit {times[0]:.2f} CPU s", flush=True)
+        best, best_result = max(results, key=lambda r: r[1]["precision@10"])
+        rows = []
+        for seed in seeds:
+            scores, times = scorer(data, best, seed, threads)
+            rows.append(B.make_row(label, features, None, None, seed,
+                                   B.evaluate(scores, data), times))
+        entry = B.summarize(rows)[0]
+        chosen_rows.append([label, features, _label(best), best_result["precision@10"],
+                            entry["precision@10"], entry["precision@10_std"],
+                            entry["auc"], entry["auc_std"], entry["fit_cpu_s"]])
+        print(f"  test {label} {features} {_label(best)}: P@10 "
+              f"{entry['precision@10']:.4f}, AUC {entry['auc']:.4f}", flush=True)
+    same_k = _same_k(data, validation, searched, seeds, found)
+
+    print()
+    info = _results.machine()
+    print(f"{info['cpu']}, {info['cores']} cores; " +
+          ", ".join(f"{name} {version}" for name, version in found.items()))
+    print(f"\nchosen on the validation split (P@10), tested on u1.test: mean ±std over "
+          f"{len(seeds)} seed(s), {threads} thread(s)\n")
+    header = (f"{'model':<18}{'features':<16}{'val P@10':>9}{'P@10':>16}{'AUC':>16}"
+              f"{'fit CPU s':>10}  setting")
+    print(header)
+    print("-" * len(header))
+    for row in chosen_rows:
+        print(f"{row[0]:<18}{row[1]:<16}{row[3]:>9.4f}{row[4]:>10.4f} ±{row[5]:.4f}"
+              f"{row[6]:>10.4f} ±{row[7]:.4f}{row[8]:>10.2f}  {row[2]}")
+    if same_k:
+        print(f"\nids only, k = {SAME_K}, {EPOCHS_ALS} epochs, one thread (each with its "
+              f"best validation setting at k = {SAME_K})\n")
+        header = (f"{'model':<18}{'P@10':>8}{'AUC':>8}{'CPU s / epoch':>15}"
+                  f"{'/ implicit':>12}  setting")
+        print(header)
+        print("-" * len(header))
+        for row in same_k:
+            print(f"{row[0]:<18}{row[2]:>8.4f}{row[3]:>8.4f}{row[4]:>15.4f}"
+                  f"{row[5]:>12.2f}  {row[1]}")
+    print(f"\nthe grids ({len(searched)} validation fits):")
+    for row in searched:
+        print(f"  {row[0]:<18}{row[1]:<16}P@10 {row[3]:.4f}  AUC {row[4]:.4f}  "
+              f"{row[5]:6.2f} CPU s  {row[2]}")
+    if output:
+        tables = [
+            _results.table("Chosen on validation, tested on u1.test",
+                           ["model", "features", "setting", "validation P@10", "P@10",
+                            "P@10 std", "AUC", "AUC std", "fit CPU s"], chosen_rows),
+            _results.table(f"ids only, k = {SAME_K}, one thread",
+                           ["model", "setting", "P@10", "AUC", "CPU s per epoch",
+                            "ratio to implicit"], same_k),
+            _results.table("Validation grids", ["model", "features", "setting",
+                                                "P@10", "AUC", "fit CPU s"], searched)]
+        _results.save(output, "ranking_tuned", "MovieLens 100K u1, tuned on validation",
+                      tables, dict(split=B.SPLIT, positive_rating=B.POSITIVE,
+                                   validation_fraction=VALIDATION_FRACTION, seeds=seeds,
+                                   threads=threads), peers=("lightfm-next", "implicit"))
+        print(f"\nresults: {os.path.relpath(output)}")
+
+
+def _same_k(data, validation, searched, seeds, found):
+    """implicit's ALS and the ids-only whole-data FM at k = SAME_K on one thread."""
+    rows = []
+    for label, features, scorer, settings, peer in _tools():
+        if features != "ids" or (peer is not None and peer not in found):
+            continue
+        key = "factors" if label.startswith("implicit") else "n_components"
+        if key not in settings[0]:
+            continue
+        candidates = [p for p in settings if p[key] == SAME_K]
+        done = {row[2]: row[3] for row in searched
+                if row[0] == label and row[1] == features}
+        candidates = [p for p in candidates if _label(p) in done] or candidates[:1]
+        best = max(candidates, key=lambda p: done.get(_label(p), 0))
+        results, cpu = [], []
+        for seed in seeds:
+            scores, times = scorer(data, best, seed, 1)
+            results.append(B.evaluate(scores, data))
+            cpu.append(times[0] / EPOCHS_ALS)
+        rows.append([label, _label(best),
+                     float(np.mean([r["precision@10"] for r in results])),
+                     float(np.mean([r["auc"] for r in results])), float(np.median(cpu))])
+    base = [row[4] for row in rows if row[0].startswith("implicit")]
+    for row in rows:
+        row.append(row[4] / base[0] if base else float("nan"))
+    return rows

@@ -1,0 +1,538 @@
+"""The whole-data loss of the ranker (loss="ials"): its Gramian term and objective
+against brute-force sums over every (query, item) pair, each coordinate step against
+the exact minimiser of the objective, the ids-only model against a NumPy iALS, and the
+ranker's features on it."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.pipeline import make_pipeline
+
+from polylite import FactorizationMachineRanker, FieldEncoder, load
+from polylite._engine.solvers import WholeDataDescent
+from polylite.recommend import recommend
+
+from test_ranking import _clicks, _held_out_auc
+
+
+# ---- a small problem and its brute-force objective ------------------------------------
+
+def _problem(rng, n_queries=7, n_items=6, dq=9, di=5, k=3, density=0.5):
+    """Query rows (an id, side features, a multi-hot set) on columns [0, dq), item rows
+    (an id and side features) on [dq, dq + di + n_items), observed pairs with weights."""
+    d = dq + n_items + di
+    Q = np.zeros((n_queries, d))
+    Q[np.arange(n_queries), np.arange(n_queries) % dq] = 1
+    Q[:, :dq] += (rng.uniform(0.2, 1.0, (n_queries, dq)) *
+                  (rng.random((n_queries, dq)) < 0.4))
+    I = np.zeros((n_items, d))
+    I[np.arange(n_items), dq + np.arange(n_items)] = 1
+    side = rng.uniform(0.2, 1.0, (n_items, di)) * (rng.random((n_items, di)) < 0.5)
+    I[:, dq + n_items:] = side
+    observed = rng.random((n_queries, n_items)) < density
+    observed[0, 0] = True
+    cq, ci = np.nonzero(observed)
+    weight = 1 + rng.uniform(0, 3, cq.shape[0])
+    w = rng.normal(0, 0.3, d)
+    P = rng.normal(0, 0.3, (d, k))
+    item_columns = np.arange(dq, d)
+    return (sp.csr_matrix(Q), sp.csr_matrix(I), cq.astype(np.int64), ci.astype(np.int64),
+            weight, item_columns, w, P)
+
+
+def _scores(Q, I, w, P):
+    """Every (query, item) pair's FM score, from its expanded row."""
+    Q, I = Q.toarray(), I.toarray()
+    X = (Q[:, None, :] + I[None, :, :]).reshape(-1, Q.shape[1])
+    XP = X @ P
+    y = X @ w + 0.5 * ((XP ** 2).sum(1) - ((X ** 2) @ (P ** 2)).sum(1))
+    return y.reshape(Q.shape[0], I.shape[0])
+
+
+def _objective(Q, I, cq, ci, weight, w, P, alpha0, alpha, beta, n):
+    """The whole-data objective summed over every pair of queries x items."""
+    Y = _scores(Q, I, w, P)
+    W = np.full(Y.shape, alpha0)
+    T = np.zeros(Y.shape)
+    W[cq, ci] = weight
+    T[cq, ci] = 1
+    return (W * (Y - T) ** 2).sum() / (2 * n) + 0.5 * (alpha * (w ** 2).sum() +
+                                                        beta * (P ** 2).sum())
+
+
+def _solver(problem, alpha0=0.3, alpha=0.01, beta=0.02, n=10.0, fit_linear=True,
+            threads=1):
+    Q, I, cq, ci, weight, item_columns, w, P = problem
+    return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
+                            fit_linear, threads, P.shape[1])
+
+
+def test_the_gramian_term_is_the_sum_over_every_pair(rng):
+    problem = _problem(rng)
+    Q, I, cq, ci, weight, item_columns, w, P = problem
+    solver = _solver(problem)
+    solver.refresh(w, P)
+    Y = _scores(Q, I, w, P)
+    np.testing.assert_allclose(solver.implicit_sum(), (Y ** 2).sum(), rtol=1e-12)
+    np.testing.assert_allclose(solver.data_term(),
+                               _objective(Q, I, cq, ci, weight, w, P, 0.3, 0, 0, 10.0),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("fit_linear", [True, False])
+def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, rng):
+    problem = _problem(rng)
+    Q, I, cq, ci, weight, item_columns, w0, P0 = problem
+    settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
+    if not fit_linear:
+        w0 = np.zeros_like(w0)
+    solver = _solver(problem, fit_linear=fit_linear, **settings)
+
+    def after(limit):
+        w, P = w0.copy(), P0.copy()
+        solver.epoch(w, P, limit=limit)
+        return w, P
+
+    def f(w, P):
+        return _objective(Q, I, cq, ci, weight, w, P, **settings)
+
+    d, k = P0.shape
+    total = ((d if fit_linear else 0) + d * k)
+    assert solver.epoch(w0.copy(), P0.copy()) == total  # every coordinate steps once
+    previous = after(0)
+    moved = 0
+    for t in range(1, total + 1):
+        w, P = after(t)
+        changed = np.flatnonzero(np.r_[w != previous[0], (P != previous[1]).ravel()])
+        assert changed.size <= 1
+        # The objective along the coordinate stepped is a parabola: its minimiser, from
+        # three points, is where the step went.
+        if changed.size:
+            moved += 1
+            c = changed[0]
+            theta = np.r_[w, P.ravel()]
+            eps = 1e-3
+
+            def along(value):
+                x = theta.copy()
+                x[c] = value
+                return f(x[:d], x[d:].reshape(d, k))
+
+            fp, f0, fm = along(theta[c] + eps), along(theta[c]), along(theta[c] - eps)
+            minimiser = theta[c] - eps * (fp - fm) / (2 * (fp - 2 * f0 + fm))
+            assert abs(minimiser - theta[c]) < 1e-6 * max(1, abs(theta[c]))
+            assert f0 <= f(*previous) + 1e-12
+        previous = (w, P)
+    assert moved > 0.9 * total
+
+
+def test_the_objective_never_increases_and_the_caches_follow(rng):
+    problem = _problem(rng, n_queries=12, n_items=9)
+    Q, I, cq, ci, weight, item_columns, w, P = problem
+    solver = _solver(problem)
+    values = [_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0)]
+    for _ in range(8):
+        solver.epoch(w, P)
+        values.append(_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0))
+        # The pairs' predictions and Gramians kept up to date by the steps.
+        penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+        np.testing.assert_allclose(solver.data_term() + penalty, values[-1], rtol=1e-10)
+    assert np.all(np.diff(values) <= 1e-12 * values[0])
+    assert values[-1] < 0.9 * values[0]
+
+
+def test_threads_give_the_same_steps(rng):
+    problem = _problem(rng, n_queries=40, n_items=30)
+    fits = []
+    for threads in (1, 2):
+        w, P = problem[6].copy(), problem[7].copy()
+        _solver(problem, threads=threads).epoch(w, P)
+        fits.append((w, P))
+    np.testing.assert_array_equal(fits[0][0], fits[1][0])
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
+# ---- iALS: the ids-only special case --------------------------------------------------
+
+def _ials(R, C, X, Y, lam, alpha0, iterations):
+    """Hu, Koren and Volinsky's alternating least squares on the loss
+    sum_observed C (1 - x_u.y_i)^2 + alpha0 sum_unobserved (x_u.y_i)^2
+    + lam (|X|^2 + |Y|^2)."""
+    k = X.shape[1]
+
+    def solve(A, B, Cm):
+        out = np.empty_like(A)
+        G = alpha0 * B.T @ B
+        for u in range(A.shape[0]):
+            obs = np.flatnonzero(Cm[u] > 0)
+            Bo = B[obs]
+            M = G + (Bo * (Cm[u, obs] - alpha0)[:, None]).T @ Bo + lam * np.eye(k)
+            out[u] = np.linalg.solve(M, Bo.T @ Cm[u, obs])
+        return out
+
+    for _ in range(iterations):
+        X = solve(X, Y, C)
+        Y = solve(Y, X, C.T)
+    return X, Y
+
+
+def _ials_loss(R, C, X, Y, lam, alpha0):
+    S = X @ Y.T
+    W = np.where(R > 0, C, alpha0)
+    return (W * (R - S) ** 2).sum() + lam * ((X ** 2).sum() + (Y ** 2).sum())
+
+
+def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
+    n_users, n_items, k = 15, 12, 3
+    R = (rng.random((n_users, n_items)) < 0.3).astype(float)
+    R[np.arange(n_users), np.arange(n_users) % n_items] = 1
+    R[np.arange(n_items) % n_users, np.arange(n_items)] = 1
+    users, items = np.nonzero(R)
+    n = users.shape[0]
+    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
+                                        np.c_[users, n_users + items].ravel())),
+                      shape=(n, n_users + n_items))
+    confidence, alpha0, beta = 2.0, 0.5, 0.01
+    C = np.where(R > 0, 1 + confidence, 0.0)
+    lam = n * beta  # polylite's penalty is per positive
+    U, V = _ials(R, C, rng.normal(0, 0.1, (n_users, k)), rng.normal(0, 0.1, (n_items, k)),
+                 lam, alpha0, 300)
+    est = FactorizationMachineRanker(
+        n_components=k, loss="ials", alpha0=alpha0, confidence=confidence, beta=beta,
+        fit_linear=False, item_columns=(n_users, n_users + n_items), max_iter=1,
+        random_state=0).fit(X)
+    # Start from iALS's fixed point: an epoch of coordinate descent does not move it,
+    # and the two objectives agree.
+    P = np.r_[U, V]
+    est.P_[...] = P.reshape(est.P_.shape)
+    est.set_params(warm_start=True).fit(X)
+    np.testing.assert_allclose(est.P_.reshape(P.shape), P, atol=1e-7)
+    np.testing.assert_allclose(2 * n * est.loss_curve_[-1],
+                               _ials_loss(R, C, U, V, lam, alpha0), rtol=1e-9)
+    # From a random start, coordinate descent reaches the objective iALS reaches.
+    cd = FactorizationMachineRanker(**{**est.get_params(), "warm_start": False,
+                                       "max_iter": 300, "init_scale": 0.1}).fit(X)
+    assert 2 * n * cd.loss_curve_[-1] <= _ials_loss(R, C, U, V, lam, alpha0) * (1 + 1e-3)
+
+
+# ---- the ranker's features ------------------------------------------------------------
+
+def test_a_whole_data_fit_ranks_the_users_next_items_first():
+    table, items, affinity = _clicks()
+    model = make_pipeline(
+        FieldEncoder(item_features={"genre": "numeric"}, output="relational"),
+        FactorizationMachineRanker(n_components=4, loss="ials", max_iter=15,
+                                   beta=1e-3, random_state=0))
+    model.fit(table, fieldencoder__items=items)
+    assert _held_out_auc(model, table, affinity, 40) > 0.8
+    curve = model[-1].loss_curve_
+    assert np.all(np.diff(curve) <= 1e-12 * curve[0])
+    assert model[-1].solver_ == "cd"
+
+
+def test_relational_and_csr_positives_give_the_same_whole_data_fit():
+    # The same catalogue both ways: every item is some positive's (the sum over every
+    # pair runs over the relational table's items, and over the CSR positives' items).
+    table, items, _ = _clicks()
+    first = {"user_id": np.arange(60), "item_id": np.arange(60) % 40}
+    table = {k: np.concatenate([first[k], table[k]]) for k in table}
+    enc = FieldEncoder(item_features={"genre": "numeric"}).fit(table, items=items)
+    X = enc.transform(table)
+    X_rel = enc.set_params(output="relational").transform(table)
+    item_columns = (enc.fields_[1].start, enc.fields_[2].stop)
+    params = dict(n_components=3, max_iter=3, random_state=0, loss="ials")
+    a = FactorizationMachineRanker(**params).fit(X_rel)
+    b = FactorizationMachineRanker(item_columns=item_columns, **params).fit(X)
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.w_, b.w_, rtol=1e-9, atol=1e-12)
+
+
+def test_whole_data_recommend_save_load_float32_and_threads(tmp_path):
+    table, items, _ = _clicks(n_users=300, per_user=10)
+    fits = []
+    for jobs in (1, 2):
+        model = make_pipeline(
+            FieldEncoder(item_features={"genre": "numeric"}, output="relational",
+                         dtype=np.float32),
+            FactorizationMachineRanker(n_components=4, loss="ials", max_iter=4,
+                                       random_state=0, n_jobs=jobs))
+        fits.append(model.fit(table, fieldencoder__items=items))
+    np.testing.assert_array_equal(fits[0][-1].P_, fits[1][-1].P_)
+    model = fits[0]
+    ranker = model[-1]
+    assert ranker.P_.dtype == np.float32
+    top, _ = recommend(model, np.arange(300), n=5, exclude=table)
+    for u in range(0, 300, 37):
+        assert not set(top[u]) & set(table["item_id"][table["user_id"] == u])
+    ranker.save(tmp_path / "r.npz")
+    loaded = load(tmp_path / "r.npz")
+    X = model[0].transform(table)
+    np.testing.assert_array_equal(loaded.predict(X), ranker.predict(X))
+    assert loaded.get_params() == ranker.get_params()
+
+
+def test_whole_data_early_stopping_and_partial_fit():
+    table, _, _ = _clicks(n_users=200)
+    est = FactorizationMachineRanker(n_components=4, loss="ials", max_iter=40,
+                                     early_stopping=True, n_iter_no_change=2,
+                                     random_state=0)
+    model = make_pipeline(FieldEncoder(output="relational"), est).fit(table)
+    scores = est.validation_scores_
+    assert len(scores) == est.n_iter_ and 0.5 < max(scores) <= 1
+    X = model[0].transform(table)
+    # The best epoch's model is kept: its AUC is the best validation AUC.
+    partial = FactorizationMachineRanker(n_components=4, loss="ials", random_state=0)
+    for _ in range(6):
+        partial.partial_fit(X)
+    assert partial.n_iter_ == 6 and len(partial.loss_curve_) == 6
+    assert np.all(np.diff(partial.loss_curve_) <= 1e-12 * partial.loss_curve_[0])
+    assert partial.score(X) > 0.8
+
+
+def test_sample_weights_are_counts_of_the_confidence():
+    # Two positive rows of one pair weigh as one row of weight 2.
+    table, _, _ = _clicks(n_users=50)
+    enc = FieldEncoder(output="relational").fit(table)
+    X = enc.transform(table)
+    doubled = {k: np.r_[v, v[:1]] for k, v in table.items()}
+    X2 = enc.transform(doubled)
+    params = dict(n_components=3, loss="ials", confidence=2.0, max_iter=3, random_state=0)
+    weights = np.ones(X.shape[0])
+    weights[0] = 2
+    a = FactorizationMachineRanker(**params).fit(X2)
+    b = FactorizationMachineRanker(**params).fit(X, sample_weight=weights)
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-9, atol=1e-12)
+
+
+def test_whole_data_refuses_models_that_do_not_split():
+    table, _, _ = _clicks(n_users=20)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    for params in (dict(degree=3), dict(kernel="all-subsets")):
+        with pytest.raises(ValueError, match="degree-2"):
+            FactorizationMachineRanker(loss="ials", **params).fit(X)
+    with pytest.raises(ValueError, match="alpha0"):
+        FactorizationMachineRanker(loss="ials", alpha0=-1).fit(X)
+    with pytest.raises(ValueError, match="confidence"):
+        FactorizationMachineRanker(loss="ials", confidence=-1).fit(X)
+
+
+def test_a_zero_weight_positive_is_an_unobserved_pair():
+    table, _, _ = _clicks(n_users=60)
+    enc = FieldEncoder(output="relational").fit(table)
+    # A positive whose user and item have other positives: without it, the queries and
+    # the catalogue are the same.
+    users, items = table["user_id"], table["item_id"]
+    row = next(r for r in range(len(users))
+               if (users == users[r]).sum() > 1 and (items == items[r]).sum() > 1 and
+               ((users == users[r]) & (items == items[r])).sum() == 1)
+    keep = np.arange(len(users)) != row
+    params = dict(n_components=3, loss="ials", confidence=1.0, max_iter=3,
+                  random_state=0)
+    weights = keep.astype(float)
+    a = FactorizationMachineRanker(**params).fit(enc.transform(table),
+                                                 sample_weight=weights)
+    b = FactorizationMachineRanker(**params).fit(
+        enc.transform({k: v[keep] for k, v in table.items()}))
+    np.testing.assert_allclose(a.P_, b.P_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(a.w_, b.w_, rtol=1e-10, atol=1e-13)
+
+
+def test_partial_fit_continues_a_loaded_whole_data_model(tmp_path):
+    table, _, _ = _clicks(n_users=80)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    params = dict(n_components=3, loss="ials", beta=1e-3, random_state=0)
+    fitted = FactorizationMachineRanker(max_iter=2, **params).fit(X)
+    fitted.save(tmp_path / "m.npz")
+    loaded = load(tmp_path / "m.npz").partial_fit(X)
+    more = FactorizationMachineRanker(max_iter=3, **params).fit(X)
+    # One more epoch of coordinate descent from the saved model is the third epoch.
+    np.testing.assert_allclose(loaded.P_, more.P_, rtol=1e-12, atol=1e-14)
+
+
+def test_held_out_and_label_0_pairs_are_left_out_of_the_loss():
+    # Pairs the fit does not train on but the data shows (rows of label 0, held-out
+    # positives) weigh 0: neither observed nor unobserved.
+    table, _, _ = _clicks(n_users=30)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    users, items = np.asarray(X.parts[0].index), np.asarray(X.parts[1].index)
+    y = np.ones(X.shape[0], dtype=int)
+    y[::10] = 0
+    est = FactorizationMachineRanker(loss="ials", confidence=2.0)
+    est._check_params()
+    training, catalogue, _ = est._positives(est._check_positives(X, reset=True), y,
+                                            None, whole=True)
+    data = catalogue.whole
+    # The queries are the training users (one block: its index), in order.
+    query_users = np.unique(users[y == 1])
+    trained = set(zip(users[y == 1].tolist(), items[y == 1].tolist()))
+    expected = {(int(np.searchsorted(query_users, u)), i)
+                for u, i in zip(users[::10].tolist(), items[::10].tolist())
+                if u in set(query_users.tolist()) and (u, i) not in trained}
+    zero = data.weight == 0
+    assert expected and set(zip(data.pair_query[zero].tolist(),
+                                data.pair_item[zero].tolist())) == expected
+    observed = set(zip(query_users[data.pair_query[~zero]].tolist(),
+                       data.pair_item[~zero].tolist()))
+    assert observed == trained and np.all(data.weight[~zero] >= 3)
+    # The fit runs, and its objective never increases.
+    est = FactorizationMachineRanker(loss="ials", max_iter=4, random_state=0).fit(X, y)
+    assert np.all(np.diff(est.loss_curve_) <= 1e-12 * est.loss_curve_[0])
+
+
+# ---- the items' own columns: an observed pair scored without its item's own column ----
+
+def _rated_problem(rng, n_queries=8, n_items=6, di=3, k=3, density=0.5, zero=True):
+    """Queries: an id and the set of their observed items (1/sqrt(n) each, on columns
+    [n_queries, n_queries + n_items)); items: an id and side features; some pairs of
+    weight 0 and some rated items not observed."""
+    observed = rng.random((n_queries, n_items)) < density
+    observed[0, 0] = True
+    rated = observed | (rng.random((n_queries, n_items)) < 0.1)
+    dq = n_queries + n_items
+    d = dq + n_items + di
+    Q = np.zeros((n_queries, d))
+    Q[np.arange(n_queries), np.arange(n_queries)] = 1
+    Q[:, n_queries:dq] = rated / np.sqrt(np.maximum(rated.sum(1, keepdims=True), 1))
+    I = np.zeros((n_items, d))
+    I[np.arange(n_items), dq + np.arange(n_items)] = 1
+    I[:, dq + n_items:] = (rng.uniform(0.2, 1.0, (n_items, di)) *
+                           (rng.random((n_items, di)) < 0.5))
+    cq, ci = np.nonzero(observed)
+    weight = 1 + rng.uniform(0, 3, cq.shape[0])
+    if zero:
+        weight[::5] = 0
+    w = rng.normal(0, 0.3, d)
+    P = rng.normal(0, 0.3, (d, k))
+    own = n_queries + np.arange(n_items)
+    return (sp.csr_matrix(Q), sp.csr_matrix(I), cq.astype(np.int64), ci.astype(np.int64),
+            weight, np.arange(dq, d), w, P, own)
+
+
+def _own_objective(problem, w, P, alpha0, alpha, beta, n):
+    """The objective with every observed pair (weight > 0) scored without its item's
+    own column (brute force: the item left out of the query's row)."""
+    Q, I, cq, ci, weight, item_columns, _, _, own = problem
+    Y = _scores(Q, I, w, P)
+    Qd, Id = Q.toarray(), I.toarray()
+    for c, i, wt in zip(cq, ci, weight):
+        if wt > 0:
+            q = Qd[c].copy()
+            q[own[i]] = 0
+            Y[c, i] = _scores(sp.csr_matrix(q[None]), sp.csr_matrix(Id[i][None]), w, P)[0, 0]
+    W = np.full(Y.shape, alpha0)
+    T = np.zeros(Y.shape)
+    W[cq, ci] = weight
+    T[cq, ci] = 1
+    # the query's own terms keep the item's own column (a constant of the query)
+    Qfull = _scores(Q, sp.csr_matrix(np.zeros((1, Q.shape[1]))), w, P)[:, 0]
+    for c, i, wt in zip(cq, ci, weight):
+        if wt > 0:
+            q = Qd[c].copy()
+            q[own[i]] = 0
+            Y[c, i] += Qfull[c] - _scores(sp.csr_matrix(q[None]),
+                                          sp.csr_matrix(np.zeros((1, Q.shape[1]))),
+                                          w, P)[0, 0]
+    return (W * (Y - T) ** 2).sum() / (2 * n) + 0.5 * (alpha * (w ** 2).sum() +
+                                                        beta * (P ** 2).sum())
+
+
+def _own_solver(problem, fit_linear=True, threads=1, alpha0=0.3, alpha=0.01, beta=0.02,
+                n=10.0):
+    Q, I, cq, ci, weight, item_columns, w, P, own = problem
+    return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
+                            fit_linear, threads, P.shape[1], own_columns=own)
+
+
+def test_own_columns_objective_against_brute_force(rng):
+    problem = _rated_problem(rng)
+    w, P = problem[6], problem[7]
+    solver = _own_solver(problem)
+    solver.refresh(w, P)
+    np.testing.assert_allclose(solver.data_term(),
+                               _own_objective(problem, w, P, 0.3, 0, 0, 10.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fit_linear", [True, False])
+def test_own_columns_steps_are_exact_minimisers(fit_linear, rng):
+    problem = _rated_problem(rng)
+    w0, P0 = problem[6], problem[7]
+    if not fit_linear:
+        w0 = np.zeros_like(w0)
+    solver = _own_solver(problem, fit_linear=fit_linear)
+    settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
+
+    def f(w, P):
+        return _own_objective(problem, w, P, **settings)
+
+    d, k = P0.shape
+    total = (d if fit_linear else 0) + d * k
+    w, P = w0.copy(), P0.copy()
+    previous = (w.copy(), P.copy())
+    moved = 0
+    for t in range(1, total + 1):
+        w, P = w0.copy(), P0.copy()
+        solver.epoch(w, P, limit=t)
+        changed = np.flatnonzero(np.r_[w != previous[0], (P != previous[1]).ravel()])
+        assert changed.size <= 1
+        if changed.size:
+            moved += 1
+            c = changed[0]
+            theta = np.r_[w, P.ravel()]
+            eps = 1e-3
+
+            def along(value):
+                x = theta.copy()
+                x[c] = value
+                return f(x[:d], x[d:].reshape(d, k))
+
+            fp, f0, fm = along(theta[c] + eps), along(theta[c]), along(theta[c] - eps)
+            minimiser = theta[c] - eps * (fp - fm) / (2 * (fp - 2 * f0 + fm))
+            assert abs(minimiser - theta[c]) < 1e-6 * max(1, abs(theta[c]))
+            assert f0 <= f(*previous) + 1e-12
+        previous = (w, P)
+    assert moved > 0.9 * total
+
+
+def test_own_columns_objective_never_increases_and_threads_agree(rng):
+    problem = _rated_problem(rng, n_queries=30, n_items=20, density=0.3)
+    settings = (0.3, 0.01, 0.02, 10.0)
+    fits = []
+    for threads in (1, 2):
+        w, P = problem[6].copy(), problem[7].copy()
+        solver = _own_solver(problem, threads=threads)
+        values = [_own_objective(problem, w, P, *settings)]
+        for _ in range(4):
+            solver.epoch(w, P)
+            values.append(_own_objective(problem, w, P, *settings))
+            penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+            np.testing.assert_allclose(solver.data_term() + penalty, values[-1],
+                                       rtol=1e-10)
+        assert np.all(np.diff(values) <= 1e-12 * values[0])
+        fits.append((w, P))
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
+def test_a_ranker_with_rated_items_leaves_each_pairs_item_out():
+    table, items, affinity = _clicks()
+    enc = FieldEncoder(item_features={"genre": "numeric"}, implicit="user",
+                       output="relational").fit(table, items=items)
+    rated, = [(f.start, f.stop) for f in enc.fields_ if f.kind == "implicit"]
+    X = enc.transform(table)
+    params = dict(n_components=4, loss="ials", max_iter=10, beta=1e-3, random_state=0)
+    own = FactorizationMachineRanker(rated_items=rated, **params).fit(X)
+    plain = FactorizationMachineRanker(**params).fit(X)
+    assert not np.allclose(own.P_, plain.P_)
+    curve = own.loss_curve_
+    assert np.all(np.diff(curve) <= 1e-12 * curve[0])
+    # Each item's own column: the rated set's, in the order of the item ids.
+    start, stop = rated
+    assert own._own_columns(own._positives(X, None, None, whole=True)[1]).tolist() == \
+        list(range(start, stop))
+    for bad, message in [((0, 3), "overlaps the item part"),
+                         ((start - 5, stop), "columns, more than"),
+                         ((start, start), "must be a pair"), ("ab", "must be a pair")]:
+        if bad == (0, 3):
+            bad = (X.block_columns()[1][0], X.block_columns()[1][0] + 3)
+        with pytest.raises(ValueError, match=message):
+            FactorizationMachineRanker(rated_items=bad, **params).fit(X)
+    with pytest.raises(ValueError, match="loss='ials' only"):
+        FactorizationMachineRanker(rated_items=rated, loss="warp").fit(X)
