@@ -21,7 +21,7 @@ import numpy as np
 FORMAT_NAME = "polylite-model"
 FORMAT_VERSION = 1
 
-__all__ = ["load", "load_with_header", "save", "ModelFileError", "FORMAT_VERSION",
+__all__ = ["load", "load_with_header", "read_archive", "save", "ModelFileError", "FORMAT_VERSION",
            "register_model", "check_array_names", "check_float_arrays"]
 
 
@@ -427,6 +427,14 @@ def _read_archive(path):
             NotImplementedError) as exc:
         raise ModelFileError(f"{path!r} is truncated or corrupt: {exc}") from None
     return header, arrays
+
+
+def read_archive(path):
+    """The JSON header (a dict) and the arrays (name -> ndarray) of the model file at
+    ``path``, checked as :func:`load` checks them, without building the estimator: what
+    ``polylite info`` describes.  Raises :class:`ModelFileError` as :func:`load` does for
+    a file that is not a complete polylite model file."""
+    return _read_archive(path)
 
 
 def load(path):

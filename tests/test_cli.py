@@ -90,7 +90,10 @@ def test_fit_predict_matches_python(recommender, tmp_path, capsys):
     info = json.loads(out)
     assert info["estimator"] == "FactorizationMachineRegressor"
     assert info["parameters"]["n_components"] == 4
-    assert info["fitted"]["P_"]["shape"] == [1, saved.n_features_in_, 4]
+    # The arrays as the file stores them: P over (outputs, blocks, features, components).
+    assert info["arrays"]["P"] == {"shape": [1, 1, saved.n_features_in_, 4],
+                                   "dtype": "float64"}
+    assert info["n_features_in_"] == saved.n_features_in_
     assert info["metadata"]["data"]["zero_based"] is False
     assert info["polylite_version"] == polylite.__version__
     status, out, _ = _run(capsys, "info", model)

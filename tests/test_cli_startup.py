@@ -139,3 +139,28 @@ print(json.dumps({{name: type(polylite.load(path)).__name__
                   for name, path in {paths!r}.items()}}))
 """, tmp_path)
     assert loaded == {name: name for name in paths}
+
+
+def test_info_reads_the_file_without_scikit_learn(tmp_path):
+    """``polylite info`` describes a model from its file: no estimator, no sklearn."""
+    from polylite import BayesianFactorizationMachineRegressor
+    from polylite.datasets import make_recommender
+    X, y = make_recommender(300, n_users=20, n_items=15, random_state=0)
+    path = tmp_path / "m.npz"
+    BayesianFactorizationMachineRegressor(n_components=2, n_iter=6,
+                                          random_state=0).fit(X, y).save(path)
+    status, loaded, info = _python(f"""
+import contextlib, io, json, sys
+import polylite.cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    status = polylite.cli.main(["info", {str(path)!r}, "--json"])
+heavy = ("sklearn", "joblib", "threadpoolctl", "tqdm", "pandas", "dask",
+         "polylite.polynomial", "polylite.bayes")
+print(json.dumps([status, [name for name in heavy if name in sys.modules],
+                  json.loads(out.getvalue())]))
+""", tmp_path)
+    assert status == 0 and loaded == []
+    assert info["estimator"] == "BayesianFactorizationMachineRegressor"
+    assert info["n_features_in_"] == X.shape[1]
+    assert info["arrays"]["w_samples"]["shape"][-1] == X.shape[1]

@@ -28,6 +28,8 @@ from .._io import ModelFileError, check_array_names, check_float_arrays
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
 from .._engine import _cd, _losses, solvers
+# max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
+from .._engine.codes import DEFAULT_MAX_ITER
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -118,10 +120,6 @@ MAX_ITER_TOL_DOC = """\
 """
 
 _SQUARED = _losses.LOSSES["squared"]
-
-# max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
-DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "lbfgs": 1000}
-
 
 def is_dense(X):
     """Whether ``X`` (CSR, or relational: its expanded rows) counts as dense for the
