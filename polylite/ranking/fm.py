@@ -242,6 +242,12 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     fit_intercept = False
     batch_size = 1
 
+    # A bound on the validation AUC's cost that the command line sets (``polylite fit
+    # --task ranking --validation``): at most this many scores per training positive and
+    # epoch, the validation positives sampled down to fit (None: the VALIDATION_SCORES
+    # bound alone).  Not a parameter, so neither saved nor cloned.
+    _validation_scores_per_positive = None
+
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
                  margin=1.0, fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
@@ -484,8 +490,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         problem, schedule, sampling = self._pass_description()
         threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
                               MIN_POSITIVES_PER_THREAD)
-        scorer = None if validation is None else _ValidationScore(self, validation,
-                                                                   catalogue, rng)
+        scorer = None if validation is None else _ValidationScore(
+            self, validation, catalogue, rng, n_training=training.item.shape[0])
         buffers, best, best_params, stalled = {}, np.inf, None, 0
         start = time.perf_counter()
         n = training.item.shape[0]
@@ -542,6 +548,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         if best_params is not None:
             for name, value in best_params.items():
                 stack[name][...] = value
+            # (the command line's summary: the kept model's score, on how many positives)
+            self._validation_summary = (best, *scorer.sample)
         return epoch
 
     def _query_batch_size(self, training):
@@ -632,11 +640,17 @@ class _ValidationScore:
     """Mean AUC of validation positives: each positive's score against those of every
     catalogue item its user has not interacted with (ties count half)."""
 
-    def __init__(self, est, positives, catalogue, rng, limit=True):
+    def __init__(self, est, positives, catalogue, rng, limit=True, n_training=None):
         n = positives.item.shape[0]
         n_items = catalogue.items.shape[0]
+        self.sample = (n, n)
         if limit:
             keep = max(100, VALIDATION_SCORES // max(n_items, 1))
+            per_positive = est._validation_scores_per_positive
+            if per_positive is not None and n_training is not None:
+                keep = min(keep, max(100, int(per_positive * n_training) //
+                                     max(n_items, 1)))
+            self.sample = (min(n, keep), n)  # (positives scored, validation positives)
             if n > keep:
                 rows = np.sort(rng.choice(n, keep, replace=False))
                 positives = _data.Positives(positives.query[rows], positives.item[rows],
