@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._engine.layouts import layout_of
 from .._engine.codes import KERNELS
@@ -244,8 +245,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
 
     # A bound on the validation AUC's cost that the command line sets (``polylite fit
     # --task ranking --validation``): at most this many scores per training positive and
-    # epoch, the validation positives sampled down to fit (None: the VALIDATION_SCORES
-    # bound alone).  Not a parameter, so neither saved nor cloned.
+    # epoch, on samples of the validation positives and of their candidate items
+    # (_SampledValidationScore; None: every candidate of up to VALIDATION_SCORES / n_items
+    # positives).  Not a parameter, so neither saved nor cloned.
     _validation_scores_per_positive = None
 
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
@@ -490,8 +492,15 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         problem, schedule, sampling = self._pass_description()
         threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
                               MIN_POSITIVES_PER_THREAD)
-        scorer = None if validation is None else _ValidationScore(
-            self, validation, catalogue, rng, n_training=training.item.shape[0])
+        if validation is None:
+            scorer = None
+        elif self._validation_scores_per_positive is not None:
+            # (its own draws, fixed: the training's are those of a fit without it)
+            scorer = _SampledValidationScore(self, validation, catalogue,
+                                             np.random.RandomState(0),
+                                             training.item.shape[0])
+        else:
+            scorer = _ValidationScore(self, validation, catalogue, rng)
         buffers, best, best_params, stalled = {}, np.inf, None, 0
         start = time.perf_counter()
         n = training.item.shape[0]
@@ -548,8 +557,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         if best_params is not None:
             for name, value in best_params.items():
                 stack[name][...] = value
-            # (the command line's summary: the kept model's score, on how many positives)
-            self._validation_summary = (best, *scorer.sample)
+            # (the command line's summary: the kept model's score, and how measured)
+            self._validation_summary = (best, *getattr(scorer, "sample", (None,) * 3))
         return epoch
 
     def _query_batch_size(self, training):
@@ -640,17 +649,11 @@ class _ValidationScore:
     """Mean AUC of validation positives: each positive's score against those of every
     catalogue item its user has not interacted with (ties count half)."""
 
-    def __init__(self, est, positives, catalogue, rng, limit=True, n_training=None):
+    def __init__(self, est, positives, catalogue, rng, limit=True):
         n = positives.item.shape[0]
         n_items = catalogue.items.shape[0]
-        self.sample = (n, n)
         if limit:
             keep = max(100, VALIDATION_SCORES // max(n_items, 1))
-            per_positive = est._validation_scores_per_positive
-            if per_positive is not None and n_training is not None:
-                keep = min(keep, max(100, int(per_positive * n_training) //
-                                     max(n_items, 1)))
-            self.sample = (min(n, keep), n)  # (positives scored, validation positives)
             if n > keep:
                 rows = np.sort(rng.choice(n, keep, replace=False))
                 positives = _data.Positives(positives.query[rows], positives.item[rows],
@@ -671,24 +674,84 @@ class _ValidationScore:
         n, n_items = self.item.shape[0], self.catalogue.items.shape[0]
         total, counted = 0.0, 0
         step = max(1, 2 ** 22 // max(n_items, 1))
-        for lo in range(0, n, step):
-            rows = slice(lo, min(lo + step, n))
-            scores = factors.scores(rows).astype(np.float64)
-            positive = scores[np.arange(scores.shape[0]), self.item[rows]][:, None]
-            seen = self.seen[rows]
-            below = (scores < positive).sum(axis=1) + 0.5 * (
-                (scores == positive).sum(axis=1) - 1)
-            # Seen items are not candidates: take them out of the counts.
-            seen_rows = np.repeat(np.arange(seen.shape[0]), np.diff(seen.indptr))
-            seen_scores = scores[seen_rows, seen.indices]
-            seen_positive = positive[seen_rows, 0]
-            seen_below = np.bincount(seen_rows, weights=(seen_scores < seen_positive) +
-                                     0.5 * (seen_scores == seen_positive),
-                                     minlength=seen.shape[0])
-            # The positive itself is seen and counted half among the ties: 0.5 back.
-            below = below - seen_below + 0.5
-            candidates = n_items - np.diff(seen.indptr)
-            ok = candidates > 0
-            total += float((below[ok] / candidates[ok]).sum())
-            counted += int(ok.sum())
+        # One BLAS thread: its threads would spin through the next epoch's pass, and
+        # cost more than they save on a sample's products.
+        with threadpool_limits(limits=1, user_api="blas"):
+            for lo in range(0, n, step):
+                total, counted = self._add_block(factors, slice(lo, min(lo + step, n)),
+                                                 n_items, total, counted)
         return total / counted if counted else float("nan")
+
+    def _add_block(self, factors, rows, n_items, total, counted):
+        """(total, counted) with the AUCs of the positives ``rows`` added."""
+        scores = factors.scores(rows).astype(np.float64)
+        positive = scores[np.arange(scores.shape[0]), self.item[rows]][:, None]
+        seen = self.seen[rows]
+        below = (scores < positive).sum(axis=1) + 0.5 * (
+            (scores == positive).sum(axis=1) - 1)
+        # Seen items are not candidates: take them out of the counts.
+        seen_rows = np.repeat(np.arange(seen.shape[0]), np.diff(seen.indptr))
+        seen_scores = scores[seen_rows, seen.indices]
+        seen_positive = positive[seen_rows, 0]
+        seen_below = np.bincount(seen_rows, weights=(seen_scores < seen_positive) +
+                                 0.5 * (seen_scores == seen_positive),
+                                 minlength=seen.shape[0])
+        # The positive itself is seen and counted half among the ties: 0.5 back.
+        below = below - seen_below + 0.5
+        candidates = n_items - np.diff(seen.indptr)
+        ok = candidates > 0
+        total += float((below[ok] / candidates[ok]).sum())
+        counted += int(ok.sum())
+        return total, counted
+
+
+class _SampledValidationScore:
+    """Mean AUC of validation positives, estimated on samples (the command line's
+    validation, whose cost is bounded by the training's): each of at most
+    ``n_positives`` positives is scored against ``n_candidates`` items drawn at random
+    from the catalogue, those its user has interacted with left out (ties count half).
+    The mean over the drawn candidates estimates the positive's AUC against all of them
+    without bias.  The pairs are drawn once: every epoch scores the same ones, in one
+    pass of the model over their rows.
+
+    ``est._validation_scores_per_positive`` bounds the pairs scored per training
+    positive (50 candidates each, or the whole catalogue if smaller, which gives the
+    exact AUC; at least 100 positives)."""
+
+    def __init__(self, est, positives, catalogue, rng, n_training):
+        n = positives.item.shape[0]
+        n_items = catalogue.items.shape[0]
+        budget = max(5000, int(est._validation_scores_per_positive * n_training))
+        # Many positives, few candidates each: the positives' AUCs vary more than the
+        # estimate of one from 50 draws.
+        n_candidates = int(min(n_items, 50))
+        keep = int(min(n, max(100, budget // (n_candidates + 1))))
+        rows = np.sort(rng.choice(n, keep, replace=False)) if keep < n else np.arange(n)
+        users, items = positives.user[rows], positives.item[rows]
+        if n_candidates == n_items:  # a small catalogue: all of it, the exact AUC
+            candidates = np.tile(np.arange(n_items), (keep, 1))
+        else:
+            candidates = rng.randint(0, n_items, size=(keep, n_candidates))
+        seen = sp.csr_matrix((np.ones(catalogue.seen.shape[0], dtype=bool),
+                              catalogue.seen, catalogue.seen_indptr),
+                             shape=(catalogue.n_users, n_items))[users]
+        # Seen candidates (the positive's own item among them) are not candidates.
+        self.valid = ~np.asarray(seen[np.arange(keep)[:, None], candidates].todense())
+        query = positives.query.to_csr()[rows]
+        pair_items = np.concatenate([items[:, None], candidates], axis=1).ravel()
+        self.pairs = (query[np.repeat(np.arange(keep), n_candidates + 1)] +
+                      catalogue.items[pair_items]).tocsr().astype(query.dtype)
+        self.est, self.shape = est, (keep, n_candidates + 1)
+        # (positives scored, validation positives, candidates drawn for each)
+        self.sample = (keep, n, n_candidates)
+
+    def __call__(self, stack):
+        est = self.est
+        est._publish(stack)
+        scores = est._decision(self.pairs)[:, 0].astype(np.float64).reshape(self.shape)
+        positive, others = scores[:, :1], scores[:, 1:]
+        below = ((others < positive) + 0.5 * (others == positive)) * self.valid
+        candidates = self.valid.sum(axis=1)
+        ok = candidates > 0
+        return float((below.sum(axis=1)[ok] / candidates[ok]).mean()) if ok.any() \
+            else float("nan")
