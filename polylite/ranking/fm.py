@@ -248,6 +248,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     # epoch, on samples of the validation positives and of their candidate items
     # (_SampledValidationScore; None: every candidate of up to VALIDATION_SCORES / n_items
     # positives).  Not a parameter, so neither saved nor cloned.
+    # (the command line tells rankers from the other models by this)
+    _is_ranker = True
+
     _validation_scores_per_positive = None
 
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
