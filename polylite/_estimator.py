@@ -70,8 +70,8 @@ class ModelRoot(BaseEstimator):
         exact : bool, default=False
             Store every array as fitted.  By default a Bayesian factorization machine's
             kept samples are stored in float32 (half the space; the loaded model's
-            predictions are within a relative 1e-6 of the saved one's); other models
-            are always stored exactly.  See :func:`polylite.save`.
+            predictions within a relative 1e-6 of the saved one's on rating data);
+            other models are always stored exactly.  See :func:`polylite.save`.
         """
         save_model(self, path, exact=exact)
 

@@ -175,9 +175,11 @@ def save(estimator, path, *, exact=False):
     """Save a fitted polylite estimator, or a pipeline of them, pickle-free.
 
     A Bayesian factorization machine's kept samples are stored in float32 unless
-    ``exact``: the loaded model's predictions are within a relative 1e-6 of the saved
-    one's (absolute near 0; about 1e-8 on MovieLens) in half the space.  Every other
-    array, and every other model, is stored exactly.
+    ``exact``, in half the space: the loaded model's predictions differ from the saved
+    one's by the samples' rounding, within a relative 1e-6 on rating data (about 1e-8 on
+    MovieLens; absolute near 0), more where the model's terms are far larger than its
+    predictions and cancel.  Every other array, and every other model, is stored
+    exactly.
 
     A :class:`~sklearn.pipeline.Pipeline` whose steps are all polylite estimators or
     transformers (for instance a :class:`~polylite.preprocessing.FieldEncoder` followed
