@@ -13,9 +13,11 @@ for ``predict`` and ``evaluate``).  ``--quick`` runs small files, once.
 Usage::
 
     python benchmarks/bench_cli_startup.py [--rows 20000] [--repeats 7] [--quick]
+        [--output results/cli_startup.txt]
 """
 import argparse
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -62,14 +64,25 @@ def main(argv=None):
     parser.add_argument("--estimators", nargs="+", default=["fm", "bayes-fm"],
                         choices=["fm", "bayes-fm"])
     parser.add_argument("--quick", action="store_true", help="500 rows, one run")
+    parser.add_argument("--output", help="also write the table to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats = 500, 1
     python = sys.executable
-    print(f"polylite command start-up: median wall time of {args.repeats} run(s), "
-          f"{args.rows:,}-row data file, each command and its baseline alternating")
-    print(f"{'model':<9} {'command':<9} {'command s':>9} {'baseline':<22} "
-          f"{'baseline s':>10} {'difference s':>12} {'budget s':>8}  within")
+    import polylite
+    lines = []
+
+    def show(line):
+        print(line, flush=True)
+        lines.append(line)
+
+    show(f"polylite command start-up: median wall time of {args.repeats} run(s), "
+         f"{args.rows:,}-row data file, each command and its baseline alternating")
+    show(f"{platform.machine()}, {os.cpu_count()} cores; Python "
+         f"{platform.python_version()}, polylite {polylite.__version__}")
+    show("")
+    show(f"{'model':<9} {'command':<9} {'command s':>9} {'baseline':<22} "
+         f"{'baseline s':>10} {'difference s':>12} {'budget s':>8}  within")
     with tempfile.TemporaryDirectory() as folder:
         for estimator in args.estimators:
             data, model = write_files(folder, args.rows, estimator)
@@ -87,8 +100,11 @@ def main(argv=None):
                 ours = statistics.median(times["command"])
                 base = statistics.median(times["baseline"])
                 within = "yes" if ours - base <= budget else "no"
-                print(f"{estimator:<9} {name:<9} {ours:>9.3f} {baseline:<22} {base:>10.3f} "
-                      f"{ours - base:>12.3f} {budget:>8.1f}  {within}", flush=True)
+                show(f"{estimator:<9} {name:<9} {ours:>9.3f} {baseline:<22} {base:>10.3f} "
+                     f"{ours - base:>12.3f} {budget:>8.1f}  {within}")
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
