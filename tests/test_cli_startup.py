@@ -139,3 +139,89 @@ print(json.dumps({{name: type(polylite.load(path)).__name__
                   for name, path in {paths!r}.items()}}))
 """, tmp_path)
     assert loaded == {name: name for name in paths}
+
+
+def test_info_reads_the_file_without_scikit_learn(tmp_path):
+    """``polylite info`` describes a model from its file: no estimator, no sklearn."""
+    from polylite import BayesianFactorizationMachineRegressor
+    from polylite.datasets import make_recommender
+    X, y = make_recommender(300, n_users=20, n_items=15, random_state=0)
+    path = tmp_path / "m.npz"
+    BayesianFactorizationMachineRegressor(n_components=2, n_iter=6,
+                                          random_state=0).fit(X, y).save(path)
+    status, loaded, info = _python(f"""
+import contextlib, io, json, sys
+import polylite.cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    status = polylite.cli.main(["info", {str(path)!r}, "--json"])
+heavy = ("sklearn", "joblib", "threadpoolctl", "tqdm", "pandas", "dask",
+         "polylite.polynomial", "polylite.bayes")
+print(json.dumps([status, [name for name in heavy if name in sys.modules],
+                  json.loads(out.getvalue())]))
+""", tmp_path)
+    assert status == 0 and loaded == []
+    assert info["estimator"] == "BayesianFactorizationMachineRegressor"
+    assert info["n_features_in_"] == X.shape[1]
+    assert info["arrays"]["w_samples"]["shape"][-1] == X.shape[1]
+
+
+@pytest.mark.parametrize("kind", ["fm", "fm-shared", "fm-all-subsets", "pn", "pn-float32"])
+def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
+    """A factorization machine or polynomial network regressor predicts from its file's
+    arrays, without the estimator, exactly as the loaded estimator does; anything else,
+    and a file load refuses, goes through polylite.load."""
+    import scipy.sparse as sp
+    from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
+                          PolynomialNetworkRegressor)
+    from polylite.cli._common import Failure
+    from polylite.cli._models import FileRegressor, load_model
+    from polylite.datasets import make_recommender
+    X, y = make_recommender(400, n_users=30, n_items=20, random_state=0)
+    X = sp.csr_matrix(X)
+    if kind.endswith("float32"):
+        X = X.astype(np.float32)
+    model = {"fm": FactorizationMachineRegressor(degree=3),
+             "fm-shared": FactorizationMachineRegressor(degree=3, lower_degrees="shared"),
+             "fm-all-subsets": FactorizationMachineRegressor(kernel="all-subsets"),
+             "pn": PolynomialNetworkRegressor(lower_degrees="augment"),
+             "pn-float32": PolynomialNetworkRegressor(fit_linear=False)}[kind]
+    model.set_params(n_components=3, max_iter=3, random_state=0).fit(X, y)
+    path = str(tmp_path / "m.npz")
+    model.save(path)
+    from_file, header = load_model(path, "predict", from_file=True)
+    assert isinstance(from_file, FileRegressor)
+    assert type(from_file).__name__ == type(model).__name__
+    assert from_file.n_features_in_ == X.shape[1] and from_file.P_.dtype == X.dtype
+    np.testing.assert_array_equal(from_file.predict(X), polylite.load(path).predict(X))
+    # A file load refuses: load's error.
+    header, arrays = polylite._io.read_archive(path)
+    arrays["P"][0, 0, 0, 0] = np.nan
+    del header["arrays"]
+    polylite._io._write_archive(path, header, arrays)
+    with pytest.raises(Failure, match="array 'P' contains NaN or infinity"):
+        load_model(path, "predict", from_file=True)
+    # Another kind of model: the estimator.
+    FactorizationMachineClassifier(n_components=2, max_iter=2).fit(
+        X, y > np.median(y)).save(path)
+    estimator, _ = load_model(path, "predict", from_file=True)
+    assert type(estimator) is FactorizationMachineClassifier
+
+
+def test_evaluate_computes_the_regression_scores_as_scikit_learn_does():
+    from sklearn import metrics
+    from polylite.cli._models import _regression_metrics
+    rng = np.random.default_rng(0)
+    y, predicted = rng.normal(size=50), rng.normal(size=50)
+    scores = _regression_metrics(y, predicted)
+    np.testing.assert_allclose(
+        [scores["rmse"], scores["mae"], scores["r2"]],
+        [np.sqrt(metrics.mean_squared_error(y, predicted)),
+         metrics.mean_absolute_error(y, predicted), metrics.r2_score(y, predicted)],
+        rtol=1e-12)
+    constant = np.ones(4)
+    assert _regression_metrics(constant, constant)["r2"] == metrics.r2_score(
+        constant, constant) == 1.0
+    assert _regression_metrics(constant, constant + 1)["r2"] == metrics.r2_score(
+        constant, constant + 1) == 0.0
+    assert np.isnan(_regression_metrics(y[:1], predicted[:1])["r2"])

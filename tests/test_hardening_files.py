@@ -56,7 +56,7 @@ def _saved(est, y, tmp_path, X=None, name="model.npz"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
     path = tmp_path / name
-    polylite.save(est, path)
+    polylite.save(est, path, exact=True)  # (the arrays as fitted, to be edited)
     return path
 
 

@@ -491,3 +491,30 @@ def test_relational_and_csr_positives_fit_the_same_when_their_catalogues_agree()
                                  RelationBlock(perm[items], item_table[np.argsort(perm)])])
     other = FactorizationMachineRanker(**params).fit(permuted)
     assert not np.array_equal(other.P_, csr.P_)
+
+
+@pytest.mark.parametrize("n_items", [30, 150])
+def test_the_sampled_validation_auc_estimates_the_full_one(n_items):
+    """The command line's validation (_validation_scores_per_positive set): every
+    positive against 50 candidates drawn from the catalogue estimates its AUC against
+    all of them, exactly for a catalogue of 50 items or fewer; the training is the
+    same, as the scorer draws from a generator of its own."""
+    table, items, _ = _clicks(n_users=200, n_items=n_items)
+    enc = FieldEncoder(output="relational").fit(table, items=items)
+    X = enc.transform(table)
+    rows = np.random.default_rng(0).permutation(X.shape[0])
+    fits = []
+    for per_positive in (None, 1e6):
+        est = FactorizationMachineRanker(n_components=4, max_iter=6, n_iter_no_change=100,
+                                         random_state=0)
+        est._validation_scores_per_positive = per_positive
+        fits.append(est.fit(X[np.sort(rows[200:])], X_val=X[np.sort(rows[:200])]))
+    full, sampled = fits
+    assert full.loss_curve_ == sampled.loss_curve_
+    assert sampled._validation_summary[1:] == (200, 200, min(n_items, 50))
+    difference = np.abs(np.subtract(full.validation_scores_, sampled.validation_scores_))
+    if n_items <= 50:
+        np.testing.assert_allclose(sampled.validation_scores_, full.validation_scores_,
+                                   rtol=1e-12)
+    else:
+        assert difference.max() < 0.03 and difference.max() > 0  # (an estimate)

@@ -521,7 +521,7 @@ def test_bayesian_fits_equal_those_on_the_expanded_rows(params, tmp_path):
     np.testing.assert_allclose(rel.P_samples_, csr.P_samples_, rtol=1e-7, atol=1e-8)
     mean, std = rel.predict(X, return_std=True)
     np.testing.assert_allclose(mean, csr.predict(X.to_csr()), rtol=1e-7, atol=1e-7)
-    rel.save(tmp_path / "bayes.npz")
+    rel.save(tmp_path / "bayes.npz", exact=True)
     np.testing.assert_array_equal(load(tmp_path / "bayes.npz").predict(X), mean)
     labels = np.where(y > np.median(y), 1, 0)
     clf = BayesianFactorizationMachineClassifier(**kw).fit(X, labels)

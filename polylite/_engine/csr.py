@@ -6,7 +6,6 @@ matrix) dispatch to it, so that neither imports the other in a circle.
 """
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_array
 
 __all__ = ["check_rows", "check_csr_structure"]
 
@@ -15,6 +14,7 @@ def check_rows(X, dtypes, n_features=None, accept_dense=True):
     """Sparse or dense rows as canonical CSR (or a C-contiguous dense array), finite, of
     one of ``dtypes`` (the first when X has another), with ``n_features`` columns when
     given; dense input becomes CSR unless ``accept_dense``."""
+    from sklearn.utils import check_array
     X = check_array(X, accept_sparse="csr", dtype=list(dtypes), order="C",
                     ensure_all_finite=True, accept_large_sparse=True,
                     ensure_min_samples=0, ensure_min_features=0)

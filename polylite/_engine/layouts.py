@@ -15,8 +15,8 @@ A new layout is a class here (the methods below) and a case of :func:`layout_of`
 """
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.extmath import row_norms
-from sklearn.utils.validation import validate_data
+# (scikit-learn is imported where used: predictions from CSR rows, as the command line
+# makes them, need none of it)
 
 from . import _kernels
 from .._validation import row_threads
@@ -151,6 +151,7 @@ class CSRLayout(Layout):
 
     def validate(self, est, X, y=NO_TARGETS, *, reset, dtype, y_numeric=False,
                  accept_dense=True):
+        from sklearn.utils.validation import validate_data
         kwargs = dict(accept_sparse="csr", dtype=dtype, reset=reset,
                       accept_large_sparse=True)
         if y is NO_TARGETS:
@@ -174,6 +175,7 @@ class CSRLayout(Layout):
         return float(np.max(np.abs(X.data))) if X.data.size else 0.0
 
     def squared_row_norms(self, X):
+        from sklearn.utils.extmath import row_norms
         return row_norms(X, squared=True).astype(np.float64)
 
     def to_csr(self, X):
@@ -249,6 +251,7 @@ class RelationalLayout(Layout):
                    *[CSR.largest_abs(block.table) for block in X.blocks], 0.0)
 
     def squared_row_norms(self, X):
+        from sklearn.utils.extmath import row_norms
         norms = row_norms(X.direct(), squared=True).astype(np.float64)
         for block in X.blocks:
             norms += row_norms(block.table, squared=True).astype(np.float64)[block.index]

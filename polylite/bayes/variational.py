@@ -531,6 +531,11 @@ class _VariationalFactorizationMachine(_BayesianFactorizationMachine):
 
     # ---- save / load (polylite._io) --------------------------------------------------------
 
+    def _compact_model_arrays(self, arrays, attributes):
+        """Stored as fitted: the file holds one mean and one variance per parameter, not
+        samples, so it is small already."""
+        return arrays, attributes
+
     def _model_arrays(self):
         arrays = {name.rstrip("_"): a for name, a in self._fitted().items()}
         arrays["feature_groups"] = self.feature_groups_.astype(np.int64)

@@ -13,7 +13,7 @@ from ._models import (binary_labels, check_ranking_labels, is_ranker, load_model
 
 def run(args, parser):
     """Print the scores of MODEL on DATA (exit status 0)."""
-    estimator, header = load_model(args.model, "evaluate")
+    estimator, header = load_model(args.model, "evaluate", from_file=not args.relation)
     stats = _svmlight.ReadStats()
     if is_ranker(estimator):
         result = _ranking_metrics(args, header, estimator, stats)

@@ -48,15 +48,28 @@ def estimators():
 
 
 def is_ranker(estimator):
-    from ..ranking import FactorizationMachineRanker
-    return isinstance(estimator, FactorizationMachineRanker)
+    return getattr(estimator, "_is_ranker", False)
 
 
 # ---- saved models ------------------------------------------------------------------------
 
-def load_model(path, command=None):
+def load_model(path, command=None, from_file=False):
     """The model in ``path`` and its file's header; for ``command`` (predict, evaluate),
-    only a kind of model ``polylite fit`` writes."""
+    only a kind of model ``polylite fit`` writes.  ``from_file``: a regressor of the
+    polynomial families is returned as a :class:`FileRegressor` (its predictions
+    computed from the file's arrays, without importing scikit-learn or the estimators),
+    when the file holds one whose every array is as the estimator would check it; any
+    other model, or a file that is not so, is loaded (and its errors reported) by
+    :func:`polylite.load`."""
+    if from_file:
+        from .._io import ModelFileError, read_archive
+        try:
+            header, arrays = read_archive(path)
+        except ModelFileError as exc:
+            raise Failure(str(exc)) from None
+        model = FileRegressor.from_file(header, arrays)
+        if model is not None:
+            return model, header
     import polylite
     from .._io import ModelFileError, load_with_header
     polylite._import_model_modules()  # the registry names every kind of model
@@ -71,6 +84,102 @@ def load_model(path, command=None):
                       f"networks and rankers polylite fit writes); use it from Python "
                       f"(polylite.load)")
     return estimator, header
+
+
+class FileRegressor:
+    """A factorization machine or polynomial network regressor as its model file holds
+    it: the command line's predictions of such a file, the same as the estimator's (the
+    same parameters through the same :func:`polylite._engine.outputs.polynomial_output`),
+    without building the estimator (so without importing scikit-learn)."""
+
+    _is_classifier = False
+
+    # class name -> (the structure from the parameters, whether it has output weights,
+    # whether it takes relational rows), as the estimator classes say
+    _KINDS = {
+        "FactorizationMachineRegressor": (
+            lambda p: _outputs().fm_structure(p["degree"], p["lower_degrees"],
+                                              p["kernel"]), False, True),
+        "PolynomialNetworkRegressor": (
+            lambda p: _outputs().pn_structure(p["degree"], p["lower_degrees"]), True,
+            False),
+    }
+
+    @classmethod
+    def from_file(cls, header, arrays):
+        """The regressor of a model file's ``header`` and ``arrays``, or None if the file
+        holds another kind of model or anything :func:`polylite.load` would refuse in
+        what the predictions use (``load`` then says what)."""
+        from .._engine.codes import KERNELS
+        from .._io import ModelFileError, check_float_arrays
+        kind = cls._KINDS.get(header.get("class"))
+        params = header.get("params")
+        attributes = header.get("attributes")
+        if kind is None or not isinstance(params, dict) or not isinstance(attributes,
+                                                                          dict):
+            return None
+        structure_of, has_lam, relational = kind
+        d, k = attributes.get("n_features_in_"), params.get("n_components")
+        n_jobs = params.get("n_jobs")
+        try:
+            kernel, degrees, n_dummy = structure_of(params)
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not (_count(d) and _count(k) and k >= 1 and kernel in KERNELS
+                and all(_count(m) for m in degrees) and _count(n_dummy)
+                and isinstance(params.get("fit_linear"), bool)
+                and (n_jobs is None or (isinstance(n_jobs, int) and
+                                        not isinstance(n_jobs, bool) and n_jobs != 0))
+                and (kernel == "all-subsets" or min(degrees) >= 2)):
+            return None
+        names = {"intercept", "w", "P", "gamma", "n_iter"} | ({"lam"} if has_lam else set())
+        expected = {"intercept": (1, 1), "w": (1, d), "P": (1, len(degrees), d, k),
+                    "gamma": (1, n_dummy, k)}
+        if has_lam:
+            expected["lam"] = (1, k)
+        P = arrays.get("P")
+        if set(arrays) - {"feature_names"} != names or P is None:
+            return None
+        try:
+            check_float_arrays(arrays, expected, P.dtype)
+        except ModelFileError:
+            return None
+        # (named as the estimator class, which the messages name)
+        model = type(header["class"], (cls,), {})()
+        model.n_features_in_, model.P_ = d, P
+        model._takes_relational = relational
+        model._predict_args = dict(kernel=kernel, degrees=degrees,
+                                   fit_linear=params["fit_linear"], has_lam=has_lam,
+                                   n_jobs=n_jobs)
+        model._output = _OneOutput(*(arrays[name][0] if name in arrays else None
+                                     for name in ("intercept", "w", "P", "gamma", "lam")))
+        return model
+
+    def predict(self, X):
+        """The values of the CSR rows X (of the model's width and float type)."""
+        from .. import kernels
+        args = self._predict_args
+        out = _outputs().polynomial_output(
+            X, self._output, args["kernel"], args["degrees"], fit_linear=args["fit_linear"],
+            has_lam=args["has_lam"], n_jobs=args["n_jobs"])
+        return kernels.check_finite_predictions(out, self, "outputs")
+
+
+class _OneOutput(NamedTuple):
+    intercept: np.ndarray
+    w: np.ndarray
+    P: np.ndarray
+    gamma: np.ndarray
+    lam: np.ndarray
+
+
+def _outputs():
+    from .._engine import outputs
+    return outputs
+
+
+def _count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def kind_name(estimator):
@@ -137,11 +246,10 @@ def predictions(estimator, X):
 def metrics(estimator, y, predicted, scores, proba):
     """RMSE, MAE and R^2 of a regressor; accuracy, log-loss and AUC of a classifier (the
     last two when the labels allow them)."""
+    if not estimator._is_classifier:  # (in NumPy: no scikit-learn to import for them)
+        return _regression_metrics(np.asarray(y, dtype=np.float64),
+                                   np.asarray(predicted, dtype=np.float64))
     from sklearn import metrics
-    if not estimator._is_classifier:
-        return {"rmse": float(np.sqrt(metrics.mean_squared_error(y, predicted))),
-                "mae": float(metrics.mean_absolute_error(y, predicted)),
-                "r2": float(metrics.r2_score(y, predicted)) if y.shape[0] > 1 else np.nan}
     classes = estimator.classes_
     out = {"accuracy": float(metrics.accuracy_score(y, predicted))}
     known = np.isin(y, classes)
@@ -155,6 +263,21 @@ def metrics(estimator, y, predicted, scores, proba):
             out["auc"] = float(metrics.roc_auc_score(y, proba, multi_class="ovr",
                                                      labels=classes))
     return out
+
+
+def _regression_metrics(y, predicted):
+    """RMSE, MAE and R^2 (scikit-learn's: 1 - residual / total sum of squares; for
+    constant labels 1.0 if every prediction is exact, else 0.0; NaN for one row)."""
+    residual = y - predicted
+    result = {"rmse": float(np.sqrt(np.mean(residual ** 2))),
+              "mae": float(np.mean(np.abs(residual)))}
+    if y.shape[0] < 2:
+        result["r2"] = np.nan
+        return result
+    total = float(np.sum((y - y.mean()) ** 2))
+    squares = float(np.sum(residual ** 2))
+    result["r2"] = 1.0 - squares / total if total else (1.0 if squares == 0 else 0.0)
+    return result
 
 
 def check_ranking_labels(path, y):

@@ -289,7 +289,14 @@ def _add_evaluate(sub):
                               "regressor; accuracy, log-loss (logistic loss) and ROC AUC "
                               "for a classifier (DATA's labels read with the threshold of "
                               "a model fitted with --binary-threshold); the mean AUC of "
-                              "DATA's positives for a ranker.")
+                              "DATA's positives for a ranker.  A ranker's AUC here differs "
+                              "from the validation AUC of fit's progress lines: here every "
+                              "positive of DATA is ranked against every catalogue item its "
+                              "user has no interaction with in DATA (the training data are "
+                              "not known, so items seen in training count as candidates); "
+                              "fit ranks a sample of the validation positives against the "
+                              "items their users have no interaction with in TRAIN or the "
+                              "validation file.")
     evaluate.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     evaluate.add_argument("data", metavar="DATA")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")

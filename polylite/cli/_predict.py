@@ -11,7 +11,7 @@ from ._models import is_ranker, load_model
 
 def run(args, parser):
     """Write the predictions of MODEL for DATA (exit status 0)."""
-    estimator, header = load_model(args.model, "predict")
+    estimator, header = load_model(args.model, "predict", from_file=not args.relation)
     _check_proba(args, estimator, parser)
     stats = _svmlight.ReadStats()
     start = time.perf_counter()

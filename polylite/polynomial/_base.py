@@ -28,6 +28,9 @@ from .._io import ModelFileError, check_array_names, check_float_arrays
 from .._validation import (check_bool, check_choice, check_number,
                            check_random_state_param)
 from .._engine import _cd, _losses, solvers
+# max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
+from .._engine.codes import DEFAULT_MAX_ITER
+from .._engine.outputs import polynomial_output
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -118,10 +121,6 @@ MAX_ITER_TOL_DOC = """\
 """
 
 _SQUARED = _losses.LOSSES["squared"]
-
-# max_iter=None: the limit of each solver (see MAX_ITER_TOL_DOC).
-DEFAULT_MAX_ITER = {"cd": 100, "sgd": 100, "adagrad": 100, "ftrl": 100, "lbfgs": 1000}
-
 
 def is_dense(X):
     """Whether ``X`` (CSR, or relational: its expanded rows) counts as dense for the
@@ -409,11 +408,8 @@ class _PolynomialModel(ModelRoot):
         return kernels.check_finite_predictions(out, self, "outputs")
 
     def _predict_output(self, X, params, kernel, degrees):
-        return kernels.predict(
-            X, params.P, degrees=degrees, kernel=kernel,
-            intercept=params.intercept[0], w=params.w if self.fit_linear else None,
-            gamma=params.gamma, lam=params.lam if self._has_lam else None,
-            check_input=False, n_jobs=self._n_jobs)
+        return polynomial_output(X, params, kernel, degrees, fit_linear=self.fit_linear,
+                                 has_lam=self._has_lam, n_jobs=self._n_jobs)
 
     # ---- fitting ----------------------------------------------------------------------
 

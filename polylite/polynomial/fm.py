@@ -1,6 +1,7 @@
 """Factorization machines of any degree (HOFM), trained by coordinate descent."""
 from sklearn.base import RegressorMixin
 
+from .._engine.outputs import fm_structure
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
 from ._base import AUTO_SOLVER_DOC, MAX_ITER_TOL_DOC, _PolynomialModel
@@ -53,18 +54,6 @@ def check_anova_degree(degree, n_features):
             f"degree t multiplies t distinct features, so those of degree above "
             f"{n_features} are zero for every input; use a degree of at most "
             f"{max(n_features, MAX_DEGREE_BEYOND_FEATURES)}")
-
-
-def fm_structure(degree, lower_degrees, kernel):
-    """(kernel name, degree of each factor block, number of dummy rows) of an FM."""
-    if kernel == "all-subsets":
-        return "all-subsets", [0], 0
-    m = int(degree)
-    if lower_degrees == "separate":
-        return "anova", list(range(2, m + 1)), 0
-    if lower_degrees == "shared":
-        return "anova", [m], m - 1
-    return "anova", [m], 0
 
 
 _FM_PARAMS_DOC = """

@@ -2,6 +2,7 @@
 import numpy as np
 from sklearn.base import RegressorMixin
 
+from .._engine.outputs import pn_structure
 from .._io import register_model
 from .._validation import check_choice, check_n_jobs, check_number, store_init_params
 from ._base import AUTO_SOLVER_DOC, MAX_ITER_TOL_DOC, _PolynomialModel
@@ -39,7 +40,7 @@ class _BasePolynomialNetwork(_PolynomialModel):
                 f"degree of at most {limit}")
 
     def _structure(self):
-        return "polynomial", [int(self.degree)], 1 if self.lower_degrees == "augment" else 0
+        return pn_structure(self.degree, self.lower_degrees)
 
     @property
     def _fit_lam(self):

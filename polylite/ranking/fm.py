@@ -7,6 +7,7 @@ import scipy.sparse as sp
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._engine.layouts import layout_of
 from .._engine.codes import KERNELS
@@ -300,6 +301,16 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     fit_intercept = False
     batch_size = 1
 
+    # A bound on the validation AUC's cost that the command line sets (``polylite fit
+    # --task ranking --validation``): at most this many scores per training positive and
+    # epoch, on samples of the validation positives and of their candidate items
+    # (_SampledValidationScore; None: every candidate of up to VALIDATION_SCORES / n_items
+    # positives).  Not a parameter, so neither saved nor cloned.
+    # (the command line tells rankers from the other models by this)
+    _is_ranker = True
+
+    _validation_scores_per_positive = None
+
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
                  margin=1.0, alpha0=ALPHA0, confidence=0.0, fit_linear=True,
@@ -583,7 +594,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         problem, schedule, sampling = self._pass_description()
         threads = row_threads(self.n_jobs, min(training.item.shape[0], _data.CHUNK_ROWS),
                               MIN_POSITIVES_PER_THREAD)
-        progress = _Progress(self, validation, catalogue, rng, stack, max_iter)
+        progress = _Progress(self, validation, catalogue, rng, stack, max_iter,
+                             training.item.shape[0])
         buffers = {}
         n = training.item.shape[0]
         self.query_batch_ = self._query_batch_size(training)
@@ -632,7 +644,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             float(self.alpha), float(self.beta), bool(self.fit_linear), threads,
             self.n_components, own_columns=self._own_columns(catalogue))
         self.query_batch_ = 1
-        progress = _Progress(self, validation, catalogue, rng, stack, max_iter)
+        progress = _Progress(self, validation, catalogue, rng, stack, max_iter,
+                             training.item.shape[0])
         w, P = model.w, model.P[0]
         if not self.fit_linear:
             w[...] = 0
@@ -757,10 +770,16 @@ class _Progress:
     validation AUC and the best parameters (early stopping), the test of ``tol``, the
     verbose line and the progress display."""
 
-    def __init__(self, est, validation, catalogue, rng, stack, max_iter):
+    def __init__(self, est, validation, catalogue, rng, stack, max_iter, n_training):
         self.est, self.stack, self.max_iter = est, stack, max_iter
-        self.scorer = None if validation is None else _ValidationScore(
-            est, validation, catalogue, rng)
+        if validation is None:
+            self.scorer = None
+        elif est._validation_scores_per_positive is not None:
+            # (its own draws, fixed: the training's are those of a fit without it)
+            self.scorer = _SampledValidationScore(est, validation, catalogue,
+                                                  np.random.RandomState(0), n_training)
+        else:
+            self.scorer = _ValidationScore(est, validation, catalogue, rng)
         self.best, self.best_params, self.stalled = np.inf, None, 0
         self.start = time.perf_counter()
 
@@ -799,6 +818,9 @@ class _Progress:
         if self.best_params is not None:
             for name, value in self.best_params.items():
                 self.stack[name][...] = value
+            # (the command line's summary: the kept model's score, and how measured)
+            self.est._validation_summary = (
+                self.best, *getattr(self.scorer, "sample", (None,) * 3))
 
 
 def _check_labels(y, n):
@@ -846,24 +868,84 @@ class _ValidationScore:
         n, n_items = self.item.shape[0], self.catalogue.items.shape[0]
         total, counted = 0.0, 0
         step = max(1, 2 ** 22 // max(n_items, 1))
-        for lo in range(0, n, step):
-            rows = slice(lo, min(lo + step, n))
-            scores = factors.scores(rows).astype(np.float64)
-            positive = scores[np.arange(scores.shape[0]), self.item[rows]][:, None]
-            seen = self.seen[rows]
-            below = (scores < positive).sum(axis=1) + 0.5 * (
-                (scores == positive).sum(axis=1) - 1)
-            # Seen items are not candidates: take them out of the counts.
-            seen_rows = np.repeat(np.arange(seen.shape[0]), np.diff(seen.indptr))
-            seen_scores = scores[seen_rows, seen.indices]
-            seen_positive = positive[seen_rows, 0]
-            seen_below = np.bincount(seen_rows, weights=(seen_scores < seen_positive) +
-                                     0.5 * (seen_scores == seen_positive),
-                                     minlength=seen.shape[0])
-            # The positive itself is seen and counted half among the ties: 0.5 back.
-            below = below - seen_below + 0.5
-            candidates = n_items - np.diff(seen.indptr)
-            ok = candidates > 0
-            total += float((below[ok] / candidates[ok]).sum())
-            counted += int(ok.sum())
+        # One BLAS thread: its threads would spin through the next epoch's pass, and
+        # cost more than they save on a sample's products.
+        with threadpool_limits(limits=1, user_api="blas"):
+            for lo in range(0, n, step):
+                total, counted = self._add_block(factors, slice(lo, min(lo + step, n)),
+                                                 n_items, total, counted)
         return total / counted if counted else float("nan")
+
+    def _add_block(self, factors, rows, n_items, total, counted):
+        """(total, counted) with the AUCs of the positives ``rows`` added."""
+        scores = factors.scores(rows).astype(np.float64)
+        positive = scores[np.arange(scores.shape[0]), self.item[rows]][:, None]
+        seen = self.seen[rows]
+        below = (scores < positive).sum(axis=1) + 0.5 * (
+            (scores == positive).sum(axis=1) - 1)
+        # Seen items are not candidates: take them out of the counts.
+        seen_rows = np.repeat(np.arange(seen.shape[0]), np.diff(seen.indptr))
+        seen_scores = scores[seen_rows, seen.indices]
+        seen_positive = positive[seen_rows, 0]
+        seen_below = np.bincount(seen_rows, weights=(seen_scores < seen_positive) +
+                                 0.5 * (seen_scores == seen_positive),
+                                 minlength=seen.shape[0])
+        # The positive itself is seen and counted half among the ties: 0.5 back.
+        below = below - seen_below + 0.5
+        candidates = n_items - np.diff(seen.indptr)
+        ok = candidates > 0
+        total += float((below[ok] / candidates[ok]).sum())
+        counted += int(ok.sum())
+        return total, counted
+
+
+class _SampledValidationScore:
+    """Mean AUC of validation positives, estimated on samples (the command line's
+    validation, whose cost is bounded by the training's): each of at most
+    ``n_positives`` positives is scored against ``n_candidates`` items drawn at random
+    from the catalogue, those its user has interacted with left out (ties count half).
+    The mean over the drawn candidates estimates the positive's AUC against all of them
+    without bias.  The pairs are drawn once: every epoch scores the same ones, in one
+    pass of the model over their rows.
+
+    ``est._validation_scores_per_positive`` bounds the pairs scored per training
+    positive (50 candidates each, or the whole catalogue if smaller, which gives the
+    exact AUC; at least 100 positives)."""
+
+    def __init__(self, est, positives, catalogue, rng, n_training):
+        n = positives.item.shape[0]
+        n_items = catalogue.items.shape[0]
+        budget = max(5000, int(est._validation_scores_per_positive * n_training))
+        # Many positives, few candidates each: the positives' AUCs vary more than the
+        # estimate of one from 50 draws.
+        n_candidates = int(min(n_items, 50))
+        keep = int(min(n, max(100, budget // (n_candidates + 1))))
+        rows = np.sort(rng.choice(n, keep, replace=False)) if keep < n else np.arange(n)
+        users, items = positives.user[rows], positives.item[rows]
+        if n_candidates == n_items:  # a small catalogue: all of it, the exact AUC
+            candidates = np.tile(np.arange(n_items), (keep, 1))
+        else:
+            candidates = rng.randint(0, n_items, size=(keep, n_candidates))
+        seen = sp.csr_matrix((np.ones(catalogue.seen.shape[0], dtype=bool),
+                              catalogue.seen, catalogue.seen_indptr),
+                             shape=(catalogue.n_users, n_items))[users]
+        # Seen candidates (the positive's own item among them) are not candidates.
+        self.valid = ~np.asarray(seen[np.arange(keep)[:, None], candidates].todense())
+        query = positives.query.to_csr()[rows]
+        pair_items = np.concatenate([items[:, None], candidates], axis=1).ravel()
+        self.pairs = (query[np.repeat(np.arange(keep), n_candidates + 1)] +
+                      catalogue.items[pair_items]).tocsr().astype(query.dtype)
+        self.est, self.shape = est, (keep, n_candidates + 1)
+        # (positives scored, validation positives, candidates drawn for each)
+        self.sample = (keep, n, n_candidates)
+
+    def __call__(self, stack):
+        est = self.est
+        est._publish(stack)
+        scores = est._decision(self.pairs)[:, 0].astype(np.float64).reshape(self.shape)
+        positive, others = scores[:, :1], scores[:, 1:]
+        below = ((others < positive) + 0.5 * (others == positive)) * self.valid
+        candidates = self.valid.sum(axis=1)
+        ok = candidates > 0
+        return float((below.sum(axis=1)[ok] / candidates[ok]).mean()) if ok.any() \
+            else float("nan")

@@ -1,0 +1,36 @@
+"""The outputs of the polynomial models from their parameters alone: the structure the
+parameters name (kernel, blocks' degrees, dummy rows) and one output's values on rows.
+
+The estimators predict through here, and so does the command line when it predicts from
+a model file without building the estimator (``polylite predict`` and ``evaluate``,
+which then import neither scikit-learn nor an estimator family)."""
+from .. import kernels
+
+__all__ = ["fm_structure", "pn_structure", "polynomial_output"]
+
+
+def fm_structure(degree, lower_degrees, kernel):
+    """(kernel name, degree of each factor block, number of dummy rows) of an FM."""
+    if kernel == "all-subsets":
+        return "all-subsets", [0], 0
+    m = int(degree)
+    if lower_degrees == "separate":
+        return "anova", list(range(2, m + 1)), 0
+    if lower_degrees == "shared":
+        return "anova", [m], m - 1
+    return "anova", [m], 0
+
+
+def pn_structure(degree, lower_degrees):
+    """(kernel name, degree of each factor block, number of dummy rows) of a polynomial
+    network: one block, and one dummy row when the lower degrees are augmented."""
+    return "polynomial", [int(degree)], 1 if lower_degrees == "augment" else 0
+
+
+def polynomial_output(X, params, kernel, degrees, *, fit_linear, has_lam, n_jobs):
+    """One output on the rows X (checked), from its parameters ``params`` (intercept of
+    shape (1,), w, P, gamma, lam, as a model's stack holds them for one output)."""
+    return kernels.predict(
+        X, params.P, degrees=degrees, kernel=kernel, intercept=params.intercept[0],
+        w=params.w if fit_linear else None, gamma=params.gamma,
+        lam=params.lam if has_lam else None, check_input=False, n_jobs=n_jobs)
