@@ -521,8 +521,10 @@ def iter_libffm_chunks(path, n_features=None, *, chunk_bytes=16 * 2**20,
 
     Only one chunk is in memory at once, so a file larger than memory can be streamed:
 
+    >>> from polylite import FieldAwareFactorizationMachineClassifier
     >>> info = scan_libffm("train.ffm")  # doctest: +SKIP
-    >>> model = FieldAwareFactorizationMachineClassifier(fields=info.fields.clip(0))
+    >>> model = FieldAwareFactorizationMachineClassifier(  # doctest: +SKIP
+    ...     fields=info.fields.clip(0))
     >>> for X, y, _ in iter_libffm_chunks("train.ffm", info.n_features):  # doctest: +SKIP
     ...     model.partial_fit(X, y, classes=[0, 1])
 
