@@ -23,7 +23,7 @@ def run(args, parser):
         "estimator": type(estimator).__name__,
         "format_version": header.get("format_version"),
         "polylite_version": header.get("polylite_version"),
-        "parameters": {prefix + name: value for prefix, part in parts
+        "parameters": {prefix + name: _shown(value) for prefix, part in parts
                        for name, value in part.get_params(deep=False).items()},
         "n_features_in_": int(estimator.n_features_in_),
         "fitted": fitted,
@@ -33,6 +33,8 @@ def run(args, parser):
     final = parts[-1][1]
     if getattr(final, "_is_classifier", False):
         result["classes_"] = final.classes_.tolist()
+    if hasattr(final, "n_fields_"):  # field-aware: the fields of the columns
+        result["n_fields_"] = int(final.n_fields_)
     if header.get("metadata"):
         result["metadata"] = header["metadata"]
     if args.json:
@@ -42,6 +44,11 @@ def run(args, parser):
           f"written by polylite {result['polylite_version']})")
     print(f"estimator      {kind_name(estimator)}")
     print(f"features       {result['n_features_in_']}")
+    if "n_fields_" in result:
+        sizes = np.bincount(final.fields_, minlength=final.n_fields_)
+        print(f"fields         {result['n_fields_']} (features per field: "
+              f"{', '.join(str(int(n)) for n in sizes[:10])}"
+              f"{', ...' if sizes.size > 10 else ''})")
     if "classes_" in result:
         print(f"classes        {result['classes_']}")
     print("parameters     " + "\n               ".join(
@@ -52,14 +59,31 @@ def run(args, parser):
         for name, spec in fitted.items()))
     data = recorded_data(header)
     if data:
+        read_as = ("libffm file" if data.get("format") == "libffm" else
+                   f"{'zero' if data.get('zero_based') else 'one'}-based indices")
         print(f"training data  {data.get('train')}"
-              f"{' (streamed)' if data.get('stream') else ''}, "
-              f"{'zero' if data.get('zero_based') else 'one'}-based indices, "
+              f"{' (streamed)' if data.get('stream') else ''}, {read_as}, "
               f"{data.get('n_features')} features, {data.get('dtype')}")
     if threshold is not None:
         print(f"labels         > {threshold:g}: class 1, the others: class -1 "
               f"(--binary-threshold)")
     return 0
+
+
+def _shown(value):
+    """A parameter's value as info shows it: an array (a field-aware model's fields, one
+    per feature) by its size, not its entries."""
+    if isinstance(value, np.ndarray) and value.size > 0:
+        return _Summary(f"<{value.size} {value.dtype} values: the field of each "
+                        f"feature>")
+    return value
+
+
+class _Summary(str):
+    """Text shown as is (without quotes) in the parameters' list."""
+
+    def __repr__(self):
+        return str(self)
 
 
 def _resolved(parts, name, value):
