@@ -238,3 +238,39 @@ def test_polylite_process_on_libffm_files(clicks, tmp_path):
     assert predict.returncode == 0, predict.stderr
     proba = np.loadtxt(tmp_path / "p.txt")
     assert proba.shape == (200,) and np.all((proba > 0) & (proba < 1))
+
+
+def test_libffm_answers_agree_with_the_command_line_guide():
+    """Every option the answer to a libffm option names is in that option's row of the
+    table in docs/user_guide/command_line.rst."""
+    import re
+    from pathlib import Path
+
+    from polylite.cli._hints import LIBFFM, Context
+    guide = Path(__file__).resolve().parent.parent / "docs" / "user_guide" / \
+        "command_line.rst"
+    if not guide.exists():
+        pytest.skip("no docs folder")
+    text = guide.read_text()
+    start = text.index(".. list-table:: libffm's ``ffm-train``")
+    rows, row = [], None
+    for line in text[start:].splitlines()[4:]:
+        if line.startswith("   * - "):
+            row = [line[len("   * - "):]]
+            rows.append(row)
+        elif line.startswith("     - "):
+            row.append(line[len("     - "):])
+        elif line.startswith("       ") and row:
+            row[-1] += " " + line.strip()
+        elif line.strip() and not line.startswith(" "):
+            break
+    for name, (metavar, answer_of) in LIBFFM.items():
+        answer = answer_of(metavar, Context("fit", {}, None))
+        cells = [polylite_cell for libffm_cell, polylite_cell in rows
+                 if re.match(rf"``{re.escape(name)}(?![-a-z])", libffm_cell)]
+        assert cells, f"the table has no row for {name}"
+        if not answer.options:
+            assert "no equivalent" in cells[0], name
+        for option in answer.options:
+            if option.startswith("--"):
+                assert option in cells[0], (name, option)
