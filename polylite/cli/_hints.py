@@ -350,8 +350,8 @@ def _answer(argv, command, found, positionals, at=()):
                                     else None)
     context = Context(command, libfm, train)
     sources = {"libffm" if name in LIBFFM else "libFM" for name in libfm}
-    lines = [f"these are {' and '.join(sorted(f'{s}' for s in sources))}'s options:"
-             if len(sources) == 1 else "these are libFM's and libffm's options:"]
+    lines = [f"these are {next(iter(sources))}'s options:" if len(sources) == 1
+             else "these are libFM's and libffm's options:"]
     fit_of_libffm = bool(sources & {"libffm"}) and command in (None, "fit")
     # libffm's ffm-train TRAIN MODEL: its second file is the model.
     model_at = at[1] if fit_of_libffm and len(at) == 2 else None
