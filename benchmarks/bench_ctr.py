@@ -25,8 +25,13 @@ threads share mini-batches, ``batch_size > 1``); the "2 threads" rows of polylit
 its FFM with ``batch_size=256, n_jobs=2``, a different algorithm (mini-batch AdaGrad).
 The FTRL row also prints how many weights its L1 penalty keeps.
 
+The table is written to benchmarks/results/ctr.json (--output; with --quick, or with
+--models, only when --output is given), the result file of ``_results.py`` that the
+benchmarks page shows.
+
     python benchmarks/bench_ctr.py --libffm path/to/libffm [--train-rows 1000000]
         [--test-rows 100000] [--epochs 5] [--threads 1 2] [--repeats 1] [--quick]
+        [--output PATH]
 """
 import argparse
 import os
@@ -43,6 +48,10 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from polylite import FactorizationMachineClassifier, FieldAwareFactorizationMachineClassifier
 from polylite.datasets import dump_libffm, load_libffm, make_ctr
+
+import _results
+
+DEFAULT_OUTPUT = os.path.join(_results.RESULTS, "ctr.json")
 
 
 def _child_cpu():
@@ -114,7 +123,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="20,000 + 5,000 rows, 2 epochs, 10^4 categories")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None,
+                        help="the JSON file of the results (default: "
+                             "benchmarks/results/ctr.json; none with --quick or --models)")
     args = parser.parse_args(argv)
+    output = args.output or (None if args.quick or args.models else DEFAULT_OUTPUT)
     if args.quick:
         args.train_rows, args.test_rows, args.epochs = 20_000, 5_000, 2
         args.max_categories = 10_000
@@ -202,11 +215,46 @@ def main(argv=None):
             peer = results.get(("libffm", threads))
             if peer and name != "libffm":
                 print(f"  {name:34s} {threads}t  {loss - peer[0]:+.5f}")
+    kept = None
     if any(name.startswith("logistic") for name, _, _ in runs):
-        print(f"\nFTRL (l1={args.l1:g}) keeps {lr.n_nonzero_weights_:,} of "
-              f"{lr.w_.size:,} weights")
+        kept = int(lr.n_nonzero_weights_)
+        print(f"\nFTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights")
+    if output:
+        rows = []
+        for (name, threads), (loss, auc, per_epoch) in results.items():
+            peer = results.get(("libffm", threads))
+            rows.append([name, threads, round(loss, 5), round(auc, 4),
+                         round(per_epoch, 3),
+                         round(per_epoch / base[2], 2) if base else "-",
+                         f"{loss - peer[0]:+.5f}" if peer and name != "libffm" else "-"])
+        note = (f"{n:,} training and {m:,} test rows of make_ctr (seed {args.seed}), "
+                f"{X_train.shape[1]:,} features in {int(train_fields.max()) + 1} fields, "
+                f"k = 4, {epochs} epochs; CPU seconds per epoch counted over every "
+                f"thread, the median of {args.repeats} run(s); polylite's 2-thread rows "
+                f"are mini-batches of 256 rows")
+        if kept is not None:
+            note += f"; FTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights"
+        _results.save(
+            output, "ctr",
+            "Click-through-rate data: field-aware FMs against libffm",
+            [_results.table("Test log loss and AUC, CPU seconds per epoch",
+                            ["model", "threads", "test logloss", "AUC", "CPU s/epoch",
+                             "/ libffm 1t", "logloss - libffm's"], rows, note)],
+            dict(train_rows=n, test_rows=m, max_categories=args.max_categories,
+                 epochs=epochs, threads=args.threads, repeats=args.repeats, l1=args.l1,
+                 seed=args.seed, features=int(X_train.shape[1]),
+                 fields=int(train_fields.max()) + 1),
+            peers=("xlearn",), command=_command())
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _command():
+    """This run's command line, libffm's folder replaced by a placeholder."""
+    argv = list(sys.argv)
+    if "--libffm" in argv and argv.index("--libffm") + 1 < len(argv):
+        argv[argv.index("--libffm") + 1] = "path/to/libffm"
+    return _results.command_line(argv)
 
 
 if __name__ == "__main__":

@@ -637,7 +637,7 @@ def test_missing_and_empty_files(tmp_path, capsys):
                              "FactorizationMachineRegressor"),
     (["--stream", "--solver", "lbfgs"], "argument --solver: --stream trains by "
                                         "partial_fit, which needs one of ['sgd', "
-                                        "'adagrad']"),
+                                        "'adagrad', 'ftrl']"),
     (["--stream", "--early-stopping"], "argument --early-stopping: not with --stream"),
     (["--zero-based", "--one-based"], "not allowed with argument --zero-based"),
     (["--chunk-bytes", "12Q"], "argument --chunk-bytes: invalid size"),

@@ -2,7 +2,8 @@
 
 Commands::
 
-    polylite fit TRAIN --model MODEL [options]   fit a model on an svmlight/libFM file
+    polylite fit TRAIN --model MODEL [options]   fit a model on an svmlight/libFM or
+                                                 libffm file
     polylite predict MODEL DATA [-o FILE]        one prediction per line
     polylite evaluate MODEL DATA                 RMSE/MAE/R^2, accuracy/log-loss/AUC, or
                                                  a ranker's mean AUC
@@ -10,7 +11,9 @@ Commands::
     polylite demo                                an FM on a synthetic recommender
 
 Data files are svmlight/libsvm/libFM text (``label index:value ...``), zero- or one-based
-(detected, or ``--zero-based``/``--one-based``), optionally gzip, bzip2 or xz compressed.
+(detected, or ``--zero-based``/``--one-based``), or libffm text (``label
+field:feature:value ...``, indices from 0: names ending in .ffm or .libffm, or
+``--format libffm``), optionally gzip, bzip2 or xz compressed.
 Compressed files are decompressed as they are read, within a bound: one whose text grows
 to more than 200 times its compressed size (past its first 64 MiB) is refused as not a
 data file (a decompression bomb), as is any line longer than 256 MiB.  A file without a
@@ -20,11 +23,12 @@ Outputs never overwrite an input (the same file, also through a link).  A new or
 file is written beside the target and replaces it only on success (through a symlink:
 the file it points to); predictions to an existing device or FIFO (/dev/null, a named
 pipe) are written into it, as the shell's > does; a model is never saved to one.
-predict and evaluate take the models fit writes (factorization machines, polynomial
-networks, rankers), not multi-output, ordinal or pipeline models saved from Python.
+predict and evaluate take the models fit writes (factorization machines, field-aware
+ones, polynomial networks, rankers), not multi-output, ordinal or pipeline models saved from Python.
 
-libFM's options (-dim, -iter, -task, -method, ...) are answered with the polylite
-options that do the same, and the polylite command to run instead.  Progress and messages go to stderr, results to stdout.  Exit
+libFM's options (-dim, -iter, -task, -method, ...) and libffm's (-k, -t, -r, -l, -p,
+--auto-stop, ...) are answered with the polylite options that do the same, and the
+polylite command to run instead.  Progress and messages go to stderr, results to stdout.  Exit
 status: 0 on success, 1 when the work failed (unreadable data or model, a fit that
 diverged), 2 for a usage error (a bad option or value), 130 when interrupted.
 """

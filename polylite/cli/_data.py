@@ -8,7 +8,7 @@ import tempfile
 
 import numpy as np
 
-from .. import _svmlight
+from .. import _libffm, _svmlight
 from .._svmlight import DataFileError
 from ._common import Failure, note
 from ._models import model_dtype, recorded_data
@@ -151,6 +151,9 @@ def iter_data(args, header, estimator, stats):
     :func:`warn_dropped`), or refused with --strict-features.  DATA without a row is an
     error."""
     dtype = model_dtype(estimator)
+    if data_format_of(args, header) == "libffm":
+        yield from _iter_libffm_data(args, header, estimator, stats, dtype)
+        return
     if args.relation:
         _check_relations(args, header, estimator, dtype)
     elif recorded_relations(header)[0]:
@@ -184,6 +187,38 @@ def iter_data(args, header, estimator, stats):
             if block.index.shape[0] != start:
                 raise DataFileError(f"{name}.test: table rows for {block.index.shape[0]} "
                                     f"lines, {args.data} has {start}")
+
+
+def data_format_of(args, header):
+    """DATA's format: --format's, libffm for a .ffm or .libffm name, else the model's
+    training file's."""
+    from ._parser import data_format
+    return data_format(args, args.data, recorded_data(header).get("format"))
+
+
+def _iter_libffm_data(args, header, estimator, stats, dtype):
+    """The blocks ``(X, y)`` of DATA read as a libffm file (its fields are the model's:
+    a field-aware model keeps those it was fitted with), as :func:`iter_data`."""
+    if args.relation:
+        raise Failure(f"--relation: not with a libffm file ({args.data})")
+    if args.zero_based is False:
+        raise Failure(f"--one-based: not with a libffm file ({args.data}; its indices "
+                      f"start at 0)")
+    n_features = estimator.n_features_in_
+    blocks = _libffm.iter_libffm(args.data, dtype=dtype, chunk_bytes=args.chunk_bytes)
+    for X, y, _ in blocks:
+        stats.add(X, y, 0, False)
+        X = _svmlight.with_columns(X, n_features, stats)
+        if args.strict_features and stats.dropped_nonzeros:
+            for X_rest, y_rest, _ in blocks:  # the rest of the file, for its largest index
+                stats.add(X_rest, y_rest, 0, False)
+            raise DataFileError(
+                f"{args.data}: feature index {stats.max_index} is beyond "
+                f"{_width_text(args, estimator)}, indices 0 to {n_features - 1} "
+                f"(--strict-features)")
+        yield X, y
+    if stats.rows == 0:
+        raise DataFileError(f"{args.data}: no data (every line is empty)")
 
 
 def warn_dropped(args, stats, estimator):

@@ -8,14 +8,14 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .. import _svmlight
+from .. import _libffm, _svmlight
 from .._svmlight import DataFileError
 from ._common import Failure, allocation_text, note
 from ._data import (check_output, relation_files, relation_inputs, relation_widths,
                     stack_rows, with_relations)
-from ._models import (binary_labels, check_ranking_labels, estimators, metrics,
-                      predictions)
-from ._parser import PARAMETERS, option
+from ._models import (binary_labels, check_ranking_labels, estimators, is_field_aware,
+                      metrics, predictions)
+from ._parser import PARAMETERS, data_format, option
 from ._progress import Progress
 
 # --task ranking --validation: the validation AUC after each epoch scores at most this
@@ -29,6 +29,8 @@ RANKING_VALIDATION_SCORES_PER_POSITIVE = 1
 def run(args, parser):
     """Fit the estimator ``args`` choose on TRAIN and save it (exit status 0)."""
     from .._engine import solvers
+    if args.task is None:  # libffm's model is a classifier's
+        args.task = "classification" if args.estimator == "ffm" else "regression"
     family = estimators()[args.estimator]
     if args.task not in family.classes:
         fitting = [name for name, other in estimators().items() if args.task in other.classes]
@@ -62,6 +64,7 @@ def run(args, parser):
         parser.error(f"argument --relation: the relations' tables are taken by "
                      f"factorization machines (--estimator fm or bayes-fm), not by "
                      f"--estimator {args.estimator}; join them into the data file for it")
+    fmt = _check_format(args, parser)
     if args.meta and args.estimator not in ("bayes-fm", "vb-fm"):
         parser.error(f"argument --meta: feature groups are the priors of --estimator "
                      f"bayes-fm or vb-fm, not of {args.estimator}")
@@ -89,6 +92,8 @@ def run(args, parser):
             warnings.showwarning = show
             if args.stream:
                 fitted = _fit_stream(args, estimator, dtype, progress)
+            elif fmt == "libffm":
+                fitted = _fit_libffm(args, family, estimator, dtype, progress)
             else:
                 fitted = _fit_in_memory(args, family, estimator, dtype, progress)
     finally:
@@ -104,7 +109,8 @@ def run(args, parser):
                          "relation": [os.path.abspath(name) for name in
                                       args.relation or []],
                          "relation_columns": relation_widths(args, dtype),
-                         "binary_threshold": args.binary_threshold}}
+                         "binary_threshold": args.binary_threshold,
+                         "format": fmt}}
     from .._io import save_model
     try:
         # Through a symlink: the file it points to is replaced, not the link.
@@ -113,12 +119,40 @@ def run(args, parser):
         raise Failure(f"cannot write the model {args.model!r}: {exc}") from None
     relations = "".join(f" + {name} ({width} columns)" for name, width in
                         zip(args.relation or [], relation_widths(args, dtype)))
+    read_as = (_libffm_text(estimator) if fmt == "libffm" else
+               _index_base_text(zero_based, args.zero_based is None))
     note(args, f"polylite fit: {_describe(estimator)} on {args.train}: {fitted.rows} "
-               f"rows, {n_features} features{relations}, "
-               f"{_index_base_text(zero_based, args.zero_based is None)}; "
+               f"rows, {n_features} features{relations}, {read_as}; "
                f"{fitted.epochs} in {seconds:.2f} s; " +
                "".join(f"{score}; " for score in fitted.scores) + f"saved {args.model}")
     return 0
+
+
+def _check_format(args, parser):
+    """The format of TRAIN (and --validation: the same), and the options a libffm file
+    does not go with; --estimator ffm needs one (its fields)."""
+    fmt = data_format(args, args.train)
+    if args.validation and data_format(args, args.validation, fmt) != fmt:
+        parser.error(f"argument --validation: {args.validation} is read as "
+                     f"{data_format(args, args.validation, fmt)} text, {args.train} as "
+                     f"{fmt}; give files of one format (or --format)")
+    if fmt != "libffm":
+        if args.estimator == "ffm":
+            parser.error(f"argument --estimator: ffm takes the field of each feature from "
+                         f"a libffm file (label field:feature:value ...): name it .ffm "
+                         f"or .libffm, or give --format libffm; {args.train} is read as "
+                         f"{fmt}")
+        return fmt
+    refused = [("--stream", args.stream), ("--relation", args.relation),
+               ("--meta", args.meta), ("--item-columns", args.item_columns),
+               ("--one-based", args.zero_based is False)]
+    for name, given in refused:
+        if given:
+            parser.error(f"argument {name}: not with a libffm file ({args.train}; its "
+                         f"indices start at 0)")
+    if args.task == "ranking" or args.task == "ordinal":
+        parser.error(f"argument --task: {args.task} is not fitted on a libffm file")
+    return fmt
 
 
 def _chosen_parameters(args, parser, cls):
@@ -313,6 +347,57 @@ def _fit_in_memory(args, family, estimator, dtype, progress):
                    _epochs_text(estimator, family.unit), scores)
 
 
+def _read_libffm_for_fit(args, dtype):
+    """TRAIN and --validation as libffm files: ``[(X, y), ...]`` with the same columns,
+    the number of columns and the field of each (the training file's, else the
+    validation file's; 0 for columns neither shows)."""
+    paths = [args.train] + ([args.validation] if args.validation else [])
+    read = [_libffm.read_libffm(path, dtype=dtype, chunk_bytes=args.chunk_bytes)
+            for path in paths]
+    n_features = max(X.shape[1] for X, _, _ in read)
+    if args.n_features is not None:
+        if args.n_features < n_features:
+            raise Failure(f"--n-features {args.n_features} is smaller than the "
+                          f"{n_features} features the data uses")
+        n_features = args.n_features
+    fields = np.full(n_features, -1, np.int64)
+    for (_, _, seen), path in zip(read, paths):
+        known = (fields[:seen.shape[0]] >= 0) & (seen >= 0)
+        clash = np.flatnonzero(known & (fields[:seen.shape[0]] != seen))
+        if clash.size:
+            j = int(clash[0])
+            raise DataFileError(f"{path}: feature {j} is in field {int(seen[j])}, but in "
+                                f"field {int(fields[j])} in {args.train}; a feature "
+                                f"belongs to one field")
+        new = (fields[:seen.shape[0]] < 0) & (seen >= 0)
+        fields[:seen.shape[0]][new] = seen[new]
+    data = [(_svmlight.with_columns(X, n_features, None), y) for X, y, _ in read]
+    return data, n_features, fields.clip(0)
+
+
+def _fit_libffm(args, family, estimator, dtype, progress):
+    """A fit on a libffm file, held in memory; a field-aware model gets its fields."""
+    data, n_features, fields = _read_libffm_for_fit(args, dtype)
+    _check_labels(args, np.unique(data[0][1]))
+    data = [(X, _labels_for(args, y)) for X, y in data]
+    X, y = data[0]
+    if is_field_aware(estimator):
+        estimator.set_params(fields=fields)
+    fit_args = dict(zip(family.validation, data[1])) if args.validation else {}
+    try:
+        with progress.watching(family, estimator):
+            estimator.fit(X, y, **fit_args)
+    except (ValueError, FloatingPointError) as exc:
+        raise Failure(str(exc)) from None
+    except MemoryError as exc:
+        raise Failure(_memory_text(args, estimator, n_features, exc)) from None
+    scores = [f"training {_score_text(estimator, X, y)}"]
+    if args.validation:
+        scores.append(f"validation {_score_text(estimator, *data[1])}")
+    return _Fitted(X.shape[0], True, n_features, _epochs_text(estimator, family.unit),
+                   scores)
+
+
 def _ranking_fit_args(args, validation):
     """fit's X_val: the positive rows of --validation (its other rows are dropped)."""
     if not args.validation:
@@ -334,6 +419,12 @@ def _memory_text(args, estimator, n_features, exc):
 
 
 # ---- the summary -------------------------------------------------------------------------
+
+def _libffm_text(estimator):
+    if is_field_aware(estimator):
+        return f"{estimator.n_fields_} fields (libffm file)"
+    return "libffm file (its fields unused)"
+
 
 def _index_base_text(zero_based, detected):
     base = "zero-based" if zero_based else "one-based"
@@ -360,6 +451,8 @@ def _score_text(estimator, X, y):
     """'rmse 0.9123' or 'accuracy 0.8750', the score the progress lines report."""
     scores = metrics(estimator, y, *predictions(estimator, X))
     name = "rmse" if "rmse" in scores else "accuracy"
+    if is_field_aware(estimator) and "log_loss" in scores:  # libffm's score
+        return f"log-loss {scores['log_loss']:.4f}, {name} {scores[name]:.4f}"
     return f"{name} {scores[name]:.4f}"
 
 

@@ -1,9 +1,11 @@
 """Options polylite does not have, caught before argparse parses them: libFM's options
-(``-dim 1,1,8``) are answered with the polylite options that do the same, one a line, and
-the polylite command lines that do what the whole command line asked (ready to paste);
-other unknown options with the closest valid ones.  libFM's spellings are hints, not
-aliases: each setting keeps one spelling, which the error names.  The answers follow the
-table of docs/user_guide/migration.rst ("Coming from libFM")."""
+(``-dim 1,1,8``) and libffm's (``-k 4 --auto-stop``) are answered with the polylite
+options that do the same, one a line, and the polylite command lines that do what the
+whole command line asked (ready to paste); other unknown options with the closest valid
+ones.  libFM's and libffm's spellings are hints, not aliases: each setting keeps one
+spelling, which the error names.  The answers follow the tables of
+docs/user_guide/migration.rst ("Coming from libFM") and docs/user_guide/ctr.rst ("Coming
+from libffm or xLearn")."""
 import difflib
 import shlex
 from typing import NamedTuple
@@ -179,6 +181,61 @@ LIBFM = {
 }
 
 
+def _fit_option(name, note=""):
+    """The answer of a libffm option of ``ffm-train``: the fit option ``name``, in place
+    only in a fit (or a command line without a command, answered as fit)."""
+    def answer(value, context):
+        options = [name] + ([] if value is None else [value])
+        hint = _is(options, note)
+        return hint if context.command in (None, "fit") else Hint([], hint.text.replace(
+            "is ", "is polylite fit's ", 1))
+    return answer
+
+
+def _fit_flag(options, note=""):
+    """A libffm flag answered by the fit options ``options`` (as _fit_option)."""
+    def answer(value, context):
+        hint = _is(options, note)
+        return hint if context.command in (None, "fit") else Hint([], hint.text.replace(
+            "is ", "is polylite fit's ", 1))
+    return answer
+
+
+def _lambda(value, context):
+    return _fit_flag(["--alpha", value, "--beta", value],
+                     "each row penalises what it reads, as libffm; libffm's model has no "
+                     "linear term or intercept: --no-fit-linear --no-fit-intercept leave "
+                     "them out")(value, context)
+
+
+# libffm's ffm-train options -> (the name of its value, None for a flag; its answer).
+LIBFFM = {
+    "-l": ("LAMBDA", _lambda),
+    "-k": ("K", _fit_option("--n-components")),
+    "-t": ("EPOCHS", _fit_option("--max-iter")),
+    "-r": ("ETA", _fit_option("--eta0")),
+    "-s": ("THREADS", _fit_option("--n-jobs", "threads share the prediction and "
+                                              "mini-batches; steps of one row each, the "
+                                              "default, run on one thread")),
+    "-p": ("FILE", _fit_option("--validation", "its log-loss reported every epoch; the "
+                                               "fit stops after --n-iter-no-change epochs "
+                                               "without improving it and keeps the best "
+                                               "epoch's model")),
+    "--auto-stop": (None, _fit_flag(["--n-iter-no-change", "1"],
+                                    "with --validation: stop at the first epoch that does "
+                                    "not improve its log-loss, keeping the best model")),
+    "--no-norm": (None, _fit_flag(["--no-normalize"])),
+    "-v": ("FOLDS", _none("has no polylite option: cross-validate in Python "
+                          "(sklearn.model_selection.cross_val_score)")),
+    "--on-disk": (None, _none("has no polylite option for libffm files: fit reads them "
+                              "into memory (in Python, datasets.iter_libffm_chunks and "
+                              "partial_fit stream one)")),
+}
+
+# Every option answered: libFM's, then libffm's.
+_ANSWERED = {**LIBFM, **LIBFFM}
+
+
 def _is_option(token):
     if not token.startswith("-") or token == "-":
         return False
@@ -202,8 +259,9 @@ def _known(parser, name):
 
 
 def _libfm_name(parser, name):
-    """The libFM option ``name`` spells: ``-dim``, or ``--dim``, which no command has."""
-    if name in LIBFM:
+    """The libFM or libffm option ``name`` spells: ``-dim``, or ``--dim``, which no
+    command has."""
+    if name in _ANSWERED:
         return name
     if name.startswith("--") and name[1:] in LIBFM and not any(
             _known(command, name) for command in parser.commands.values()):
@@ -239,6 +297,7 @@ def check_argv(parser, argv):
     whole command line asked."""
     command, first_seen, unknown = None, False, None
     found, positionals = [], []  # found: (first token, last token, libFM name, value)
+    at = []  # the indices in argv of the data positionals (not the command)
     tokens = iter(enumerate(argv))
     for i, token in tokens:
         if token == "--":
@@ -247,14 +306,17 @@ def check_argv(parser, argv):
             if not first_seen:  # the command (argparse names a wrong one)
                 first_seen = True
                 command = token if token in parser.commands else None
+                if command is None:
+                    at.append(i)
             else:
                 positionals.append(token)
+                at.append(i)
             continue
         name, equals, attached = token.partition("=")
         current = parser.commands[command] if command else parser
         libfm = _libfm_name(parser, name)
         if libfm is not None:
-            metavar = LIBFM[libfm][0]
+            metavar = _ANSWERED[libfm][0]
             value, last = attached or None, i
             if metavar and value is None and i + 1 < len(argv) and \
                     not _is_option(argv[i + 1]):
@@ -268,7 +330,7 @@ def check_argv(parser, argv):
             next(tokens, None)  # its value, not a positional argument
     if found:
         current = parser.commands[command] if command else parser
-        current.error(_answer(argv, command, found, positionals))
+        current.error(_answer(argv, command, found, positionals, at))
     if unknown is not None:
         current, name, command = unknown
         close = _closest(name, [option for option in current._option_string_actions
@@ -279,23 +341,37 @@ def check_argv(parser, argv):
                        f"(see {where})"))
 
 
-def _answer(argv, command, found, positionals):
-    """The usage error of libFM's options ``found`` in ``argv``: each answered, then the
-    polylite command lines to run instead."""
+def _answer(argv, command, found, positionals, at=()):
+    """The usage error of libFM's and libffm's options ``found`` in ``argv``: each
+    answered, then the polylite command lines to run instead (``at``: the indices of the
+    data positionals in ``argv``)."""
     libfm = {name: value for _, _, name, value in found}
     train = libfm.get("-train") or (positionals[0] if command == "fit" and positionals
                                     else None)
     context = Context(command, libfm, train)
-    lines = ["these are libFM's options:"]
+    sources = {"libffm" if name in LIBFFM else "libFM" for name in libfm}
+    lines = [f"these are {next(iter(sources))}'s options:" if len(sources) == 1
+             else "these are libFM's and libffm's options:"]
+    fit_of_libffm = bool(sources & {"libffm"}) and command in (None, "fit")
+    # libffm's ffm-train TRAIN MODEL: its second file is the model.
+    model_at = at[1] if fit_of_libffm and len(at) == 2 else None
+
+    def tokens(start, stop):
+        return [part for i in range(start, stop) for part in
+                (["--model", argv[i]] if i == model_at else [argv[i]])]
+
     replaced, start = ["polylite"] + ([] if command else ["fit"]), 0
     for first, last, name, value in found:
-        metavar, answer = LIBFM[name]
+        metavar, answer = _ANSWERED[name]
         hint = answer(value or metavar, context)
         lines.append(f"  {name if metavar is None else f'{name} {value or metavar}'} "
                      f"{hint.text}")
-        replaced += argv[start:first] + hint.options
+        replaced += tokens(start, first) + hint.options
         start = last + 1
-    replaced += argv[start:]
+    replaced += tokens(start, len(argv))
+    if fit_of_libffm and not any(token == "--estimator" or token.startswith("--estimator=")
+                                 for token in replaced):
+        replaced += ["--estimator", "ffm"]
     return "\n".join(lines + ["the same in polylite:"] +
                       [f"  {shlex.join(line)}" for line in _commands(replaced, libfm,
                                                                      command)])

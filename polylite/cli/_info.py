@@ -5,6 +5,8 @@ checked as :func:`polylite.load` checks them, without building the estimator, so
 command imports neither scikit-learn nor an estimator family and answers at once."""
 import json
 
+import numpy as np
+
 from ._common import Failure
 from ._models import recorded_data, recorded_threshold
 
@@ -53,6 +55,11 @@ def run(args, parser):
         result["steps"] = [part["class"] for _, _, part in parts]
     if classes is not None:
         result["classes_"] = classes.tolist()
+    prefix_of_final = "" if final_index is None else f"{final_index}/"
+    field_of = arrays.get(prefix_of_final + "fields")
+    n_fields = arrays.get(prefix_of_final + "n_fields")
+    if field_of is not None and n_fields is not None:  # field-aware: each column's field
+        result["n_fields_"] = int(n_fields)
     if header.get("metadata"):
         result["metadata"] = header["metadata"]
     if args.json:
@@ -64,6 +71,11 @@ def run(args, parser):
           f"written by polylite {result['polylite_version']})")
     print(f"estimator      {kind}")
     print(f"features       {result['n_features_in_']}")
+    if "n_fields_" in result:
+        sizes = np.bincount(field_of, minlength=result["n_fields_"])
+        print(f"fields         {result['n_fields_']} (features per field: "
+              f"{', '.join(str(int(n)) for n in sizes[:10])}"
+              f"{', ...' if sizes.size > 10 else ''})")
     if "classes_" in result:
         print(f"classes        {result['classes_']}")
     print("parameters     " + "\n               ".join(
@@ -74,9 +86,10 @@ def run(args, parser):
         for name, spec in stored.items()))
     data = recorded_data(header)
     if data:
+        read_as = ("libffm file" if data.get("format") == "libffm" else
+                   f"{'zero' if data.get('zero_based') else 'one'}-based indices")
         print(f"training data  {data.get('train')}"
-              f"{' (streamed)' if data.get('stream') else ''}, "
-              f"{'zero' if data.get('zero_based') else 'one'}-based indices, "
+              f"{' (streamed)' if data.get('stream') else ''}, {read_as}, "
               f"{data.get('n_features')} features, {data.get('dtype')}")
     if threshold is not None:
         print(f"labels         > {threshold:g}: class 1, the others: class -1 "

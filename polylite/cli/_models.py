@@ -26,6 +26,8 @@ def estimators():
                          VariationalFactorizationMachineClassifier,
                          VariationalFactorizationMachineRegressor)
     from ..polynomial import (FactorizationMachineClassifier, FactorizationMachineRegressor,
+                              FieldAwareFactorizationMachineClassifier,
+                              FieldAwareFactorizationMachineRegressor,
                               PolynomialNetworkClassifier, PolynomialNetworkRegressor)
     from ..ranking import FactorizationMachineRanker
     epochs = dict(unit="epoch", validation=("X_val", "y_val"))
@@ -44,7 +46,17 @@ def estimators():
         "vb-fm": Family({"regression": VariationalFactorizationMachineRegressor,
                          "classification": VariationalFactorizationMachineClassifier},
                         unit="iteration", validation=()),
+        # The fields of its columns come from a libffm file (fit sets them).
+        "ffm": Family({"regression": FieldAwareFactorizationMachineRegressor,
+                       "classification": FieldAwareFactorizationMachineClassifier},
+                      **epochs),
     }
+
+
+def is_field_aware(estimator):
+    """Whether ``estimator`` is a field-aware factorization machine."""
+    return hasattr(estimator, "n_fields_") or type(estimator).__name__.startswith(
+        "FieldAware")
 
 
 def is_ranker(estimator):
@@ -80,9 +92,9 @@ def load_model(path, command=None, from_file=False):
     supported = [cls for family in estimators().values() for cls in family.classes.values()]
     if command is not None and type(estimator) not in supported:
         raise Failure(f"{path} holds {kind_text(estimator)}, which polylite {command} "
-                      f"does not take (it takes the factorization machines, polynomial "
-                      f"networks and rankers polylite fit writes); use it from Python "
-                      f"(polylite.load)")
+                      f"does not take (it takes the factorization machines, field-aware "
+                      f"ones, polynomial networks and rankers polylite fit writes); use "
+                      f"it from Python (polylite.load)")
     return estimator, header
 
 

@@ -11,8 +11,12 @@ import math
 import sys
 
 # --estimator: the families of polylite.cli._models.estimators().
-ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm")
+ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm", "ffm")
 TASKS = ("regression", "classification", "ranking", "ordinal")
+# --format: the data files' text.  auto: libffm for the extensions below (before a
+# compression suffix), else svmlight/libFM.
+FORMATS = ("auto", "svmlight", "libffm")
+LIBFFM_EXTENSIONS = (".ffm", ".libffm")
 
 def auto_or_positive_int(text):
     """'auto' or an integer >= 1 (an option type, as those below)."""
@@ -25,7 +29,7 @@ def auto_or_positive_int(text):
 PARAMETERS = [
     ("degree", int, None, "degree m >= 2 of the interactions", "2"),
     ("n_components", int, None, "rank k of the factor matrices (hidden units of a PN)",
-     "8 (bayes-fm/fm/pn/vb-fm), 10 (ranking)"),
+     "8 (bayes-fm/fm/pn/vb-fm), 10 (ranking), 4 (ffm)"),
     ("lower_degrees", str, ("separate", "shared", "none", "augment"),
      "how degrees below m are modelled (fm: separate, shared, none; pn: augment, none)",
      "'separate' (bayes-fm/fm/ranking), 'augment' (pn)"),
@@ -36,7 +40,7 @@ PARAMETERS = [
     ("loss", str, ("logistic", "squared_hinge", "bpr", "warp", "ials"),
      "loss of a classifier (logistic, squared_hinge; logistic gives --proba) or of a "
      "ranker (warp, bpr; ials: the whole-data loss, every user-item pair weighted)",
-     "'logistic' (fm/pn), 'warp' (ranking)"),
+     "'logistic' (ffm/fm/pn), 'warp' (ranking)"),
     ("negatives", str, ("uniform", "popularity"), "how a ranker draws negative items: "
      "uniformly, or by popularity", "'uniform'"),
     ("max_trials", int, None, "negatives a warp ranker draws per positive at most", "10"),
@@ -51,25 +55,31 @@ PARAMETERS = [
     ("fit_linear", "bool", None, "fit the linear term", "True"),
     ("fit_intercept", "bool", None, "fit the intercept", "True"),
     ("alpha", float, None, "L2 penalty of the linear weights, per sample (the objective "
-     "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking)"),
+     "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm)"),
     ("beta", float, None, "L2 penalty of the factors, per sample",
-     "0.0001 (fm/pn), 1e-06 (ranking)"),
+     "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm)"),
     ("relaxation", float, None, "over-relaxation of a vb-fm's factor means or of a "
      "bayes-fm's draws, in (0, 2) (1: plain coordinate ascent or Gibbs sampling)",
      "1.5 (bayes-fm), 1.7 (vb-fm)"),
     ("init_scale", float, None, "standard deviation of the initial factors (bayes-fm: "
-     "and linear weights)",
-     "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking)"),
+     "and linear weights; ffm: their uniform range, None: 1/sqrt(n_components))",
+     "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking), None (ffm)"),
     ("max_iter", int, None, "maximum number of epochs (passes over the data; vb-fm: "
-     "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm)"),
+     "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm), 15 (ffm)"),
     ("tol", float, None, "stopping tolerance (vb-fm: the rise of the ELBO per row)",
-     "1e-05 (fm/pn), None (ranking), 0.0001 (vb-fm)"),
-    ("solver", str, ("auto", "cd", "sgd", "adagrad", "lbfgs"), "optimiser (auto: lbfgs "
-     "on dense data, cd on sparse data)", "'auto' (fm/pn), 'adagrad' (ranking)"),
+     "1e-05 (fm/pn), None (ffm/ranking), 0.0001 (vb-fm)"),
+    ("solver", str, ("auto", "cd", "sgd", "adagrad", "lbfgs", "ftrl"), "optimiser (auto: "
+     "lbfgs on dense data, cd on sparse data; ftrl: FTRL-proximal, fm and ffm, with --l1 "
+     "and --l2)", "'auto' (fm/pn), 'adagrad' (ffm/ranking)"),
+    ("l1", float, None, "L1 penalty of --solver ftrl, on the sum of the losses (zeroes "
+     "weights)", "0.0"),
+    ("l2", float, None, "L2 penalty of --solver ftrl, on the sum of the losses", "0.0"),
+    ("normalize", "bool", None, "scale each row to unit length before it enters an ffm "
+     "(libffm's instance-wise normalisation; --no-normalize is its --no-norm)", "True"),
     ("learning_rate", str, ("constant", "invscaling"), "step size schedule of sgd",
      "'invscaling'"),
     ("eta0", float, None, "initial step size of sgd/adagrad (None: the estimator "
-     "chooses)", "None"),
+     "chooses)", "None (fm/pn/ranking), 0.2 (ffm)"),
     ("power_t", float, None, "exponent of the invscaling schedule", "0.25"),
     ("batch_size", int, None, "rows per stochastic step", "1"),
     ("shuffle", "bool", None, "visit the rows in a new random order every epoch", "True"),
@@ -77,7 +87,8 @@ PARAMETERS = [
      "when its loss (a ranker's: AUC) stops improving (or give --validation)", "False"),
     ("validation_fraction", float, None, "share of TRAIN held out by --early-stopping",
      "0.1"),
-    ("n_iter_no_change", int, None, "epochs without improvement before stopping", "5"),
+    ("n_iter_no_change", int, None, "epochs without improvement before stopping (1: "
+     "libffm's --auto-stop)", "5 (fm/pn/ranking), 2 (ffm)"),
     ("random_state", int, None, "seed of the initialisation and shuffling (also --seed)",
      "None"),
     ("n_jobs", int, None, "threads sharing the rows of prediction, cd, lbfgs and "
@@ -88,6 +99,21 @@ PARAMETERS = [
     ("n_kept", int, None, "samples kept in the model for prediction (bayes-fm; None: "
      "every sweep after the burn-in)", "None"),
 ]
+
+
+def data_format(args, path, recorded=None):
+    """The format of the data file ``path``: --format's, else libffm for the extensions
+    of LIBFFM_EXTENSIONS (before a compression suffix), else ``recorded`` (the model's
+    training file's) or svmlight."""
+    if getattr(args, "format", "auto") != "auto":
+        return args.format
+    name = str(path).lower()
+    for suffix in (".gz", ".bz2", ".xz"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    if name.endswith(LIBFFM_EXTENSIONS):
+        return "libffm"
+    return recorded or "svmlight"
 
 
 def option(name):
@@ -199,8 +225,9 @@ def _add_fit(sub):
     fit.add_argument("--model", "-m", required=True, metavar="MODEL",
                      help="where to save the fitted model (.npz; written only on success): "
                           "a new or regular file, not a device or FIFO, not an input")
-    fit.add_argument("--task", choices=TASKS, default="regression",
-                     help="default regression; classification: binary or multi-class "
+    fit.add_argument("--task", choices=TASKS, default=None,
+                     help="default regression (--estimator ffm: classification, as "
+                          "libffm); classification: binary or multi-class "
                           "(one-vs-rest), as many classes as TRAIN has labels; ranking: "
                           "rank items for users from positive interactions (label 1; 0: "
                           "another interaction), with --item-columns or --relation "
@@ -215,10 +242,13 @@ def _add_fit(sub):
                      help="fm: factorization machine, pn: polynomial network, bayes-fm: "
                           "Bayesian factorization machine by Gibbs sampling (libFM's "
                           "-method mcmc), vb-fm: the same model at degree 2 by "
-                          "variational inference (default fm)")
+                          "variational inference, ffm: field-aware factorization "
+                          "machine, libffm's model, its fields read from a libffm file "
+                          "(default fm)")
     fit.add_argument("--validation", metavar="FILE",
                      help="validation data: its score (RMSE, or accuracy for a "
-                          "classifier; ranking: the AUC of its positives) is reported "
+                          "classifier, and its log-loss for an ffm; ranking: the AUC of "
+                          "its positives) is reported "
                           "every epoch, training stops after --n-iter-no-change epochs "
                           "without improving its loss, and the best model is kept "
                           "(bayes-fm: the score of the prediction averaged over the "
@@ -362,6 +392,13 @@ def _add_index_base(parser, default_text):
     group.add_argument("--one-based", dest="zero_based", action="store_const", const=False,
                        help="feature indices start at 1, svmlight/libsvm's convention")
     parser.set_defaults(zero_based=None)
+    parser.add_argument("--format", choices=FORMATS, default="auto",
+                        help="the data files' text: svmlight (svmlight/libsvm/libFM, label "
+                             "index:value ...) or libffm (label field:feature:value ..., "
+                             "indices from 0); auto: libffm for names ending in .ffm or "
+                             ".libffm (also compressed: .ffm.gz), else svmlight; predict "
+                             "and evaluate read DATA as the model's training file was "
+                             "read unless its name or --format says otherwise")
     # None: the reader's default, set when a command runs (the reader needs NumPy).
     parser.add_argument("--chunk-bytes", type=byte_size, default=None, metavar="SIZE",
                         help="text read and parsed at once (default 64M); bounds the "

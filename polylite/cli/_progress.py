@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from ._models import is_ranker
+from ._models import is_field_aware, is_ranker
 
 
 class Progress:
@@ -104,10 +104,18 @@ class Progress:
         elif not estimator._is_classifier:
             def score(report):
                 return {"validation rmse": np.sqrt(2 * report.validation_loss)}
-        else:
+        elif not (is_field_aware(estimator) and estimator.loss == "logistic"):
             def score(report):
                 if report.n_outputs == 1:
                     return {"validation accuracy": report.validation_accuracy}
+                label = estimator.classes_[report.output]
+                return {f"validation accuracy ({label} vs rest)":
+                        report.validation_accuracy}
+        else:  # a field-aware classifier: libffm's score, the log-loss, too
+            def score(report):
+                if report.n_outputs == 1:
+                    return {"validation log-loss": report.validation_loss,
+                            "validation accuracy": report.validation_accuracy}
                 label = estimator.classes_[report.output]
                 return {f"validation accuracy ({label} vs rest)":
                         report.validation_accuracy}
