@@ -59,7 +59,7 @@ def run(args, parser):
     field_of = arrays.get(prefix_of_final + "fields")
     n_fields = arrays.get(prefix_of_final + "n_fields")
     if field_of is not None and n_fields is not None:  # field-aware: each column's field
-        result["n_fields_"] = int(n_fields)
+        result["n_fields_"] = int(np.asarray(n_fields).reshape(-1)[0])
     if header.get("metadata"):
         result["metadata"] = header["metadata"]
     if args.json:
