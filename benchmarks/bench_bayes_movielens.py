@@ -298,7 +298,7 @@ def main():
             tables_only = d["X"].direct().nnz == 0  # no part beside the tables
             libfm = None
             if "libFM" in tools and tables_only:
-                from bench_relational import LibFM
+                from _libfm_mcmc import LibFM
                 ml = dict(relational=(d["X"], d["X_test"]), y=(d["y"], d["y_test"]),
                           fields=d["fields"])
                 libfm = LibFM(args.libfm, ml, tempfile.mkdtemp())

@@ -308,8 +308,15 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         raise ValueError("the polynomial kernel takes at most one gamma row")
     if kernel == "all-subsets" and gamma.shape[0] > 0:
         raise ValueError("the all-subsets kernel takes no gamma")
-    w = np.zeros(0, dtype) if w is None else _as_param(w, dtype, (d,), "w")
     lam = np.ones(k, dtype) if lam is None else _as_param(lam, dtype, (k,), "lam")
+    X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
+    return layout_of(X).predict(X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs)
+
+
+def _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs):
+    """The checks :func:`predict` makes for every kernel: X (d columns), the linear
+    weights w (None: none), the intercept and n_jobs; returns X, w and the intercept."""
+    w = np.zeros(0, dtype) if w is None else _as_param(w, dtype, (d,), "w")
     intercept = float(intercept)
     if not np.isfinite(intercept):
         raise ValueError("intercept is NaN or infinite")
@@ -318,7 +325,7 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     elif X.shape[1] != d:
         raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
     check_n_jobs(n_jobs)
-    return layout_of(X).predict(X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs)
+    return X, w, intercept
 
 
 def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
@@ -327,15 +334,7 @@ def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
         raise ValueError("the field-aware kernel needs fields, the field of each column")
     P, fields, n_fields = _field_aware_params(P, fields)
     dtype, d = P.dtype, P.shape[0]
-    w = np.zeros(0, dtype) if w is None else _as_param(w, dtype, (d,), "w")
-    intercept = float(intercept)
-    if not np.isfinite(intercept):
-        raise ValueError("intercept is NaN or infinite")
-    if check_input:
-        X = check_X(X, dtype=dtype, n_features=d)
-    elif X.shape[1] != d:
-        raise ValueError(f"X has {X.shape[1]} features, but P has {d} rows")
-    check_n_jobs(n_jobs)
+    X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
     return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-aware",
                                 intercept, w, np.zeros((0, P.shape[1]), dtype),
                                 np.ones(P.shape[1], dtype), n_jobs,
