@@ -3,7 +3,8 @@ read them, a block of lines at a time (decompressed on the fly, as the svmlight 
 :mod:`polylite._svmlight`), with errors that name the file and the line.
 
 A block is checked and parsed with vectorised NumPy: the tokens are found in its bytes
-(a label, then tokens of exactly two colons), the numbers parsed at once; only a block
+(a label, then tokens of exactly two colons), the numbers parsed at once
+(:func:`polylite._svmlight.text_numbers`); only a block
 that fails is read again line by line, to say which line is wrong and why.  Field and
 feature indices start at 0, as libffm writes them.  A feature belongs to one field: a
 feature seen under two fields is an error naming the line of the second.
@@ -14,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ._svmlight import DataFileError, _blocks, _show
+from ._svmlight import DataFileError, _blocks, _show, text_numbers
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "iter_libffm", "read_libffm", "scan_libffm",
            "write_libffm", "LibffmScan"]
@@ -88,6 +89,7 @@ def _parse(block, path, first_line):
     starts = np.flatnonzero(~ws & np.concatenate([[True], ws[:-1]]))
     if starts.size == 0:
         return None
+    stops = np.flatnonzero(~ws & np.concatenate([ws[1:], [True]])) + 1
     colons = np.add.reduceat((buf == _COLON).astype(np.int32), starts)
     newlines = np.flatnonzero(buf == _NEWLINE)
     line_of = np.searchsorted(newlines, starts)  # line offset in the block of each token
@@ -95,19 +97,18 @@ def _parse(block, path, first_line):
     bad = (first & (colons != 0)) | (~first & (colons != 2))
     if bad.any():
         raise _first_bad_line(block, path, first_line)
+    colon_at = np.flatnonzero(buf == _COLON)  # two per token after a label, in order
+    begin, end = starts[~first], stops[~first]
     try:
-        numbers = np.array(block.replace(b":", b" ").split(), dtype=np.float64)
+        y = text_numbers(buf, starts[first], stops[first])
+        fields = text_numbers(buf, begin, colon_at[0::2], integers=True)
+        features = text_numbers(buf, colon_at[0::2] + 1, colon_at[1::2], integers=True)
+        values = text_numbers(buf, colon_at[1::2] + 1, end)
     except ValueError:
         raise _first_bad_line(block, path, first_line) from None
-    width = np.where(first, 1, 3)  # numbers per token
-    at = np.concatenate([[0], np.cumsum(width)[:-1]])
-    y = numbers[at[first]]
-    feat = at[~first]
-    fields, features, values = numbers[feat], numbers[feat + 1], numbers[feat + 2]
     ok = (np.isfinite(y).all() and np.isfinite(values).all()
-          and np.all((fields >= 0) & (fields <= _MAX_INDEX) & (fields == np.floor(fields)))
-          and np.all((features >= 0) & (features <= _MAX_INDEX)
-                     & (features == np.floor(features))))
+          and np.all((fields >= 0) & (fields <= _MAX_INDEX))
+          and np.all((features >= 0) & (features <= _MAX_INDEX)))
     if not ok:
         raise _first_bad_line(block, path, first_line)
     row_of_token = np.cumsum(first) - 1

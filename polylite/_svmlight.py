@@ -2,10 +2,12 @@
 time, decompressed on the fly, with errors that name the file and the line.
 
 A line is ``label index:value index:value ...`` (an optional ``qid:N`` first, a comment
-after ``#``).  Blocks are parsed by scikit-learn's C parser; only when it rejects a block
-(or the block holds a non-finite number) is the block read again line by line, to say
-which line is wrong and why.  Indices are parsed as they are written; the caller says
-whether they start at 0 or 1 (:func:`detect_zero_based` decides from a whole file).
+after ``#``).  Blocks are parsed with vectorised NumPy (the tokens found in the block's
+bytes, the numbers converted at once), which keeps scikit-learn out of the command line's
+start-up; only when a block is rejected (or holds a non-finite number) is it read again
+line by line, to say which line is wrong and why.  Indices are parsed as they are
+written; the caller says whether they start at 0 or 1 (:func:`detect_zero_based` decides
+from a whole file).
 
 Compressed files are decompressed as they are read, and bounded: one whose text grows past
 :data:`EXPANSION_CHECKED_AFTER` bytes at more than :data:`MAX_EXPANSION` times the
@@ -15,7 +17,6 @@ compressed bytes read so far is refused (no data file compresses that well; a
 """
 import bz2
 import gzip
-import io
 import lzma
 import os
 import zlib
@@ -39,7 +40,7 @@ EXPANSION_CHECKED_AFTER = 64 * 2**20
 #: The longest line read (a longer one is refused, as not text data).
 MAX_LINE_BYTES = 256 * 2**20
 
-# scikit-learn's parser reads indices as C ints.
+# Indices are read as C ints, as scikit-learn's svmlight reader reads them.
 _MAX_INDEX = 2**31 - 1
 
 _COMPRESSED = ((b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f, mode="rb")),
@@ -156,6 +157,10 @@ def _line_problem(content):
         return f"the label {_show(tokens[0])} is not a number"
     features = tokens[1:]
     if features and features[0].startswith(b"qid:"):
+        try:
+            int(features[0][4:])
+        except ValueError:
+            return f"the query id {_show(features[0][4:])} is not an integer"
         features = features[1:]
     previous = -1
     for token in features:
@@ -187,19 +192,140 @@ def _line_of_row(block, row):
     raise AssertionError("row beyond the block")  # pragma: no cover
 
 
+# Bytes the parser tells apart (bytes.split() splits at the six ASCII whitespaces).
+_NEWLINE, _COLON, _HASH, _SPACE = ord("\n"), ord(":"), ord("#"), ord(" ")
+_MINUS, _PLUS, _POINT, _ZERO = ord("-"), ord("+"), ord("."), ord("0")
+_IS_SPACE = np.zeros(256, bool)
+_IS_SPACE[list(b" \t\n\r\x0b\x0c")] = True
+
+# A decimal of at most 16 digits whose digits make an integer below 2**53 is that
+# integer over a power of ten, both exact in float64: one division then rounds it as
+# strtod does.
+_FAST_DIGITS = 16
+_POWERS_OF_TEN = 10.0 ** np.arange(_FAST_DIGITS + 1)
+
+
+class _NotSvmlight(Exception):
+    """A block that the vectorised parse rejects (read again line by line to say why)."""
+
+
+def _spans_mask(n, starts, stops):
+    """Boolean mask of length ``n``: True within each [start, stop) (disjoint, each
+    stop before the next start)."""
+    delta = np.zeros(n + 1, np.int8)
+    delta[starts] = 1
+    delta[stops] -= 1
+    return np.cumsum(delta[:n]) > 0
+
+
+def text_numbers(buf, starts, stops, *, integers=False):
+    """The float64 values of the numbers written in ``buf[starts[i]:stops[i]]`` (bytes of
+    ``buf``, a uint8 array).
+
+    Plain decimals (a sign, digits, at most one point) are converted with vectorised
+    NumPy, exactly as ``float`` converts them; the others (exponents, long mantissas,
+    inf, nan) by ``float``.  With ``integers``, only a sign and digits are accepted.
+    ValueError if a span is not a number."""
+    n = starts.size
+    if n == 0:
+        return np.empty(0)
+    first = starts + ((buf[starts] == _MINUS) | (buf[starts] == _PLUS))
+    lengths = stops - first
+    if np.any(lengths <= 0):
+        raise ValueError("an empty number")
+    offsets = np.cumsum(lengths) - lengths
+    token = np.repeat(np.arange(n), lengths)
+    text = buf[np.arange(offsets[-1] + lengths[-1]) - np.repeat(offsets - first, lengths)]
+    digit = text - np.uint8(_ZERO)  # wraps below '0': a digit iff < 10
+    is_digit, is_point = digit < 10, text == _POINT
+    n_digits = np.bincount(token[is_digit], minlength=n)
+    n_points = np.bincount(token[is_point], minlength=n)
+    plain = (n_digits + n_points == lengths) & (n_points <= 1) & (n_digits >= 1)
+    if integers and not np.all(plain & (n_points == 0)):
+        raise ValueError("not an integer")
+    plain &= n_digits <= _FAST_DIGITS
+    # each digit's place: the number of digits after it in its token
+    digits_through = np.cumsum(is_digit)
+    after = (np.repeat(n_digits + digits_through[offsets] - is_digit[offsets], lengths)
+             - digits_through)
+    keep = is_digit & np.repeat(plain, lengths)
+    mantissa = np.bincount(token[keep], digit[keep] * _POWERS_OF_TEN[after[keep]], n)
+    plain &= mantissa < 2.0 ** 53
+    places = np.zeros(n, np.int64)
+    places[token[is_point]] = np.minimum(after[is_point], _FAST_DIGITS)
+    values = mantissa / _POWERS_OF_TEN[places]
+    np.negative(values, out=values, where=buf[starts] == _MINUS)
+    other = np.flatnonzero(~plain)
+    if other.size:
+        raw = buf.tobytes()
+        values[other] = np.array([raw[a:b] for a, b in zip(starts[other].tolist(),
+                                                          stops[other].tolist())],
+                                 np.float64)
+    return values
+
+
+def _rows_of_block(block, dtype):
+    """Labels and CSR rows (indices as written) of one block of svmlight lines, parsed
+    with vectorised NumPy; _NotSvmlight if any line is malformed."""
+    buf = np.frombuffer(block if block.endswith(b"\n") else block + b"\n", np.uint8)
+    newlines = np.flatnonzero(buf == _NEWLINE)
+    hashes = np.flatnonzero(buf == _HASH)
+    if hashes.size:  # blank every comment: from a line's first '#' to its end
+        first_hash = hashes[np.concatenate([[True], np.diff(
+            np.searchsorted(newlines, hashes)) != 0])]
+        buf = buf.copy()
+        buf[_spans_mask(buf.size, first_hash,
+                        newlines[np.searchsorted(newlines, first_hash)])] = _SPACE
+    space = _IS_SPACE[buf]
+    starts = np.flatnonzero(~space & np.concatenate([[True], space[:-1]]))
+    stops = np.flatnonzero(~space & np.concatenate([space[1:], [True]])) + 1
+    if starts.size == 0:
+        return np.zeros(0), sp.csr_matrix((0, 1), dtype=dtype)
+    line_of = np.searchsorted(newlines, starts)
+    label = np.concatenate([[True], line_of[1:] != line_of[:-1]])
+    colon_at = np.flatnonzero(buf == _COLON)
+    colons = np.bincount(np.searchsorted(starts, colon_at, side="right") - 1,
+                         minlength=starts.size)
+    if np.any(colons != ~label):  # none in a label, one in every other token
+        raise _NotSvmlight
+    # the tokens after the labels: text, colon, end; "qid:N" may follow a label
+    begin, end = starts[~label], stops[~label]
+    after_label = np.concatenate([[False], label[:-1]])[~label]
+    qid = after_label & (colon_at - begin == 3)
+    qid[qid] = ((buf[begin[qid]] == ord("q")) & (buf[begin[qid] + 1] == ord("i"))
+                & (buf[begin[qid] + 2] == ord("d")))
+    feature = ~qid
+    try:
+        y = text_numbers(buf, starts[label], stops[label])
+        text_numbers(buf, colon_at[qid] + 1, end[qid], integers=True)
+        index = text_numbers(buf, begin[feature], colon_at[feature], integers=True)
+        values = text_numbers(buf, colon_at[feature] + 1, end[feature])
+    except ValueError:
+        raise _NotSvmlight from None
+    row = (np.cumsum(label) - 1)[~label][feature]
+    if (np.any((index < 0) | (index > _MAX_INDEX))
+            or np.any((row[1:] == row[:-1]) & (index[1:] <= index[:-1]))):
+        raise _NotSvmlight  # out of range, or not increasing along a line
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=y.size))])
+    n_features = int(index.max()) + 1 if index.size else 1
+    X = sp.csr_matrix((values.astype(dtype), index.astype(np.int64), indptr),
+                      shape=(y.size, n_features))
+    return y, X
+
+
 def _parse(block, path, first_line, dtype):
     """CSR rows (indices as written) and labels of one block; DataFileError names the
     line of anything malformed or non-finite."""
-    from sklearn.datasets import load_svmlight_file
     try:
-        X, y = load_svmlight_file(io.BytesIO(block), dtype=dtype, zero_based=True)
-    except (ValueError, OverflowError) as exc:
+        y, X = _rows_of_block(block, dtype)
+    except _NotSvmlight:
         for offset, content in _data_lines(block):
             problem = _line_problem(content)
             if problem is not None:
                 raise DataFileError(f"{path}:{first_line + offset}: {problem}") from None
         last = first_line + block.count(b"\n") - 1
-        raise DataFileError(f"{path}: lines {first_line}-{last}: {exc}") from None
+        raise DataFileError(f"{path}: lines {first_line}-{last}: not svmlight text "
+                            f"(label index:value ...)") from None
     bad_label = np.flatnonzero(~np.isfinite(y))
     bad_value = np.flatnonzero(~np.isfinite(X.data))
     if bad_label.size or bad_value.size:
