@@ -166,13 +166,16 @@ print(json.dumps([status, [name for name in heavy if name in sys.modules],
     assert info["arrays"]["w_samples"]["shape"][-1] == X.shape[1]
 
 
-@pytest.mark.parametrize("kind", ["fm", "fm-shared", "fm-all-subsets", "pn", "pn-float32"])
+@pytest.mark.parametrize("kind", ["fm", "fm-shared", "fm-all-subsets", "pn", "pn-float32",
+                                  "bayes", "bayes-exact", "bayes-float32"])
 def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
-    """A factorization machine or polynomial network regressor predicts from its file's
-    arrays, without the estimator, exactly as the loaded estimator does; anything else,
-    and a file load refuses, goes through polylite.load."""
+    """A factorization machine, polynomial network or Bayesian factorization machine
+    regressor predicts from its file's arrays, without the estimator, exactly as the
+    loaded estimator does; anything else, and a file load refuses, goes through
+    polylite.load."""
     import scipy.sparse as sp
-    from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
+    from polylite import (BayesianFactorizationMachineRegressor,
+                          FactorizationMachineClassifier, FactorizationMachineRegressor,
                           PolynomialNetworkRegressor)
     from polylite.cli._common import Failure
     from polylite.cli._models import FileRegressor, load_model
@@ -185,10 +188,13 @@ def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
              "fm-shared": FactorizationMachineRegressor(degree=3, lower_degrees="shared"),
              "fm-all-subsets": FactorizationMachineRegressor(kernel="all-subsets"),
              "pn": PolynomialNetworkRegressor(lower_degrees="augment"),
-             "pn-float32": PolynomialNetworkRegressor(fit_linear=False)}[kind]
-    model.set_params(n_components=3, max_iter=3, random_state=0).fit(X, y)
+             "pn-float32": PolynomialNetworkRegressor(fit_linear=False, max_iter=3),
+             }.get(kind, BayesianFactorizationMachineRegressor(degree=3, n_iter=8))
+    if not kind.startswith("bayes"):
+        model.set_params(max_iter=3)
+    model.set_params(n_components=3, random_state=0).fit(X, y)
     path = str(tmp_path / "m.npz")
-    model.save(path)
+    model.save(path, **({"exact": True} if kind.endswith("exact") else {}))
     from_file, header = load_model(path, "predict", from_file=True)
     assert isinstance(from_file, FileRegressor)
     assert type(from_file).__name__ == type(model).__name__
@@ -196,10 +202,11 @@ def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
     np.testing.assert_array_equal(from_file.predict(X), polylite.load(path).predict(X))
     # A file load refuses: load's error.
     header, arrays = polylite._io.read_archive(path)
-    arrays["P"][0, 0, 0, 0] = np.nan
+    factors = "P_samples" if kind.startswith("bayes") else "P"
+    arrays[factors].flat[0] = np.nan
     del header["arrays"]
     polylite._io._write_archive(path, header, arrays)
-    with pytest.raises(Failure, match="array 'P' contains NaN or infinity"):
+    with pytest.raises(Failure, match=f"array '{factors}' contains NaN or infinity"):
         load_model(path, "predict", from_file=True)
     # Another kind of model: the estimator.
     FactorizationMachineClassifier(n_components=2, max_iter=2).fit(

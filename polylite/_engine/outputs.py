@@ -4,9 +4,11 @@ parameters name (kernel, blocks' degrees, dummy rows) and one output's values on
 The estimators predict through here, and so does the command line when it predicts from
 a model file without building the estimator (``polylite predict`` and ``evaluate``,
 which then import neither scikit-learn nor an estimator family)."""
+import numpy as np
+
 from .. import kernels
 
-__all__ = ["fm_structure", "pn_structure", "polynomial_output"]
+__all__ = ["fm_structure", "pn_structure", "polynomial_output", "sample_outputs"]
 
 
 def fm_structure(degree, lower_degrees, kernel):
@@ -34,3 +36,18 @@ def polynomial_output(X, params, kernel, degrees, *, fit_linear, has_lam, n_jobs
         X, params.P, degrees=degrees, kernel=kernel, intercept=params.intercept[0],
         w=params.w if fit_linear else None, gamma=params.gamma,
         lam=params.lam if has_lam else None, check_input=False, n_jobs=n_jobs)
+
+
+def sample_outputs(X, samples, kernel, degrees, *, n_jobs):
+    """The outputs f of a Bayesian model's kept samples on the rows X (checked):
+    (n_outputs, n_kept, n_rows) float64, from ``samples`` (name -> array with leading
+    axes over the outputs and the kept samples: intercept, w, P, gamma)."""
+    n_outputs, n_kept = samples["P"].shape[:2]
+    out = np.empty((n_outputs, n_kept, X.shape[0]))
+    for o in range(n_outputs):
+        for s in range(n_kept):
+            out[o, s] = kernels.predict(
+                X, samples["P"][o, s], degrees=degrees, kernel=kernel,
+                intercept=samples["intercept"][o, s], w=samples["w"][o, s],
+                gamma=samples["gamma"][o, s], check_input=False, n_jobs=n_jobs)
+    return out

@@ -19,6 +19,7 @@ from .._io import ModelFileError, check_array_names, check_float_arrays, registe
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param, store_init_params)
 from .._engine import solvers
+from .._engine.outputs import sample_outputs
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
 from ._sampler import FeatureGroups, Gaussian, GibbsChain, Probit
@@ -399,15 +400,7 @@ class _BayesianFactorizationMachine(ModelRoot):
         every one finite (else FloatingPointError: every prediction method comes here)."""
         kernel, degrees, _ = self._structure()
         samples = self._samples()
-        n_outputs, n_kept = samples["P"].shape[:2]
-        out = np.empty((n_outputs, n_kept, X.shape[0]))
-        for o in range(n_outputs):
-            for s in range(n_kept):
-                out[o, s] = kernels.predict(
-                    X, samples["P"][o, s], degrees=degrees, kernel=kernel,
-                    intercept=samples["intercept"][o, s], w=samples["w"][o, s],
-                    gamma=samples["gamma"][o, s], check_input=False,
-                    n_jobs=self.n_jobs)
+        out = sample_outputs(X, samples, kernel, degrees, n_jobs=self.n_jobs)
         kernels.check_finite_predictions(np.moveaxis(out, 2, 0), self,
                                          "kept samples' outputs",
                                          dtype=samples["P"].dtype)

@@ -99,22 +99,27 @@ def load_model(path, command=None, from_file=False):
 
 
 class FileRegressor:
-    """A factorization machine or polynomial network regressor as its model file holds
-    it: the command line's predictions of such a file, the same as the estimator's (the
-    same parameters through the same :func:`polylite._engine.outputs.polynomial_output`),
-    without building the estimator (so without importing scikit-learn)."""
+    """A factorization machine, polynomial network or Bayesian factorization machine
+    regressor as its model file holds it: the command line's predictions of such a file,
+    the same as the estimator's (the same parameters through the same functions of
+    :mod:`polylite._engine.outputs`), without building the estimator (so without
+    importing scikit-learn)."""
 
     _is_classifier = False
 
     # class name -> (the structure from the parameters, whether it has output weights,
-    # whether it takes relational rows), as the estimator classes say
+    # whether it takes relational rows, whether it keeps samples), as the estimator
+    # classes say
     _KINDS = {
         "FactorizationMachineRegressor": (
             lambda p: _outputs().fm_structure(p["degree"], p["lower_degrees"],
-                                              p["kernel"]), False, True),
+                                              p["kernel"]), False, True, False),
         "PolynomialNetworkRegressor": (
             lambda p: _outputs().pn_structure(p["degree"], p["lower_degrees"]), True,
-            False),
+            False, False),
+        "BayesianFactorizationMachineRegressor": (
+            lambda p: _outputs().fm_structure(p["degree"], p["lower_degrees"],
+                                              p["kernel"]), False, True, True),
     }
 
     @classmethod
@@ -123,14 +128,13 @@ class FileRegressor:
         holds another kind of model or anything :func:`polylite.load` would refuse in
         what the predictions use (``load`` then says what)."""
         from .._engine.codes import KERNELS
-        from .._io import ModelFileError, check_float_arrays
         kind = cls._KINDS.get(header.get("class"))
         params = header.get("params")
         attributes = header.get("attributes")
         if kind is None or not isinstance(params, dict) or not isinstance(attributes,
                                                                           dict):
             return None
-        structure_of, has_lam, relational = kind
+        structure_of, has_lam, relational, sampled = kind
         d, k = attributes.get("n_features_in_"), params.get("n_components")
         n_jobs = params.get("n_jobs")
         try:
@@ -144,6 +148,27 @@ class FileRegressor:
                                         not isinstance(n_jobs, bool) and n_jobs != 0))
                 and (kernel == "all-subsets" or min(degrees) >= 2)):
             return None
+        shape = (d, k, degrees, n_dummy)
+        read = cls._samples if sampled else cls._one_output
+        parameters = read(arrays, attributes, shape, has_lam)
+        if parameters is None:
+            return None
+        # (named as the estimator class, which the messages name)
+        model = type(header["class"], (cls,), {})()
+        model.n_features_in_ = d
+        model._takes_relational = relational
+        model._predict_args = dict(kernel=kernel, degrees=degrees,
+                                   fit_linear=params["fit_linear"], has_lam=has_lam,
+                                   n_jobs=n_jobs)
+        model._parameters = parameters
+        model.P_ = parameters["P"]  # (its float type is the data's)
+        return model
+
+    @staticmethod
+    def _one_output(arrays, attributes, shape, has_lam):
+        """The parameters of a maximum-likelihood model's file, or None."""
+        from .._io import ModelFileError, check_float_arrays
+        d, k, degrees, n_dummy = shape
         names = {"intercept", "w", "P", "gamma", "n_iter"} | ({"lam"} if has_lam else set())
         expected = {"intercept": (1, 1), "w": (1, d), "P": (1, len(degrees), d, k),
                     "gamma": (1, n_dummy, k)}
@@ -156,24 +181,53 @@ class FileRegressor:
             check_float_arrays(arrays, expected, P.dtype)
         except ModelFileError:
             return None
-        # (named as the estimator class, which the messages name)
-        model = type(header["class"], (cls,), {})()
-        model.n_features_in_, model.P_ = d, P
-        model._takes_relational = relational
-        model._predict_args = dict(kernel=kernel, degrees=degrees,
-                                   fit_linear=params["fit_linear"], has_lam=has_lam,
-                                   n_jobs=n_jobs)
-        model._output = _OneOutput(*(arrays[name][0] if name in arrays else None
-                                     for name in ("intercept", "w", "P", "gamma", "lam")))
-        return model
+        return {name: arrays[name][0] for name in expected}
+
+    @staticmethod
+    def _samples(arrays, attributes, shape, has_lam):
+        """The kept samples of a Bayesian model's file (with their output axis, in the
+        float type the estimator restores them in), or None."""
+        from .._io import ModelFileError, check_float_arrays
+        d, k, degrees, n_dummy = shape
+        names = ("intercept", "w", "P", "gamma")
+        stored = {name: arrays.get(f"{name}_samples") for name in names}
+        P = stored["P"]
+        if (set(arrays) - {"feature_names", "alpha"}
+                != {f"{name}_samples" for name in names} | {"feature_groups"}
+                or P is None or P.ndim != 5 or P.shape[0] != 1 or P.shape[1] < 1):
+            return None
+        n_kept = P.shape[1]
+        samples_dtype = attributes.get("samples_dtype")
+        if samples_dtype is not None:  # compact samples, restored in float64
+            if samples_dtype != "float64" or P.dtype != np.float32:
+                return None
+        try:
+            check_float_arrays(stored, {
+                "intercept": (1, n_kept), "w": (1, n_kept, d),
+                "P": (1, n_kept, len(degrees), d, k), "gamma": (1, n_kept, n_dummy, k)},
+                P.dtype)
+        except ModelFileError:
+            return None
+        if samples_dtype is not None:
+            stored = {name: a.astype(np.float64) for name, a in stored.items()}
+        return stored
 
     def predict(self, X):
         """The values of the CSR rows X (of the model's width and float type)."""
         from .. import kernels
-        args = self._predict_args
+        args, parameters = self._predict_args, self._parameters
+        if parameters["P"].ndim == 5:  # the mean over a Bayesian model's kept samples
+            outputs = _outputs().sample_outputs(X, parameters, args["kernel"],
+                                                args["degrees"], n_jobs=args["n_jobs"])
+            kernels.check_finite_predictions(np.moveaxis(outputs, 2, 0), self,
+                                             "kept samples' outputs",
+                                             dtype=parameters["P"].dtype)
+            with np.errstate(over="ignore", invalid="ignore"):  # checked below
+                out = outputs[0].mean(axis=0)
+            return kernels.check_finite_predictions(out, self, "mean predictions")
         out = _outputs().polynomial_output(
-            X, self._output, args["kernel"], args["degrees"], fit_linear=args["fit_linear"],
-            has_lam=args["has_lam"], n_jobs=args["n_jobs"])
+            X, _OneOutput(**{"lam": None, **parameters}), args["kernel"], args["degrees"],
+            fit_linear=args["fit_linear"], has_lam=args["has_lam"], n_jobs=args["n_jobs"])
         return kernels.check_finite_predictions(out, self, "outputs")
 
 
