@@ -83,8 +83,9 @@ class ModelRoot(BaseEstimator):
         exact : bool, default=False
             Store every array as fitted.  By default a Bayesian factorization machine's
             kept samples are stored in float32 (half the space; the loaded model's
-            predictions within a relative 1e-6 of the saved one's on rating data);
-            other models are always stored exactly.  See :func:`polylite.save`.
+            predictions within a relative 1e-6 of the saved one's, as ``fit`` checks
+            on its training rows, else the samples stay float64); other models are
+            always stored exactly.  See :func:`polylite.save`.
         """
         save_model(self, path, exact=exact)
 

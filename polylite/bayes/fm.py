@@ -1,4 +1,5 @@
 """Bayesian factorization machines of any degree, trained by Gibbs sampling (MCMC)."""
+import copy
 import math
 import time
 import warnings
@@ -297,6 +298,7 @@ class _BayesianFactorizationMachine(ModelRoot):
         self._finish_likelihoods(likelihoods)
         samples["intercept"] = samples["intercept"][:, :, 0]
         self._publish(samples)
+        self._keep_compact_probe(X)
         eval_mean = None if X_eval is None else eval_sum / (self.n_iter - burn_in)
         return alphas, eval_mean, scores
 
@@ -415,16 +417,74 @@ class _BayesianFactorizationMachine(ModelRoot):
         arrays["feature_groups"] = self.feature_groups_.astype(np.int64)
         if self._noise_sampled:
             arrays["alpha"] = np.asarray(self.alpha_, dtype=np.float64)
-        return arrays, {"n_iter_": int(self.n_iter_)}
+        attributes = {"n_iter_": int(self.n_iter_)}
+        if self.P_samples_.dtype == np.float64:  # (kept by every copy of the file)
+            attributes["float32_samples_hold"] = self._float32_samples_hold()
+        return arrays, attributes
+
+    # Rows of the training data on which float32 samples must predict as the model does
+    # (within COMPACT_TOLERANCE) for a model file to store them.
+    COMPACT_CHECK_ROWS = 1000
+    COMPACT_TOLERANCE = 1e-6
+
+    def _keep_compact_probe(self, X):
+        """Keep (privately, never in a model file) up to COMPACT_CHECK_ROWS rows of the
+        training data X, on which the first save checks the float32 samples."""
+        n_rows = X.shape[0]
+        self._compact_probe = X if n_rows <= self.COMPACT_CHECK_ROWS else X[np.sort(
+            np.random.default_rng(n_rows).choice(n_rows, self.COMPACT_CHECK_ROWS,
+                                                 replace=False))]
+        self._float32_hold = None  # not checked yet
+
+    def _saved_predictions(self, X):
+        """What a model file must reproduce: the scores and probabilities of a
+        classifier, the mean and standard deviation of a regressor."""
+        if hasattr(self, "predict_proba"):
+            scores = (self.decision_function(X),) if hasattr(self, "decision_function") \
+                else ()
+            return scores + (self.predict_proba(X),)
+        return self.predict(X, return_std=True)
+
+    def _float32_samples_hold(self):
+        """Whether the model, its float64 samples rounded to float32 (as the default model
+        file stores them), predicts within COMPACT_TOLERANCE of itself (relative, or
+        absolute where a prediction is near 0) on the training rows kept by fit (checked
+        once; a loaded model: as its file says).  Rating data stays near 1e-8; where the
+        terms of the model are far larger than its predictions and cancel, the rounding
+        can move them more, and the file then keeps the samples in float64."""
+        hold = getattr(self, "_float32_hold", None)
+        if hold is not None:
+            return hold
+        probe = getattr(self, "_compact_probe", None)
+        if probe is None:  # (a model from a file that predates the check)
+            return True
+        samples = self._samples()
+        rounded = copy.copy(self)
+        with np.errstate(over="ignore"):
+            rounded._publish({**samples, **{
+                name: samples[name].astype(np.float32).astype(np.float64)
+                for name in self._FM_SAMPLES}})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                moved = zip(rounded._saved_predictions(probe),
+                            self._saved_predictions(probe))
+                hold = all(np.all(np.abs(a - b) <= self.COMPACT_TOLERANCE
+                                  * np.maximum(np.abs(b), 1.0)) for a, b in moved)
+        except (FloatingPointError, ValueError):  # beyond float32: not compact
+            hold = False
+        self._float32_hold = hold
+        return hold
 
     def _compact_model_arrays(self, arrays, attributes):
         """The factorization machine's float64 samples in float32 (the attribute
         ``samples_dtype`` says they are restored in float64): each value within a relative
-        6e-8 of its own, the mean prediction over the samples within about 1e-8 on
-        MovieLens (tests/test_model_files.py bounds it by 1e-6).  Left in float64 where a
-        value would not fit in float32."""
+        6e-8 of its own, the predictions within COMPACT_TOLERANCE of the model's on the
+        training rows fit kept (about 1e-8 on MovieLens).  Left in float64 where a value
+        would not fit in float32, or where the predictions would move more."""
         names = [f"{name}_samples" for name in self._FM_SAMPLES]
-        if arrays["P_samples"].dtype != np.float64:
+        if (arrays["P_samples"].dtype != np.float64
+                or not attributes.get("float32_samples_hold", True)):
             return arrays, attributes
         with np.errstate(over="ignore"):  # (checked next)
             compact = {name: arrays[name].astype(np.float32) for name in names}
@@ -483,6 +543,12 @@ class _BayesianFactorizationMachine(ModelRoot):
                 raise ModelFileError(f"array 'alpha' must hold {n_iter} finite float64 "
                                      f"values, one per sweep")
             self.alpha_ = np.array(alpha)
+        hold = attributes.get("float32_samples_hold", True)
+        if not isinstance(hold, bool):
+            raise ModelFileError(f"model file has float32_samples_hold {hold!r}; "
+                                 f"expected true or false")
+        self._float32_hold = hold
+        self._compact_probe = None
         self.n_iter_ = n_iter
         self.feature_groups_ = groups.astype(np.intp)
         self._publish({name: np.array(arrays[f"{name}_samples"])
