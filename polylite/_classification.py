@@ -19,6 +19,8 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 
+from ._engine.outputs import class_labels
+
 __all__ = ["ClassifierLayer", "one_vs_rest_probabilities"]
 
 
@@ -80,10 +82,8 @@ class ClassifierLayer(ClassifierMixin):
         labels : ndarray of shape (n_samples,)
             Elements of ``classes_``.
         """
-        scores = self._predict_scores(X)
-        if scores.shape[1] == 1:
-            return self.classes_[(scores[:, 0] > 0).astype(np.intp)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        scores = self._predict_scores(X)  # (which checks that the model is fitted)
+        return class_labels(self.classes_, scores)
 
     @available_if(_gives_probabilities)
     def predict_proba(self, X):

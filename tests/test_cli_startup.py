@@ -174,11 +174,11 @@ def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
     loaded estimator does; anything else, and a file load refuses, goes through
     polylite.load."""
     import scipy.sparse as sp
-    from polylite import (BayesianFactorizationMachineRegressor,
-                          FactorizationMachineClassifier, FactorizationMachineRegressor,
-                          PolynomialNetworkRegressor)
+    from polylite import (BayesianFactorizationMachineClassifier,
+                          BayesianFactorizationMachineRegressor,
+                          FactorizationMachineRegressor, PolynomialNetworkRegressor)
     from polylite.cli._common import Failure
-    from polylite.cli._models import FileRegressor, load_model
+    from polylite.cli._models import FileModel, load_model
     from polylite.datasets import make_recommender
     X, y = make_recommender(400, n_users=30, n_items=20, random_state=0)
     X = sp.csr_matrix(X)
@@ -196,7 +196,7 @@ def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
     path = str(tmp_path / "m.npz")
     model.save(path, **({"exact": True} if kind.endswith("exact") else {}))
     from_file, header = load_model(path, "predict", from_file=True)
-    assert isinstance(from_file, FileRegressor)
+    assert isinstance(from_file, FileModel)
     assert type(from_file).__name__ == type(model).__name__
     assert from_file.n_features_in_ == X.shape[1] and from_file.P_.dtype == X.dtype
     np.testing.assert_array_equal(from_file.predict(X), polylite.load(path).predict(X))
@@ -209,10 +209,45 @@ def test_predict_and_evaluate_read_a_regressor_from_its_file(kind, tmp_path):
     with pytest.raises(Failure, match=f"array '{factors}' contains NaN or infinity"):
         load_model(path, "predict", from_file=True)
     # Another kind of model: the estimator.
-    FactorizationMachineClassifier(n_components=2, max_iter=2).fit(
+    BayesianFactorizationMachineClassifier(n_components=2, n_iter=4).fit(
         X, y > np.median(y)).save(path)
     estimator, _ = load_model(path, "predict", from_file=True)
-    assert type(estimator) is FactorizationMachineClassifier
+    assert type(estimator) is BayesianFactorizationMachineClassifier
+
+
+@pytest.mark.parametrize("kind", ["fm-binary", "fm-3-classes", "fm-hinge", "pn-strings",
+                                  "fm-float32"])
+def test_predict_and_evaluate_read_a_classifier_from_its_file(kind, tmp_path):
+    """A factorization machine or polynomial network classifier predicts its scores,
+    labels and probabilities from its file's arrays exactly as the loaded estimator."""
+    import scipy.sparse as sp
+    from polylite import FactorizationMachineClassifier, PolynomialNetworkClassifier
+    from polylite.cli._models import FileClassifier, load_model
+    from polylite.datasets import make_recommender
+    X, y = make_recommender(400, n_users=30, n_items=20, random_state=0)
+    X = sp.csr_matrix(X).astype(np.float32 if kind.endswith("float32") else np.float64)
+    labels = np.digitize(y, [np.median(y)]) if kind != "fm-3-classes" else np.digitize(
+        y, np.quantile(y, [1 / 3, 2 / 3]))
+    if kind == "pn-strings":
+        labels = np.array(["high", "low"])[labels]
+    model = (PolynomialNetworkClassifier(lower_degrees="augment") if kind.startswith("pn")
+             else FactorizationMachineClassifier(
+                 degree=3, loss="squared_hinge" if kind == "fm-hinge" else "logistic"))
+    model.set_params(n_components=3, max_iter=3, random_state=0).fit(X, labels)
+    path = str(tmp_path / "m.npz")
+    model.save(path)
+    from_file, _ = load_model(path, "predict", from_file=True)
+    loaded = polylite.load(path)
+    assert isinstance(from_file, FileClassifier) and from_file._is_classifier
+    assert type(from_file).__name__ == type(model).__name__
+    np.testing.assert_array_equal(from_file.classes_, loaded.classes_)
+    assert from_file.classes_.dtype == loaded.classes_.dtype
+    np.testing.assert_array_equal(from_file.decision_function(X),
+                                  loaded.decision_function(X))
+    np.testing.assert_array_equal(from_file.predict(X), loaded.predict(X))
+    assert hasattr(from_file, "predict_proba") == hasattr(loaded, "predict_proba")
+    if hasattr(loaded, "predict_proba"):
+        np.testing.assert_array_equal(from_file.predict_proba(X), loaded.predict_proba(X))
 
 
 def test_evaluate_computes_the_regression_scores_as_scikit_learn_does():
@@ -232,3 +267,34 @@ def test_evaluate_computes_the_regression_scores_as_scikit_learn_does():
     assert _regression_metrics(constant, constant + 1)["r2"] == metrics.r2_score(
         constant, constant + 1) == 0.0
     assert np.isnan(_regression_metrics(y[:1], predicted[:1])["r2"])
+
+
+def test_evaluate_computes_the_classification_scores_as_scikit_learn_does():
+    from sklearn import metrics as reference
+    from polylite.cli._models import _binary_auc, _log_loss, metrics
+
+    class Model:
+        _is_classifier = True
+        classes_ = np.array([3, 5, 9])
+
+    rng = np.random.default_rng(0)
+    for n_classes in (2, 3):
+        Model.classes_ = np.array([3, 5, 9])[:n_classes]
+        y = Model.classes_[rng.integers(0, n_classes, 300)]
+        proba = rng.dirichlet(np.ones(n_classes), 300)
+        proba[:5] = np.eye(n_classes)[rng.integers(0, n_classes, 5)]  # clipped
+        scores = np.round(proba[:, 1] * 20) if n_classes == 2 else proba  # ties
+        predicted = Model.classes_[np.argmax(proba, axis=1)]
+        got = metrics(Model, y, predicted, scores, proba)
+        expected_auc = (reference.roc_auc_score(y == Model.classes_[1], scores)
+                        if n_classes == 2 else
+                        reference.roc_auc_score(y, proba, multi_class="ovr",
+                                                labels=Model.classes_))
+        np.testing.assert_allclose(
+            [got["accuracy"], got["log_loss"], got["auc"]],
+            [reference.accuracy_score(y, predicted),
+             reference.log_loss(y, proba, labels=Model.classes_), expected_auc],
+            rtol=1e-12)
+    assert _binary_auc(np.array([True, False]), np.array([1.0, 1.0])) == 0.5
+    assert _log_loss(np.array([0]), np.array([[0.0, 1.0]])) == -np.log(
+        np.finfo(np.float64).eps)

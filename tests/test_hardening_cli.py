@@ -230,10 +230,10 @@ def test_fit_out_of_memory_is_one_line(files, tmp_path, monkeypatch, capsys):
 
 def test_predict_and_evaluate_out_of_memory_are_one_line(files, monkeypatch, capsys):
     data, model = files
-    from polylite.cli._models import FileRegressor
+    from polylite.cli._models import FileModel
     monkeypatch.setattr(FactorizationMachineRegressor, "predict", _memory_error)
     # (predict and evaluate compute the regressor from its file's arrays)
-    monkeypatch.setattr(FileRegressor, "predict", _memory_error)
+    monkeypatch.setattr(FileModel, "predict", _memory_error)
     for command in ("predict", "evaluate"):
         status, out, err = _run(capsys, command, model, data, "-q")
         assert status == 1 and out == ""

@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import kernels
 
-__all__ = ["fm_structure", "pn_structure", "polynomial_output", "sample_outputs"]
+__all__ = ["fm_structure", "pn_structure", "polynomial_output", "sample_outputs",
+           "class_labels", "logistic_log_proba"]
 
 
 def fm_structure(degree, lower_degrees, kernel):
@@ -51,3 +52,25 @@ def sample_outputs(X, samples, kernel, degrees, *, n_jobs):
                 intercept=samples["intercept"][o, s], w=samples["w"][o, s],
                 gamma=samples["gamma"][o, s], check_input=False, n_jobs=n_jobs)
     return out
+
+
+def class_labels(classes, scores):
+    """The predicted labels (elements of ``classes``) of scores (n, n_columns): one
+    column for two classes (positive favours ``classes[1]``), else one per class."""
+    if scores.shape[1] == 1:
+        return classes[(scores[:, 0] > 0).astype(np.intp)]
+    return classes[np.argmax(scores, axis=1)]
+
+
+def logistic_log_proba(scores):
+    """The log class probabilities of one-vs-rest logistic outputs (n, n_outputs):
+    ``log [1 - sigmoid(f), sigmoid(f)]`` for one output, else the log of the sigmoids
+    normalised to sum to one; computed without under- or overflow."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape[1] == 1:
+        # log sigmoid(f) = -log(1 + exp(-f)), log(1 - sigmoid(f)) = -log(1 + exp(f))
+        return np.column_stack([-np.logaddexp(0.0, scores[:, 0]),
+                                -np.logaddexp(0.0, -scores[:, 0])])
+    from scipy.special import logsumexp
+    log_sigmoid = -np.logaddexp(0.0, -scores)
+    return log_sigmoid - logsumexp(log_sigmoid, axis=1, keepdims=True)

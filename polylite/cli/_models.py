@@ -67,11 +67,11 @@ def is_ranker(estimator):
 
 def load_model(path, command=None, from_file=False):
     """The model in ``path`` and its file's header; for ``command`` (predict, evaluate),
-    only a kind of model ``polylite fit`` writes.  ``from_file``: a regressor of the
-    polynomial families is returned as a :class:`FileRegressor` (its predictions
-    computed from the file's arrays, without importing scikit-learn or the estimators),
-    when the file holds one whose every array is as the estimator would check it; any
-    other model, or a file that is not so, is loaded (and its errors reported) by
+    only a kind of model ``polylite fit`` writes.  ``from_file``: a model of the kinds
+    :class:`FileModel` knows is returned as one (its predictions computed from the
+    file's arrays, without importing scikit-learn or the estimators), when the file
+    holds one whose every array is as the estimator would check it; any other model, or
+    a file that is not so, is loaded (and its errors reported) by
     :func:`polylite.load`."""
     if from_file:
         from .._io import ModelFileError, read_archive
@@ -79,7 +79,7 @@ def load_model(path, command=None, from_file=False):
             header, arrays = read_archive(path)
         except ModelFileError as exc:
             raise Failure(str(exc)) from None
-        model = FileRegressor.from_file(header, arrays)
+        model = FileModel.from_file(header, arrays)
         if model is not None:
             return model, header
     import polylite
@@ -98,33 +98,45 @@ def load_model(path, command=None, from_file=False):
     return estimator, header
 
 
-class FileRegressor:
-    """A factorization machine, polynomial network or Bayesian factorization machine
-    regressor as its model file holds it: the command line's predictions of such a file,
-    the same as the estimator's (the same parameters through the same functions of
-    :mod:`polylite._engine.outputs`), without building the estimator (so without
-    importing scikit-learn)."""
+def _fm_structure(params):
+    return _outputs().fm_structure(params["degree"], params["lower_degrees"],
+                                   params["kernel"])
+
+
+def _pn_structure(params):
+    return _outputs().pn_structure(params["degree"], params["lower_degrees"])
+
+
+class _Kind(NamedTuple):
+    """What a model file's class says of its model, as the estimator class says it."""
+    structure: object   # the (kernel, degrees, dummy rows) of the parameters
+    has_lam: bool       # output weights (polynomial networks)
+    relational: bool    # takes relational rows
+    sampled: bool       # keeps samples (Bayesian)
+    classifier: bool    # one-vs-rest outputs of classes
+
+
+class FileModel:
+    """A factorization machine or polynomial network (regressor or classifier), or a
+    Bayesian factorization machine regressor, as its model file holds it: the command
+    line's predictions of such a file, the same as the estimator's (the same
+    parameters through the same functions of :mod:`polylite._engine.outputs`), without
+    building the estimator (so without importing scikit-learn)."""
 
     _is_classifier = False
 
-    # class name -> (the structure from the parameters, whether it has output weights,
-    # whether it takes relational rows, whether it keeps samples), as the estimator
-    # classes say
     _KINDS = {
-        "FactorizationMachineRegressor": (
-            lambda p: _outputs().fm_structure(p["degree"], p["lower_degrees"],
-                                              p["kernel"]), False, True, False),
-        "PolynomialNetworkRegressor": (
-            lambda p: _outputs().pn_structure(p["degree"], p["lower_degrees"]), True,
-            False, False),
-        "BayesianFactorizationMachineRegressor": (
-            lambda p: _outputs().fm_structure(p["degree"], p["lower_degrees"],
-                                              p["kernel"]), False, True, True),
+        "FactorizationMachineRegressor": _Kind(_fm_structure, False, True, False, False),
+        "PolynomialNetworkRegressor": _Kind(_pn_structure, True, False, False, False),
+        "BayesianFactorizationMachineRegressor": _Kind(_fm_structure, False, True, True,
+                                                       False),
+        "FactorizationMachineClassifier": _Kind(_fm_structure, False, True, False, True),
+        "PolynomialNetworkClassifier": _Kind(_pn_structure, True, False, False, True),
     }
 
     @classmethod
     def from_file(cls, header, arrays):
-        """The regressor of a model file's ``header`` and ``arrays``, or None if the file
+        """The model of a model file's ``header`` and ``arrays``, or None if the file
         holds another kind of model or anything :func:`polylite.load` would refuse in
         what the predictions use (``load`` then says what)."""
         from .._engine.codes import KERNELS
@@ -134,11 +146,10 @@ class FileRegressor:
         if kind is None or not isinstance(params, dict) or not isinstance(attributes,
                                                                           dict):
             return None
-        structure_of, has_lam, relational, sampled = kind
         d, k = attributes.get("n_features_in_"), params.get("n_components")
         n_jobs = params.get("n_jobs")
         try:
-            kernel, degrees, n_dummy = structure_of(params)
+            kernel, degrees, n_dummy = kind.structure(params)
         except (KeyError, TypeError, ValueError):
             return None
         if not (_count(d) and _count(k) and k >= 1 and kernel in KERNELS
@@ -148,69 +159,45 @@ class FileRegressor:
                                         not isinstance(n_jobs, bool) and n_jobs != 0))
                 and (kernel == "all-subsets" or min(degrees) >= 2)):
             return None
-        shape = (d, k, degrees, n_dummy)
-        read = cls._samples if sampled else cls._one_output
-        parameters = read(arrays, attributes, shape, has_lam)
+        arrays = dict(arrays)
+        classes = _classes(arrays, attributes) if kind.classifier else None
+        if kind.classifier and (classes is None or params.get("loss") not in
+                                ("logistic", "squared_hinge")):
+            return None
+        n_outputs = 1 if classes is None or classes.shape[0] == 2 else classes.shape[0]
+        shape = (n_outputs, d, k, degrees, n_dummy)
+        read = _samples if kind.sampled else _outputs_of
+        parameters = read(arrays, attributes, shape, kind.has_lam)
         if parameters is None:
             return None
+        base = (cls if classes is None else FileClassifier if params["loss"] != "logistic"
+                else FileLogisticClassifier)
         # (named as the estimator class, which the messages name)
-        model = type(header["class"], (cls,), {})()
+        model = type(header["class"], (base,), {})()
         model.n_features_in_ = d
-        model._takes_relational = relational
+        model._takes_relational = kind.relational
         model._predict_args = dict(kernel=kernel, degrees=degrees,
-                                   fit_linear=params["fit_linear"], has_lam=has_lam,
+                                   fit_linear=params["fit_linear"], has_lam=kind.has_lam,
                                    n_jobs=n_jobs)
         model._parameters = parameters
         model.P_ = parameters["P"]  # (its float type is the data's)
+        if classes is not None:
+            model.classes_, model.loss = classes, params["loss"]
         return model
 
-    @staticmethod
-    def _one_output(arrays, attributes, shape, has_lam):
-        """The parameters of a maximum-likelihood model's file, or None."""
-        from .._io import ModelFileError, check_float_arrays
-        d, k, degrees, n_dummy = shape
-        names = {"intercept", "w", "P", "gamma", "n_iter"} | ({"lam"} if has_lam else set())
-        expected = {"intercept": (1, 1), "w": (1, d), "P": (1, len(degrees), d, k),
-                    "gamma": (1, n_dummy, k)}
-        if has_lam:
-            expected["lam"] = (1, k)
-        P = arrays.get("P")
-        if set(arrays) - {"feature_names"} != names or P is None:
-            return None
-        try:
-            check_float_arrays(arrays, expected, P.dtype)
-        except ModelFileError:
-            return None
-        return {name: arrays[name][0] for name in expected}
-
-    @staticmethod
-    def _samples(arrays, attributes, shape, has_lam):
-        """The kept samples of a Bayesian model's file (with their output axis, in the
-        float type the estimator restores them in), or None."""
-        from .._io import ModelFileError, check_float_arrays
-        d, k, degrees, n_dummy = shape
-        names = ("intercept", "w", "P", "gamma")
-        stored = {name: arrays.get(f"{name}_samples") for name in names}
-        P = stored["P"]
-        if (set(arrays) - {"feature_names", "alpha"}
-                != {f"{name}_samples" for name in names} | {"feature_groups"}
-                or P is None or P.ndim != 5 or P.shape[0] != 1 or P.shape[1] < 1):
-            return None
-        n_kept = P.shape[1]
-        samples_dtype = attributes.get("samples_dtype")
-        if samples_dtype is not None:  # compact samples, restored in float64
-            if samples_dtype != "float64" or P.dtype != np.float32:
-                return None
-        try:
-            check_float_arrays(stored, {
-                "intercept": (1, n_kept), "w": (1, n_kept, d),
-                "P": (1, n_kept, len(degrees), d, k), "gamma": (1, n_kept, n_dummy, k)},
-                P.dtype)
-        except ModelFileError:
-            return None
-        if samples_dtype is not None:
-            stored = {name: a.astype(np.float64) for name, a in stored.items()}
-        return stored
+    def _scores(self, X):
+        """The outputs (n_rows, n_outputs) on the CSR rows X, every one finite."""
+        from .. import kernels
+        args, parameters = self._predict_args, self._parameters
+        n_outputs = parameters["P"].shape[0]
+        out = np.empty((X.shape[0], n_outputs), dtype=parameters["P"].dtype)
+        for o in range(n_outputs):
+            output = _OneOutput(**{"lam": None, **{name: a[o] for name, a
+                                                   in parameters.items()}})
+            out[:, o] = _outputs().polynomial_output(
+                X, output, args["kernel"], args["degrees"], fit_linear=args["fit_linear"],
+                has_lam=args["has_lam"], n_jobs=args["n_jobs"])
+        return kernels.check_finite_predictions(out, self, "outputs")
 
     def predict(self, X):
         """The values of the CSR rows X (of the model's width and float type)."""
@@ -225,10 +212,94 @@ class FileRegressor:
             with np.errstate(over="ignore", invalid="ignore"):  # checked below
                 out = outputs[0].mean(axis=0)
             return kernels.check_finite_predictions(out, self, "mean predictions")
-        out = _outputs().polynomial_output(
-            X, _OneOutput(**{"lam": None, **parameters}), args["kernel"], args["degrees"],
-            fit_linear=args["fit_linear"], has_lam=args["has_lam"], n_jobs=args["n_jobs"])
-        return kernels.check_finite_predictions(out, self, "outputs")
+        return self._scores(X)[:, 0]
+
+
+class FileClassifier(FileModel):
+    """A one-vs-rest factorization machine or polynomial network classifier from its
+    model file (see :class:`FileModel`)."""
+
+    _is_classifier = True
+
+    def decision_function(self, X):
+        """The scores: (n_rows,) for two classes, else (n_rows, n_classes)."""
+        scores = self._scores(X)
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """The labels of the rows (elements of ``classes_``)."""
+        return _outputs().class_labels(self.classes_, self._scores(X))
+
+
+class FileLogisticClassifier(FileClassifier):
+    """A classifier of the logistic loss from its model file: it has probabilities."""
+
+    def predict_proba(self, X):
+        """Class probabilities (n_rows, n_classes), in the order of ``classes_``."""
+        return np.exp(_outputs().logistic_log_proba(self._scores(X)))
+
+
+def _classes(arrays, attributes):
+    """The classes of a classifier's file (as polylite.load restores them), or None."""
+    from .._io import ModelFileError, _check_classes
+    classes = arrays.pop("classes", None)
+    kind = attributes.get("classes_dtype")
+    if classes is None:
+        return None
+    try:
+        _check_classes(classes, kind)
+        return classes.astype(kind if kind is not None else classes.dtype.str)
+    except (ModelFileError, TypeError, ValueError):
+        return None
+
+
+def _outputs_of(arrays, attributes, shape, has_lam):
+    """The parameters of a maximum-likelihood model's file (with their output axis), or
+    None."""
+    from .._io import ModelFileError, check_float_arrays
+    n_outputs, d, k, degrees, n_dummy = shape
+    names = {"intercept", "w", "P", "gamma", "n_iter"} | ({"lam"} if has_lam else set())
+    expected = {"intercept": (n_outputs, 1), "w": (n_outputs, d),
+                "P": (n_outputs, len(degrees), d, k), "gamma": (n_outputs, n_dummy, k)}
+    if has_lam:
+        expected["lam"] = (n_outputs, k)
+    P = arrays.get("P")
+    if set(arrays) - {"feature_names"} != names or P is None:
+        return None
+    try:
+        check_float_arrays(arrays, expected, P.dtype)
+    except ModelFileError:
+        return None
+    return {name: arrays[name] for name in expected}
+
+
+def _samples(arrays, attributes, shape, has_lam):
+    """The kept samples of a Bayesian regressor's file (with their output axis, in the
+    float type the estimator restores them in), or None."""
+    from .._io import ModelFileError, check_float_arrays
+    _, d, k, degrees, n_dummy = shape
+    names = ("intercept", "w", "P", "gamma")
+    stored = {name: arrays.get(f"{name}_samples") for name in names}
+    P = stored["P"]
+    if (set(arrays) - {"feature_names", "alpha"}
+            != {f"{name}_samples" for name in names} | {"feature_groups"}
+            or P is None or P.ndim != 5 or P.shape[0] != 1 or P.shape[1] < 1):
+        return None
+    n_kept = P.shape[1]
+    samples_dtype = attributes.get("samples_dtype")
+    if samples_dtype is not None:  # compact samples, restored in float64
+        if samples_dtype != "float64" or P.dtype != np.float32:
+            return None
+    try:
+        check_float_arrays(stored, {
+            "intercept": (1, n_kept), "w": (1, n_kept, d),
+            "P": (1, n_kept, len(degrees), d, k), "gamma": (1, n_kept, n_dummy, k)},
+            P.dtype)
+    except ModelFileError:
+        return None
+    if samples_dtype is not None:
+        stored = {name: a.astype(np.float64) for name, a in stored.items()}
+    return stored
 
 
 class _OneOutput(NamedTuple):
@@ -311,24 +382,44 @@ def predictions(estimator, X):
 
 def metrics(estimator, y, predicted, scores, proba):
     """RMSE, MAE and R^2 of a regressor; accuracy, log-loss and AUC of a classifier (the
-    last two when the labels allow them)."""
-    if not estimator._is_classifier:  # (in NumPy: no scikit-learn to import for them)
+    last two when the labels allow them), as scikit-learn's metrics compute them (in
+    NumPy: no scikit-learn to import for them)."""
+    if not estimator._is_classifier:
         return _regression_metrics(np.asarray(y, dtype=np.float64),
                                    np.asarray(predicted, dtype=np.float64))
-    from sklearn import metrics
     classes = estimator.classes_
-    out = {"accuracy": float(metrics.accuracy_score(y, predicted))}
+    out = {"accuracy": float(np.mean(y == predicted))}
     known = np.isin(y, classes)
     if proba is not None and known.all():
-        out["log_loss"] = float(metrics.log_loss(y, proba, labels=classes))
+        out["log_loss"] = _log_loss(np.searchsorted(classes, y), proba)
     present = np.unique(y[known])
     if present.size >= 2 and known.all():
         if classes.shape[0] == 2:
-            out["auc"] = float(metrics.roc_auc_score(y == classes[1], scores))
+            out["auc"] = _binary_auc(y == classes[1], scores)
         elif proba is not None and present.size == classes.shape[0]:
-            out["auc"] = float(metrics.roc_auc_score(y, proba, multi_class="ovr",
-                                                     labels=classes))
+            out["auc"] = float(np.mean([_binary_auc(y == c, proba[:, j])
+                                        for j, c in enumerate(classes)]))
     return out
+
+
+def _log_loss(codes, proba):
+    """The mean of -log p(true class), each probability clipped to [eps, 1 - eps] of its
+    float type (scikit-learn's log_loss)."""
+    eps = np.finfo(proba.dtype).eps
+    chosen = np.clip(proba, eps, 1 - eps)[np.arange(codes.shape[0]), codes]
+    return float(np.mean(-np.log(chosen)))
+
+
+def _binary_auc(positive, scores):
+    """The area under the ROC curve: the probability that a positive outranks a
+    negative, ties counting one half (Mann-Whitney, from mid-ranks)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    _, tie, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    mid_ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[tie]
+    n_pos = int(np.count_nonzero(positive))
+    n_neg = positive.shape[0] - n_pos
+    return float((mid_ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0)
+                 / (n_pos * n_neg))
 
 
 def _regression_metrics(y, predicted):

@@ -1,11 +1,11 @@
 """One-vs-rest classification on top of :class:`polylite._base._PolynomialModel`."""
 import numpy as np
-from scipy.special import logsumexp
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._classification import ClassifierLayer
+from .._engine.outputs import logistic_log_proba
 from .._validation import check_choice
 from ._base import _partial_fit_available
 
@@ -138,13 +138,7 @@ class _OneVsRestMixin(ClassifierLayer):
 
     def _class_log_proba(self, X):
         """The log of :meth:`_class_proba`, computed without under- or overflow."""
-        scores = np.asarray(self._class_scores(X), dtype=np.float64)
-        if scores.shape[1] == 1:
-            # log sigmoid(f) = -log(1 + exp(-f)), log(1 - sigmoid(f)) = -log(1 + exp(f))
-            return np.column_stack([-np.logaddexp(0.0, scores[:, 0]),
-                                    -np.logaddexp(0.0, -scores[:, 0])])
-        log_sigmoid = -np.logaddexp(0.0, -scores)
-        return log_sigmoid - logsumexp(log_sigmoid, axis=1, keepdims=True)
+        return logistic_log_proba(self._class_scores(X))
 
 
 class _RegressorFitMixin:
