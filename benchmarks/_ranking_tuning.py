@@ -37,14 +37,21 @@ def _tools():
         ("polylite FM iALS", "ids", polylite_scorer(B.POLYLITE_IDS, loss="ials",
                                                     fit_linear=False,
                                                     max_iter=EPOCHS_ALS),
-         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
-              beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
+         WHOLE_DATA_GRID, None),
         ("polylite FM iALS", "ids+side+rated",
          polylite_scorer(B.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials",
                          max_iter=EPOCHS_ALS),
-         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
-              beta=[5e-5, 1e-4, 2e-4, 3e-4]), None),
+         WHOLE_DATA_GRID, None),
     ]
+
+
+# The whole-data loss: one penalty for every column (frequency_exponent 0), and
+# frequency-scaled penalties (1), whose best beta is larger.
+WHOLE_DATA_GRID = (
+    grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
+         beta=[5e-5, 1e-4, 2e-4, 3e-4], frequency_exponent=[0.0])
+    + grid(n_components=[32, 64], alpha0=[0.05, 0.1, 0.2],
+           beta=[1e-4, 1.4e-4, 2e-4, 3e-4, 4e-4, 5e-4], frequency_exponent=[1.0]))
 
 
 # ---- the validation split --------------------------------------------------------------

@@ -48,22 +48,39 @@ def _scores(Q, I, w, P):
     return y.reshape(Q.shape[0], I.shape[0])
 
 
-def _objective(Q, I, cq, ci, weight, w, P, alpha0, alpha, beta, n):
-    """The whole-data objective summed over every pair of queries x items."""
+def _objective(Q, I, cq, ci, weight, w, P, alpha0, alpha, beta, n, scale=None):
+    """The whole-data objective summed over every pair of queries x items (``scale``:
+    each column's factor of its penalties, None: 1)."""
     Y = _scores(Q, I, w, P)
     W = np.full(Y.shape, alpha0)
     T = np.zeros(Y.shape)
     W[cq, ci] = weight
     T[cq, ci] = 1
-    return (W * (Y - T) ** 2).sum() / (2 * n) + 0.5 * (alpha * (w ** 2).sum() +
-                                                        beta * (P ** 2).sum())
+    scale = np.ones(w.shape[0]) if scale is None else scale
+    return (W * (Y - T) ** 2).sum() / (2 * n) + 0.5 * (
+        alpha * (scale * w ** 2).sum() + beta * (scale[:, None] * P ** 2).sum())
+
+
+def _frequency_scales(Q, I, cq, ci, weight, alpha0, exponent):
+    """Each column's factor of the penalties, computed from the definition: F_j = sum
+    over its side's rows of x^2 (the row's observed weight + alpha0 * the other side's
+    rows), (F_j / the mean over the columns some row has)^exponent."""
+    Qd, Id = Q.toarray(), I.toarray()
+    query_weight = np.bincount(cq, weight, Qd.shape[0]) + alpha0 * Id.shape[0]
+    item_weight = np.bincount(ci, weight, Id.shape[0]) + alpha0 * Qd.shape[0]
+    F = (Qd ** 2).T @ query_weight + (Id ** 2).T @ item_weight  # (disjoint columns)
+    scale = np.ones(F.shape[0])
+    had = F > 0
+    scale[had] = (F[had] / F[had].mean()) ** exponent
+    return scale
 
 
 def _solver(problem, alpha0=0.3, alpha=0.01, beta=0.02, n=10.0, fit_linear=True,
-            threads=1):
+            threads=1, frequency_exponent=0.0):
     Q, I, cq, ci, weight, item_columns, w, P = problem
     return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
-                            fit_linear, threads, P.shape[1])
+                            fit_linear, threads, P.shape[1],
+                            frequency_exponent=frequency_exponent)
 
 
 def test_the_gramian_term_is_the_sum_over_every_pair(rng):
@@ -78,14 +95,21 @@ def test_the_gramian_term_is_the_sum_over_every_pair(rng):
                                rtol=1e-12)
 
 
-@pytest.mark.parametrize("fit_linear", [True, False])
-def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, rng):
+@pytest.mark.parametrize("fit_linear, exponent", [(True, 0.0), (False, 0.0), (True, 1.0),
+                                                  (True, 0.5)])
+def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, exponent, rng):
     problem = _problem(rng)
     Q, I, cq, ci, weight, item_columns, w0, P0 = problem
     settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
     if not fit_linear:
         w0 = np.zeros_like(w0)
-    solver = _solver(problem, fit_linear=fit_linear, **settings)
+    solver = _solver(problem, fit_linear=fit_linear, frequency_exponent=exponent,
+                     **settings)
+    scale = _frequency_scales(Q, I, cq, ci, weight, 0.3, exponent)
+    np.testing.assert_allclose(solver.penalty_scale, scale, rtol=1e-12)
+    if exponent:
+        assert np.ptp(scale) > 0.1  # (the test can fail)
+    settings["scale"] = scale
 
     def after(limit):
         w, P = w0.copy(), P0.copy()
@@ -125,16 +149,20 @@ def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, rng):
     assert moved > 0.9 * total
 
 
-def test_the_objective_never_increases_and_the_caches_follow(rng):
+@pytest.mark.parametrize("exponent", [0.0, 1.0])
+def test_the_objective_never_increases_and_the_caches_follow(exponent, rng):
     problem = _problem(rng, n_queries=12, n_items=9)
     Q, I, cq, ci, weight, item_columns, w, P = problem
-    solver = _solver(problem)
-    values = [_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0)]
+    solver = _solver(problem, frequency_exponent=exponent)
+    scale = _frequency_scales(Q, I, cq, ci, weight, 0.3, exponent)
+    values = [_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0, scale)]
     for _ in range(8):
         solver.epoch(w, P)
-        values.append(_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0))
+        values.append(_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0,
+                                 scale))
         # The pairs' predictions and Gramians kept up to date by the steps.
-        penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+        penalty = 0.5 * (0.01 * (scale * w ** 2).sum()
+                         + 0.02 * (scale[:, None] * P ** 2).sum())
         np.testing.assert_allclose(solver.data_term() + penalty, values[-1], rtol=1e-10)
     assert np.all(np.diff(values) <= 1e-12 * values[0])
     assert values[-1] < 0.9 * values[0]
@@ -153,32 +181,38 @@ def test_threads_give_the_same_steps(rng):
 
 # ---- iALS: the ids-only special case --------------------------------------------------
 
-def _ials(R, C, X, Y, lam, alpha0, iterations):
+def _ials(R, C, X, Y, lam, alpha0, iterations, user_lam=None, item_lam=None):
     """Hu, Koren and Volinsky's alternating least squares on the loss
     sum_observed C (1 - x_u.y_i)^2 + alpha0 sum_unobserved (x_u.y_i)^2
-    + lam (|X|^2 + |Y|^2)."""
+    + lam (|X|^2 + |Y|^2); with ``user_lam`` and ``item_lam``, each row's own lam
+    (iALS++'s frequency-scaled penalties)."""
     k = X.shape[1]
+    user_lam = np.full(X.shape[0], lam) if user_lam is None else user_lam
+    item_lam = np.full(Y.shape[0], lam) if item_lam is None else item_lam
 
-    def solve(A, B, Cm):
+    def solve(A, B, Cm, lams):
         out = np.empty_like(A)
         G = alpha0 * B.T @ B
         for u in range(A.shape[0]):
             obs = np.flatnonzero(Cm[u] > 0)
             Bo = B[obs]
-            M = G + (Bo * (Cm[u, obs] - alpha0)[:, None]).T @ Bo + lam * np.eye(k)
+            M = G + (Bo * (Cm[u, obs] - alpha0)[:, None]).T @ Bo + lams[u] * np.eye(k)
             out[u] = np.linalg.solve(M, Bo.T @ Cm[u, obs])
         return out
 
     for _ in range(iterations):
-        X = solve(X, Y, C)
-        Y = solve(Y, X, C.T)
+        X = solve(X, Y, C, user_lam)
+        Y = solve(Y, X, C.T, item_lam)
     return X, Y
 
 
-def _ials_loss(R, C, X, Y, lam, alpha0):
+def _ials_loss(R, C, X, Y, lam, alpha0, user_lam=None, item_lam=None):
     S = X @ Y.T
     W = np.where(R > 0, C, alpha0)
-    return (W * (R - S) ** 2).sum() + lam * ((X ** 2).sum() + (Y ** 2).sum())
+    user_lam = np.full(X.shape[0], lam) if user_lam is None else user_lam
+    item_lam = np.full(Y.shape[0], lam) if item_lam is None else item_lam
+    return (W * (R - S) ** 2).sum() + (user_lam * (X ** 2).sum(1)).sum() + (
+        item_lam * (Y ** 2).sum(1)).sum()
 
 
 def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
@@ -212,6 +246,47 @@ def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
     cd = FactorizationMachineRanker(**{**est.get_params(), "warm_start": False,
                                        "max_iter": 300, "init_scale": 0.1}).fit(X)
     assert 2 * n * cd.loss_curve_[-1] <= _ials_loss(R, C, U, V, lam, alpha0) * (1 + 1e-3)
+
+
+def test_frequency_scaled_ids_only_is_ials_plus_plus(rng):
+    """frequency_exponent=1, ids only: each user's penalty lam (sum_i C_ui + alpha0
+    n_items), each item's likewise (Rendle et al. 2022), lam = N beta / mean F."""
+    n_users, n_items, k = 15, 12, 3
+    R = (rng.random((n_users, n_items)) < 0.3).astype(float)
+    R[np.arange(n_users), np.arange(n_users) % n_items] = 1
+    R[np.arange(n_items) % n_users, np.arange(n_items)] = 1
+    users, items = np.nonzero(R)
+    n = users.shape[0]
+    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
+                                        np.c_[users, n_users + items].ravel())),
+                      shape=(n, n_users + n_items))
+    confidence, alpha0, beta = 2.0, 0.5, 0.01
+    C = np.where(R > 0, 1 + confidence, 0.0)
+    F_users = C.sum(1) + alpha0 * n_items
+    F_items = C.sum(0) + alpha0 * n_users
+    lam = n * beta / np.r_[F_users, F_items].mean()
+    U, V = _ials(R, C, rng.normal(0, 0.1, (n_users, k)), rng.normal(0, 0.1, (n_items, k)),
+                 lam, alpha0, 300, lam * F_users, lam * F_items)
+    est = FactorizationMachineRanker(
+        n_components=k, loss="ials", alpha0=alpha0, confidence=confidence, beta=beta,
+        frequency_exponent=1.0, fit_linear=False,
+        item_columns=(n_users, n_users + n_items), max_iter=1, random_state=0).fit(X)
+    P = np.r_[U, V]
+    est.P_[...] = P.reshape(est.P_.shape)
+    est.set_params(warm_start=True).fit(X)
+    np.testing.assert_allclose(est.P_.reshape(P.shape), P, atol=1e-7)
+    np.testing.assert_allclose(
+        2 * n * est.loss_curve_[-1],
+        _ials_loss(R, C, U, V, lam, alpha0, lam * F_users, lam * F_items), rtol=1e-9)
+    # (the scaled penalties move the fixed point: plain iALS's is elsewhere)
+    plain = _ials(R, C, U, V, n * beta, alpha0, 50)
+    assert np.abs(np.r_[plain[0], plain[1]] - P).max() > 1e-3
+
+
+def test_frequency_exponent_is_for_the_whole_data_loss():
+    with pytest.raises(ValueError, match="frequency_exponent is used by loss='ials'"):
+        FactorizationMachineRanker(frequency_exponent=1.0, item_columns=(2, 4)).fit(
+            sp.csr_matrix(np.eye(4)))
 
 
 # ---- the ranker's features ------------------------------------------------------------

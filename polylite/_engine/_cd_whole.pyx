@@ -46,6 +46,12 @@ up (O(observed pairs + queries F)), and one more, after its steps, moves the obs
 pairs' predictions.  The item side is the same with the roles swapped (J_C in place of
 J_I, in the item side's slot order).
 
+The penalties.  alpha/2 ||w||^2 + beta/2 ||P||^2 (per positive, as the data term is a
+mean over them), each column's terms optionally scaled by a factor of its own
+(``penalty_scale``): the frequency-scaled penalties of Rendle, Krichene, Zhang and
+Koren ("Revisiting the Performance of iALS on Item Recommendation Benchmarks", RecSys
+2022), which the solver's driver computes.
+
 The step of a coordinate is the engine's coordinate-descent rule (_cd_core's
 _coordinate_step with STEP_MINIMISE): the minimiser of the objective along the
 coordinate, exact since the objective is quadratic in it; a column no row of its side
@@ -106,6 +112,7 @@ cdef struct Side:
     const int64_t* pair_index     # their index in the pairs' arrays, or NULL: the same
     const int64_t* entry_pair     # per column entry: the observed pair whose item owns
                                   # the column (its own column), or -1; NULL: none
+    const double* penalty_scale   # per column, the factor of its penalties; NULL: 1
     double* own                   # (n_rows,) the rows' own terms a_r
     double* U                     # (k, n_rows) their factor sums, component by component
     double* records               # (n_rows, REC)
@@ -246,11 +253,13 @@ cdef Py_ssize_t _column_steps(Side* S, const Other* O, Pairs* pairs, const Setti
     cdef double sums[3]
     cdef double* rec
     cdef floating* param
-    reg = st.alpha if s < 0 else st.beta
     for c in range(S.n_columns):
         if st.limit >= 0 and steps >= st.limit:
             return steps
         j = S.columns[c]
+        reg = st.alpha if s < 0 else st.beta
+        if S.penalty_scale != NULL:
+            reg *= S.penalty_scale[c]
         param = &w[j] if s < 0 else &P[j * S.k + s]
         value = param[0]
         lo = S.col_ptr[c]
@@ -325,7 +334,8 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     the other side fixed.
 
     ``side`` holds the side's columns (``columns``, ``col_ptr``, ``col_rows``,
-    ``col_vals``), its observed pairs (``pair_ptr``, ``pair_other``, ``pair_index`` or
+    ``col_vals``, and ``penalty_scale``, each column's factor of the penalties alpha
+    and beta, or an empty array: 1), its observed pairs (``pair_ptr``, ``pair_other``, ``pair_index`` or
     an empty array) and its caches ``own`` (n_rows,) and ``U`` (k, n_rows), which the
     sweep keeps up to date; ``other`` the other side's ``U`` and its Gramian ``J`` in this
     side's slot order; ``yhat`` the observed pairs' predictions (kept up to date),
@@ -340,6 +350,7 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     cdef const int64_t[::1] col_rows = side.col_rows, pair_ptr = side.pair_ptr
     cdef const int64_t[::1] pair_other = side.pair_other, pair_index = side.pair_index
     cdef const double[::1] col_vals = side.col_vals
+    cdef const double[::1] penalty_scale = side.penalty_scale
     cdef const int64_t[::1] entry_pair = side.entry_pair
     cdef double[::1] own_term, shift
     cdef const int64_t[::1] own_col
@@ -350,7 +361,8 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     cdef Py_ssize_t k = P.shape[1], n_rows = own.shape[0]
     if U.shape[0] != k or U.shape[1] != n_rows or J.shape[0] != k + 2 or \
             J.shape[1] != k + 2 or other_U.shape[0] != k or \
-            pair_ptr.shape[0] != n_rows + 1 or col_ptr.shape[0] != columns.shape[0] + 1:
+            pair_ptr.shape[0] != n_rows + 1 or col_ptr.shape[0] != columns.shape[0] + 1 \
+            or penalty_scale.shape[0] not in (0, columns.shape[0]):
         raise ValueError("side_sweep: inconsistent shapes")
     records = np.zeros((max(n_rows, 1), REC))
     cdef double[:, ::1] rec = records
@@ -368,6 +380,7 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     S.pair_ptr = &pair_ptr[0]
     S.pair_other = &pair_other[0] if pair_other.shape[0] else NULL
     S.pair_index = &pair_index[0] if pair_index.shape[0] else NULL
+    S.penalty_scale = &penalty_scale[0] if penalty_scale.shape[0] else NULL
     S.own = &own[0] if n_rows else NULL
     S.U = &U[0, 0] if n_rows and k else NULL
     S.records = &rec[0, 0]

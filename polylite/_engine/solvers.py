@@ -232,6 +232,7 @@ class _WholeSide:
         self.col_vals = by_column.data.astype(np.float64)
         self.pair_ptr, self.pair_other, self.pair_index = pair_ptr, pair_other, pair_index
         self.entry_pair = np.zeros(0, dtype=np.int64)
+        self.penalty_scale = np.zeros(0)  # (empty: every column's factor is 1)
         self.own = np.zeros(rows.shape[0])
         self.U = np.zeros((k, rows.shape[0]))
 
@@ -270,10 +271,19 @@ class WholeDataDescent:
     own column with the item's columns, x_c,o(i) <p_o(i), v_i>, as if the item were
     left out of the query's set.  The pairs that are not observed are scored in full,
     as the model predicts them (their own column, if any, is not in the query).
+
+    ``frequency_exponent`` (nu) scales each column's penalties by (F_j / mean F)^nu,
+    F_j = sum over its side's rows of x_rj^2 (the row's observed weight + alpha0 times
+    the other side's rows): for ids, user u's n_u + alpha0 |I|, the frequency-scaled
+    penalty of iALS++ (Rendle et al., RecSys 2022); the mean is over the columns that
+    some row has.  0 (the default): every column's penalty is alpha and beta.
+    ``penalty_scale`` holds the factor of each of the model's columns (1 for a column no
+    row has).
     """
 
     def __init__(self, queries, items, pair_query, pair_item, pair_weight, item_columns,
-                 n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None):
+                 n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None,
+                 frequency_exponent=0.0):
         d = queries.shape[1]
         order = np.lexsort((pair_item, pair_query))
         pair_query, pair_item = pair_query[order], pair_item[order]
@@ -297,10 +307,35 @@ class WholeDataDescent:
             self.own = self._own_terms(np.asarray(own_columns, dtype=np.int64),
                                        pair_query, pair_item, ~item_mask)
         self.n, self.alpha0, self.k = float(n), float(alpha0), k
+        self.penalty_scale = self._penalty_scales(d, float(frequency_exponent))
         self.settings = (float(alpha0), float(alpha), float(beta), float(n),
                          bool(fit_linear), int(threads))
         self.G_query = np.zeros((k + 2, k + 2))
         self.G_item = np.zeros((k + 2, k + 2))
+
+    def _penalty_scales(self, d, exponent):
+        """Each column's factor of the penalties (see the class docstring), (d,); the
+        sides keep theirs in their columns' order."""
+        scale = np.ones(d)
+        if exponent == 0:
+            return scale
+        frequency = np.zeros(d)
+        for side, n_other in ((self.query, self.n_items), (self.item, self.n_queries)):
+            observed = np.zeros(side.own.shape[0])
+            rows = np.repeat(np.arange(side.own.shape[0]), np.diff(side.pair_ptr))
+            index = side.pair_index if side.pair_index.size else np.arange(rows.size)
+            np.add.at(observed, rows, self.weight[index])
+            row_frequency = observed + self.alpha0 * n_other
+            per_entry = side.col_vals ** 2 * row_frequency[side.col_rows]
+            entry_column = np.repeat(np.arange(side.columns.size), np.diff(side.col_ptr))
+            frequency[side.columns] = np.bincount(entry_column, per_entry,
+                                                  side.columns.size)
+        had = frequency > 0
+        if had.any():
+            scale[had] = (frequency[had] / frequency[had].mean()) ** exponent
+        for side in (self.query, self.item):
+            side.penalty_scale = np.ascontiguousarray(scale[side.columns])
+        return scale
 
     def _own_terms(self, own_columns, pair_query, pair_item, query_mask):
         """The observed pairs' own columns and values, and the query side's map of its

@@ -160,6 +160,17 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         "ials": an observed pair weighs ``1 + confidence * count`` (iALS's alpha), its
         count the summed sample weights of its positives (give play counts as
         ``sample_weight``).
+    frequency_exponent : float, default=0.0
+        "ials": nu of frequency-scaled penalties (iALS++'s, Rendle, Krichene, Zhang and
+        Koren, "Revisiting the Performance of iALS on Item Recommendation Benchmarks",
+        RecSys 2022): the penalties of each column (``alpha`` of its linear weight,
+        ``beta`` of its factors) are multiplied by ``(F_j / mean F)^nu``, with ``F_j``
+        the column's frequency, the sum over the rows of its side (queries or items) of
+        ``x^2 (their observed pairs' weights + alpha0 * the other side's rows)`` (for
+        ids: user u's ``n_u + alpha0 * n_items``) and the mean over the columns that
+        some row has.  0: the same penalty for every column; 1 penalises frequent users,
+        items and features in proportion to the data they see, which often ranks
+        better (tune beta with it).
     fit_linear : bool, default=True
         Fit the linear term (only its item part matters to the ranking; for "ials"
         the query part's is fitted too, as a bias of the query).
@@ -313,8 +324,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
 
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
-                 margin=1.0, alpha0=ALPHA0, confidence=0.0, fit_linear=True,
-                 alpha=1e-6, beta=1e-6, init_scale=0.05,
+                 margin=1.0, alpha0=ALPHA0, confidence=0.0, frequency_exponent=0.0,
+                 fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
                  max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
                  eta0=None, power_t=0.25, shuffle=True, query_batch="auto",
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
@@ -335,6 +346,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         check_choice(self.loss, "loss", RANKER_LOSSES)
         check_number(self.alpha0, "alpha0", low=0)
         check_number(self.confidence, "confidence", low=0)
+        check_number(self.frequency_exponent, "frequency_exponent", low=0)
+        if self.frequency_exponent != 0 and self.loss != WHOLE_DATA:
+            raise ValueError(f"frequency_exponent is used by loss={WHOLE_DATA!r} only, "
+                             f"got loss={self.loss!r}")
         if self.rated_items is not None and self.loss != WHOLE_DATA:
             raise ValueError(f"rated_items is used by loss={WHOLE_DATA!r} only, got "
                              f"loss={self.loss!r}")
@@ -642,7 +657,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             data.queries, catalogue.items, data.pair_query, data.pair_item, data.weight,
             np.arange(start, stop), float(training.weight.sum()), float(self.alpha0),
             float(self.alpha), float(self.beta), bool(self.fit_linear), threads,
-            self.n_components, own_columns=self._own_columns(catalogue))
+            self.n_components, own_columns=self._own_columns(catalogue),
+            frequency_exponent=float(self.frequency_exponent))
+        self._penalty_scale = solver.penalty_scale if self.frequency_exponent else None
         self.query_batch_ = 1
         progress = _Progress(self, validation, catalogue, rng, stack, max_iter,
                              training.item.shape[0])
@@ -708,6 +725,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     def _penalty(self, model):
         def squares(a):  # not np.dot: BLAS threads would spin through the next pass
             return float(np.square(a, dtype=np.float64).sum())
+        scale = getattr(self, "_penalty_scale", None)
+        if self.loss == WHOLE_DATA and scale is not None:  # (per column; degree 2)
+            w, P = model.w.astype(np.float64), model.P[0].astype(np.float64)
+            return 0.5 * float(self.alpha * np.sum(scale * w * w) +
+                               self.beta * np.sum(scale[:, np.newaxis] * P * P))
         return 0.5 * (self.alpha * squares(model.w) +
                       self.beta * (squares(model.P) + squares(model.gamma)))
 
