@@ -423,6 +423,40 @@ def test_ranker_whole_data_loss_and_its_options(interactions, tmp_path, capsys):
     assert _run(capsys, "evaluate", model, test)[0] == 0
 
 
+def test_ranker_rated_items_on_the_command_line(interactions, tmp_path, capsys):
+    """--rated-items: the columns of the users' sets of rated items, as the ranker's
+    rated_items; the same fit as in Python."""
+    from polylite.ranking import FactorizationMachineRanker
+    X, y, pairs, k, _, _ = interactions
+    rated = sp.csr_matrix((np.ones(pairs.shape[0]), (pairs[:, 0], pairs[:, 1])),
+                          shape=(N_USERS, N_ITEMS))
+    rated = sp.csr_matrix(rated.multiply(
+        1 / np.sqrt(np.maximum(rated.getnnz(axis=1), 1))[:, None]))  # 1/sqrt(n) each
+    X = sp.hstack([X, rated[pairs[:, 0]]], format="csr")
+    first = N_USERS + N_ITEMS
+    train = _write(tmp_path / "rated.svm", X[:k], y[:k])
+    model = tmp_path / "r.npz"
+    options = ("--task", "ranking", "--item-columns", ITEMS, "--loss", "ials",
+               "--n-components", 3, "--max-iter", 3, "--seed", 0)
+    status, _, err = _run(capsys, "fit", train, "-m", model, *options, "--rated-items",
+                          f"{first}:{first + N_ITEMS}", "--n-features", X.shape[1])
+    assert status == 0, err
+    saved = polylite.load(model)
+    assert saved.rated_items == [first, first + N_ITEMS]
+    ranker = FactorizationMachineRanker(
+        loss="ials", n_components=3, max_iter=3, random_state=0,
+        item_columns=(N_USERS, N_USERS + N_ITEMS),
+        rated_items=(first, first + N_ITEMS)).fit(X[:k], y[:k])
+    np.testing.assert_allclose(saved.P_, ranker.P_, rtol=1e-12)
+    unleft = FactorizationMachineRanker(**{**ranker.get_params(), "rated_items": None})
+    assert not np.allclose(unleft.fit(X[:k], y[:k]).P_, ranker.P_)  # (it matters)
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
+                          "--item-columns", ITEMS, "--rated-items", f"{first}:{first + 5}")
+    assert status == 2 and "--rated-items: only with --loss ials" in err
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--rated-items", "1:3")
+    assert status == 2 and "--rated-items: only with --task ranking" in err
+
+
 def test_ranker_item_columns_count_after_the_index_base(interactions, tmp_path, capsys):
     # A one-based file of the same rows: its indices are one more, the columns the same.
     X, y, _, k, train, _ = interactions

@@ -42,8 +42,11 @@ def run(args, parser):
         parser.error("argument --binary-threshold: only with --task classification")
     if args.task == "ranking":
         _check_ranking_options(args, parser, params)
-    elif args.item_columns is not None:
-        parser.error("argument --item-columns: only with --task ranking")
+    else:
+        for name, given in (("--item-columns", args.item_columns),
+                            ("--rated-items", args.rated_items)):
+            if given is not None:
+                parser.error(f"argument {name}: only with --task ranking")
     if args.stream:
         if not hasattr(cls, "partial_fit"):
             parser.error(f"argument --stream: trains by partial_fit, which "
@@ -145,6 +148,7 @@ def _check_format(args, parser):
         return fmt
     refused = [("--stream", args.stream), ("--relation", args.relation),
                ("--meta", args.meta), ("--item-columns", args.item_columns),
+               ("--rated-items", args.rated_items),
                ("--one-based", args.zero_based is False)]
     for name, given in refused:
         if given:
@@ -179,7 +183,7 @@ def _chosen_parameters(args, parser, cls):
 
 def _check_ranking_options(args, parser, params):
     """The options of --task ranking: where the item part is (item_columns in
-    ``params``), and no --stream."""
+    ``params``), the users' rated items (rated_items), and no --stream."""
     if args.stream:
         parser.error("argument --stream: not with --task ranking (the ranker draws "
                      "negatives among every item a user has not interacted with, which "
@@ -189,11 +193,19 @@ def _check_ranking_options(args, parser, params):
             parser.error(f"argument --item-columns: STOP {args.item_columns[1]} is beyond "
                          f"--n-features {args.n_features}")
         params["item_columns"] = args.item_columns
-    elif not args.relation:
+    if args.rated_items is not None:
+        if args.n_features is not None and args.rated_items[1] > args.n_features:
+            parser.error(f"argument --rated-items: STOP {args.rated_items[1]} is beyond "
+                         f"--n-features {args.n_features}")
+        if params.get("loss") != "ials":
+            parser.error("argument --rated-items: only with --loss ials (the whole-data "
+                         "loss)")
+        params["rated_items"] = args.rated_items
+    if args.item_columns is None and not args.relation:
         parser.error("argument --item-columns: --task ranking needs the item part of the "
                      "rows: give --item-columns START:STOP (its columns), or --relation "
                      "USERS,ITEMS (the second relation's table)")
-    elif len(args.relation) < 2:
+    if args.item_columns is None and len(args.relation) < 2:
         parser.error("argument --relation: --task ranking takes the item part from the "
                      "second relation (--relation USERS,ITEMS), or from the columns "
                      "--item-columns names")

@@ -273,6 +273,12 @@ def _add_fit(sub):
                      help="--task ranking: the zero-based columns START..STOP-1 of the "
                           "item part of the rows (for a one-based file, its indices minus "
                           "one); the columns before START identify the user")
+    fit.add_argument("--rated-items", type=column_range, metavar="START:STOP",
+                     help="--task ranking --loss ials: the zero-based columns of the "
+                          "user's part that hold the set of items the user rated, column "
+                          "START + t for the item whose id is column t of the item part; "
+                          "each observed pair is fitted with its own item left out of the "
+                          "set")
     fit.add_argument("--meta", metavar="FILE",
                      help="libFM's groups file of TRAIN's features (one group number per "
                           "line): each group gets its own prior (bayes-fm, vb-fm)")
