@@ -313,17 +313,37 @@ def _rows_of_block(block, dtype):
     return y, X
 
 
-def _parse(block, path, first_line, dtype):
-    """CSR rows (indices as written) and labels of one block; DataFileError names the
+# Bytes parsed at once within a block: the parse's temporaries (a few arrays as long as
+# the bytes) then stay in the processor's caches; 64 MiB parsed whole ran at half the
+# speed.
+PARSE_BYTES = 4 * 2**20
+
+
+def _pieces(block):
+    """(offset of its first line in the block, bytes of whole lines) of about
+    PARSE_BYTES each."""
+    start, line = 0, 0
+    while start < len(block):
+        stop = block.rfind(b"\n", start, start + PARSE_BYTES) + 1
+        if stop <= start:  # a line longer than PARSE_BYTES
+            stop = block.find(b"\n", start + PARSE_BYTES) + 1 or len(block)
+        piece = block[start:stop]
+        yield line, piece
+        line += piece.count(b"\n")
+        start = stop
+
+
+def _parse_piece(piece, path, first_line, dtype):
+    """CSR rows (indices as written) and labels of whole lines; DataFileError names the
     line of anything malformed or non-finite."""
     try:
-        y, X = _rows_of_block(block, dtype)
+        y, X = _rows_of_block(piece, dtype)
     except _NotSvmlight:
-        for offset, content in _data_lines(block):
+        for offset, content in _data_lines(piece):
             problem = _line_problem(content)
             if problem is not None:
                 raise DataFileError(f"{path}:{first_line + offset}: {problem}") from None
-        last = first_line + block.count(b"\n") - 1
+        last = first_line + piece.count(b"\n") - 1
         raise DataFileError(f"{path}: lines {first_line}-{last}: not svmlight text "
                             f"(label index:value ...)") from None
     bad_label = np.flatnonzero(~np.isfinite(y))
@@ -334,9 +354,27 @@ def _parse(block, path, first_line, dtype):
         label_row = bad_label[0] if bad_label.size else y.shape[0]
         row = min(value_row, label_row)
         what = "the label" if row == label_row else "a feature value"
-        line = first_line + _line_of_row(block, row)
+        line = first_line + _line_of_row(piece, row)
         raise DataFileError(f"{path}:{line}: {what} is not finite (NaN or infinity)")
     return X, y
+
+
+def _parse(block, path, first_line, dtype):
+    """CSR rows (indices as written; as many columns as the largest index needs, at
+    least one) and labels of one block, parsed a piece at a time."""
+    parts = [_parse_piece(piece, path, first_line + offset, dtype)
+             for offset, piece in _pieces(block)]
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return sp.csr_matrix((0, 1), dtype=dtype), np.zeros(0)
+    ends = np.cumsum([X.nnz for X, _ in parts])
+    indptr = np.concatenate([[0]] + [X.indptr[1:] + end - X.nnz
+                                     for (X, _), end in zip(parts, ends)])
+    X = sp.csr_matrix((np.concatenate([X.data for X, _ in parts]),
+                       np.concatenate([X.indices for X, _ in parts]), indptr),
+                      shape=(indptr.size - 1, max(X.shape[1] for X, _ in parts)))
+    return X, np.concatenate([y for _, y in parts])
 
 
 def iter_file(path, *, zero_based=None, n_features=None, dtype=np.float64,

@@ -115,3 +115,24 @@ def test_numbers_refuse_what_is_not_one():
         text_numbers(buf, np.array([6]), np.array([9]), integers=True)
     np.testing.assert_array_equal(text_numbers(buf, np.array([0]), np.array([2]),
                                                integers=True), [12.0])
+
+
+def test_a_block_is_parsed_in_pieces_as_a_whole(monkeypatch):
+    """Pieces of a few lines give the same rows as the block at once, and errors name
+    the block's line."""
+    import polylite._svmlight as svmlight
+    rng = np.random.default_rng(5)
+    blocks = (_random_block(rng) for _ in range(100))
+    block = b"".join(b for b in blocks if b"inf" not in b)
+    whole_X, whole_y = _parse(block, "f", 1, np.float64)
+    monkeypatch.setattr(svmlight, "PARSE_BYTES", 64)
+    X, y = _parse(block, "f", 1, np.float64)
+    assert len(list(svmlight._pieces(block))) > 10
+    assert X.shape == whole_X.shape and (X != whole_X).nnz == 0
+    np.testing.assert_array_equal(y, whole_y)
+    np.testing.assert_array_equal(X.indptr, whole_X.indptr)
+    lines = block.split(b"\n")
+    lines[len(lines) // 2] = b"1 x:2"
+    with pytest.raises(DataFileError, match=f"^f:{len(lines) // 2 + 1}: the feature "
+                                            f"index 'x' is not an integer"):
+        _parse(b"\n".join(lines), "f", 1, np.float64)
