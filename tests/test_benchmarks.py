@@ -95,6 +95,7 @@ CASES = [
     Case("link_prediction", "bench_link_prediction.py",
          ["--data", "{movielens}", "--seeds", "1", "--models", "hofm2", "--betas", "1e-3",
           "--max-iter", "1", "--output", "{tmp}/link_prediction.json"], [ML], "HOFM m=2"),
+    Case("read", "bench_read.py", ["--quick"], [], "10 decimals"),
     Case("movielens", "bench_movielens.py", ["--data", "{movielens}", "--quick"], [ML],
          "(u1-like)"),
     Case("multioutput", "bench_multioutput.py",
