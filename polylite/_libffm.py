@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ._svmlight import DataFileError, _blocks, _show, text_numbers
+from ._svmlight import DataFileError, _blocks, _pieces, _show, text_numbers
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "iter_libffm", "read_libffm", "scan_libffm",
            "write_libffm", "LibffmScan"]
@@ -82,8 +82,23 @@ class _Block(NamedTuple):
 
 
 def _parse(block, path, first_line):
-    """The rows of one block of lines, every token checked (DataFileError names the
-    line of the first bad one)."""
+    """The rows of one block of lines, parsed a piece of a few megabytes at a time (as
+    svmlight blocks are), or None if it has none."""
+    parts = [blk for offset, piece in _pieces(block)
+             if (blk := _parse_piece(piece, path, first_line + offset)) is not None]
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    ends = np.cumsum([blk.features.size for blk in parts])
+    indptr = np.concatenate([[0]] + [blk.indptr[1:] + end - blk.features.size
+                                     for blk, end in zip(parts, ends)])
+    return _Block(np.concatenate([blk.y for blk in parts]), indptr,
+                  *(np.concatenate([getattr(blk, name) for blk in parts])
+                    for name in ("fields", "features", "values", "lines")))
+
+
+def _parse_piece(block, path, first_line):
+    """The rows of whole lines, every token checked (DataFileError names the line of
+    the first bad one), or None if they have none."""
     buf = np.frombuffer(block, np.uint8)
     ws = (buf == _SPACE) | (buf == _TAB) | (buf == _NEWLINE) | (buf == _RETURN)
     starts = np.flatnonzero(~ws & np.concatenate([[True], ws[:-1]]))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["DataFileError", "DEFAULT_CHUNK_BYTES", "ReadStats", "iter_file", "read_file",
            "scan_file", "detect_zero_based", "from_one_based"]
@@ -203,6 +204,8 @@ _IS_SPACE[list(b" \t\n\r\x0b\x0c")] = True
 # strtod does.
 _FAST_DIGITS = 16
 _POWERS_OF_TEN = 10.0 ** np.arange(_FAST_DIGITS + 1)
+# Numbers up to this many bytes are read a byte column at a time; longer ones by float.
+_WIDEST = 24
 
 
 class _NotSvmlight(Exception):
@@ -223,39 +226,46 @@ def text_numbers(buf, starts, stops, *, integers=False):
     ``buf``, a uint8 array).
 
     Plain decimals (a sign, digits, at most one point) are converted with vectorised
-    NumPy, exactly as ``float`` converts them; the others (exponents, long mantissas,
-    inf, nan) by ``float``.  With ``integers``, only a sign and digits are accepted.
-    ValueError if a span is not a number."""
+    NumPy, exactly as ``float`` converts them: the numbers' bytes side by side, one
+    column of bytes at a time; the others (exponents, long mantissas, inf, nan) by
+    ``float``.  With ``integers``, only a sign and digits are accepted.  ValueError if a
+    span is not a number."""
     n = starts.size
+    values = np.empty(n)
     if n == 0:
-        return np.empty(0)
-    first = starts + ((buf[starts] == _MINUS) | (buf[starts] == _PLUS))
-    lengths = stops - first
+        return values
+    lengths = stops - starts
     if np.any(lengths <= 0):
         raise ValueError("an empty number")
-    offsets = np.cumsum(lengths) - lengths
-    token = np.repeat(np.arange(n), lengths)
-    text = buf[np.arange(offsets[-1] + lengths[-1]) - np.repeat(offsets - first, lengths)]
-    digit = text - np.uint8(_ZERO)  # wraps below '0': a digit iff < 10
-    is_digit, is_point = digit < 10, text == _POINT
-    n_digits = np.bincount(token[is_digit], minlength=n)
-    n_points = np.bincount(token[is_point], minlength=n)
-    plain = (n_digits + n_points == lengths) & (n_points <= 1) & (n_digits >= 1)
-    if integers and not np.all(plain & (n_points == 0)):
+    width = int(min(lengths.max(), _WIDEST))
+    short = lengths <= width
+    length = lengths[short]
+    padded = np.concatenate([buf, np.zeros(width, np.uint8)])
+    rows = sliding_window_view(padded, width)[starts[short]]  # (numbers, width) bytes
+    signed = (rows[:, 0] == _MINUS) | (rows[:, 0] == _PLUS)
+    mantissa = np.zeros(length.size, np.int64)
+    n_digits = np.zeros(length.size, np.int64)
+    n_points = np.zeros(length.size, np.int64)
+    places = np.zeros(length.size, np.int64)  # digits after the point
+    for c in range(width):
+        inside = c < length
+        digit = rows[:, c] - np.uint8(_ZERO)  # wraps below '0': a digit iff < 10
+        is_digit = (digit < 10) & inside
+        np.copyto(mantissa, mantissa * 10 + digit,
+                  where=is_digit & (n_digits <= _FAST_DIGITS))
+        n_digits += is_digit
+        places += is_digit & (n_points > 0)
+        n_points += (rows[:, c] == _POINT) & inside
+    plain = (n_digits + n_points + signed == length) & (n_points <= 1) & (n_digits >= 1)
+    if integers and not (short.all() and np.all(plain & (n_points == 0))):
         raise ValueError("not an integer")
-    plain &= n_digits <= _FAST_DIGITS
-    # each digit's place: the number of digits after it in its token
-    digits_through = np.cumsum(is_digit)
-    after = (np.repeat(n_digits + digits_through[offsets] - is_digit[offsets], lengths)
-             - digits_through)
-    keep = is_digit & np.repeat(plain, lengths)
-    mantissa = np.bincount(token[keep], digit[keep] * _POWERS_OF_TEN[after[keep]], n)
-    plain &= mantissa < 2.0 ** 53
-    places = np.zeros(n, np.int64)
-    places[token[is_point]] = np.minimum(after[is_point], _FAST_DIGITS)
-    values = mantissa / _POWERS_OF_TEN[places]
-    np.negative(values, out=values, where=buf[starts] == _MINUS)
-    other = np.flatnonzero(~plain)
+    plain &= (n_digits <= _FAST_DIGITS) & (mantissa < 2 ** 53)
+    converted = mantissa / _POWERS_OF_TEN[np.minimum(places, _FAST_DIGITS)]
+    np.negative(converted, out=converted, where=rows[:, 0] == _MINUS)
+    values[short] = converted
+    other = np.ones(n, bool)
+    other[np.flatnonzero(short)[plain]] = False
+    other = np.flatnonzero(other)
     if other.size:
         raw = buf.tobytes()
         values[other] = np.array([raw[a:b] for a, b in zip(starts[other].tolist(),
