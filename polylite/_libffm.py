@@ -143,6 +143,13 @@ def _record_fields(field_of, blk, path):
     if top > field_of.shape[0]:
         field_of = np.concatenate([field_of, np.full(top - field_of.shape[0], -1,
                                                      np.int64)])
+    # Usually every feature keeps one field: a write of the block's fields and a read
+    # back (no sort) show it; only a clash sorts the block to name its first line.
+    written = field_of.copy()
+    written[blk.features] = blk.fields
+    if np.all(written[blk.features] == blk.fields) and np.all(
+            (field_of < 0) | (written == field_of)):
+        return written
     # Within the block: the first field given to each feature ...
     order = np.lexsort((blk.lines, blk.features))
     feats, flds = blk.features[order], blk.fields[order]
