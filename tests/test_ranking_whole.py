@@ -215,8 +215,9 @@ def _ials_loss(R, C, X, Y, lam, alpha0, user_lam=None, item_lam=None):
         item_lam * (Y ** 2).sum(1)).sum()
 
 
-def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
-    n_users, n_items, k = 15, 12, 3
+def _ids_problem(rng, n_users=15, n_items=12, confidence=2.0):
+    """(R: the users' positives, X: a row of one-hot user and item ids per positive,
+    C: iALS's confidences 1 + confidence of the positives)."""
     R = (rng.random((n_users, n_items)) < 0.3).astype(float)
     R[np.arange(n_users), np.arange(n_users) % n_items] = 1
     R[np.arange(n_items) % n_users, np.arange(n_items)] = 1
@@ -225,8 +226,13 @@ def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
     X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
                                         np.c_[users, n_users + items].ravel())),
                       shape=(n, n_users + n_items))
+    return R, X, np.where(R > 0, 1 + confidence, 0.0)
+
+
+def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
+    R, X, C = _ids_problem(rng)
+    (n_users, n_items), n, k = R.shape, X.shape[0], 3
     confidence, alpha0, beta = 2.0, 0.5, 0.01
-    C = np.where(R > 0, 1 + confidence, 0.0)
     lam = n * beta  # polylite's penalty is per positive
     U, V = _ials(R, C, rng.normal(0, 0.1, (n_users, k)), rng.normal(0, 0.1, (n_items, k)),
                  lam, alpha0, 300)
@@ -251,17 +257,9 @@ def test_ids_only_is_ials_with_the_penalty_over_the_positives(rng):
 def test_frequency_scaled_ids_only_is_ials_plus_plus(rng):
     """frequency_exponent=1, ids only: each user's penalty lam (sum_i C_ui + alpha0
     n_items), each item's likewise (Rendle et al. 2022), lam = N beta / mean F."""
-    n_users, n_items, k = 15, 12, 3
-    R = (rng.random((n_users, n_items)) < 0.3).astype(float)
-    R[np.arange(n_users), np.arange(n_users) % n_items] = 1
-    R[np.arange(n_items) % n_users, np.arange(n_items)] = 1
-    users, items = np.nonzero(R)
-    n = users.shape[0]
-    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
-                                        np.c_[users, n_users + items].ravel())),
-                      shape=(n, n_users + n_items))
+    R, X, C = _ids_problem(rng)
+    (n_users, n_items), n, k = R.shape, X.shape[0], 3
     confidence, alpha0, beta = 2.0, 0.5, 0.01
-    C = np.where(R > 0, 1 + confidence, 0.0)
     F_users = C.sum(1) + alpha0 * n_items
     F_items = C.sum(0) + alpha0 * n_users
     lam = n * beta / np.r_[F_users, F_items].mean()
