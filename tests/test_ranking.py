@@ -518,3 +518,34 @@ def test_the_sampled_validation_auc_estimates_the_full_one(n_items):
                                    rtol=1e-12)
     else:
         assert difference.max() < 0.03 and difference.max() > 0  # (an estimate)
+
+
+@pytest.mark.parametrize("loss", ["bpr", "warp"])
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_threads_step_on_every_positive_once(monkeypatch, loss, jobs):
+    # Threads claim blocks of a chunk as they become free: every positive of a chunk is
+    # visited once whatever the threads (a chunk that is not a whole number of blocks
+    # here), its weight counted once and, for BPR, one step each.
+    table, items, affinity = _clicks(n_users=200, per_user=10)
+    monkeypatch.setattr(_data, "CHUNK_ROWS", 997)
+    monkeypatch.setattr(ranking_fm, "MIN_POSITIVES_PER_THREAD", 64)
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, size=2000)
+    passes = []
+
+    def recorded(problem, schedule, sampling, chunk, *args):
+        out = ranking_fm_pass(problem, schedule, sampling, chunk, *args)
+        passes.append((chunk.weight.sum(), chunk.positive.shape[0], out))
+        return out
+
+    ranking_fm_pass = ranking_fm.pairwise_pass
+    monkeypatch.setattr(ranking_fm, "pairwise_pass", recorded)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    FactorizationMachineRanker(n_components=4, max_iter=2, loss=loss, random_state=0,
+                               n_jobs=jobs).fit(X, sample_weight=weight)
+    assert len(passes) == 2 * 3
+    for chunk_weight, n, out in passes:
+        assert out["finite"] and out["skipped"] == 0
+        np.testing.assert_allclose(out["weight"], chunk_weight, rtol=1e-12)
+        assert out["trials"] >= n
+        if loss == "bpr":
+            assert out["updates"] == out["trials"] == n

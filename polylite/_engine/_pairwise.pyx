@@ -54,6 +54,10 @@ cdef enum:
     # of the way before its use.
     DRAWS_AHEAD = 12
     RING = 16           # > DRAWS_AHEAD
+    # Threads claim a chunk's positives in blocks of at most CLAIM_ROWS, and of at most
+    # 1 / CLAIMS_PER_THREAD of a thread's even share (a short chunk).
+    CLAIM_ROWS = 2048
+    CLAIMS_PER_THREAD = 4
 
 cdef enum:
     # The pairwise losses' codes in the loss table.
@@ -725,6 +729,24 @@ cdef extern from *:
     ctypedef void inlined_void "POLYLITE_INLINED_VOID"
 
 
+# Threads claim a chunk's positives a block at a time from a shared counter (the block
+# start), not as fixed shares: a thread held up (by another process on its core, or by
+# positives that draw many negatives) then delays the end of the chunk by one block at
+# most, not by the rest of its share.
+cdef extern from *:
+    """
+    static inline long long polylite_claim(long long* next, long long n) {
+        long long got;
+    #ifdef _OPENMP
+        _Pragma("omp atomic capture")
+    #endif
+        { got = *next; *next += n; }
+        return got;
+    }
+    """
+    long long polylite_claim(long long* next, long long n) noexcept nogil
+
+
 cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work* work,
                                     Thread th, const Ahead* a, const floating* i_data,
                                     Py_ssize_t pos, long long step) noexcept nogil:
@@ -1002,6 +1024,7 @@ cdef struct Pass:
     long long* own_steps
     long long* last_touch   # n_threads x (d + 1)
     Totals* totals
+    long long* next_row     # the first positive no thread has claimed yet (shared)
     const Work* work
     const Ahead* ahead      # the positives and items of the chunk, and the negatives
 
@@ -1009,15 +1032,15 @@ cdef struct Pass:
 cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_data,
                        const floating* i_data) noexcept nogil:
     """Thread t's share of a pass (of the query rows' values ``q_data`` and the item
-    rows' ``i_data``): its contiguous range of the chunk's positives, with its own
-    random stream, draws, scratch and touch counts (every local here is the thread's
-    own), then its share of the epoch's settling."""
+    rows' ``i_data``): the blocks of the chunk's positives it claims (one thread: the
+    whole chunk, in order), with its own random stream, draws, scratch and touch counts
+    (every local here is the thread's own), then its share of the epoch's settling."""
     cdef const Settings* cfg = ps.cfg
     cdef Model model = ps.model[0]  # the thread's copy (see Model)
     cdef const floating* P = <const floating*> model.P
     cdef const floating* acc_P = <const floating*> model.acc_P
     cdef Py_ssize_t d = model.d, k = model.k, lo, hi, pos, row, q_start = 0
-    cdef Py_ssize_t q_nnz = 0
+    cdef Py_ssize_t q_nnz = 0, block
     cdef Thread th
     cdef Buffers bufs
     cdef Batch batch
@@ -1037,11 +1060,18 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     draws.i_ptr, draws.i_ind = a.i_ptr, a.i_ind
     if buf == NULL:
         th.totals.finite = False
-    elif thread_range(t, threads, ps.n_rows, &lo, &hi):
+    else:
         _seed(&draws.rng, ps.seeds[t])
         _start_draws(&draws)
-        ahead.end = hi
         bufs = _buffers(buf, cfg, ps.work, k)
+    block = ps.n_rows if threads == 1 else max(
+        1, min(<Py_ssize_t> CLAIM_ROWS, ps.n_rows // (CLAIMS_PER_THREAD * threads)))
+    while buf != NULL and th.totals.finite:
+        lo = polylite_claim(ps.next_row, block)
+        if lo >= ps.n_rows:
+            break
+        hi = min(lo + block, ps.n_rows)
+        ahead.end = hi
         for pos in range(lo, hi):
             _prefetch_ahead(pos, &ahead, q_data, P, acc_P, th.last_touch, cfg.n_blocks,
                             d, k)
@@ -1162,9 +1192,10 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     thread its steps in the epoch (``thread_steps``) and the step at which it last
     touched each feature (``last_touch``, n_threads x (n_features + 1), the last column
     for the dummies).  ``step0``: the steps taken before this pass (a positive is one
-    step; the step size's schedule).  Each of the ``len(seeds)`` threads takes a
-    contiguous share of the chunk with its own random stream, the threads stepping on
-    the shared parameters without locks.  ``flush`` (the epoch's last chunk): settle
+    step; the step size's schedule).  Each of the ``len(seeds)`` threads takes blocks of
+    consecutive positives of the chunk as it becomes free (one thread: the whole chunk
+    in order), with its own random stream, the threads stepping on the shared
+    parameters without locks.  ``flush`` (the epoch's last chunk): settle
     every feature's penalty (:func:`_settle`); the caller then sets ``thread_steps`` to
     0.
 
@@ -1205,6 +1236,8 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     cdef Totals* totals
     cdef Totals* mine
     cdef Totals total
+    cdef void* claims
+    cdef long long* next_row
     cdef bint adagrad = cfg.schedule == ADAGRAD
     cdef int t
     cdef Ahead common
@@ -1247,8 +1280,14 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     common.batch_end = &batch_end[0]
     # Each thread's totals a cache line apart at least: it updates them every positive.
     totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
-    if totals == NULL:
+    # The claims' counter on cache lines of its own (every claim writes it).
+    claims = malloc(2 * THREAD_ALIGN)
+    if totals == NULL or claims == NULL:
+        free(totals)
+        free(claims)
         raise MemoryError()
+    next_row = <long long*> thread_align(claims)
+    next_row[0] = 0
     for t in range(n_threads):
         mine = &totals[t * TOTALS_STRIDE]
         mine.loss = mine.weight = 0
@@ -1261,6 +1300,7 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     shared.n_rows, shared.step0, shared.flush = n_rows, step0, flush
     shared.n_threads, shared.seeds, shared.own_steps = n_threads, &seeds[0], &own_steps[0]
     shared.last_touch, shared.totals, shared.work = &last_touch[0, 0], totals, &work
+    shared.next_row = next_row
     shared.ahead = &common
     with nogil, parallel(num_threads=n_threads):
         _thread_pass(threadid(), polylite_team_size(), &shared, &q_data[0], &i_data[0])
@@ -1274,6 +1314,7 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
         total.skipped += mine.skipped
         total.finite = total.finite and mine.finite
     free(totals)
+    free(claims)
     return total
 
 
