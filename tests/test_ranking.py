@@ -549,3 +549,22 @@ def test_threads_step_on_every_positive_once(monkeypatch, loss, jobs):
         assert out["trials"] >= n
         if loss == "bpr":
             assert out["updates"] == out["trials"] == n
+
+
+def test_negatives_drawn_per_positive_and_epoch():
+    table, items, affinity = _clicks(n_users=200, per_user=10)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    bpr = FactorizationMachineRanker(loss="bpr", n_components=4, max_iter=3,
+                                     random_state=0).fit(X)
+    assert bpr.negatives_drawn_ == [1.0, 1.0, 1.0]
+    warp = FactorizationMachineRanker(loss="warp", n_components=4, max_iter=8,
+                                      max_trials=7, eta0=0.2, random_state=0).fit(X)
+    drawn = np.asarray(warp.negatives_drawn_)
+    assert drawn.shape == (8,) and np.all((drawn >= 1) & (drawn <= 7))
+    # The model learns to rank the positives above the items drawn: more draws later.
+    assert drawn[-1] > drawn[0] + 0.5
+    warp.partial_fit(X)
+    assert len(warp.negatives_drawn_) == 9
+    whole = FactorizationMachineRanker(loss="ials", n_components=4, max_iter=2,
+                                       random_state=0).fit(X)
+    assert whole.negatives_drawn_ == []

@@ -231,12 +231,13 @@ cdef inline void _start_draws(Draws* dr) noexcept nogil:
 
 
 cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const floating* P,
-                                  const floating* acc_P, const long long* last_touch,
                                   Py_ssize_t n_blocks, Py_ssize_t d,
                                   Py_ssize_t k) noexcept nogil:
     """The next draw of the stream; draws the one DRAWS_AHEAD later (requesting its
     row's pointer), and requests the row of the draw two thirds as far ahead and the
-    parameters of the one a third as far."""
+    factors of the one a third as far (only the factors, which its score reads: most
+    draws of WARP are tried and not stepped on; the one chosen has its AdaGrad sums and
+    last touches requested when it is chosen)."""
     cdef Py_ssize_t item = dr.ring[dr.used % RING], c
     c = _draw(&dr.rng, dr.negatives)
     dr.ring[(dr.used + DRAWS_AHEAD) % RING] = c
@@ -245,15 +246,14 @@ cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const float
     POLYLITE_PREFETCH(dr.i_ind + dr.i_ptr[c])
     POLYLITE_PREFETCH(i_data + dr.i_ptr[c])
     c = dr.ring[(dr.used + DRAWS_AHEAD // 3) % RING]
-    _prefetch_row(dr.i_ind + dr.i_ptr[c], dr.i_ptr[c + 1] - dr.i_ptr[c], P, acc_P,
-                  last_touch, n_blocks, d, k)
+    _prefetch_row(dr.i_ind + dr.i_ptr[c], dr.i_ptr[c + 1] - dr.i_ptr[c], P,
+                  <const floating*> NULL, <const long long*> NULL, n_blocks, d, k)
     dr.used += 1
     return item
 
 
 cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_data,
-                                 const floating* P, const floating* acc_P,
-                                 const long long* last_touch, Py_ssize_t n_blocks,
+                                 const floating* P, Py_ssize_t n_blocks,
                                  Py_ssize_t d, Py_ssize_t k) noexcept nogil:
     """A negative item of ``user``, never one the user has seen: draws of the stream
     (uniform or by popularity) until an unseen one, at most MAX_REJECTIONS, then one
@@ -262,7 +262,7 @@ cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_d
     cdef Py_ssize_t item, attempt
     cdef const Negatives* neg = dr.negatives
     for attempt in range(MAX_REJECTIONS):
-        item = _next_draw(dr, i_data, P, acc_P, last_touch, n_blocks, d, k)
+        item = _next_draw(dr, i_data, P, n_blocks, d, k)
         if not _is_seen(neg, user, item):
             return item
     return _uniform_unseen(&dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
@@ -810,7 +810,7 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
-        negative = _negative(&draws, user, i_data, P, acc_P, last_touch, nb, d, k)
+        negative = _negative(&draws, user, i_data, P, nb, d, k)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
         _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
@@ -830,6 +830,7 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     if negative < 0:  # WARP: no violation among the trials
         return
     n_row.ind, n_row.val, n_row.nnz = n_ind, n_val, n_nnz
+    _prefetch_row(n_ind, n_nnz, P, acc_P, last_touch, nb, d, k)  # its step's state
     delta = score_pos - score_neg
     if cfg.loss == BPR:
         # -log sigmoid(delta), and its derivative -sigmoid(-delta), without overflow.
@@ -951,11 +952,13 @@ cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floatin
                                const floating* acc_P, const long long* last_touch,
                                Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
     """Request the factor rows (both ends: a row may straddle two cache lines),
-    AdaGrad's sums and the last touches of a row's features."""
+    AdaGrad's sums and the last touches of a row's features (``acc_P``,
+    ``last_touch``: NULL for none)."""
     cdef Py_ssize_t z, b, j
     for z in range(nnz):
         j = ind[z]
-        POLYLITE_PREFETCH(last_touch + j)
+        if last_touch != NULL:
+            POLYLITE_PREFETCH(last_touch + j)
         for b in range(n_blocks):
             POLYLITE_PREFETCH(P + (b * d + j) * k)
             POLYLITE_PREFETCH(P + (b * d + j) * k + k - 1)
@@ -1346,6 +1349,5 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     draws.i_ptr, draws.i_ind = &empty_rows[0], &empty_rows[0]
     _start_draws(&draws)
     for i in range(n_draws):
-        result[i] = _negative(&draws, user, &nothing[0], &nothing[0], <double*> NULL,
-                              <long long*> &empty_rows[0], 1, 1, 1)
+        result[i] = _negative(&draws, user, &nothing[0], &nothing[0], 1, 1, 1)
     return out

@@ -273,6 +273,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         The solver that ran ("cd" for "ials").
     loss_curve_ : list of float
         The objective of every epoch, as met during its pass.
+    negatives_drawn_ : list of float
+        For "bpr" and "warp": the mean number of negatives drawn per positive in every
+        epoch (BPR: 1; WARP: between 1 and ``max_trials``, growing as the model ranks
+        more positives above the items drawn).  Empty for "ials".
     validation_scores_ : list of float
         With early stopping: the validation AUC after every epoch.
     n_items_ : int
@@ -504,6 +508,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._init_nonlinear(self._output(stack, 0), rng)
             model = _Model(stack, self._adagrad)
             self.loss_curve_, self.validation_scores_ = [], []
+            self.negatives_drawn_ = []
             self.n_iter_ = self._run(training, catalogue, validation, model, stack, rng,
                                      self.max_iter)
             self.n_items_ = catalogue.items.shape[0]
@@ -549,6 +554,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._init_nonlinear(self._output(stack, 0), rng)
                 model = _Model(stack, self._adagrad)
                 self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
+                self.negatives_drawn_ = []
             else:
                 stack = self._warm_stack_of(X)
                 state = getattr(self, "_ranking_state", None)
@@ -556,6 +562,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                     state = (_Model(stack, self._adagrad),
                              check_random_state(self.random_state))
                     self.loss_curve_, self.validation_scores_ = [], []
+                    self.negatives_drawn_ = []
                 model, rng = state
                 model.w, model.P, model.gamma = (stack["w"][0], stack["P"][0],
                                                  stack["gamma"][0])
@@ -610,6 +617,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 order, batch_end = _data.query_batches(
                     order, codes, self.query_batch_, rng if self.shuffle else None)
             loss = weight = 0.0
+            trials = stepped = 0
             for chunk, last in _data.chunks(training, order, batch_end, buffers):
                 seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
                 out = pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
@@ -623,6 +631,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                         f"eta0, increase beta or scale the features")
                 loss += out["loss"]
                 weight += out["weight"]
+                trials += out["trials"]
+                stepped += chunk.positive.shape[0] - out["skipped"]
+            self.negatives_drawn_.append(trials / max(stepped, 1))
             objective = loss / max(weight, 1e-300) + self._penalty(model)
             if progress.epoch_done(epoch, objective):
                 break
