@@ -197,20 +197,22 @@ cdef inline Py_ssize_t _uniform_unseen(Rng* r, const int64_t* seen, Py_ssize_t l
 
 
 cdef inline Py_ssize_t _draw(Rng* r, const Negatives* neg) noexcept nogil:
-    """An item drawn uniformly or by popularity (seen or not)."""
-    cdef Py_ssize_t a, b, mid
+    """An item drawn uniformly or by popularity (seen or not): by popularity, the first
+    item whose cumulative weight exceeds u, uniform below the total, which is the
+    number of items whose cumulative weight is at most u, counted by a branch-free
+    bisection (the comparisons of a search for a random u are as good as coin tosses
+    to a branch predictor)."""
+    cdef Py_ssize_t base = 0, n = neg.n_items, half
     cdef double u
-    if neg.cumulative == NULL:
+    cdef const double* cumulative = neg.cumulative
+    if cumulative == NULL:
         return _below(r, neg.n_items)
-    u = _uniform(r) * neg.cumulative[neg.n_items - 1]
-    a, b = 0, neg.n_items - 1
-    while a < b:  # the first item whose cumulative weight exceeds u
-        mid = (a + b) // 2
-        if neg.cumulative[mid] > u:
-            b = mid
-        else:
-            a = mid + 1
-    return a
+    u = _uniform(r) * cumulative[neg.n_items - 1]
+    while n > 1:
+        half = n // 2
+        base = base + half if cumulative[base + half] <= u else base
+        n -= half
+    return base + (1 if cumulative[base] <= u else 0)
 
 
 cdef struct Draws:

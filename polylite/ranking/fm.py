@@ -249,8 +249,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     n_jobs : int or None, default=None
         Threads (None: 1; -1: every CPU).  "ials": the threads share the passes over
         the queries and the items, and the results do not depend on their number.
-        "warp", "bpr": the threads share each chunk of positives
-        and step on the shared parameters without locks, as LightFM does (Hogwild!).
+        "warp", "bpr": the threads share each chunk of positives, each taking the
+        next block of it as it becomes free (a thread slowed by other work on its core
+        holds the others up by one block at most), and step on the shared parameters
+        without locks, as LightFM does (Hogwild!).
         Reproducibility: with one thread a fit is the same from run to run for a fixed
         ``random_state``; with more, the order in which threads update shared
         parameters varies from run to run, and so do the results, a little.  Threads
