@@ -568,3 +568,17 @@ def test_negatives_drawn_per_positive_and_epoch():
     whole = FactorizationMachineRanker(loss="ials", n_components=4, max_iter=2,
                                        random_state=0).fit(X)
     assert whole.negatives_drawn_ == []
+
+
+@pytest.mark.parametrize("n_items", [1, 2, 5, 8, 13])
+def test_popularity_draws_follow_the_cumulative_weights(n_items):
+    # The bisection finds the first item whose cumulative weight exceeds a uniform draw
+    # below the total: items of weight 0 (a flat step) are never drawn, the others in
+    # proportion to their weights, the first and the last included.
+    rng = np.random.default_rng(n_items)
+    weights = rng.integers(0, 4, size=n_items).astype(float)
+    weights[[0, -1]] = [1.0, 2.0] if n_items > 1 else [1.0]
+    draws = _draws([0, 0], [], np.cumsum(weights), n_items, 0, 40000, 5)
+    counts = np.bincount(draws, minlength=n_items)
+    assert counts.size == n_items and np.all(counts[weights == 0] == 0)
+    np.testing.assert_allclose(counts / 40000, weights / weights.sum(), atol=0.01)
