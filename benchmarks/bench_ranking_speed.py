@@ -4,16 +4,29 @@ synthetic positives, polylite's FactorizationMachineRanker beside LightFM on the
 
 Data: ``polylite.datasets.make_recommender`` draws (user, item) pairs with long-tailed
 user activity and item popularity (100,000 users, 20,000 items by default); 10^7
-distinct pairs are the positives.  Both models see ids only, k = 10 components, learning rate
-0.05 (AdaGrad), and run one epoch from a fresh model (the first epoch: a WARP pass
-then finds a violating negative within few draws, as it does early in any fit; later
-epochs draw more negatives per positive and run longer, for both libraries alike).
-polylite takes the pairs as a RelationalMatrix (a user block and an item block over
-identity tables); LightFM its interaction matrix of the same pairs.
+distinct pairs are the positives.  Both models see ids only (float32), k = 10
+components, learning rate 0.05 with AdaGrad (sums starting at 1 in both), WARP's margin
+1 and at most 10 negatives drawn per positive (polylite's ``max_trials``, LightFM's
+``max_sampled``), and fit --epochs epochs from a fresh model.  BPR draws its negatives
+as LightFM does, by popularity (``negatives="popularity"``; --bpr-negatives uniform
+for uniform draws).  The penalties are each library's defaults (polylite's 1e-6 per
+positive, LightFM's 0).  polylite takes the pairs as a RelationalMatrix (a user block
+and an item block over identity tables); LightFM its interaction matrix of the same
+pairs.
 
-Each cell is the median of --repeats fits; the ratio divides LightFM's epoch time by
-polylite's, both measured in this run.  Fit setup outside the pass (polylite's seen-item
-tables, LightFM's matrix conversion) is inside the times, as a user meets it.
+A WARP positive costs as many draws as it takes to find a negative that violates the
+margin, and the better the model ranks, the more draws: ``neg/pos`` is polylite's mean
+number of negatives drawn per positive over the epochs (``negatives_drawn_``; LightFM
+does not report its own).
+
+Each time is that of a whole fit (set-up included, as a user meets it: polylite's
+seen-item tables, LightFM's matrix conversion), the median of --repeats fits, the two
+libraries alternating; ``pos/s/thread`` counts positives times epochs.  ``CPU s`` is
+the process's CPU time (on a machine shared with other work, the one-thread CPU time
+is the steadier measure).  The ratio divides polylite's speed by LightFM's, both
+measured in this run; the second table gives each library's speed-up of two threads
+over one (one-thread time / two-thread time, median and range over the repeats).  The
+load average of the machine is printed before and after.
 
 The whole-data loss (``--whole-data``): ``loss="ials"`` on the same kind of pairs
 (10^7 positives, 10^5 users, 10^4 items), k = 32, each user's part its id and the set of
@@ -26,7 +39,8 @@ beyond the data), the data's own arrays, and the process's peak resident memory
 included).
 
     python benchmarks/bench_ranking_speed.py [--positives 10000000] [--users 100000]
-        [--items 20000] [--repeats 3] [--threads 1 2]
+        [--items 20000] [--epochs 3] [--repeats 3] [--threads 1 2]
+        [--bpr-negatives popularity]
     python benchmarks/bench_ranking_speed.py --whole-data [--positives 10000000]
         [--users 100000] [--items 10000] [--epochs 3] [--threads 2]
 """
@@ -72,22 +86,39 @@ def relational(users, items, n_users, n_items):
                              RelationBlock(items, identity(n_items))])
 
 
-def time_polylite(X, loss, threads, seed):
-    model = FactorizationMachineRanker(n_components=COMPONENTS, loss=loss, max_iter=1,
-                                       eta0=LEARNING_RATE, n_jobs=threads,
-                                       random_state=seed)
-    start = time.perf_counter()
+MAX_TRIALS = 10
+MARGIN = 1.0
+
+
+def time_polylite(X, loss, threads, seed, epochs, negatives):
+    """(wall seconds, CPU seconds, mean negatives drawn per positive) of a fit."""
+    model = FactorizationMachineRanker(
+        n_components=COMPONENTS, loss=loss, max_iter=epochs, eta0=LEARNING_RATE,
+        solver="adagrad", max_trials=MAX_TRIALS, margin=MARGIN,
+        negatives=negatives if loss == "bpr" else "uniform", n_jobs=threads,
+        random_state=seed)
+    start, cpu = time.perf_counter(), time.process_time()
     model.fit(X)
-    return time.perf_counter() - start
+    return (time.perf_counter() - start, time.process_time() - cpu,
+            float(np.mean(model.negatives_drawn_)))
 
 
-def time_lightfm(M, loss, threads, seed):
+def time_lightfm(M, loss, threads, seed, epochs):
+    """(wall seconds, CPU seconds) of a fit."""
     from lightfm import LightFM
     model = LightFM(no_components=COMPONENTS, loss=loss, learning_rate=LEARNING_RATE,
+                    learning_schedule="adagrad", max_sampled=MAX_TRIALS,
                     random_state=seed)
-    start = time.perf_counter()
-    model.fit(M, epochs=1, num_threads=threads)
-    return time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    model.fit(M, epochs=epochs, num_threads=threads)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def load_average():
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):
+        return "unknown"
 
 
 def rated(users, items, n_users, n_items):
@@ -175,7 +206,10 @@ def main():
     parser.add_argument("--whole-data", action="store_true",
                         help="time the whole-data loss instead (default --items 10000)")
     parser.add_argument("--epochs", type=int, default=3,
-                        help="--whole-data: epochs of the fit timed")
+                        help="epochs of each fit timed")
+    parser.add_argument("--bpr-negatives", choices=("popularity", "uniform"),
+                        default="popularity",
+                        help="polylite's BPR negatives (LightFM's are by popularity)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.whole_data:
@@ -196,27 +230,64 @@ def main():
         lightfm_version = None
         print("lightfm is not installed (pip install lightfm-next): LightFM skipped")
     print(f"{n} distinct positives ({args.users} users, {args.items} items), k = "
-          f"{COMPONENTS}, one epoch from a fresh model, median of {args.repeats}")
+          f"{COMPONENTS}, ids only, {args.epochs} epoch(s) from a fresh model, max "
+          f"{MAX_TRIALS} negatives per positive; polylite's BPR negatives: "
+          f"{args.bpr_negatives}; median of {args.repeats}")
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"polylite {polylite.__version__}" +
           (f", lightfm {lightfm_version}" if lightfm_version else ""))
+    print(f"load average before: {load_average()}")
     print()
-    header = (f"{'loss':<6}{'threads':>8}{'polylite s':>12}{'pos/s/thread':>14}"
-              f"{'LightFM s':>12}{'pos/s/thread':>14}{'LightFM / polylite':>20}")
+    header = (f"{'loss':<6}{'threads':>8}{'polylite s':>12}{'CPU s':>8}"
+              f"{'pos/s/thread':>14}{'neg/pos':>9}")
+    if lightfm_version:
+        header += (f"{'LightFM s':>11}{'CPU s':>8}{'pos/s/thread':>14}"
+                   f"{'polylite / LightFM':>20}")
     print(header)
     print("-" * len(header))
+    positives = n * args.epochs
+    speedups = []
     for loss in ("bpr", "warp"):
+        # Each repeat times every thread count of both libraries in turn: the ratios
+        # compare runs made under the same load.
+        ours = {threads: [] for threads in args.threads}
+        theirs = {threads: [] for threads in args.threads}
+        for seed in range(args.repeats):
+            for threads in args.threads:
+                ours[threads].append(time_polylite(X, loss, threads, seed, args.epochs,
+                                                   args.bpr_negatives))
+                if lightfm_version:
+                    theirs[threads].append(time_lightfm(M, loss, threads, seed,
+                                                        args.epochs))
         for threads in args.threads:
-            ours = np.median([time_polylite(X, loss, threads, seed)
-                              for seed in range(args.repeats)])
-            line = (f"{loss:<6}{threads:>8}{ours:>12.2f}"
-                    f"{n / ours / threads:>14,.0f}")
+            wall, cpu, drawn = np.median(np.asarray(ours[threads]), axis=0)
+            line = (f"{loss:<6}{threads:>8}{wall:>12.2f}{cpu:>8.2f}"
+                    f"{positives / wall / threads:>14,.0f}{drawn:>9.2f}")
             if lightfm_version:
-                theirs = np.median([time_lightfm(M, loss, threads, seed)
-                                    for seed in range(args.repeats)])
-                line += (f"{theirs:>12.2f}{n / theirs / threads:>14,.0f}"
-                         f"{theirs / ours:>20.2f}")
+                their_wall, their_cpu = np.median(np.asarray(theirs[threads]), axis=0)
+                line += (f"{their_wall:>11.2f}{their_cpu:>8.2f}"
+                         f"{positives / their_wall / threads:>14,.0f}"
+                         f"{their_wall / wall:>20.2f}")
             print(line, flush=True)
+        if 1 in ours:
+            for threads in args.threads:
+                if threads == 1:
+                    continue
+                for name, times in (("polylite", ours), ("LightFM", theirs)):
+                    if times[threads]:
+                        ratio = (np.asarray(times[1])[:, 0] /
+                                 np.asarray(times[threads])[:, 0])
+                        speedups.append((loss, threads, name, ratio))
+    print(f"load average after: {load_average()}")
+    if speedups:
+        print()
+        header = (f"{'loss':<6}{'threads':>8}{'library':>10}{'speed-up':>10}"
+                  f"{'range':>14}")
+        print(header)
+        print("-" * len(header))
+        for loss, threads, name, ratio in speedups:
+            print(f"{loss:<6}{threads:>8}{name:>10}{np.median(ratio):>10.2f}"
+                  f"{f'{ratio.min():.2f} - {ratio.max():.2f}':>14}")
 
 
 if __name__ == "__main__":

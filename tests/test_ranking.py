@@ -518,3 +518,67 @@ def test_the_sampled_validation_auc_estimates_the_full_one(n_items):
                                    rtol=1e-12)
     else:
         assert difference.max() < 0.03 and difference.max() > 0  # (an estimate)
+
+
+@pytest.mark.parametrize("loss", ["bpr", "warp"])
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_threads_step_on_every_positive_once(monkeypatch, loss, jobs):
+    # Threads claim blocks of a chunk as they become free: every positive of a chunk is
+    # visited once whatever the threads (a chunk that is not a whole number of blocks
+    # here), its weight counted once and, for BPR, one step each.
+    table, items, affinity = _clicks(n_users=200, per_user=10)
+    monkeypatch.setattr(_data, "CHUNK_ROWS", 997)
+    monkeypatch.setattr(ranking_fm, "MIN_POSITIVES_PER_THREAD", 64)
+    weight = np.random.default_rng(0).uniform(0.5, 2.0, size=2000)
+    passes = []
+
+    def recorded(problem, schedule, sampling, chunk, *args):
+        out = ranking_fm_pass(problem, schedule, sampling, chunk, *args)
+        passes.append((chunk.weight.sum(), chunk.positive.shape[0], out))
+        return out
+
+    ranking_fm_pass = ranking_fm.pairwise_pass
+    monkeypatch.setattr(ranking_fm, "pairwise_pass", recorded)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    FactorizationMachineRanker(n_components=4, max_iter=2, loss=loss, random_state=0,
+                               n_jobs=jobs).fit(X, sample_weight=weight)
+    assert len(passes) == 2 * 3
+    for chunk_weight, n, out in passes:
+        assert out["finite"] and out["skipped"] == 0
+        np.testing.assert_allclose(out["weight"], chunk_weight, rtol=1e-12)
+        assert out["trials"] >= n
+        if loss == "bpr":
+            assert out["updates"] == out["trials"] == n
+
+
+def test_negatives_drawn_per_positive_and_epoch():
+    table, items, affinity = _clicks(n_users=200, per_user=10)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    bpr = FactorizationMachineRanker(loss="bpr", n_components=4, max_iter=3,
+                                     random_state=0).fit(X)
+    assert bpr.negatives_drawn_ == [1.0, 1.0, 1.0]
+    warp = FactorizationMachineRanker(loss="warp", n_components=4, max_iter=8,
+                                      max_trials=7, eta0=0.2, random_state=0).fit(X)
+    drawn = np.asarray(warp.negatives_drawn_)
+    assert drawn.shape == (8,) and np.all((drawn >= 1) & (drawn <= 7))
+    # The model learns to rank the positives above the items drawn: more draws later.
+    assert drawn[-1] > drawn[0] + 0.5
+    warp.partial_fit(X)
+    assert len(warp.negatives_drawn_) == 9
+    whole = FactorizationMachineRanker(loss="ials", n_components=4, max_iter=2,
+                                       random_state=0).fit(X)
+    assert whole.negatives_drawn_ == []
+
+
+@pytest.mark.parametrize("n_items", [1, 2, 5, 8, 13])
+def test_popularity_draws_follow_the_cumulative_weights(n_items):
+    # The bisection finds the first item whose cumulative weight exceeds a uniform draw
+    # below the total: items of weight 0 (a flat step) are never drawn, the others in
+    # proportion to their weights, the first and the last included.
+    rng = np.random.default_rng(n_items)
+    weights = rng.integers(0, 4, size=n_items).astype(float)
+    weights[[0, -1]] = [1.0, 2.0] if n_items > 1 else [1.0]
+    draws = _draws([0, 0], [], np.cumsum(weights), n_items, 0, 40000, 5)
+    counts = np.bincount(draws, minlength=n_items)
+    assert counts.size == n_items and np.all(counts[weights == 0] == 0)
+    np.testing.assert_allclose(counts / 40000, weights / weights.sum(), atol=0.01)

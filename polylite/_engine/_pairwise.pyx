@@ -54,6 +54,10 @@ cdef enum:
     # of the way before its use.
     DRAWS_AHEAD = 12
     RING = 16           # > DRAWS_AHEAD
+    # Threads claim a chunk's positives in blocks of at most CLAIM_ROWS, and of at most
+    # 1 / CLAIMS_PER_THREAD of a thread's even share (a short chunk).
+    CLAIM_ROWS = 2048
+    CLAIMS_PER_THREAD = 4
 
 cdef enum:
     # The pairwise losses' codes in the loss table.
@@ -193,20 +197,22 @@ cdef inline Py_ssize_t _uniform_unseen(Rng* r, const int64_t* seen, Py_ssize_t l
 
 
 cdef inline Py_ssize_t _draw(Rng* r, const Negatives* neg) noexcept nogil:
-    """An item drawn uniformly or by popularity (seen or not)."""
-    cdef Py_ssize_t a, b, mid
+    """An item drawn uniformly or by popularity (seen or not): by popularity, the first
+    item whose cumulative weight exceeds u, uniform below the total, which is the
+    number of items whose cumulative weight is at most u, counted by a branch-free
+    bisection (the comparisons of a search for a random u are as good as coin tosses
+    to a branch predictor)."""
+    cdef Py_ssize_t base = 0, n = neg.n_items, half
     cdef double u
-    if neg.cumulative == NULL:
+    cdef const double* cumulative = neg.cumulative
+    if cumulative == NULL:
         return _below(r, neg.n_items)
-    u = _uniform(r) * neg.cumulative[neg.n_items - 1]
-    a, b = 0, neg.n_items - 1
-    while a < b:  # the first item whose cumulative weight exceeds u
-        mid = (a + b) // 2
-        if neg.cumulative[mid] > u:
-            b = mid
-        else:
-            a = mid + 1
-    return a
+    u = _uniform(r) * cumulative[neg.n_items - 1]
+    while n > 1:
+        half = n // 2
+        base = base + half if cumulative[base + half] <= u else base
+        n -= half
+    return base + (1 if cumulative[base] <= u else 0)
 
 
 cdef struct Draws:
@@ -227,12 +233,13 @@ cdef inline void _start_draws(Draws* dr) noexcept nogil:
 
 
 cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const floating* P,
-                                  const floating* acc_P, const long long* last_touch,
                                   Py_ssize_t n_blocks, Py_ssize_t d,
                                   Py_ssize_t k) noexcept nogil:
     """The next draw of the stream; draws the one DRAWS_AHEAD later (requesting its
     row's pointer), and requests the row of the draw two thirds as far ahead and the
-    parameters of the one a third as far."""
+    factors of the one a third as far (only the factors, which its score reads: most
+    draws of WARP are tried and not stepped on; the one chosen has its AdaGrad sums and
+    last touches requested when it is chosen)."""
     cdef Py_ssize_t item = dr.ring[dr.used % RING], c
     c = _draw(&dr.rng, dr.negatives)
     dr.ring[(dr.used + DRAWS_AHEAD) % RING] = c
@@ -241,15 +248,14 @@ cdef inline Py_ssize_t _next_draw(Draws* dr, const floating* i_data, const float
     POLYLITE_PREFETCH(dr.i_ind + dr.i_ptr[c])
     POLYLITE_PREFETCH(i_data + dr.i_ptr[c])
     c = dr.ring[(dr.used + DRAWS_AHEAD // 3) % RING]
-    _prefetch_row(dr.i_ind + dr.i_ptr[c], dr.i_ptr[c + 1] - dr.i_ptr[c], P, acc_P,
-                  last_touch, n_blocks, d, k)
+    _prefetch_row(dr.i_ind + dr.i_ptr[c], dr.i_ptr[c + 1] - dr.i_ptr[c], P,
+                  <const floating*> NULL, <const long long*> NULL, n_blocks, d, k)
     dr.used += 1
     return item
 
 
 cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_data,
-                                 const floating* P, const floating* acc_P,
-                                 const long long* last_touch, Py_ssize_t n_blocks,
+                                 const floating* P, Py_ssize_t n_blocks,
                                  Py_ssize_t d, Py_ssize_t k) noexcept nogil:
     """A negative item of ``user``, never one the user has seen: draws of the stream
     (uniform or by popularity) until an unseen one, at most MAX_REJECTIONS, then one
@@ -258,7 +264,7 @@ cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_d
     cdef Py_ssize_t item, attempt
     cdef const Negatives* neg = dr.negatives
     for attempt in range(MAX_REJECTIONS):
-        item = _next_draw(dr, i_data, P, acc_P, last_touch, n_blocks, d, k)
+        item = _next_draw(dr, i_data, P, n_blocks, d, k)
         if not _is_seen(neg, user, item):
             return item
     return _uniform_unseen(&dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
@@ -725,6 +731,24 @@ cdef extern from *:
     ctypedef void inlined_void "POLYLITE_INLINED_VOID"
 
 
+# Threads claim a chunk's positives a block at a time from a shared counter (the block
+# start), not as fixed shares: a thread held up (by another process on its core, or by
+# positives that draw many negatives) then delays the end of the chunk by one block at
+# most, not by the rest of its share.
+cdef extern from *:
+    """
+    static inline long long polylite_claim(long long* next, long long n) {
+        long long got;
+    #ifdef _OPENMP
+        _Pragma("omp atomic capture")
+    #endif
+        { got = *next; *next += n; }
+        return got;
+    }
+    """
+    long long polylite_claim(long long* next, long long n) noexcept nogil
+
+
 cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work* work,
                                     Thread th, const Ahead* a, const floating* i_data,
                                     Py_ssize_t pos, long long step) noexcept nogil:
@@ -788,7 +812,7 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     # Negatives: the scores of those tried need only their final values.
     while trials < (cfg.max_trials if cfg.loss == WARP else 1):
         trials += 1
-        negative = _negative(&draws, user, i_data, P, acc_P, last_touch, nb, d, k)
+        negative = _negative(&draws, user, i_data, P, nb, d, k)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
         _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
@@ -808,6 +832,7 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     if negative < 0:  # WARP: no violation among the trials
         return
     n_row.ind, n_row.val, n_row.nnz = n_ind, n_val, n_nnz
+    _prefetch_row(n_ind, n_nnz, P, acc_P, last_touch, nb, d, k)  # its step's state
     delta = score_pos - score_neg
     if cfg.loss == BPR:
         # -log sigmoid(delta), and its derivative -sigmoid(-delta), without overflow.
@@ -929,11 +954,13 @@ cdef inline void _prefetch_row(const int64_t* ind, Py_ssize_t nnz, const floatin
                                const floating* acc_P, const long long* last_touch,
                                Py_ssize_t n_blocks, Py_ssize_t d, Py_ssize_t k) noexcept nogil:
     """Request the factor rows (both ends: a row may straddle two cache lines),
-    AdaGrad's sums and the last touches of a row's features."""
+    AdaGrad's sums and the last touches of a row's features (``acc_P``,
+    ``last_touch``: NULL for none)."""
     cdef Py_ssize_t z, b, j
     for z in range(nnz):
         j = ind[z]
-        POLYLITE_PREFETCH(last_touch + j)
+        if last_touch != NULL:
+            POLYLITE_PREFETCH(last_touch + j)
         for b in range(n_blocks):
             POLYLITE_PREFETCH(P + (b * d + j) * k)
             POLYLITE_PREFETCH(P + (b * d + j) * k + k - 1)
@@ -1002,6 +1029,7 @@ cdef struct Pass:
     long long* own_steps
     long long* last_touch   # n_threads x (d + 1)
     Totals* totals
+    long long* next_row     # the first positive no thread has claimed yet (shared)
     const Work* work
     const Ahead* ahead      # the positives and items of the chunk, and the negatives
 
@@ -1009,15 +1037,15 @@ cdef struct Pass:
 cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_data,
                        const floating* i_data) noexcept nogil:
     """Thread t's share of a pass (of the query rows' values ``q_data`` and the item
-    rows' ``i_data``): its contiguous range of the chunk's positives, with its own
-    random stream, draws, scratch and touch counts (every local here is the thread's
-    own), then its share of the epoch's settling."""
+    rows' ``i_data``): the blocks of the chunk's positives it claims (one thread: the
+    whole chunk, in order), with its own random stream, draws, scratch and touch counts
+    (every local here is the thread's own), then its share of the epoch's settling."""
     cdef const Settings* cfg = ps.cfg
     cdef Model model = ps.model[0]  # the thread's copy (see Model)
     cdef const floating* P = <const floating*> model.P
     cdef const floating* acc_P = <const floating*> model.acc_P
     cdef Py_ssize_t d = model.d, k = model.k, lo, hi, pos, row, q_start = 0
-    cdef Py_ssize_t q_nnz = 0
+    cdef Py_ssize_t q_nnz = 0, block
     cdef Thread th
     cdef Buffers bufs
     cdef Batch batch
@@ -1037,11 +1065,18 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     draws.i_ptr, draws.i_ind = a.i_ptr, a.i_ind
     if buf == NULL:
         th.totals.finite = False
-    elif thread_range(t, threads, ps.n_rows, &lo, &hi):
+    else:
         _seed(&draws.rng, ps.seeds[t])
         _start_draws(&draws)
-        ahead.end = hi
         bufs = _buffers(buf, cfg, ps.work, k)
+    block = ps.n_rows if threads == 1 else max(
+        1, min(<Py_ssize_t> CLAIM_ROWS, ps.n_rows // (CLAIMS_PER_THREAD * threads)))
+    while buf != NULL and th.totals.finite:
+        lo = polylite_claim(ps.next_row, block)
+        if lo >= ps.n_rows:
+            break
+        hi = min(lo + block, ps.n_rows)
+        ahead.end = hi
         for pos in range(lo, hi):
             _prefetch_ahead(pos, &ahead, q_data, P, acc_P, th.last_touch, cfg.n_blocks,
                             d, k)
@@ -1162,9 +1197,10 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     thread its steps in the epoch (``thread_steps``) and the step at which it last
     touched each feature (``last_touch``, n_threads x (n_features + 1), the last column
     for the dummies).  ``step0``: the steps taken before this pass (a positive is one
-    step; the step size's schedule).  Each of the ``len(seeds)`` threads takes a
-    contiguous share of the chunk with its own random stream, the threads stepping on
-    the shared parameters without locks.  ``flush`` (the epoch's last chunk): settle
+    step; the step size's schedule).  Each of the ``len(seeds)`` threads takes blocks of
+    consecutive positives of the chunk as it becomes free (one thread: the whole chunk
+    in order), with its own random stream, the threads stepping on the shared
+    parameters without locks.  ``flush`` (the epoch's last chunk): settle
     every feature's penalty (:func:`_settle`); the caller then sets ``thread_steps`` to
     0.
 
@@ -1205,6 +1241,8 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     cdef Totals* totals
     cdef Totals* mine
     cdef Totals total
+    cdef void* claims
+    cdef long long* next_row
     cdef bint adagrad = cfg.schedule == ADAGRAD
     cdef int t
     cdef Ahead common
@@ -1247,8 +1285,14 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     common.batch_end = &batch_end[0]
     # Each thread's totals a cache line apart at least: it updates them every positive.
     totals = <Totals*> malloc(n_threads * TOTALS_STRIDE * sizeof(Totals))
-    if totals == NULL:
+    # The claims' counter on cache lines of its own (every claim writes it).
+    claims = malloc(2 * THREAD_ALIGN)
+    if totals == NULL or claims == NULL:
+        free(totals)
+        free(claims)
         raise MemoryError()
+    next_row = <long long*> thread_align(claims)
+    next_row[0] = 0
     for t in range(n_threads):
         mine = &totals[t * TOTALS_STRIDE]
         mine.loss = mine.weight = 0
@@ -1261,6 +1305,7 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     shared.n_rows, shared.step0, shared.flush = n_rows, step0, flush
     shared.n_threads, shared.seeds, shared.own_steps = n_threads, &seeds[0], &own_steps[0]
     shared.last_touch, shared.totals, shared.work = &last_touch[0, 0], totals, &work
+    shared.next_row = next_row
     shared.ahead = &common
     with nogil, parallel(num_threads=n_threads):
         _thread_pass(threadid(), polylite_team_size(), &shared, &q_data[0], &i_data[0])
@@ -1274,6 +1319,7 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
         total.skipped += mine.skipped
         total.finite = total.finite and mine.finite
     free(totals)
+    free(claims)
     return total
 
 
@@ -1305,6 +1351,5 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     draws.i_ptr, draws.i_ind = &empty_rows[0], &empty_rows[0]
     _start_draws(&draws)
     for i in range(n_draws):
-        result[i] = _negative(&draws, user, &nothing[0], &nothing[0], <double*> NULL,
-                              <long long*> &empty_rows[0], 1, 1, 1)
+        result[i] = _negative(&draws, user, &nothing[0], &nothing[0], 1, 1, 1)
     return out

@@ -260,8 +260,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     n_jobs : int or None, default=None
         Threads (None: 1; -1: every CPU).  "ials": the threads share the passes over
         the queries and the items, and the results do not depend on their number.
-        "warp", "bpr": the threads share each chunk of positives
-        and step on the shared parameters without locks, as LightFM does (Hogwild!).
+        "warp", "bpr": the threads share each chunk of positives, each taking the
+        next block of it as it becomes free (a thread slowed by other work on its core
+        holds the others up by one block at most), and step on the shared parameters
+        without locks, as LightFM does (Hogwild!).
         Reproducibility: with one thread a fit is the same from run to run for a fixed
         ``random_state``; with more, the order in which threads update shared
         parameters varies from run to run, and so do the results, a little.  Threads
@@ -284,6 +286,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         The solver that ran ("cd" for "ials").
     loss_curve_ : list of float
         The objective of every epoch, as met during its pass.
+    negatives_drawn_ : list of float
+        For "bpr" and "warp": the mean number of negatives drawn per positive in every
+        epoch (BPR: 1; WARP: between 1 and ``max_trials``, growing as the model ranks
+        more positives above the items drawn).  Empty for "ials".
     validation_scores_ : list of float
         With early stopping: the validation AUC after every epoch.
     n_items_ : int
@@ -519,6 +525,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._init_nonlinear(self._output(stack, 0), rng)
             model = _Model(stack, self._adagrad)
             self.loss_curve_, self.validation_scores_ = [], []
+            self.negatives_drawn_ = []
             self.n_iter_ = self._run(training, catalogue, validation, model, stack, rng,
                                      self.max_iter)
             self.n_items_ = catalogue.items.shape[0]
@@ -564,6 +571,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 self._init_nonlinear(self._output(stack, 0), rng)
                 model = _Model(stack, self._adagrad)
                 self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
+                self.negatives_drawn_ = []
             else:
                 stack = self._warm_stack_of(X)
                 state = getattr(self, "_ranking_state", None)
@@ -571,6 +579,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                     state = (_Model(stack, self._adagrad),
                              check_random_state(self.random_state))
                     self.loss_curve_, self.validation_scores_ = [], []
+                    self.negatives_drawn_ = []
                 model, rng = state
                 model.w, model.P, model.gamma = (stack["w"][0], stack["P"][0],
                                                  stack["gamma"][0])
@@ -625,6 +634,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                 order, batch_end = _data.query_batches(
                     order, codes, self.query_batch_, rng if self.shuffle else None)
             loss = weight = 0.0
+            trials = stepped = 0
             for chunk, last in _data.chunks(training, order, batch_end, buffers):
                 seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
                 out = pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
@@ -638,6 +648,9 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                         f"eta0, increase beta or scale the features")
                 loss += out["loss"]
                 weight += out["weight"]
+                trials += out["trials"]
+                stepped += chunk.positive.shape[0] - out["skipped"]
+            self.negatives_drawn_.append(trials / max(stepped, 1))
             objective = loss / max(weight, 1e-300) + self._penalty(model)
             if progress.epoch_done(epoch, objective):
                 break
