@@ -24,7 +24,7 @@ from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
                         ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
-                        polylite_prefetch_block,
+                        polylite_prefetch_block, polylite_prefetch_block_l2, ADAGRAD_EPS,
                         anova_gradient, factors_of, field_aware_term,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, adagrad_step)
@@ -48,6 +48,9 @@ cdef struct Rows:
     # pass's records: a struct cannot hold a fused type.
     const Py_ssize_t* order   # the rows, in the order visited (NULL: 0..n_rows-1)
     Py_ssize_t n_rows
+    # The schedule's steps each row counts for: 1, or the threads that share a pass row
+    # by row (each thread's rows stand for that many of the pass's steps).
+    long long step_stride
     const double* y
     const double* sample_weight
 
@@ -137,6 +140,11 @@ cdef struct RowSums:
     Py_ssize_t n_touched
     char* is_touched
     int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
+    # The field-aware pass's AVX pair steps (_pair_row_steps): whether it takes them, and
+    # each nonzero's offset (feature * row width) and field.
+    bint vector_pairs
+    Py_ssize_t* offsets
+    int* row_fields
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
 
@@ -482,9 +490,12 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].glam = malloc((k + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
         st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
+        st[t].offsets = <Py_ssize_t*> malloc((max_nnz + 1) * sizeof(Py_ssize_t))
+        st[t].row_fields = <int*> malloc((max_nnz + 1) * sizeof(int))
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
                      and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
-                     and st[t].field_count != NULL)
+                     and st[t].field_count != NULL and st[t].offsets != NULL
+                     and st[t].row_fields != NULL)
         if t < first:
             continue
         st[t].w = <double*> calloc(d + 1, sizeof(double))
@@ -515,6 +526,8 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].glam)
         free(st[t].xs)
         free(st[t].field_count)
+        free(st[t].offsets)
+        free(st[t].row_fields)
         if t >= first:
             free(st[t].w)
             free(st[t].P)
@@ -957,7 +970,11 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef int max_degree = 1, t
     cdef bint adagrad = kind == ADAGRAD or kind == FTRL, finite = True
     cdef bint direct = batch_size == 1
-    cdef int threads = 1 if direct else n_threads
+    # A field-aware model stepping one row at a time takes its pass pair by pair, its
+    # threads sharing the rows (_field_aware_share); else threads share mini-batches.
+    cdef bint field_pairs = (specialised and direct and kind != FTRL
+                             and _takes_pairs(problem, n_blocks, d, k))
+    cdef int threads = 1 if direct and not field_pairs else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
     cdef Pass ps
@@ -987,6 +1004,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
         raise MemoryError("not enough memory for the SGD buffers")
     ps.rows.order = &order[0] if n_rows > 0 else NULL
     ps.rows.n_rows = n_rows
+    ps.rows.step_stride = 1
     ps.rows.y = &y[0]
     ps.rows.sample_weight = &sample_weight[0]
     ps.model.intercept = &intercept[0]
@@ -1014,8 +1032,6 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     for b in range(n_blocks if low_degree else 0):
         low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
     cdef int degree2 = 2
-    cdef bint field_pairs = (specialised and direct and kind != FTRL
-                             and _takes_pairs(problem, n_blocks, d, k))
     try:
         with nogil:
             pos = 0
@@ -1029,7 +1045,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
                 finite = _anova23_pass(val0, ind0, &indptr[0], &ps, n_blocks, &degrees[0],
                                        &step, work23, &sc)
             if field_pairs:
-                finite = _field_aware_pass(val0, ind0, &indptr[0], &ps, &step, st)
+                finite = _field_aware_threads(val0, ind0, &indptr[0], &ps, &step, st,
+                                              threads)
             if low_degree or field_pairs:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
@@ -1283,6 +1300,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.model.lam = <void*> &lam[0] if lam.shape[0] > 0 else NULL
     ps.rows.order = NULL
     ps.rows.n_rows = n
+    ps.rows.step_stride = 1
     ps.rows.y = &y[0] if n > 0 else NULL
     ps.rows.sample_weight = &sample_weight[0] if n > 0 else NULL
     ps.rule.loss = problem.loss
