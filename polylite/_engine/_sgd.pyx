@@ -145,6 +145,7 @@ cdef struct RowSums:
     bint vector_pairs
     Py_ssize_t* offsets
     int* row_fields
+    void* linear            # a row's linear weights and AdaGrad sums (2 max_nnz floating)
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
 
@@ -217,7 +218,7 @@ cdef inline double _linear(const floating* w, const index_t* ind, const floating
 
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating* data,
                                  const index_t* ind, const index_t* indptr,
-                                 const Pass* ps) noexcept nogil:
+                                 const Pass* ps, bint factors=True) noexcept nogil:
     """Software prefetch, in three stages, for the rows a pass will visit after ``pos``
     (up to ``end``, of its order).
 
@@ -225,7 +226,8 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating*
     the row itself (values, indices, label, weight) half as far ahead, and the parameters
     its nonzeros touch a quarter as far ahead (its indices are cached by then).  A factor
     row may straddle two cache lines: both ends are fetched, and AdaGrad's statistics
-    likewise.
+    likewise; not with ``factors`` False (the field-aware pass fetches whole factor rows
+    itself), which leaves the linear weights and their sums.
     """
     cdef const Py_ssize_t* order = ps.rows.order
     cdef const floating* w = <const floating*> ps.model.w
@@ -253,6 +255,10 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating*
         for z in range(indptr[r], indptr[r + 1]):
             j = ind[z]
             POLYLITE_PREFETCH(w + j)
+            if not factors:
+                if acc_w != NULL:
+                    POLYLITE_PREFETCH(acc_w + j)
+                continue
             for b in range(n_blocks):
                 row = P + (b * d + j) * k
                 POLYLITE_PREFETCH(row)
@@ -492,10 +498,11 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
         st[t].offsets = <Py_ssize_t*> malloc((max_nnz + 1) * sizeof(Py_ssize_t))
         st[t].row_fields = <int*> malloc((max_nnz + 1) * sizeof(int))
+        st[t].linear = malloc((2 * max_nnz + 1) * fsize)
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
                      and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
                      and st[t].field_count != NULL and st[t].offsets != NULL
-                     and st[t].row_fields != NULL)
+                     and st[t].row_fields != NULL and st[t].linear != NULL)
         if t < first:
             continue
         st[t].w = <double*> calloc(d + 1, sizeof(double))
@@ -528,6 +535,7 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].field_count)
         free(st[t].offsets)
         free(st[t].row_fields)
+        free(st[t].linear)
         if t >= first:
             free(st[t].w)
             free(st[t].P)

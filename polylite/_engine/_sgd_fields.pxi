@@ -120,6 +120,16 @@ cdef inline floating _dot(const floating* a, const floating* b,
     return acc
 
 
+cdef inline floating _dot4(const floating* a, const floating* b) noexcept nogil:
+    """:func:`_dot` of four entries, written out (the same sums in the same order)."""
+    cdef floating acc = 0
+    acc = acc + a[0] * b[0]
+    acc = acc + a[1] * b[1]
+    acc = acc + a[2] * b[2]
+    acc = acc + a[3] * b[3]
+    return acc
+
+
 cdef inline void _pair_steps(floating_row pa, floating_row pb, floating_row ga,
                              floating_row gb, floating c, floating beta, floating eta,
                              double eta0, Py_ssize_t k) noexcept nogil:
@@ -182,6 +192,26 @@ def set_vector_pairs(bint on):
     return previous
 
 
+cdef inline void _linear_adagrad(floating* w, floating* acc_w, const index_t* ind,
+                                 const floating* data, Py_ssize_t nnz, double dl,
+                                 floating alpha, double eta0, RowSums* st) noexcept nogil:
+    """AdaGrad's steps on the linear weights of a row's ``nnz`` nonzeros (gradient
+    dl x_j + alpha w_j, libffm's row penalty), gathered into the thread's buffer
+    ``st.linear`` so that the compiler vectorises the square roots and divisions (the
+    same steps as one weight at a time: a row never repeats a column)."""
+    cdef floating* gw = <floating*> st.linear
+    cdef floating* gacc = gw + nnz
+    cdef Py_ssize_t a
+    for a in range(nnz):
+        gw[a] = w[ind[a]]
+        gacc[a] = acc_w[ind[a]]
+    for a in range(nnz):
+        adagrad_step(&gw[a], &gacc[a], <floating> (dl * data[a]) + alpha * gw[a], eta0)
+    for a in range(nnz):
+        w[ind[a]] = gw[a]
+        acc_w[ind[a]] = gacc[a]
+
+
 cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t nnz,
                           const Pass* ps, RowSums* st, double dl,
                           double eta) noexcept nogil:
@@ -205,16 +235,14 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
             adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
         else:
             intercept[0] = intercept[0] - eta * dl
+    if adagrad and ps.rule.fit_linear:
+        # The linear steps first: they touch no vector, so the order is the same.
+        _linear_adagrad(w, acc_w, ind, data, nnz, dl, alpha, eta0, st)
     if floating is float:
         if st.vector_pairs:
-            # The linear steps first: they touch no vector, so the order is the same.
             for a in range(nnz):
-                ja = ind[a]
-                st.offsets[a] = ja * width
-                st.row_fields[a] = fields[ja]
-                if ps.rule.fit_linear:
-                    adagrad_step(&w[ja], &acc_w[ja], <floating> (dl * data[a])
-                                 + alpha * w[ja], eta0)
+                st.offsets[a] = ind[a] * width
+                st.row_fields[a] = fields[ind[a]]
             row.P = P
             row.G = acc_P
             row.kf = kf
@@ -232,12 +260,8 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
         ja = ind[a]
         fa = fields[ja]
         xa = data[a]
-        if ps.rule.fit_linear:
-            if adagrad:
-                adagrad_step(&w[ja], &acc_w[ja], <floating> (dl * xa) + alpha * w[ja],
-                             eta0)
-            else:
-                w[ja] = w[ja] - feta * (<floating> (dl * xa) + alpha * w[ja])
+        if ps.rule.fit_linear and not adagrad:
+            w[ja] = w[ja] - feta * (<floating> (dl * xa) + alpha * w[ja])
         for b in range(a + 1, nnz):
             fb = fields[ind[b]]
             c = <floating> (dl * xa * data[b])
@@ -287,7 +311,7 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     unscaled.p = 1
     st.vector_pairs = _vector_pairs(&local, sizeof(floating))
     for pos in range(n_rows):
-        _prefetch_ahead(pos, n_rows, data, ind, indptr, &local)
+        _prefetch_ahead(pos, n_rows, data, ind, indptr, &local, False)
         if pos + 1 < n_rows:
             # The next row reads its features' whole factor rows (n_fields vectors each)
             # and AdaGrad's sums of them: fetch every cache line of them now, into the
@@ -325,6 +349,11 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
             ja = ind[a]
             fa = fields[ja]
             xa = data[a]
+            if kf == 4:  # libffm's default k: the dot product written out
+                for b in range(a + 1, start + nnz):
+                    pred += xa * data[b] * _dot4(P + ja * width + fields[ind[b]] * 4,
+                                                 P + ind[b] * width + fa * 4)
+                continue
             for b in range(a + 1, start + nnz):
                 pred += xa * data[b] * _dot(P + ja * width + fields[ind[b]] * kf,
                                             P + ind[b] * width + fa * kf, kf)

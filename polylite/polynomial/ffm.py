@@ -279,7 +279,9 @@ _FFM_PARAMS_DOC = """
         L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
     batch_size : int, default=1
         Rows per step (their gradients are averaged).  With ``batch_size > 1`` the
-        ``n_jobs`` threads share each mini-batch.
+        ``n_jobs`` threads share each mini-batch (reproducible, but with libffm's step
+        size mini-batches fit worse than single rows: one row per step shares its rows
+        among the threads instead, see ``n_jobs``).
     shuffle : bool, default=True
         Visit the rows in a new random order every epoch.
     early_stopping : bool, default=False
@@ -299,9 +301,15 @@ _FFM_PARAMS_DOC = """
     verbose : int, default=0
         Print the objective after every epoch when > 0.
     n_jobs : int or None, default=None
-        Threads (None: 1; -1: every CPU the process may use): the rows of prediction and
-        of each mini-batch (``batch_size > 1``; steps on one row are sequential), and the
-        classes of a multi-class classifier.
+        Threads (None: 1; -1: every CPU the process may use): the rows of prediction,
+        the classes of a multi-class classifier, and the rows of each epoch: with
+        ``batch_size=1`` ("adagrad" and "sgd") the threads share each epoch's rows and
+        step on the shared parameters without locks, as libffm's threads do (at least
+        1,000 rows per thread); with ``batch_size > 1`` they share each mini-batch.
+        With one row per step on more than one thread a fit is not reproducible bit
+        for bit: two threads may step on the same vector at once, so the result
+        changes from run to run (as libffm's); it fits as well as one thread.  "ftrl"
+        steps on one thread.
 """
 
 _FFM_OBJECTIVE_DOC = """
