@@ -835,11 +835,14 @@ def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=Tr
     ``specialised=False`` runs the general loop even where a specialised pass exists
     (ANOVA blocks of degree 2 or 3, no dummies, one row per step): the tests compare
     the two.  ``n_threads`` threads share the rows of each mini-batch (``batch_size`` >
-    1; steps on one row are sequential): each sums the gradients of its contiguous share
-    of the mini-batch, and the sums are added in thread order before the step, which the
-    threads share by features.  So the pass is the same from run to run for a given
-    ``n_threads``, and agrees with one thread's to rounding.  Each thread keeps its own
-    gradient buffers (as large as the parameters, in double).
+    1): each sums the gradients of its contiguous share of the mini-batch, and the sums
+    are added in thread order before the step, which the threads share by features.  So
+    the pass is the same from run to run for a given ``n_threads``, and agrees with one
+    thread's to rounding.  Each thread keeps its own gradient buffers (as large as the
+    parameters, in double).  With ``batch_size`` 1 steps on one row are sequential, but
+    for the pair-by-pair pass of a field-aware model (``_field_aware_share``): there the
+    threads take contiguous shares of ``order`` and step on the shared parameters
+    without locks, so that pass changes from run to run.
     """
     _check_pass(rows, problem, params, state, schedule, order, n_threads)
     return _sgd_pass(rows.data, rows.indices, params.P, rows, problem, params, state,
