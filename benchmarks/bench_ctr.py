@@ -17,13 +17,16 @@ Models, all with k = 4 and the same number of epochs (--epochs):
   rows), and a logistic regression by FTRL (the FM with ``init_scale=0``, ``l1``
   --l1): how much the planted field-aware interactions are worth.
 
-Reported: test log loss and AUC, and the CPU seconds per epoch (the process's, or the
+Reported: test log loss and AUC, the CPU seconds per epoch (the process's, or the
 child's for libffm, over the whole fit divided by the epochs: on two threads, the
-seconds of both), the median of --repeats runs, and the ratio to libffm's on one thread
-in the same run.  polylite steps one row at a time on one thread whatever n_jobs (its
-threads share mini-batches, ``batch_size > 1``); the "2 threads" rows of polylite are
-its FFM with ``batch_size=256, n_jobs=2``, a different algorithm (mini-batch AdaGrad).
-The FTRL row also prints how many weights its L1 penalty keeps.
+seconds of both) and the wall-clock seconds per epoch, the medians of --repeats runs,
+and the ratio of the CPU seconds to libffm's on as many threads.  Each repeat runs every
+model once, in turn, and the ratio is taken within a repeat (on a machine shared with
+other work the times of one repeat see about the same load): its median over the
+repeats is printed with its range.  On two threads polylite's field-aware models share
+each epoch's rows between the threads, which step on the shared parameters without
+locks, as libffm's (``n_jobs=2``: the results vary from run to run).  The FTRL row also
+prints how many weights its L1 penalty keeps.
 
 The table is written to benchmarks/results/ctr.json (--output; with --quick, or with
 --models, only when --output is given), the result file of ``_results.py`` that the
@@ -65,18 +68,19 @@ def _scores(y, p):
 
 
 def run_libffm(folder, train, test, epochs, threads, work):
-    """(test probabilities, CPU seconds of training) of libffm's ffm-train/ffm-predict."""
+    """(test probabilities, CPU seconds, wall seconds of training) of libffm's
+    ffm-train/ffm-predict."""
     model = os.path.join(work, f"libffm-{threads}.model")
     out = os.path.join(work, f"libffm-{threads}.out")
     cmd = [os.path.join(folder, "ffm-train"), "-k", "4", "-t", str(epochs), "-s",
            str(threads), "--quiet", train, model]
     # (ffm-train caches the text file's binary form in its working folder: ``work``.)
-    start = _child_cpu()
+    start, wall = _child_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=work)
-    seconds = _child_cpu() - start
+    seconds, wall = _child_cpu() - start, time.perf_counter() - wall
     subprocess.run([os.path.join(folder, "ffm-predict"), test, model, out], check=True,
                    stdout=subprocess.DEVNULL, cwd=work)
-    return np.loadtxt(out), seconds
+    return np.loadtxt(out), seconds, wall
 
 
 def run_xlearn(train, test, epochs, threads, work):
@@ -88,22 +92,22 @@ def run_xlearn(train, test, epochs, threads, work):
     params = {"task": "binary", "k": 4, "epoch": epochs, "nthread": threads,
               "metric": "none"}
     path, out = os.path.join(work, "xlearn.model"), os.path.join(work, "xlearn.out")
-    start = time.process_time()
+    start, wall = time.process_time(), time.perf_counter()
     model.fit(params, path)
-    seconds = time.process_time() - start
+    seconds, wall = time.process_time() - start, time.perf_counter() - wall
     model.setTest(test)
     model.setSigmoid()
     model.predict(path, out)
-    return np.loadtxt(out), seconds
+    return np.loadtxt(out), seconds, wall
 
 
 def run_polylite(est, X, y, X_test):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        start = time.process_time()
+        start, wall = time.process_time(), time.perf_counter()
         est.fit(X, y)
-        seconds = time.process_time() - start
-    return est.predict_proba(X_test)[:, 1], seconds
+        seconds, wall = time.process_time() - start, time.perf_counter() - wall
+    return est.predict_proba(X_test)[:, 1], seconds, wall
 
 
 def main(argv=None):
@@ -164,7 +168,8 @@ def main(argv=None):
 
     epochs = args.epochs
     ffm = dict(fields=train_fields, max_iter=epochs, random_state=args.seed)
-    runs = []  # (name, threads, callable returning (probabilities, cpu seconds))
+    # (name, threads, callable returning (probabilities, cpu seconds, wall seconds))
+    runs = []
     for threads in args.threads:
         if libffm:
             runs.append(("libffm", threads, lambda t=threads: run_libffm(
@@ -172,7 +177,7 @@ def main(argv=None):
         if has_xlearn:
             runs.append(("xLearn FFM", threads, lambda t=threads: run_xlearn(
                 train, test, epochs, t, work)))
-        extra = {} if threads == 1 else dict(batch_size=256, n_jobs=threads)
+        extra = dict(n_jobs=threads)
         runs.append(("polylite FFM", threads, lambda e=extra: run_polylite(
             FieldAwareFactorizationMachineClassifier(**ffm, **e), X_train, y_train,
             X_test)))
@@ -196,22 +201,28 @@ def main(argv=None):
     if args.models:
         runs = [r for r in runs if r[0] in args.models]
 
+    # Each repeat runs every model once, in turn: the ratios to libffm are taken within
+    # a repeat.
+    measured = {(name, threads): [] for name, threads, _ in runs}
+    for _ in range(args.repeats):
+        for name, threads, fn in runs:
+            measured[(name, threads)].append(fn())
     results = {}
-    for name, threads, fn in runs:
-        measured = [fn() for _ in range(args.repeats)]
-        seconds = float(np.median([s for _, s in measured]))
-        loss, auc = _scores(y_test, measured[-1][0])
-        results[(name, threads)] = (loss, auc, seconds / epochs)
-    base = results.get(("libffm", 1))
+    for (name, threads), runs_of in measured.items():
+        peer = measured.get(("libffm", threads))
+        ratios = ([s / p[1] for (_, s, _), p in zip(runs_of, peer)] if peer else [])
+        loss, auc = _scores(y_test, runs_of[-1][0])
+        results[(name, threads)] = (
+            loss, auc, float(np.median([s for _, s, _ in runs_of])) / epochs,
+            float(np.median([w for _, _, w in runs_of])) / epochs, ratios)
     print(f"\n{'model':34s} {'threads':>7s} {'test logloss':>12s} {'AUC':>7s} "
-          f"{'CPU s/epoch':>11s} {'/ libffm 1t':>11s}")
-    for (name, threads), (loss, auc, per_epoch) in results.items():
-        ratio = f"{per_epoch / base[2]:.2f}" if base else "-"
+          f"{'CPU s/epoch':>11s} {'wall s/epoch':>12s} {'CPU / libffm':>20s}")
+    for (name, threads), (loss, auc, per_epoch, wall, ratios) in results.items():
         print(f"{name:34s} {threads:7d} {loss:12.5f} {auc:7.4f} {per_epoch:11.3f} "
-              f"{ratio:>11s}")
-    if base:
+              f"{wall:12.3f} {_ratio_text(ratios):>20s}")
+    if ("libffm", 1) in results:
         print("\ntest logloss minus libffm's (same threads):")
-        for (name, threads), (loss, _, _) in results.items():
+        for (name, threads), (loss, *_) in results.items():
             peer = results.get(("libffm", threads))
             if peer and name != "libffm":
                 print(f"  {name:34s} {threads}t  {loss - peer[0]:+.5f}")
@@ -221,25 +232,27 @@ def main(argv=None):
         print(f"\nFTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights")
     if output:
         rows = []
-        for (name, threads), (loss, auc, per_epoch) in results.items():
+        for (name, threads), (loss, auc, per_epoch, wall, ratios) in results.items():
             peer = results.get(("libffm", threads))
             rows.append([name, threads, round(loss, 5), round(auc, 4),
-                         round(per_epoch, 3),
-                         round(per_epoch / base[2], 2) if base else "-",
+                         round(per_epoch, 3), round(wall, 3), _ratio_text(ratios),
                          f"{loss - peer[0]:+.5f}" if peer and name != "libffm" else "-"])
         note = (f"{n:,} training and {m:,} test rows of make_ctr (seed {args.seed}), "
                 f"{X_train.shape[1]:,} features in {int(train_fields.max()) + 1} fields, "
                 f"k = 4, {epochs} epochs; CPU seconds per epoch counted over every "
-                f"thread, the median of {args.repeats} run(s); polylite's 2-thread rows "
-                f"are mini-batches of 256 rows")
+                f"thread, and wall-clock seconds, the medians of {args.repeats} run(s); "
+                f"CPU / libffm: the ratio to libffm's CPU seconds on as many threads in "
+                f"the same repeat, its median [range] over the repeats; on 2 threads "
+                f"polylite's threads share each epoch's rows (lock-free, as libffm's)")
         if kept is not None:
             note += f"; FTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights"
         _results.save(
             output, "ctr",
             "Click-through-rate data: field-aware FMs against libffm",
-            [_results.table("Test log loss and AUC, CPU seconds per epoch",
+            [_results.table("Test log loss and AUC, seconds per epoch",
                             ["model", "threads", "test logloss", "AUC", "CPU s/epoch",
-                             "/ libffm 1t", "logloss - libffm's"], rows, note)],
+                             "wall s/epoch", "CPU / libffm", "logloss - libffm's"],
+                            rows, note)],
             dict(train_rows=n, test_rows=m, max_categories=args.max_categories,
                  epochs=epochs, threads=args.threads, repeats=args.repeats, l1=args.l1,
                  seed=args.seed, features=int(X_train.shape[1]),
@@ -247,6 +260,17 @@ def main(argv=None):
             peers=("xlearn",), command=_command())
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _ratio_text(ratios):
+    """The median of a model's CPU-time ratios to libffm over the repeats, with their
+    range when there are several ("-": no libffm run on as many threads)."""
+    if not ratios:
+        return "-"
+    text = f"{np.median(ratios):.2f}"
+    if len(ratios) > 1:
+        text += f" [{min(ratios):.2f}-{max(ratios):.2f}]"
+    return text
 
 
 def _command():

@@ -79,6 +79,7 @@ cdef inline double int_power(double base, int m) noexcept nogil:
 cdef extern from "_prefetch.h":
     void POLYLITE_PREFETCH(const void* p) noexcept nogil
     void polylite_prefetch_block(const void* p, size_t nbytes) noexcept nogil
+    void polylite_prefetch_block_l2(const void* p, size_t nbytes) noexcept nogil
 
 # Passes that keep one OpenMP parallel region over many steps (C, as Cython has no
 # barrier): the threads the region got, and a barrier of its threads.

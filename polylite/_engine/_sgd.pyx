@@ -24,7 +24,7 @@ from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
                         ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
-                        polylite_prefetch_block,
+                        polylite_prefetch_block, polylite_prefetch_block_l2, ADAGRAD_EPS,
                         anova_gradient, factors_of, field_aware_term,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, adagrad_step)
@@ -48,6 +48,9 @@ cdef struct Rows:
     # pass's records: a struct cannot hold a fused type.
     const Py_ssize_t* order   # the rows, in the order visited (NULL: 0..n_rows-1)
     Py_ssize_t n_rows
+    # The schedule's steps each row counts for: 1, or the threads that share a pass row
+    # by row (each thread's rows stand for that many of the pass's steps).
+    long long step_stride
     const double* y
     const double* sample_weight
 
@@ -137,6 +140,12 @@ cdef struct RowSums:
     Py_ssize_t n_touched
     char* is_touched
     int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
+    # The field-aware pass's AVX pair steps (_pair_row_steps): whether it takes them, and
+    # each nonzero's offset (feature * row width) and field.
+    bint vector_pairs
+    Py_ssize_t* offsets
+    int* row_fields
+    void* linear            # a row's linear weights and AdaGrad sums (2 max_nnz floating)
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
 
@@ -209,7 +218,7 @@ cdef inline double _linear(const floating* w, const index_t* ind, const floating
 
 cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating* data,
                                  const index_t* ind, const index_t* indptr,
-                                 const Pass* ps) noexcept nogil:
+                                 const Pass* ps, bint factors=True) noexcept nogil:
     """Software prefetch, in three stages, for the rows a pass will visit after ``pos``
     (up to ``end``, of its order).
 
@@ -217,7 +226,8 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating*
     the row itself (values, indices, label, weight) half as far ahead, and the parameters
     its nonzeros touch a quarter as far ahead (its indices are cached by then).  A factor
     row may straddle two cache lines: both ends are fetched, and AdaGrad's statistics
-    likewise.
+    likewise; not with ``factors`` False (the field-aware pass fetches whole factor rows
+    itself), which leaves the linear weights and their sums.
     """
     cdef const Py_ssize_t* order = ps.rows.order
     cdef const floating* w = <const floating*> ps.model.w
@@ -245,6 +255,10 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, Py_ssize_t end, const floating*
         for z in range(indptr[r], indptr[r + 1]):
             j = ind[z]
             POLYLITE_PREFETCH(w + j)
+            if not factors:
+                if acc_w != NULL:
+                    POLYLITE_PREFETCH(acc_w + j)
+                continue
             for b in range(n_blocks):
                 row = P + (b * d + j) * k
                 POLYLITE_PREFETCH(row)
@@ -482,9 +496,13 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].glam = malloc((k + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
         st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
+        st[t].offsets = <Py_ssize_t*> malloc((max_nnz + 1) * sizeof(Py_ssize_t))
+        st[t].row_fields = <int*> malloc((max_nnz + 1) * sizeof(int))
+        st[t].linear = malloc((2 * max_nnz + 1) * fsize)
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
                      and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
-                     and st[t].field_count != NULL)
+                     and st[t].field_count != NULL and st[t].offsets != NULL
+                     and st[t].row_fields != NULL and st[t].linear != NULL)
         if t < first:
             continue
         st[t].w = <double*> calloc(d + 1, sizeof(double))
@@ -515,6 +533,9 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].glam)
         free(st[t].xs)
         free(st[t].field_count)
+        free(st[t].offsets)
+        free(st[t].row_fields)
+        free(st[t].linear)
         if t >= first:
             free(st[t].w)
             free(st[t].P)
@@ -814,11 +835,14 @@ def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=Tr
     ``specialised=False`` runs the general loop even where a specialised pass exists
     (ANOVA blocks of degree 2 or 3, no dummies, one row per step): the tests compare
     the two.  ``n_threads`` threads share the rows of each mini-batch (``batch_size`` >
-    1; steps on one row are sequential): each sums the gradients of its contiguous share
-    of the mini-batch, and the sums are added in thread order before the step, which the
-    threads share by features.  So the pass is the same from run to run for a given
-    ``n_threads``, and agrees with one thread's to rounding.  Each thread keeps its own
-    gradient buffers (as large as the parameters, in double).
+    1): each sums the gradients of its contiguous share of the mini-batch, and the sums
+    are added in thread order before the step, which the threads share by features.  So
+    the pass is the same from run to run for a given ``n_threads``, and agrees with one
+    thread's to rounding.  Each thread keeps its own gradient buffers (as large as the
+    parameters, in double).  With ``batch_size`` 1 steps on one row are sequential, but
+    for the pair-by-pair pass of a field-aware model (``_field_aware_share``): there the
+    threads take contiguous shares of ``order`` and step on the shared parameters
+    without locks, so that pass changes from run to run.
     """
     _check_pass(rows, problem, params, state, schedule, order, n_threads)
     return _sgd_pass(rows.data, rows.indices, params.P, rows, problem, params, state,
@@ -957,7 +981,11 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef int max_degree = 1, t
     cdef bint adagrad = kind == ADAGRAD or kind == FTRL, finite = True
     cdef bint direct = batch_size == 1
-    cdef int threads = 1 if direct else n_threads
+    # A field-aware model stepping one row at a time takes its pass pair by pair, its
+    # threads sharing the rows (_field_aware_share); else threads share mini-batches.
+    cdef bint field_pairs = (specialised and direct and kind != FTRL
+                             and _takes_pairs(problem, n_blocks, d, k))
+    cdef int threads = 1 if direct and not field_pairs else n_threads
     cdef double eta, pred, dl
     cdef Scales sc
     cdef Pass ps
@@ -987,6 +1015,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
         raise MemoryError("not enough memory for the SGD buffers")
     ps.rows.order = &order[0] if n_rows > 0 else NULL
     ps.rows.n_rows = n_rows
+    ps.rows.step_stride = 1
     ps.rows.y = &y[0]
     ps.rows.sample_weight = &sample_weight[0]
     ps.model.intercept = &intercept[0]
@@ -1014,8 +1043,6 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     for b in range(n_blocks if low_degree else 0):
         low_degree = low_degree and (degrees[b] == 2 or degrees[b] == 3)
     cdef int degree2 = 2
-    cdef bint field_pairs = (specialised and direct and kind != FTRL
-                             and _takes_pairs(problem, n_blocks, d, k))
     try:
         with nogil:
             pos = 0
@@ -1029,7 +1056,8 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
                 finite = _anova23_pass(val0, ind0, &indptr[0], &ps, n_blocks, &degrees[0],
                                        &step, work23, &sc)
             if field_pairs:
-                finite = _field_aware_pass(val0, ind0, &indptr[0], &ps, &step, st)
+                finite = _field_aware_threads(val0, ind0, &indptr[0], &ps, &step, st,
+                                              threads)
             if low_degree or field_pairs:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:
@@ -1283,6 +1311,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     ps.model.lam = <void*> &lam[0] if lam.shape[0] > 0 else NULL
     ps.rows.order = NULL
     ps.rows.n_rows = n
+    ps.rows.step_stride = 1
     ps.rows.y = &y[0] if n > 0 else NULL
     ps.rows.sample_weight = &sample_weight[0] if n > 0 else NULL
     ps.rule.loss = problem.loss

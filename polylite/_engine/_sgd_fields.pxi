@@ -120,6 +120,16 @@ cdef inline floating _dot(const floating* a, const floating* b,
     return acc
 
 
+cdef inline floating _dot4(const floating* a, const floating* b) noexcept nogil:
+    """:func:`_dot` of four entries, written out (the same sums in the same order)."""
+    cdef floating acc = 0
+    acc = acc + a[0] * b[0]
+    acc = acc + a[1] * b[1]
+    acc = acc + a[2] * b[2]
+    acc = acc + a[3] * b[3]
+    return acc
+
+
 cdef inline void _pair_steps(floating_row pa, floating_row pb, floating_row ga,
                              floating_row gb, floating c, floating beta, floating eta,
                              double eta0, Py_ssize_t k) noexcept nogil:
@@ -142,6 +152,128 @@ cdef inline void _pair_steps(floating_row pa, floating_row pb, floating_row ga,
             pb[s] = b - eta * (c * a + beta * b)
 
 
+cdef extern from "_field_pairs.h":
+    ctypedef struct polylite_pair_row:
+        float* P
+        float* G
+        Py_ssize_t kf
+        double dl
+        float beta
+        float eta0
+        float eps
+        const Py_ssize_t* offset
+        const int* field
+        const float* x
+        Py_ssize_t nnz
+    bint polylite_has_avx() noexcept nogil
+    void polylite_field_pairs_avx(const polylite_pair_row* r) noexcept nogil
+
+
+cdef inline bint _vector_pairs(const Pass* ps, size_t fsize) noexcept nogil:
+    """Whether the pair steps of a pass take :c:func:`polylite_field_pairs_avx` (the same
+    steps, bit for bit): AdaGrad on float32 factors, vectors of a multiple of four
+    floats, a CPU with AVX (and ``vector_pairs`` not switched off, for the tests)."""
+    return (fsize == sizeof(float) and ps.rule.schedule == ADAGRAD and _vector_pairs_on
+            and (ps.model.k // ps.model.n_fields) % 4 == 0 and polylite_has_avx())
+
+
+# Whether the field-aware pass may use the AVX pair steps (set_vector_pairs: the tests
+# compare both ways).
+cdef bint _vector_pairs_on = True
+
+
+def set_vector_pairs(bint on):
+    """Let the field-aware pass use its AVX pair steps where the CPU has AVX (on, the
+    default) or not; returns the previous setting.  The results are the same either
+    way: the tests check it."""
+    global _vector_pairs_on
+    previous = _vector_pairs_on
+    _vector_pairs_on = on
+    return previous
+
+
+cdef inline void _linear_adagrad(floating* w, floating* acc_w, const index_t* ind,
+                                 const floating* data, Py_ssize_t nnz, double dl,
+                                 floating alpha, double eta0, RowSums* st) noexcept nogil:
+    """AdaGrad's steps on the linear weights of a row's ``nnz`` nonzeros (gradient
+    dl x_j + alpha w_j, libffm's row penalty), gathered into the thread's buffer
+    ``st.linear`` so that the compiler vectorises the square roots and divisions (the
+    same steps as one weight at a time: a row never repeats a column)."""
+    cdef floating* gw = <floating*> st.linear
+    cdef floating* gacc = gw + nnz
+    cdef Py_ssize_t a
+    for a in range(nnz):
+        gw[a] = w[ind[a]]
+        gacc[a] = acc_w[ind[a]]
+    for a in range(nnz):
+        adagrad_step(&gw[a], &gacc[a], <floating> (dl * data[a]) + alpha * gw[a], eta0)
+    for a in range(nnz):
+        w[ind[a]] = gw[a]
+        acc_w[ind[a]] = gacc[a]
+
+
+cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t nnz,
+                          const Pass* ps, RowSums* st, double dl,
+                          double eta) noexcept nogil:
+    """The steps of a row with one nonzero per field (``nnz`` values and indices) on
+    its linear weights and, pair by pair, on its vectors (:func:`_pair_steps`; with
+    ``st.vector_pairs``, the same steps by :c:func:`polylite_field_pairs_avx`)."""
+    cdef const int* fields = ps.model.fields
+    cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a, b, ja, fa, fb
+    cdef floating* intercept = <floating*> ps.model.intercept
+    cdef floating* w = <floating*> ps.model.w
+    cdef floating* P = <floating*> ps.model.P
+    cdef floating* acc_w = <floating*> ps.history.w
+    cdef floating* acc_P = <floating*> ps.history.P
+    cdef double eta0 = ps.rule.eta0
+    cdef floating alpha = <floating> ps.rule.alpha, beta = <floating> ps.rule.beta
+    cdef floating feta = <floating> eta, xa, c
+    cdef bint adagrad = ps.rule.schedule == ADAGRAD
+    cdef polylite_pair_row row
+    if ps.rule.fit_intercept:
+        if adagrad:
+            adagrad_step(intercept, <floating*> ps.history.intercept, dl, eta0)
+        else:
+            intercept[0] = intercept[0] - eta * dl
+    if adagrad and ps.rule.fit_linear:
+        # The linear steps first: they touch no vector, so the order is the same.
+        _linear_adagrad(w, acc_w, ind, data, nnz, dl, alpha, eta0, st)
+    if floating is float:
+        if st.vector_pairs:
+            for a in range(nnz):
+                st.offsets[a] = ind[a] * width
+                st.row_fields[a] = fields[ind[a]]
+            row.P = P
+            row.G = acc_P
+            row.kf = kf
+            row.dl = dl
+            row.beta = beta
+            row.eta0 = <float> eta0
+            row.eps = <float> ADAGRAD_EPS
+            row.offset = st.offsets
+            row.field = st.row_fields
+            row.x = data
+            row.nnz = nnz
+            polylite_field_pairs_avx(&row)
+            return
+    for a in range(nnz):
+        ja = ind[a]
+        fa = fields[ja]
+        xa = data[a]
+        if ps.rule.fit_linear and not adagrad:
+            w[ja] = w[ja] - feta * (<floating> (dl * xa) + alpha * w[ja])
+        for b in range(a + 1, nnz):
+            fb = fields[ind[b]]
+            c = <floating> (dl * xa * data[b])
+            if adagrad:
+                _pair_steps(P + ja * width + fb * kf, P + ind[b] * width + fa * kf,
+                            acc_P + ja * width + fb * kf, acc_P + ind[b] * width + fa * kf,
+                            c, beta, feta, eta0, kf)
+            else:
+                _pair_steps(P + ja * width + fb * kf, P + ind[b] * width + fa * kf,
+                            <floating*> NULL, <floating*> NULL, c, beta, feta, eta0, kf)
+
+
 cdef bint _field_aware_pass(const floating* data, const index_t* ind, const index_t* indptr,
                             const Pass* ps, long long* step, RowSums* st) noexcept nogil:
     """A batch-size-1 pass of a field-aware model with libffm's penalty (Rule.row_penalty).
@@ -150,8 +282,10 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     ``_apply_row_penalised``), pair by pair: in a row with one nonzero per field, the
     vector P[j_a, f_b] is read by the pair (a, b) alone, so its gradient is that pair's,
     and each pair steps on its two vectors at once, with neither the gradient buffer
-    nor the walk over every field of every nonzero.  A row with two nonzeros in a field
-    takes the general steps.  Returns False on a non-finite prediction.
+    nor the walk over every field of every nonzero (:func:`_pair_row_steps`).  A row
+    with two nonzeros in a field takes the general steps.  Each row counts
+    ``rows.step_stride`` steps of the schedule (threads sharing a pass: see
+    :func:`_field_aware_share`).  Returns False on a non-finite prediction.
     """
     cdef Pass local = ps[0]
     cdef const double* y = local.rows.y
@@ -163,33 +297,32 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     cdef floating* intercept = <floating*> local.model.intercept
     cdef floating* w = <floating*> local.model.w
     cdef floating* P = <floating*> local.model.P
-    cdef floating* acc_w = <floating*> local.history.w
     cdef floating* acc_P = <floating*> local.history.P
     cdef int loss = local.rule.loss, schedule = local.rule.schedule
     cdef double eta0 = local.rule.eta0, power_t = local.rule.power_t
-    cdef floating alpha = <floating> local.rule.alpha, beta = <floating> local.rule.beta
-    cdef bint adagrad = schedule == ADAGRAD, fit_linear = local.rule.fit_linear
-    cdef bint fit_intercept = local.rule.fit_intercept
+    cdef bint fit_linear = local.rule.fit_linear
     cdef int* count = st.field_count
-    cdef Py_ssize_t pos, i, a, b, start, nnz, ja, jb, fa, fb
+    cdef Py_ssize_t pos, i, a, b, start, nnz, ja, fa
     cdef bint single
     cdef double pred, dl, eta
-    cdef floating xa, c, feta
+    cdef floating xa
     cdef Scales unscaled
     unscaled.w = 1
     unscaled.p = 1
+    st.vector_pairs = _vector_pairs(&local, sizeof(floating))
     for pos in range(n_rows):
-        _prefetch_ahead(pos, n_rows, data, ind, indptr, &local)
+        _prefetch_ahead(pos, n_rows, data, ind, indptr, &local, False)
         if pos + 1 < n_rows:
             # The next row reads its features' whole factor rows (n_fields vectors each)
-            # and AdaGrad's sums of them: fetch every cache line of them now.
+            # and AdaGrad's sums of them: fetch every cache line of them now, into the
+            # second-level cache (tens of kilobytes: the first would lose this row's).
             i = order[pos + 1]
             for a in range(indptr[i], indptr[i + 1]):
-                polylite_prefetch_block(P + ind[a] * width, width * sizeof(floating))
+                polylite_prefetch_block_l2(P + ind[a] * width, width * sizeof(floating))
                 if acc_P != NULL:
-                    polylite_prefetch_block(acc_P + ind[a] * width,
-                                            width * sizeof(floating))
-        step[0] += 1
+                    polylite_prefetch_block_l2(acc_P + ind[a] * width,
+                                               width * sizeof(floating))
+        step[0] += local.rows.step_stride
         eta = eta0 / _pow_t(step[0], power_t) if schedule == INVSCALING else eta0
         i = order[pos]
         start = indptr[i]
@@ -216,38 +349,59 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
             ja = ind[a]
             fa = fields[ja]
             xa = data[a]
+            if kf == 4:  # libffm's default k: the dot product written out
+                for b in range(a + 1, start + nnz):
+                    pred += xa * data[b] * _dot4(P + ja * width + fields[ind[b]] * 4,
+                                                 P + ind[b] * width + fa * 4)
+                continue
             for b in range(a + 1, start + nnz):
-                jb = ind[b]
-                pred += xa * data[b] * _dot(P + ja * width + fields[jb] * kf,
-                                            P + jb * width + fa * kf, kf)
+                pred += xa * data[b] * _dot(P + ja * width + fields[ind[b]] * kf,
+                                            P + ind[b] * width + fa * kf, kf)
         if not isfinite(pred):
             return False
-        dl = sw[i] * loss_derivative(loss, y[i], pred)
-        feta = <floating> eta
-        if fit_intercept:
-            if adagrad:
-                adagrad_step(intercept, <floating*> local.history.intercept, dl, eta0)
-            else:
-                intercept[0] = intercept[0] - eta * dl
-        for a in range(start, start + nnz):
-            ja = ind[a]
-            fa = fields[ja]
-            xa = data[a]
-            if fit_linear:
-                if adagrad:
-                    adagrad_step(&w[ja], &acc_w[ja], <floating> (dl * xa) + alpha * w[ja],
-                                  eta0)
-                else:
-                    w[ja] = w[ja] - feta * (<floating> (dl * xa) + alpha * w[ja])
-            for b in range(a + 1, start + nnz):
-                jb = ind[b]
-                fb = fields[jb]
-                c = <floating> (dl * xa * data[b])
-                if adagrad:
-                    _pair_steps(P + ja * width + fb * kf, P + jb * width + fa * kf,
-                                acc_P + ja * width + fb * kf, acc_P + jb * width + fa * kf,
-                                c, beta, feta, eta0, kf)
-                else:
-                    _pair_steps(P + ja * width + fb * kf, P + jb * width + fa * kf,
-                                <floating*> NULL, <floating*> NULL, c, beta, feta, eta0, kf)
+        _pair_row_steps(data + start, ind + start, nnz, &local, st,
+                        sw[i] * loss_derivative(loss, y[i], pred), eta)
     return True
+
+
+cdef void _field_aware_share(int t, int threads, const floating* data,
+                             const index_t* ind, const index_t* indptr, const Pass* ps,
+                             long long step, RowSums* states) noexcept nogil:
+    """Thread t's part of a field-aware pass shared by ``threads`` threads without
+    locks ("Hogwild!", Niu et al., NIPS 2011, as libffm's threads): it takes its
+    contiguous share of the pass's rows (of the shuffled order) and steps on the shared
+    parameters as :func:`_field_aware_pass` does, while the other threads step on theirs.
+    Two threads may read and write the same parameter at once: a step may then be lost
+    or read a half-updated vector, so the result changes from run to run (the rows of a
+    click-through-rate data set share few parameters at a time, and the fits agree with
+    one thread's to the noise of the row order).  The schedule counts the pass's steps
+    (thread t's i-th row is step ``step + t + 1 + i * threads``); ``states[t].finite``
+    is False after a non-finite prediction (that thread stops)."""
+    cdef Pass local = ps[0]
+    cdef Py_ssize_t lo, hi
+    cdef long long my_step = step + t + 1 - threads
+    if not thread_range(t, threads, ps.rows.n_rows, &lo, &hi):
+        return
+    local.rows.order = ps.rows.order + lo
+    local.rows.n_rows = hi - lo
+    local.rows.step_stride = threads
+    states[t].finite = _field_aware_pass(data, ind, indptr, &local, &my_step, states + t)
+
+
+cdef bint _field_aware_threads(const floating* data, const index_t* ind,
+                               const index_t* indptr, const Pass* ps, long long* step,
+                               RowSums* st, int threads) noexcept nogil:
+    """A field-aware pass (:func:`_field_aware_pass`) on ``threads`` threads sharing its
+    rows (:func:`_field_aware_share`; ``st`` a workspace per thread), the step count
+    advanced by the pass's rows.  Returns False on a non-finite prediction."""
+    cdef bint finite = True
+    cdef int t
+    if threads == 1:
+        return _field_aware_pass(data, ind, indptr, ps, step, st)
+    with parallel(num_threads=threads):
+        _field_aware_share(threadid(), polylite_team_size(), data, ind, indptr, ps,
+                           step[0], st)
+    for t in range(threads):
+        finite = finite and st[t].finite
+    step[0] += ps.rows.n_rows
+    return finite

@@ -449,10 +449,19 @@ def watched_data(X):
 MIN_BATCH_ROWS_PER_THREAD = 256
 
 
-def stochastic_threads(n_jobs, batch_size):
-    """Threads that share each mini-batch: steps on one row are sequential (1 thread)."""
+# Rows per thread below which a pass shared row by row (a field-aware model's, see
+# stochastic_threads) runs on one thread: starting the threads costs about a row's work.
+MIN_SHARED_ROWS_PER_THREAD = 1000
+
+
+def stochastic_threads(n_jobs, batch_size, rows_shared=False, n_rows=0):
+    """Threads of a stochastic pass over ``n_rows`` rows: those that share each mini-batch
+    (``batch_size > 1``); one row per step, those that share the pass's rows and step
+    without locks when ``rows_shared`` (a field-aware model's pass, as libffm's
+    threads: ``polylite._engine._sgd``), else 1 (steps on one row are sequential)."""
     if batch_size == 1:
-        return 1
+        return (row_threads(n_jobs, n_rows, MIN_SHARED_ROWS_PER_THREAD) if rows_shared
+                else 1)
     return row_threads(n_jobs, batch_size, MIN_BATCH_ROWS_PER_THREAD)
 
 
@@ -514,6 +523,13 @@ class StochasticGradient:
         # The rows of the objective after each pass (watched_data).
         self._watched = (slice(None), X) if watched is None else watched
         self._watched_targets = None  # (y, weights) of the watched rows, see watched()
+        # Whether each pass checks the watched rows' predictions (see epoch); a caller
+        # that reads no objective between passes checks them once at the end
+        # (check_predictions).
+        self.check_each_pass = True
+        # A field-aware model's AdaGrad or SGD pass, one row per step: n_jobs threads
+        # share its rows (stochastic_threads).
+        self._rows_shared = kernel == "field-aware" and not state.ftrl
 
     def epoch(self):
         est, p, X, st = self.est, self.params, self.X, self.state
@@ -536,7 +552,8 @@ class StochasticGradient:
                                  self.degrees)
             st.step, finite = _sgd.sgd_epoch(
                 X_rows, problem, p, st, schedule, rows,
-                n_threads=stochastic_threads(self.n_jobs, int(est.batch_size)))
+                n_threads=stochastic_threads(self.n_jobs, int(est.batch_size),
+                                             self._rows_shared, rows.shape[0]))
             if not finite:
                 break
         self._y_pred = None
@@ -544,16 +561,27 @@ class StochasticGradient:
         # finite but huge parameters can still overflow the predictions, checked on the
         # watched rows (which fit's objective reuses).
         if not (finite and all(np.all(np.isfinite(getattr(p, name)))
-                               for name in ("intercept", "w", "P", "gamma", "lam"))
-                and np.all(np.isfinite(self.predictions()))):
-            raise FloatingPointError(
-                f"{_SOLVER_NAMES[self.schedule]} diverged: the model's parameters "
-                f"or predictions became non-finite (eta0={self.eta0:g}); use a smaller "
-                f"learning rate eta0, a larger beta, or scale the features")
+                               for name in ("intercept", "w", "P", "gamma", "lam"))):
+            self._diverged()
+        if self.check_each_pass:
+            self.check_predictions()
         if before is None:
             return float("nan")
         return max(float(np.max(np.abs(getattr(p, name) - before[name]), initial=0.0))
                    for name in before)
+
+    def check_predictions(self):
+        """Raise FloatingPointError if a watched row's prediction is not finite (a pass
+        checks each row's prediction before its step: this catches parameters that
+        overflow a prediction after the last step)."""
+        if not np.all(np.isfinite(self.predictions())):
+            self._diverged()
+
+    def _diverged(self):
+        raise FloatingPointError(
+            f"{_SOLVER_NAMES[self.schedule]} diverged: the model's parameters "
+            f"or predictions became non-finite (eta0={self.eta0:g}); use a smaller "
+            f"learning rate eta0, a larger beta, or scale the features")
 
     def _row_chunks(self, order):
         """(order, X, y, sw) of one pass, a chunk of rows at a time as the layout gives

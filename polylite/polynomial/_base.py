@@ -556,12 +556,23 @@ class _PolynomialModel(ModelRoot):
                                         self._initial_accumulator,
                                         ftrl=solver_name == "ftrl"), n_jobs,
                 watched=solver_inputs)
-        objective = best = self._objective(*solver.watched(y, sw), params, loss_code)
+        # The objective after each epoch, on the watched rows: for tol, verbose and a
+        # progress display.  A stochastic fit that reads none of them (tol=None, as the
+        # field-aware models' default, and no early stopping) skips it, and checks the
+        # predictions once at the end.
+        watch = (solver_name == "cd" or self.tol is not None or bool(self.verbose)
+                 or self._epoch_callback is not None or stopper is not None)
+        if not watch:
+            solver.check_each_pass = False
+        objective = best = (self._objective(*solver.watched(y, sw), params, loss_code)
+                            if watch else np.nan)
         if self.verbose:
             print(f"{prefix}epoch {0:4d}  objective {objective:.6e}")
         stalled, converged = 0, False
         for epoch in range(1, self._max_iter + 1):
             max_change = solver.epoch()
+            if not watch:
+                continue
             y_watched, y_pred, sw_watched = solver.watched(y, sw)
             new_objective = self._objective(y_watched, y_pred, sw_watched, params, loss_code)
             # Predictions too: the classification losses of an infinite margin on the
@@ -598,9 +609,12 @@ class _PolynomialModel(ModelRoot):
                 if stalled >= self.n_iter_no_change:
                     converged = True
                     break
+        if not watch:
+            solver.check_predictions()
         if stopper is not None:
             stopper.restore()
         elif loss_code == _SQUARED:
+            y_watched, y_pred, sw_watched = solver.watched(y, sw)
             # The rows the objective watched (all for CD, the sample of the stochastic
             # solvers), with the final model.
             kernels.check_fitted_scale(self, X, y_watched, y_pred, sw_watched)
