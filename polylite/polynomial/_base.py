@@ -252,6 +252,11 @@ class _PolynomialModel(ModelRoot):
         field-aware models hold a vector per field there)."""
         return self.n_components
 
+    def _lam_width(self):
+        """Entries of an output's ``lam``: ``n_components`` (the field-weighted models
+        hold the weights of the pairs of fields there)."""
+        return self.n_components
+
     @property
     def _fit_lam(self):
         """Whether the output weights lam are learned (polynomial networks)."""
@@ -758,7 +763,7 @@ class _PolynomialModel(ModelRoot):
                     "P": (n_out, len(degrees), d, self._factor_width()),
                     "gamma": (n_out, n_dummy, self._factor_width())}
         if self._has_lam:
-            expected["lam"] = (n_out, k)
+            expected["lam"] = (n_out, self._lam_width())
         check_float_arrays(arrays, expected, P.dtype)
         n_iter = arrays["n_iter"]
         if n_iter.shape != (n_out,):
