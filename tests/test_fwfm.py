@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import polylite
 from polylite import (FieldAwareFactorizationMachineClassifier,
+                      FieldAwareFactorizationMachineRegressor,
                       FieldWeightedFactorizationMachineClassifier,
                       FieldWeightedFactorizationMachineRegressor, FieldEncoder, kernels)
 from polylite.estimator_checks import expected_failed_checks
@@ -430,3 +431,35 @@ def test_sklearn_compatible_estimator(estimator, check):
 def test_clone_round_trip(estimator):
     twin = clone(estimator)
     assert twin.get_params() == estimator.get_params()
+
+
+@pytest.mark.parametrize("cls", [FieldAwareFactorizationMachineClassifier,
+                                 FieldAwareFactorizationMachineRegressor,
+                                 FieldWeightedFactorizationMachineRegressor])
+def test_partial_fit_steps_in_place_and_a_diverged_chunk_is_undone(cls):
+    """With the row penalty a chunk's pass steps on the fitted arrays (no copy of the
+    model): the rows of the chunk's features change, the others not at all; a chunk that
+    diverges puts every parameter back as it was."""
+    rng = np.random.RandomState(6)
+    n, d = 80, 12
+    fields = np.repeat(np.arange(4), 3)
+    X = sp.random(n, d, density=0.4, format="csr", random_state=rng)
+    y = rng.randint(0, 2, n)
+    classes = dict(classes=[0, 1]) if cls is FieldAwareFactorizationMachineClassifier \
+        else {}
+    est = cls(fields=fields, normalize=False, solver="sgd", eta0=0.01,
+              learning_rate="constant", random_state=0).partial_fit(X, y, **classes)
+    before = est._stacked(copy=True)
+    chunk = sp.hstack([X[:, :6], sp.csr_matrix((n, d - 6))], format="csr")
+    est.partial_fit(chunk, y)
+    after = est._stacked(copy=True)
+    untouched = np.setdiff1d(np.arange(d), np.unique(chunk.indices))
+    assert untouched.size >= 6
+    np.testing.assert_array_equal(after["P"][:, :, untouched], before["P"][:, :, untouched])
+    np.testing.assert_array_equal(after["w"][:, untouched], before["w"][:, untouched])
+    assert not np.array_equal(after["P"], before["P"])
+    est.set_params(eta0=1e6)
+    with pytest.raises(FloatingPointError, match="kept"):
+        est.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
+    for name, value in est._stacked(copy=True).items():
+        np.testing.assert_array_equal(value, after[name])

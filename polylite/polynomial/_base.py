@@ -681,6 +681,10 @@ class _PolynomialModel(ModelRoot):
         ``partial_fit`` calls (``fit`` starts them afresh).  The pass works on a copy of
         the parameters: if it diverges, the model from before the call is kept (and the
         solver's statistics restart), or the estimator stays unfitted on a first call.
+        Models with a row penalty (``_row_penalty``: the passes step only on the
+        parameters of the chunk's features, and on the intercept) copy only those: the
+        pass steps on the fitted arrays, and a divergence puts the copied rows back, so
+        that a chunk costs the memory and time of its features, not of the whole model.
         """
         self._check_params()
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -694,7 +698,9 @@ class _PolynomialModel(ModelRoot):
                 self._init_nonlinear(self._output(stack, o), self._partial_rng)
             self.n_iter_ = np.zeros(n_outputs, int) if self._is_classifier else 0
         else:
-            stack = self._stacked(copy=True)
+            stack = self._stacked(copy=not self._row_penalty)
+            if self._row_penalty:
+                saved = _chunk_rows(stack, X)
             if not hasattr(self, "_partial_rng"):
                 self._partial_rng = check_random_state(self.random_state)
         states = getattr(self, "_stochastic_states", None)
@@ -716,6 +722,8 @@ class _PolynomialModel(ModelRoot):
                     self._partial_rng, states[o], watched=watched).epoch()
         except FloatingPointError as exc:
             self.__dict__.pop("_stochastic_states", None)
+            if self.__sklearn_is_fitted__() and self._row_penalty:
+                _restore_chunk_rows(stack, saved)
             if not self.__sklearn_is_fitted__():
                 self._reset_fitted()
                 raise FloatingPointError(f"{exc}; the estimator stays unfitted") from None
@@ -789,6 +797,24 @@ class _PolynomialModel(ModelRoot):
             raise ModelFileError(f"model file has no valid solver (got {solver!r}); "
                                  f"expected one of {ran}")
         return solver
+
+
+def _chunk_rows(stack, X):
+    """(columns of the CSR chunk X, copies of the linear weights and factor rows of those
+    columns, copies of every other array of ``stack``): what a pass over X with a row
+    penalty may change."""
+    columns = np.unique(X.indices)
+    return (columns, stack["w"][:, columns].copy(), stack["P"][:, :, columns].copy(),
+            {name: a.copy() for name, a in stack.items() if name not in ("w", "P")})
+
+
+def _restore_chunk_rows(stack, saved):
+    """Put back what :func:`_chunk_rows` saved."""
+    columns, w, P, rest = saved
+    stack["w"][:, columns] = w
+    stack["P"][:, :, columns] = P
+    for name, a in rest.items():
+        stack[name][...] = a
 
 
 class _EarlyStopping:
