@@ -345,6 +345,15 @@ def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
     if fields is None:
         raise ValueError("the field-aware kernel needs fields, the field of each column")
     P, fields, n_fields = _field_aware_params(P, fields)
+    return _predict_field_aware_rows(X, P, (fields, n_fields), intercept, w, check_input,
+                                     n_jobs)
+
+
+def _predict_field_aware_rows(X, P, fields, intercept, w, check_input, n_jobs):
+    """:func:`predict` for the field-aware kernel with checked parameters: P of shape
+    (n_features, n_fields * k), C-contiguous, ``fields`` = (field of each column,
+    n_fields), checked (an estimator's own)."""
+    fields, n_fields = fields
     dtype, d = P.dtype, P.shape[0]
     X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
     return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-aware",

@@ -803,8 +803,14 @@ def _chunk_rows(stack, X):
     """(columns of the CSR chunk X, copies of the linear weights and factor rows of those
     columns, copies of every other array of ``stack``): what a pass over X with a row
     penalty may change."""
-    columns = np.unique(X.indices)
-    return (columns, stack["w"][:, columns].copy(), stack["P"][:, :, columns].copy(),
+    d = stack["w"].shape[1]
+    columns = np.flatnonzero(np.bincount(X.indices, minlength=d))  # (sorted, distinct)
+    if 2 * columns.shape[0] > d:  # most of them: one contiguous copy is quicker
+        columns = slice(None)
+        return (columns, stack["w"].copy(), stack["P"].copy(),
+                {name: a.copy() for name, a in stack.items() if name not in ("w", "P")})
+    # (indexing by an array copies)
+    return (columns, stack["w"][:, columns], stack["P"][:, :, columns],
             {name: a.copy() for name, a in stack.items() if name not in ("w", "P")})
 
 
