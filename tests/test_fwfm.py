@@ -463,3 +463,15 @@ def test_partial_fit_steps_in_place_and_a_diverged_chunk_is_undone(cls):
         est.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
     for name, value in est._stacked(copy=True).items():
         np.testing.assert_array_equal(value, after[name])
+    # Told to keep nothing to undo a chunk (the command line's streamed fit): the same
+    # steps in place, and a diverged chunk leaves the estimator unfitted.
+    est, twin = clone(est).set_params(eta0=0.01), clone(est).set_params(eta0=0.01)
+    twin._undo_diverged_chunk = False
+    for model in (est, twin):
+        model.partial_fit(X, y, **classes)
+        model.partial_fit(chunk, y)
+    np.testing.assert_array_equal(twin.P_, est.P_)
+    twin.set_params(eta0=1e6)
+    with pytest.raises(FloatingPointError, match="now unfitted"):
+        twin.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
+    assert not twin.__sklearn_is_fitted__()

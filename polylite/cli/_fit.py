@@ -513,6 +513,8 @@ def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
     validation metric (or, without --validation, on the progressive metric: each block
     scored before it is trained on), keeping the best model."""
     classify = args.task == "classification"
+    # A chunk that diverges ends the command: partial_fit need keep nothing to undo it.
+    estimator._undo_diverged_chunk = False
     stream = (_libffm_stream(args, estimator, dtype) if fmt == "libffm"
               else _svmlight_stream(args, dtype, classify))
     validation, n_features, zero_based = (stream.validation, stream.n_features,

@@ -153,6 +153,12 @@ class _PolynomialModel(ModelRoot):
     # with an EpochReport after every epoch.  Not a parameter, so neither saved nor cloned.
     _epoch_callback = None
 
+    # Whether partial_fit keeps what it needs to undo a chunk that diverges.  The command
+    # line's streamed fit, which stops at such a chunk, sets False on its estimator: the
+    # row-penalty models then step in place without copying the chunk's rows, and a
+    # diverged chunk leaves the estimator unfitted.  Not a parameter.
+    _undo_diverged_chunk = True
+
     # ---- model structure (subclasses override) ---------------------------------------
 
     def _structure(self):
@@ -699,8 +705,8 @@ class _PolynomialModel(ModelRoot):
             self.n_iter_ = np.zeros(n_outputs, int) if self._is_classifier else 0
         else:
             stack = self._stacked(copy=not self._row_penalty)
-            if self._row_penalty:
-                saved = _chunk_rows(stack, X)
+            saved = (_chunk_rows(stack, X) if self._row_penalty
+                     and self._undo_diverged_chunk else None)
             if not hasattr(self, "_partial_rng"):
                 self._partial_rng = check_random_state(self.random_state)
         states = getattr(self, "_stochastic_states", None)
@@ -723,6 +729,10 @@ class _PolynomialModel(ModelRoot):
         except FloatingPointError as exc:
             self.__dict__.pop("_stochastic_states", None)
             if self.__sklearn_is_fitted__() and self._row_penalty:
+                if saved is None:  # stepped in place, nothing kept to undo the chunk
+                    self._reset_fitted()
+                    raise FloatingPointError(f"{exc}; the estimator was stepped in place "
+                                             f"and is now unfitted") from None
                 _restore_chunk_rows(stack, saved)
             if not self.__sklearn_is_fitted__():
                 self._reset_fitted()
