@@ -147,6 +147,8 @@ def main(argv=None):
                         help="keep the data file (a later run with the same --dir, "
                              "--rows and --buckets reuses it)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None,
+                        help="also write the table to this text file")
     parser.add_argument("--quick", action="store_true",
                         help="20,000 rows, 2^14 buckets, 10^4 categories, 1 MiB blocks")
     args = parser.parse_args(argv)
@@ -174,14 +176,20 @@ def main(argv=None):
         results.append((estimator, seconds, args.rows * args.epochs / seconds, params,
                         peak, beyond))
         print(f"  {summary}")
-    print(f"\n{'model':6s} {'seconds':>8s} {'rows/s':>10s} {'parameters':>11s} "
-          f"{'AdaGrad sums':>12s} {'peak memory':>11s} {'beyond both':>11s}")
+    lines = [f"{'model':6s} {'seconds':>8s} {'rows/s':>10s} {'parameters':>11s} "
+             f"{'AdaGrad sums':>12s} {'peak memory':>11s} {'beyond both':>11s}"]
     for estimator, seconds, rate, params, peak, beyond in results:
-        print(f"{estimator:6s} {seconds:8.1f} {rate:10,.0f} {params / 2**30:9.3f} G "
-              f"{params / 2**30:10.3f} G {peak / 2**30:9.3f} G {beyond / 2**30:9.3f} G")
-    print(f"\n({args.rows:,} rows, {args.epochs} pass(es) after the first pass that reads "
-          f"the fields; k = 4, float32, blocks of {args.chunk_mib} MiB of text; "
-          f"G = GiB)")
+        lines.append(f"{estimator:6s} {seconds:8.1f} {rate:10,.0f} {params / 2**30:9.3f} G "
+                     f"{params / 2**30:10.3f} G {peak / 2**30:9.3f} G "
+                     f"{beyond / 2**30:9.3f} G")
+    lines.append(f"({args.rows:,} rows of {N_FIELDS} fields in {args.buckets:,} hashed "
+                 f"columns, {args.epochs} pass(es) after the first pass that reads the "
+                 f"fields; k = 4, float32, blocks of {args.chunk_mib} MiB of text; "
+                 f"G = GiB)")
+    print("\n" + "\n".join(lines))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
     if args.dir is None and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     elif not args.keep:

@@ -527,6 +527,7 @@ def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
     max_iter, tol, patience = (estimator._max_iter, estimator.tol,
                                estimator.n_iter_no_change)
     best, best_model, stalled, best_values = np.inf, None, 0, {}
+    best_is_current = False
     start = time.perf_counter()
     for passes in range(1, max_iter + 1):
         pass_stats = _svmlight.ReadStats()
@@ -560,15 +561,20 @@ def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
                        unit="pass")
         if not np.isfinite(watched):  # the first pass has no progressive score
             continue
-        if best_model is None or watched < best - (tol or 0.0) * abs(best):
-            best, best_model, stalled = min(best, watched), copy.deepcopy(estimator), 0
-            best_values = values
+        if not best_values or watched < best - (tol or 0.0) * abs(best):
+            best, stalled, best_values, best_is_current = min(best, watched), 0, values, True
+            # The best pass's model, in case a later pass is worse (after the last pass
+            # the estimator is it); without the solver's statistics, which the saved
+            # model does not hold.
+            best_model = ({name: copy.deepcopy(value) for name, value in
+                           vars(estimator).items() if name != "_stochastic_states"}
+                          if passes < max_iter else None)
         else:
-            stalled += 1
+            stalled, best_is_current = stalled + 1, False
             if stalled >= patience:
                 break
-    if best_model is not None:
-        vars(estimator).update(vars(best_model))
+    if best_model is not None and not best_is_current:
+        vars(estimator).update(best_model)
     scores = [f"{name} {value:.4f}" for name, value in best_values.items()
               if np.isfinite(value)]
     return _Fitted(pass_stats.rows, zero_based, n_features,

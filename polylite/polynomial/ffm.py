@@ -61,6 +61,10 @@ def fields_of(fields, n_features):
     return kernels.check_fields(fields, n_features)
 
 
+# Factors drawn at once by the initialisation.
+_INIT_BLOCK = 1 << 20
+
+
 class _BaseFieldAwareFM(_PolynomialModel):
 
     _solvers = ("sgd", "adagrad", "ftrl")
@@ -109,7 +113,15 @@ class _BaseFieldAwareFM(_PolynomialModel):
         """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as libffm."""
         scale = (1.0 / np.sqrt(self.n_components) if self.init_scale is None
                  else float(self.init_scale))
-        params.P[...] = rng.uniform(0.0, scale, size=params.P.shape)
+        # Drawn a block at a time (the same draws as at once): no float64 array of the
+        # whole model beside it.
+        if not params.P.flags.c_contiguous:
+            params.P[...] = rng.uniform(0.0, scale, size=params.P.shape)
+            return
+        flat = params.P.reshape(-1)  # (a view)
+        for start in range(0, flat.shape[0], _INIT_BLOCK):
+            stop = min(start + _INIT_BLOCK, flat.shape[0])
+            flat[start:stop] = rng.uniform(0.0, scale, size=stop - start)
 
     # The rows the passes and the predictions read: scaled to unit norm with normalize.
     def _prepare_X(self, X, *, reset, y=None):
