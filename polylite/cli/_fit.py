@@ -515,6 +515,7 @@ def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
     classify = args.task == "classification"
     # A chunk that diverges ends the command: partial_fit need keep nothing to undo it.
     estimator._undo_diverged_chunk = False
+    _return_freed_blocks()
     stream = (_libffm_stream(args, estimator, dtype) if fmt == "libffm"
               else _svmlight_stream(args, dtype, classify))
     validation, n_features, zero_based = (stream.validation, stream.n_features,
@@ -579,6 +580,23 @@ def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
               if np.isfinite(value)]
     return _Fitted(pass_stats.rows, zero_based, n_features,
                    f"{passes} passes of {pass_stats.rows} rows (streamed)", scores)
+
+
+def _return_freed_blocks():
+    """Have the C allocator (glibc's) hand blocks of 1 MiB and more back to the system
+    when they are freed: each block of a streamed file is parsed into arrays of tens of
+    MiB, which glibc would otherwise keep for reuse once its threshold has risen, so that
+    the process's memory grows with the pass (0.38 GiB more at the peak of a pass of 10^5
+    click-log rows).  Elsewhere (another C library) nothing changes."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    M_MMAP_THRESHOLD = -3
+    mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(1 << 20))
 
 
 def _libffm_stream(args, estimator, dtype):
