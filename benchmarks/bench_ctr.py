@@ -15,7 +15,10 @@ Models, all with k = 4 and the same number of epochs (--epochs):
 - xLearn's FFM (``xlearn`` imported if installed), its defaults but k = 4;
 - polylite's ``FactorizationMachineClassifier`` (AdaGrad, k = 4, the same unit-norm
   rows), and a logistic regression by FTRL (the FM with ``init_scale=0``, ``l1``
-  --l1): how much the planted field-aware interactions are worth.
+  --l1): how much the planted field-aware interactions are worth;
+- polylite's ``FieldWeightedFactorizationMachineClassifier`` (FwFM: one vector per
+  feature and a learned weight per pair of fields, Pan et al., WWW 2018) with its
+  defaults (the FFM's), on one thread.
 
 Reported: test log loss and AUC, the CPU seconds per epoch (the process's, or the
 child's for libffm, over the whole fit divided by the epochs: on two threads, the
@@ -26,7 +29,10 @@ other work the times of one repeat see about the same load): its median over the
 repeats is printed with its range.  On two threads polylite's field-aware models share
 each epoch's rows between the threads, which step on the shared parameters without
 locks, as libffm's (``n_jobs=2``: the results vary from run to run).  The FTRL row also
-prints how many weights its L1 penalty keeps.
+prints how many weights its L1 penalty keeps.  A second table puts
+each model's number of parameters (intercept, linear weights, factors, weights of the
+pairs of fields) beside its test log loss: what the FwFM's accuracy costs in memory
+against the FFM's and the FM's.
 
 The table is written to benchmarks/results/ctr.json (--output; with --quick, or with
 --models, only when --output is given), the result file of ``_results.py`` that the
@@ -49,7 +55,8 @@ import warnings
 import numpy as np
 from sklearn.metrics import log_loss, roc_auc_score
 
-from polylite import FactorizationMachineClassifier, FieldAwareFactorizationMachineClassifier
+from polylite import (FactorizationMachineClassifier, FieldAwareFactorizationMachineClassifier,
+                      FieldWeightedFactorizationMachineClassifier)
 from polylite.datasets import dump_libffm, load_libffm, make_ctr
 
 import _results
@@ -198,6 +205,8 @@ def main(argv=None):
                                         random_state=args.seed)
     runs.append(("logistic regression (ftrl, l1)", 1,
                  lambda: run_polylite(lr, X_unit, y_train, X_test_unit)))
+    runs.append(("polylite FwFM", 1, lambda: run_polylite(
+        FieldWeightedFactorizationMachineClassifier(**ffm), X_train, y_train, X_test)))
     if args.models:
         runs = [r for r in runs if r[0] in args.models]
 
@@ -226,6 +235,16 @@ def main(argv=None):
             peer = results.get(("libffm", threads))
             if peer and name != "libffm":
                 print(f"  {name:34s} {threads}t  {loss - peer[0]:+.5f}")
+    d, n_fields = X_train.shape[1], int(train_fields.max()) + 1
+    sizes = parameter_counts(d, n_fields, 4)
+    sized = [(name, sizes[name], loss, auc, per_epoch)
+             for (name, threads), (loss, auc, per_epoch, *_) in results.items()
+             if threads == 1 and name in sizes]
+    if sized:
+        print(f"\n{'model (1 thread)':34s} {'parameters':>12s} {'test logloss':>12s} "
+              f"{'AUC':>7s} {'CPU s/epoch':>11s}")
+        for name, count, loss, auc, per_epoch in sized:
+            print(f"{name:34s} {count:12,d} {loss:12.5f} {auc:7.4f} {per_epoch:11.3f}")
     kept = None
     if any(name.startswith("logistic") for name, _, _ in runs):
         kept = int(lr.n_nonzero_weights_)
@@ -246,13 +265,23 @@ def main(argv=None):
                 f"polylite's threads share each epoch's rows (lock-free, as libffm's)")
         if kept is not None:
             note += f"; FTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights"
+        tables = [_results.table("Test log loss and AUC, seconds per epoch",
+                                 ["model", "threads", "test logloss", "AUC", "CPU s/epoch",
+                                  "wall s/epoch", "CPU / libffm", "logloss - libffm's"],
+                                 rows, note)]
+        if sized:
+            tables.append(_results.table(
+                "Parameters against accuracy (one thread)",
+                ["model", "parameters", "test logloss", "AUC", "CPU s/epoch"],
+                [[name, count, round(loss, 5), round(auc, 4), round(per_epoch, 3)]
+                 for name, count, loss, auc, per_epoch in sized],
+                f"{d:,} features in {n_fields} fields, k = 4: the FFM holds a vector per "
+                f"feature and field, the FwFM and the FM one per feature (the FwFM also a "
+                f"weight per pair of fields), the logistic regression none"))
         _results.save(
             output, "ctr",
             "Click-through-rate data: field-aware FMs against libffm",
-            [_results.table("Test log loss and AUC, seconds per epoch",
-                            ["model", "threads", "test logloss", "AUC", "CPU s/epoch",
-                             "wall s/epoch", "CPU / libffm", "logloss - libffm's"],
-                            rows, note)],
+            tables,
             dict(train_rows=n, test_rows=m, max_categories=args.max_categories,
                  epochs=epochs, threads=args.threads, repeats=args.repeats, l1=args.l1,
                  seed=args.seed, features=int(X_train.shape[1]),
@@ -271,6 +300,17 @@ def _ratio_text(ratios):
     if len(ratios) > 1:
         text += f" [{min(ratios):.2f}-{max(ratios):.2f}]"
     return text
+
+
+def parameter_counts(d, n_fields, k):
+    """The number of parameters of each model of the table, by name: ``d`` features in
+    ``n_fields`` fields, vectors of length ``k`` (libffm's FFM has no linear term)."""
+    return {"libffm": d * n_fields * k,
+            "polylite FFM": 1 + d + d * n_fields * k,
+            "polylite FFM, no linear term": d * n_fields * k,
+            "polylite FwFM": 1 + d + d * k + n_fields * (n_fields + 1) // 2,
+            "polylite FM (adagrad)": 1 + d + d * k,
+            "logistic regression (ftrl, l1)": 1 + d}
 
 
 def _command():

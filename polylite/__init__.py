@@ -37,6 +37,8 @@ _EXPORTS = {
     "FactorizationMachineClassifier": "polynomial",
     "FieldAwareFactorizationMachineRegressor": "polynomial",
     "FieldAwareFactorizationMachineClassifier": "polynomial",
+    "FieldWeightedFactorizationMachineRegressor": "polynomial",
+    "FieldWeightedFactorizationMachineClassifier": "polynomial",
     "PolynomialNetworkRegressor": "polynomial",
     "PolynomialNetworkClassifier": "polynomial",
     "BayesianFactorizationMachineRegressor": "bayes",
@@ -84,6 +86,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the names as ordinary imports
                              FactorizationMachineRegressor,
                              FieldAwareFactorizationMachineClassifier,
                              FieldAwareFactorizationMachineRegressor,
+                             FieldWeightedFactorizationMachineClassifier,
+                             FieldWeightedFactorizationMachineRegressor,
                              PolynomialNetworkClassifier, PolynomialNetworkRegressor)
     from .preprocessing import FieldEncoder  # noqa: F401
     from .ranking import FactorizationMachineRanker  # noqa: F401

@@ -15,7 +15,9 @@ from ._validation import check_n_jobs
 
 __all__ = ["KERNELS", "check_X", "check_degree", "check_fields", "predict", "anova",
            "anova_gradient", "all_subsets", "all_subsets_gradient", "polynomial",
-           "polynomial_gradient", "field_aware", "field_aware_gradient", "power_sums",
+           "polynomial_gradient", "field_aware", "field_aware_gradient", "field_weighted",
+           "field_weighted_gradient", "pack_field_weights", "unpack_field_weights",
+           "power_sums",
            "anova_from_power_sums", "anova_coordinate_derivative"]
 
 
@@ -240,6 +242,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     * ``"field-aware"``: ``sum_{j < j'} <P[j, fields[j']], P[j', fields[j]]> x_j x_j'``,
       with P of shape (n_features, n_fields, n_components): each feature has one latent
       vector per field (``degrees``, ``gamma`` and ``lam`` do not apply).
+    * ``"field-weighted"``: ``sum_{j < j'} lam[fields[j], fields[j']] <P[j], P[j']> x_j
+      x_j'``, with P of shape (n_features, n_components) and ``lam`` the symmetric
+      (n_fields, n_fields) matrix of the weights of the pairs of fields (``degrees`` and
+      ``gamma`` do not apply).
 
     X is never densified; dense X is converted to CSR a chunk of rows at a time.  A
     :class:`polylite.relational.RelationalMatrix` (anova and all-subsets kernels) is
@@ -258,8 +264,9 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         Linear weights; None means no linear term.
     gamma : ndarray of shape (n_dummy, n_components) or None
         Dummy-feature parameters (see above).
-    lam : ndarray of shape (n_components,) or None
-        Output weights of the polynomial kernel (default: ones).
+    lam : ndarray of shape (n_components,) or (n_fields, n_fields), or None
+        Output weights of the polynomial kernel (default: ones); the "field-weighted"
+        kernel's weights of the pairs of fields (symmetric; default: ones).
     check_input : bool, default=True
         Validate X (skip only when it comes from :func:`check_X` already).
     n_jobs : int or None, default=None
@@ -267,7 +274,8 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         one per 20,000 rows).  Each row is computed as on one thread: the predictions do
         not depend on ``n_jobs``.
     fields : array-like of int of shape (n_features,) or None
-        The field of each column (the "field-aware" kernel only, where it is required).
+        The field of each column (the "field-aware" and "field-weighted" kernels only,
+        where it is required).
 
     Returns
     -------
@@ -278,6 +286,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
         raise ValueError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}")
     if kernel == "field-aware":
         return _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs)
+    if kernel == "field-weighted":
+        P, r, fields, n_fields = _field_weighted_params(P, lam, fields)
+        return _predict_field_weighted(X, P, r, (fields, n_fields), intercept, w,
+                                       check_input, n_jobs)
     P = np.asarray(P)
     if P.ndim == 2:
         P = P[np.newaxis]
@@ -333,12 +345,102 @@ def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
     if fields is None:
         raise ValueError("the field-aware kernel needs fields, the field of each column")
     P, fields, n_fields = _field_aware_params(P, fields)
+    return _predict_field_aware_rows(X, P, (fields, n_fields), intercept, w, check_input,
+                                     n_jobs)
+
+
+def _predict_field_aware_rows(X, P, fields, intercept, w, check_input, n_jobs):
+    """:func:`predict` for the field-aware kernel with checked parameters: P of shape
+    (n_features, n_fields * k), C-contiguous, ``fields`` = (field of each column,
+    n_fields), checked (an estimator's own)."""
+    fields, n_fields = fields
     dtype, d = P.dtype, P.shape[0]
     X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
     return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-aware",
                                 intercept, w, np.zeros((0, P.shape[1]), dtype),
                                 np.ones(P.shape[1], dtype), n_jobs,
                                 fields=(fields, n_fields))
+
+
+def pack_field_weights(R):
+    """The upper triangle of the symmetric matrix ``R`` of the weights of the pairs of
+    fields, row by row, as the field-weighted kernel stores them.
+
+    Parameters
+    ----------
+    R : ndarray of shape (..., n_fields, n_fields)
+        Symmetric in its last two axes (only the upper triangle is read).
+
+    Returns
+    -------
+    r : ndarray of shape (..., n_fields * (n_fields + 1) // 2)
+    """
+    R = np.asarray(R)
+    if R.ndim < 2 or R.shape[-1] != R.shape[-2]:
+        raise ValueError(f"field weights must be square matrices, got shape {R.shape}")
+    rows, cols = np.triu_indices(R.shape[-1])
+    return np.ascontiguousarray(R[..., rows, cols])
+
+
+def unpack_field_weights(r, n_fields):
+    """The symmetric matrix of the weights of the pairs of fields from their packed
+    upper triangle (:func:`pack_field_weights`).
+
+    Parameters
+    ----------
+    r : ndarray of shape (..., n_fields * (n_fields + 1) // 2)
+    n_fields : int
+
+    Returns
+    -------
+    R : ndarray of shape (..., n_fields, n_fields)
+    """
+    r = np.asarray(r)
+    n_pairs = n_fields * (n_fields + 1) // 2
+    if r.shape[-1:] != (n_pairs,):
+        raise ValueError(f"packed field weights of {n_fields} fields have {n_pairs} "
+                         f"entries, got shape {r.shape}")
+    rows, cols = np.triu_indices(n_fields)
+    R = np.zeros(r.shape[:-1] + (n_fields, n_fields), r.dtype)
+    R[..., rows, cols] = r
+    R[..., cols, rows] = r
+    return R
+
+
+def _field_weighted_params(P, lam, fields, dtype=None):
+    """(P (n_features, k) of one dtype, the packed weights, fields, n_fields) of a
+    field-weighted model, checked; ``lam`` is the symmetric (n_fields, n_fields) matrix
+    of the weights or None (ones)."""
+    if fields is None:
+        raise ValueError("the field-weighted kernel needs fields, the field of each column")
+    P = np.asarray(P)
+    if P.ndim != 2:
+        raise ValueError(f"field-weighted factors P must have shape (n_features, "
+                         f"n_components), got {P.shape}")
+    dtype = dtype or (P.dtype if P.dtype in (np.float32, np.float64) else np.float64)
+    P = _as_param(P, dtype, P.shape, "P")
+    if lam is None:
+        fields, n_fields = check_fields(fields, P.shape[0])
+        lam = np.ones((n_fields, n_fields), dtype)
+    lam = np.asarray(lam)
+    if lam.ndim != 2 or lam.shape[0] != lam.shape[1]:
+        raise ValueError(f"the field-weighted kernel's lam must be a square (n_fields, "
+                         f"n_fields) matrix, got shape {lam.shape}")
+    lam = _as_param(lam, dtype, lam.shape, "lam")
+    if not np.array_equal(lam, lam.T):
+        raise ValueError("the field-weighted kernel's lam must be symmetric")
+    fields, n_fields = check_fields(fields, P.shape[0], lam.shape[0])
+    return P, pack_field_weights(lam), fields, n_fields
+
+
+def _predict_field_weighted(X, P, r, fields, intercept, w, check_input, n_jobs):
+    """:func:`predict` for the field-weighted kernel: P (n_features, k) and the packed
+    weights ``r`` checked, ``fields`` = (field of each column, n_fields)."""
+    dtype, d = P.dtype, P.shape[0]
+    X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
+    return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-weighted",
+                                intercept, w, np.zeros((0, P.shape[1]), dtype),
+                                np.ascontiguousarray(r, dtype), n_jobs, fields=fields)
 
 
 # --------------------------------------------------------------------------------------
@@ -460,6 +562,59 @@ def field_aware_gradient(P, fields, indices, values):
     grad = np.zeros((indices.shape[0], n_fields * k), Pr.dtype)
     value = _kernels.field_aware_row(Pr, fields, n_fields, indices, values, grad)
     return float(value), grad.reshape(indices.shape[0], n_fields, k)
+
+
+def field_weighted(P, R, fields, indices, values):
+    """The field-weighted interactions of one row (Pan et al., WWW 2018),
+    ``sum_{a < b} R[fields[j_a], fields[j_b]] <P[j_a], P[j_b]> x_a x_b`` over its nonzeros
+    (j_a = indices[a], x_a = values[a]).
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_features, n_components)
+        One latent vector per feature.
+    R : ndarray of shape (n_fields, n_fields)
+        The weight of each pair of fields (symmetric).
+    fields : array-like of int of shape (n_features,)
+        The field of each feature.
+    indices, values : ndarray of shape (nnz,)
+        The row's nonzeros (distinct indices).
+
+    Returns
+    -------
+    value : float
+    """
+    return field_weighted_gradient(P, R, fields, indices, values)[0]
+
+
+def field_weighted_gradient(P, R, fields, indices, values):
+    """:func:`field_weighted` and its gradients on the row's support.
+
+    Parameters
+    ----------
+    P, R, fields, indices, values
+        As in :func:`field_weighted`.
+
+    Returns
+    -------
+    value : float
+    grad : ndarray of shape (nnz, n_components)
+        ``grad[a, s] = d value / d P[indices[a], s]``.
+    grad_R : ndarray of shape (n_fields, n_fields)
+        The gradient in the weights of the pairs of fields, as a function of the upper
+        triangle (one weight per unordered pair, shown at both places of a symmetric
+        matrix; zero for the pairs the row does not have).
+    """
+    P, r, fields, n_fields = _field_weighted_params(P, R, fields)
+    P, indices, values, _ = _row(P, indices, values)
+    grad = np.zeros((indices.shape[0], P.shape[1]), P.dtype)
+    grad_r = np.zeros_like(r)
+    # The kernel writes the entries of the row's pairs only (zeroed first).
+    value = _kernels.field_weighted_row(P, r, fields, n_fields, indices, values, grad,
+                                        grad_r)
+    if indices.shape[0] < 2:
+        grad_r[:] = 0
+    return float(value), grad, unpack_field_weights(grad_r, n_fields)
 
 
 def all_subsets(P, indices, values):

@@ -87,6 +87,8 @@ CASES = [
          ["--speed", "--datasets", "digits", "--repeats", "1", "--degrees", "2",
           "--solvers", "auto", "--components", "2", "--n-jobs", "1"], [], "== digits:"),
     Case("ctr", "bench_ctr.py", ["--quick", "--dir", "{tmp}"], [], "test logloss"),
+    Case("ctr_stream", "bench_ctr_stream.py", ["--quick", "--dir", "{tmp}"], [],
+         "beyond both"),
     Case("dask", "bench_dask.py",
          ["--rows", "2000", "--block-rows", "1000", "--workers", "1", "--iterations", "1"],
          ["dask", "distributed"], None),

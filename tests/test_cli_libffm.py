@@ -1,6 +1,6 @@
-"""The command line on libffm files: field-aware factorization machines (--estimator
-ffm) and FTRL fitted, applied and described, and libffm's ffm-train options answered
-with polylite's."""
+"""The command line on libffm files: field-aware and field-weighted factorization machines
+(--estimator ffm, fwfm) and FTRL fitted (in memory and streamed), applied and described,
+and libffm's ffm-train options answered with polylite's."""
 import json
 import shlex
 import subprocess
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import polylite
-from polylite import FieldAwareFactorizationMachineClassifier
+from polylite import (FieldAwareFactorizationMachineClassifier,
+                      FieldWeightedFactorizationMachineClassifier)
 from polylite.datasets import load_libffm
 
 from _cli import run_cli as _run
@@ -148,9 +149,8 @@ def test_libffm_errors_name_the_line_and_the_option(clicks, tmp_path, capsys):
     status, _, err = _run(capsys, "fit", clash, "-m", tmp_path / "m.npz", "--estimator",
                           "ffm")
     assert status == 1 and "clash.ffm:2: feature 1 is in field 1" in err
-    for option in (["--stream"], ["--one-based"]):
-        status, _, err = _run(capsys, "fit", train, "-m", tmp_path / "m.npz", *option)
-        assert status == 2 and f"argument {option[0]}: not with a libffm file" in err
+    status, _, err = _run(capsys, "fit", train, "-m", tmp_path / "m.npz", "--one-based")
+    assert status == 2 and "argument --one-based: not with a libffm file" in err
 
 
 def test_strict_features_on_libffm_data(clicks, tmp_path, capsys):
@@ -274,3 +274,69 @@ def test_libffm_answers_agree_with_the_command_line_guide():
         for option in answer.options:
             if option.startswith("--"):
                 assert option in cells[0], (name, option)
+
+
+def test_fit_predict_evaluate_info_of_a_field_weighted_model(clicks, tmp_path, capsys):
+    train, _, test = clicks
+    model = tmp_path / "m.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "fwfm",
+                          "--n-components", 2, "--max-iter", 5, "--seed", 0,
+                          "--progress", "lines")
+    assert status == 0, err
+    assert "FieldWeightedFactorizationMachineClassifier" in err
+    assert "3 fields (libffm file)" in err and "training log-loss" in err
+    fitted = polylite.load(model)
+    assert isinstance(fitted, FieldWeightedFactorizationMachineClassifier)
+    assert fitted.P_.shape == (1, 18, 2) and fitted.field_weights_.shape == (1, 3, 3)
+    X, y, fields = load_libffm(train)
+    same = FieldWeightedFactorizationMachineClassifier(
+        n_components=2, max_iter=5, random_state=0, fields=fields).fit(X, y.astype(int))
+    np.testing.assert_allclose(fitted.P_, same.P_)
+    np.testing.assert_allclose(fitted.field_weights_, same.field_weights_)
+    status, out, err = _run(capsys, "evaluate", model, test, "--json")
+    assert status == 0, err
+    assert json.loads(out)["auc"] > 0.6
+    status, out, err = _run(capsys, "info", model)
+    assert status == 0, err
+    assert "FieldWeightedFactorizationMachineClassifier" in out
+    assert "fields         3 (features per field: 6, 6, 6)" in out
+    status, _, err = _run(capsys, "fit", tmp_path / "x.svm", "-m", model, "--estimator",
+                          "fwfm")
+    assert status == 2 and "fwfm takes the field of each feature" in err
+
+
+@pytest.mark.parametrize("estimator", ["ffm", "fwfm"])
+def test_streamed_libffm_file_is_partial_fit_over_its_blocks(clicks, tmp_path, capsys,
+                                                             estimator):
+    """--stream on a libffm file: the fields from a first pass, then partial_fit over
+    blocks of --chunk-bytes: the model of the same partial_fit calls in Python."""
+    from polylite.datasets import iter_libffm_chunks, scan_libffm
+    train, valid, _ = clicks
+    model = tmp_path / "m.npz"
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", estimator,
+                          "--stream", "--chunk-bytes", 2000, "--max-iter", 2,
+                          "--no-shuffle", "--seed", 0, "--progress", "lines")
+    assert status == 0, err
+    assert "2 passes of 600 rows (streamed)" in err and "3 fields (libffm file)" in err
+    assert "progressive log-loss" in err
+    fitted = polylite.load(model)
+    scan = scan_libffm(train)
+    cls = type(fitted)
+    same = cls(fields=scan.fields, shuffle=False, random_state=0)
+    n_blocks = 0
+    for _ in range(2):
+        for X, y, _ in iter_libffm_chunks(train, scan.n_features, chunk_bytes=2000):
+            same.partial_fit(X, y.astype(int), classes=[0, 1])
+            n_blocks += 1
+    assert n_blocks > 4
+    np.testing.assert_allclose(fitted.P_, same.P_, rtol=1e-12)
+    np.testing.assert_array_equal(fitted.fields_, scan.fields)
+    # With a validation file (read whole): its log-loss is watched.
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", estimator,
+                          "--stream", "--validation", valid, "--max-iter", 3,
+                          "--progress", "lines")
+    assert status == 0, err
+    assert "validation log-loss" in err
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--stream", "--estimator",
+                          estimator, "--early-stopping")
+    assert status == 2 and "argument --early-stopping: not with --stream" in err

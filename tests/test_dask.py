@@ -261,3 +261,85 @@ def test_a_worker_lost_mid_fit_gives_the_right_model_or_an_error(data):
     else:
         assert_close(est.P_, local.P_)
         assert_close(est.w_, local.w_)
+
+
+def _click_rows(n=600, seed=0):
+    """One-hot rows of three fields (6, 5 and 4 levels) and clicks that depend on the
+    first two fields' levels; the field of each column."""
+    rng = np.random.RandomState(seed)
+    sizes = (6, 5, 4)
+    starts = np.cumsum((0,) + sizes[:-1])
+    levels = np.stack([rng.randint(s, size=n) for s in sizes], axis=1)
+    cols = (levels + starts).ravel()
+    X = sp.csr_matrix((np.ones(cols.size), cols, np.arange(0, cols.size + 1, 3)),
+                      shape=(n, sum(sizes)))
+    logit = 2.0 * ((levels[:, 0] % 2) == (levels[:, 1] % 2)) - 1.0
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * logit))).astype(int)
+    return X, y, np.repeat(np.arange(3), sizes)
+
+
+FIELD_MODELS = [("FieldAwareFactorizationMachineClassifier", "P_"),
+                ("FieldWeightedFactorizationMachineClassifier", "field_weights_"),
+                ("FieldWeightedFactorizationMachineRegressor", "field_weights_")]
+
+
+@pytest.mark.parametrize("name, attribute", FIELD_MODELS)
+def test_field_models_on_one_block_are_the_in_memory_fit(name, attribute):
+    """AdaGrad averaging of one block is the block's own passes: the in-memory fit
+    (rows in order), its fields, row normalisation, AdaGrad's sums starting at 1 and
+    statistics carried from epoch to epoch included."""
+    X, y, fields = _click_rows()
+    params = dict(fields=fields, max_iter=3, shuffle=False, random_state=0)
+    with dask.config.set(scheduler="synchronous"):
+        fit = getattr(pdask, name)(**params).fit(*to_dask(X, y, X.shape[0]))
+    local = getattr(polylite, name)(**params).fit(X, y)
+    for attr in ("w_", "P_", attribute):
+        np.testing.assert_allclose(getattr(fit, attr), getattr(local, attr), rtol=1e-10,
+                                   atol=1e-13)
+    np.testing.assert_allclose(fit.predict(X), local.predict(X), rtol=1e-10)
+    assert type(fit.to_local()) is type(local)
+
+
+@pytest.mark.parametrize("name, attribute", FIELD_MODELS[:2])
+def test_field_models_average_the_blocks_local_epochs_by_rows(name, attribute):
+    """One epoch on two blocks: the rows-weighted mean of each block's local epoch from
+    the initial model (replayed with the seeds the fit draws)."""
+    X, y, fields = _click_rows()
+    params = dict(fields=fields, max_iter=1, random_state=0)
+    with dask.config.set(scheduler="synchronous"):
+        fit = getattr(pdask, name)(**params).fit(*to_dask(X, y, 400))
+    est = getattr(polylite, name)(**params)
+    est.fields_, est.n_fields_ = fields.astype(np.intc), 3
+    rng = np.random.RandomState(0)
+    stack = est._allocate(1, X.shape[1], X.dtype)
+    est._init_nonlinear(est._output(stack, 0), rng)
+    model = {key: a[0] for key, a in stack.items()}
+    seeds = rng.randint(2**31, size=2)
+    kernel = est._structure()[0]
+    job = _estimators._Job(est, 0, np.array([0, 1]), 1, kernel, (2,), 1 / X.shape[0])
+    from sklearn.preprocessing import normalize
+    Xu = normalize(X)
+    parts = [_estimators._block_adagrad_epoch((Xu[a:b], y[a:b]), model, None, seed,
+                                              job)[0]
+             for (a, b), seed in zip([(0, 400), (400, 600)], seeds)]
+    for key in ("P", "lam" if attribute == "field_weights_" else "w"):
+        expected = (parts[0][key] + parts[1][key]) / X.shape[0]
+        assert not np.allclose(parts[0][key] / 400, parts[1][key] / 200)
+        got = fit._stacked()[key][0]
+        np.testing.assert_allclose(got, expected.astype(got.dtype).reshape(got.shape),
+                                   rtol=1e-12)
+
+
+def test_field_models_on_the_cluster_learn(client):
+    X, y, fields = _click_rows(1500)
+    Xd, yd = to_dask(X, y, 500)
+    for name, _ in FIELD_MODELS[:2]:
+        fit = getattr(pdask, name)(fields=fields, max_iter=8, random_state=0).fit(
+            Xd, yd, client=client)
+        history = fit.objective_history_[0]
+        assert len(history) == 9 and history[-1] < history[0]
+        proba = fit.predict_proba(Xd).compute()[:, 1]
+        assert np.mean((proba > 0.5) == y) > 0.7
+    with pytest.raises(ValueError, match="solver 'adagrad'"):
+        pdask.FieldAwareFactorizationMachineClassifier(fields=fields,
+                                                       solver="sgd").fit(Xd, yd)

@@ -119,6 +119,11 @@ cdef enum:
     # contiguous values (the steps, AdaGrad's statistics, the lazy L2 decay, the
     # mini-batch sums) take it unchanged.
     FIELD_AWARE = 3
+    # Field-weighted pairs (degree 2, Pan et al., WWW 2018): feature j has one latent
+    # vector (one factor block, k its length), and the pair (j, j') interacts through
+    # r[field(j), field(j')] <P[j], P[j']>, with one learned weight r per unordered pair
+    # of fields, held in ``lam`` packed (field_pair).
+    FIELD_WEIGHTED = 4
 
 
 cdef struct Model:
@@ -136,8 +141,11 @@ cdef struct Model:
     Py_ssize_t k
     Py_ssize_t n_blocks
     Py_ssize_t n_dummy
-    int kernel                # ANOVA, ALL_SUBSETS, POLYNOMIAL or FIELD_AWARE
-    const int* fields         # FIELD_AWARE: the field of each feature (d), else unread
+    int kernel                # ANOVA, ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE or
+                              # FIELD_WEIGHTED (whose ``lam`` holds the weights of the
+                              # pairs of fields, n_fields (n_fields + 1) / 2, field_pair)
+    const int* fields         # FIELD_AWARE, FIELD_WEIGHTED: the field of each feature
+                              # (d), else unread
     Py_ssize_t n_fields       # FIELD_AWARE: k = n_fields * the latent vectors' length
 
 cdef void anova_forward(const floating* P, Py_ssize_t k,
@@ -227,6 +235,24 @@ cdef inline double anova_coordinate_derivative(const double* A, int degree,
 cdef double field_aware_term(const floating* P, Py_ssize_t width, Py_ssize_t n_fields,
                              const int* fields, const index_t* ind, const floating* val,
                              Py_ssize_t nnz, floating* grad) noexcept nogil
+
+cdef inline Py_ssize_t field_pair(Py_ssize_t f, Py_ssize_t g,
+                                  Py_ssize_t n_fields) noexcept nogil:
+    """The place of the unordered pair of fields {f, g} among the field-weighted
+    kernel's n_fields (n_fields + 1) / 2 weights: the upper triangle of the symmetric
+    matrix r, row by row (a <= b: a (2 n_fields - a + 1) / 2 + b - a)."""
+    cdef Py_ssize_t a = f if f <= g else g, b = g if f <= g else f
+    return a * (2 * n_fields - a + 1) // 2 + b - a
+
+
+cdef inline Py_ssize_t n_field_pairs(Py_ssize_t n_fields) noexcept nogil:
+    """The field-weighted kernel's number of weights."""
+    return n_fields * (n_fields + 1) // 2
+
+
+cdef double field_weighted_term(const Model* m, const index_t* ind, const floating* val,
+                                Py_ssize_t nnz, floating* grad,
+                                floating* grad_r) noexcept nogil
 
 cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* val,
                            Py_ssize_t nnz, floating* work) noexcept nogil

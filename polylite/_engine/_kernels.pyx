@@ -407,6 +407,86 @@ cdef double field_aware_term(const floating* P, Py_ssize_t width, Py_ssize_t n_f
     return total
 
 
+cdef double field_weighted_term(const Model* m, const index_t* ind, const floating* val,
+                                Py_ssize_t nnz, floating* grad,
+                                floating* grad_r) noexcept nogil:
+    """The field-weighted pairs of one row,
+    ``sum_{a < b} r[f_a, f_b] <P[j_a], P[j_b]> x_a x_b`` (j_a = ind[a], f_a = m.fields[j_a]),
+    with P = m.P (d, k) and the weights r = m.lam packed (:func:`field_pair`).
+
+    ``grad`` (NULL: the value only, and ``grad_r`` is not read), nnz x k, receives the
+    gradient in the row's factor rows, grad[a] = sum_{b != a} r[f_a, f_b] P[j_b] x_a x_b;
+    ``grad_r`` (the packed weights' shape) the gradient in the weights of the row's pairs
+    of fields, grad_r[{f, g}] = the sum of <P[j_a], P[j_b]> x_a x_b over the row's pairs
+    a < b of those fields (its other entries are not written).  O(nnz^2 k).
+    """
+    cdef const floating* P = <const floating*> m.P
+    cdef const floating* r = <const floating*> m.lam
+    cdef const int* fields = m.fields
+    cdef Py_ssize_t k = m.k, n_fields = m.n_fields
+    cdef Py_ssize_t a, b, s, ja, fa, e
+    cdef const floating* pa
+    cdef const floating* pb
+    cdef floating* ga
+    cdef floating* gb
+    cdef floating xab, dot, c
+    cdef double total = 0
+    if grad != NULL:
+        for s in range(nnz * k):
+            grad[s] = 0
+        for a in range(nnz):
+            fa = fields[ind[a]]
+            for b in range(a + 1, nnz):
+                grad_r[field_pair(fa, fields[ind[b]], n_fields)] = 0
+    for a in range(nnz):
+        ja = ind[a]
+        fa = fields[ja]
+        pa = P + ja * k
+        for b in range(a + 1, nnz):
+            pb = P + ind[b] * k
+            e = field_pair(fa, fields[ind[b]], n_fields)
+            xab = val[a] * val[b]
+            dot = 0
+            for s in range(k):
+                dot = dot + pa[s] * pb[s]
+            total += r[e] * dot * xab
+            if grad != NULL:
+                grad_r[e] = grad_r[e] + dot * xab
+                c = r[e] * xab
+                ga = grad + a * k
+                gb = grad + b * k
+                for s in range(k):
+                    ga[s] = ga[s] + c * pb[s]
+                    gb[s] = gb[s] + c * pa[s]
+    return total
+
+
+def field_weighted_row(const floating[:, ::1] P, const floating[::1] r,
+                       const int[::1] fields, Py_ssize_t n_fields,
+                       const index_t[::1] indices,
+                       const floating[::1] values, floating[:, ::1] grad=None,
+                       floating[::1] grad_r=None):
+    """:func:`field_weighted_term` of one row (shapes checked by
+    ``polylite.kernels.field_weighted``); its gradients into ``grad`` (nnz x k) and
+    ``grad_r`` (the packed weights' shape) if given (both or neither)."""
+    cdef Model m
+    cdef Py_ssize_t nnz = indices.shape[0]
+    cdef floating* g = NULL
+    cdef floating* gr = NULL
+    if nnz == 0 or P.size == 0 or r.shape[0] == 0:
+        return 0.0
+    if grad is not None and grad_r is not None and grad.size > 0:
+        g = &grad[0, 0]
+        gr = &grad_r[0]
+    m.P = <void*> &P[0, 0]
+    m.lam = <void*> &r[0]
+    m.k = P.shape[1]
+    m.d = P.shape[0]
+    m.fields = &fields[0]
+    m.n_fields = n_fields
+    return field_weighted_term(&m, &indices[0], &values[0], nnz, g, gr)
+
+
 def field_aware_row(const floating[:, ::1] P, const int[::1] fields, Py_ssize_t n_fields,
                     const index_t[::1] indices, const floating[::1] values,
                     floating[:, ::1] grad=None):
@@ -451,6 +531,8 @@ cdef double nonlinear_term(const Model* m, const index_t* ind, const floating* v
             total += work[s]
     elif kernel == FIELD_AWARE:
         total = field_aware_term(P, k, m.n_fields, m.fields, ind, val, nnz, <floating*> NULL)
+    elif kernel == FIELD_WEIGHTED:
+        total = field_weighted_term(m, ind, val, nnz, <floating*> NULL, <floating*> NULL)
     else:
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, work)
         degree = degrees[0]
@@ -595,7 +677,7 @@ def predict_csr(const floating[::1] data, const index_t[::1] indices,
     cdef Model m = _model_of(w, P, model.gamma, model.lam, degrees, kernel,
                              <const floating*> work)
     cdef const int[::1] fields
-    if kernel == FIELD_AWARE:
+    if kernel == FIELD_AWARE or kernel == FIELD_WEIGHTED:
         fields = model.fields
         m.fields = &fields[0] if fields.shape[0] > 0 else NULL
         m.n_fields = model.n_fields

@@ -23,9 +23,11 @@ from libc.stdlib cimport malloc, free, calloc
 from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
-                        ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, POLYLITE_PREFETCH,
-                        polylite_prefetch_block, polylite_prefetch_block_l2, ADAGRAD_EPS,
+                        ALL_SUBSETS, POLYNOMIAL, FIELD_AWARE, FIELD_WEIGHTED,
+                        POLYLITE_PREFETCH, polylite_prefetch_block,
+                        polylite_prefetch_block_l2, ADAGRAD_EPS,
                         anova_gradient, factors_of, field_aware_term,
+                        field_weighted_term, field_pair, n_field_pairs,
                         all_subsets_gradient, linear_forms, polylite_barrier,
                         polylite_team_size, thread_range, int_power, adagrad_step)
 from ._losses cimport loss_derivative, loss_value
@@ -144,7 +146,8 @@ cdef struct RowSums:
     # each nonzero's offset (feature * row width) and field.
     bint vector_pairs
     Py_ssize_t* offsets
-    int* row_fields
+    int* row_fields         # a row's fields: each nonzero's (field-aware pair steps)
+                            # or its distinct ones (field-weighted), max_nnz
     void* linear            # a row's linear weights and AdaGrad sums (2 max_nnz floating)
     double total            # objective_gradient: the weighted loss of its rows
     bint finite
@@ -191,6 +194,9 @@ cdef double _row_gradient(const Model* m, const floating* P, const index_t* ind,
     elif m.kernel == FIELD_AWARE:
         # One block whose factor rows hold a feature's n_fields vectors (k their total).
         total = field_aware_term(P, k, m.n_fields, m.fields, ind, val, nnz, gP)
+    elif m.kernel == FIELD_WEIGHTED:
+        # glam: the gradient in the weights of the row's pairs of fields.
+        total = field_weighted_term(m, ind, val, nnz, gP, glam)
     else:
         m_b = m.degrees[0]
         linear_forms(P, k, gamma if n_dummy > 0 else NULL, ind, val, nnz, adj)
@@ -468,6 +474,7 @@ cdef inline bint _anova23_pass(const floating* data, const index_t* ind,
 
 include "_sgd_fields.pxi"
 include "_sgd_ftrl.pxi"
+include "_sgd_weighted.pxi"
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,7 +490,7 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
     """Every thread's row workspace, and zeroed gradient sums for threads first..threads-1
     (with lists of the touched features when ``track``).  NULL when out of memory."""
     cdef Py_ssize_t n_dummy = m.n_dummy, n_blocks = m.n_blocks, k = m.k, d = m.d
-    cdef Py_ssize_t size_P = n_blocks * d * k
+    cdef Py_ssize_t size_P = n_blocks * d * k, n_lam = _n_lam(m)
     cdef RowSums* st = <RowSums*> calloc(threads, sizeof(RowSums))
     cdef int t
     cdef bint ok = st != NULL
@@ -493,7 +500,7 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].adj = malloc(block * fsize)
         st[t].gP = malloc((n_blocks * max_nnz * k + 1) * fsize)
         st[t].ggamma = malloc((n_dummy * k + 1) * fsize)
-        st[t].glam = malloc((k + 1) * fsize)
+        st[t].glam = malloc((n_lam + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
         st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
         st[t].offsets = <Py_ssize_t*> malloc((max_nnz + 1) * sizeof(Py_ssize_t))
@@ -508,7 +515,7 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].w = <double*> calloc(d + 1, sizeof(double))
         st[t].P = <double*> calloc(size_P + 1, sizeof(double))
         st[t].gamma = <double*> calloc(n_dummy * k + 1, sizeof(double))
-        st[t].lam = <double*> calloc(k + 1, sizeof(double))
+        st[t].lam = <double*> calloc(n_lam + 1, sizeof(double))
         ok = ok and (st[t].w != NULL and st[t].P != NULL and st[t].gamma != NULL
                      and st[t].lam != NULL)
         if track:
@@ -621,6 +628,8 @@ cdef inline void _add_row(RowSums* st, double dl, const floating* data, const in
     if m.kernel == POLYNOMIAL:
         for s in range(k):
             st.lam[s] += dl * glam[s]
+    elif m.kernel == FIELD_WEIGHTED:
+        _add_field_weights(st, dl, <const floating*> m.lam, ind, nnz, m, rule)
 
 
 cdef void _batch_share(Py_ssize_t t, Py_ssize_t threads, Py_ssize_t pos,
@@ -746,6 +755,8 @@ cdef void _apply_global(int threads, RowSums* st, const Pass* ps, floating* inte
             adagrad_step(&gamma[r], &acc_gamma[r], g, eta0)
         else:
             gamma[r] = gamma[r] - eta * g
+    if ps.model.kernel == FIELD_WEIGHTED:
+        _apply_field_weights(threads, st, ps, bs, lam)
     if ps.model.kernel != POLYNOMIAL:
         return
     for s in range(k):
@@ -853,7 +864,7 @@ def _fields_of(problem, Py_ssize_t d):
     """The field of each of the ``d`` features (intc) of a field-aware ``problem``,
     checked, since the passes index with them unchecked; an empty array for the other
     kernels."""
-    if problem.kernel != FIELD_AWARE:
+    if problem.kernel != FIELD_AWARE and problem.kernel != FIELD_WEIGHTED:
         return np.zeros(0, np.intc)
     fields = np.ascontiguousarray(problem.fields, dtype=np.intc)
     if fields.shape != (d,) or (d > 0 and (fields.min() < 0
@@ -923,7 +934,12 @@ def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
             n_blocks != 1 or problem.n_fields < 1 or k % problem.n_fields or n_dummy):
         raise ValueError("sgd_epoch: a field-aware model has one factor block whose rows "
                          "hold n_fields vectors of equal length, and no dummies")
-    if (params.w.shape[0] != d or params.lam.shape[0] != k or params.gamma.shape[1] != k
+    n_lam = _lam_size(problem, k)
+    if problem.kernel == FIELD_WEIGHTED and (
+            n_blocks != 1 or problem.n_fields < 1 or n_dummy or schedule.kind == FTRL):
+        raise ValueError("sgd_epoch: a field-weighted model has one factor block, no "
+                         "dummies, and steps by SGD or AdaGrad")
+    if (params.w.shape[0] != d or params.lam.shape[0] != n_lam or params.gamma.shape[1] != k
             or params.intercept.shape[0] != 1 or y.shape[0] != rows.indptr.shape[0] - 1
             or sample_weight.shape[0] != y.shape[0]):
         raise ValueError("sgd_epoch: parameter or data shapes disagree")
@@ -938,7 +954,7 @@ def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
                          "dummies, with z arrays shaped and typed as the parameters")
     if schedule.kind in (ADAGRAD, FTRL) and (
             acc["intercept"].shape != (1,) or acc["w"].shape != (d,)
-            or acc["lam"].shape != (k,) or acc["P"].shape != (n_blocks, d, k)
+            or acc["lam"].shape != (n_lam,) or acc["P"].shape != (n_blocks, d, k)
             or acc["gamma"].shape != (n_dummy, k) or state.last_touch.shape != (d,)):
         raise ValueError("sgd_epoch: AdaGrad statistics do not match the parameters")
     if n_threads < 1:
@@ -1123,6 +1139,9 @@ cdef inline void _apply_row(const floating* data, const index_t* ind, Py_ssize_t
     cdef Py_ssize_t z, j, b, s, r
     cdef double x, elapsed, new_w, new_p, step_p, step_w
     cdef floating* row
+    if ps.model.kernel == FIELD_WEIGHTED:  # (the weights of the pairs of fields)
+        _field_weight_steps(<floating*> ps.model.lam, ind, nnz, ps, <RowSums*> st, dl,
+                            eta)
     if ps.rule.schedule == FTRL:
         _apply_row_ftrl(data, ind, nnz, ps, <RowSums*> st, dl)
         return
@@ -1245,7 +1264,7 @@ def objective_gradient(rows, problem, params, grads, int n_threads=1):
     n_blocks, d, k = params.P.shape
     n, n_dummy = rows.indptr.shape[0] - 1, params.gamma.shape[0]
     shapes = dict(intercept=(1,), w=(d,), P=(n_blocks, d, k), gamma=(n_dummy, k),
-                  lam=(k,))
+                  lam=(_lam_size(problem, k),))
     if (any(np.shape(getattr(params, name)) != shape or np.shape(grads[name]) != shape
             for name, shape in shapes.items() if name != "gamma")
             or params.gamma.shape[1:] != (k,) or np.shape(grads["gamma"]) != (n_dummy, k)
@@ -1302,7 +1321,7 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
     st[0].w = &g_w[0] if d > 0 else <double*> st[0].adj
     st[0].P = &g_P[0, 0, 0] if size_P > 0 else <double*> st[0].adj
     st[0].gamma = &g_gamma[0, 0] if n_dummy * k > 0 else <double*> st[0].adj
-    st[0].lam = &g_lam[0] if k > 0 else <double*> st[0].adj
+    st[0].lam = &g_lam[0] if g_lam.shape[0] > 0 else <double*> st[0].adj
     # The parameters are only read (the record's pointers are not const).
     ps.model.intercept = <void*> &intercept[0]
     ps.model.w = <void*> &w[0] if d > 0 else NULL
@@ -1335,7 +1354,9 @@ def _objective_gradient(const floating[::1] data, const index_t[::1] indices,
                 g_intercept[0] += st[t].intercept
                 for r in range(n_dummy * k if t > 0 else 0):
                     st[0].gamma[r] += st[t].gamma[r]
-                for s in range(k if t > 0 and ps.model.kernel == POLYNOMIAL else 0):
+                for s in range(_n_lam(&ps.model) if t > 0 and (
+                        ps.model.kernel == POLYNOMIAL or ps.model.kernel == FIELD_WEIGHTED)
+                               else 0):
                     st[0].lam[s] += st[t].lam[s]
     finally:
         _free_row_sums(st, threads, 1)

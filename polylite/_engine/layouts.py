@@ -294,7 +294,7 @@ class RelationalLayout(Layout):
 
     def predict(self, X, P, degrees, kernel, intercept, w, gamma, lam, n_jobs,
                 fields=(None, 0)):
-        if kernel in ("polynomial", "field-aware"):
+        if kernel in ("polynomial", "field-aware", "field-weighted"):
             raise ValueError(f"relational input is taken by the anova and all-subsets "
                              f"kernels (factorization machines); give the {kernel} "
                              f"kernel X.to_csr()")

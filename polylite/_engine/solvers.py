@@ -493,6 +493,12 @@ class StochasticState:
 _SOLVER_NAMES = {0: "sgd", 1: "sgd", ADAGRAD: "adagrad", FTRL: "ftrl"}
 
 
+def _all_finite(a):
+    """Whether every entry of ``a`` is finite, without an array of its size (the
+    smallest and largest are NaN if any entry is, else infinite if one is)."""
+    return a.size == 0 or bool(np.isfinite(a.min()) and np.isfinite(a.max()))
+
+
 class StochasticGradient:
     """SGD or AdaGrad passes (``polylite._engine._sgd``); ``sw`` must have mean 1 (or be the raw
     weights of a ``partial_fit`` chunk)."""
@@ -560,7 +566,7 @@ class StochasticGradient:
         # The pass checks each row's prediction before its step, not after the last one:
         # finite but huge parameters can still overflow the predictions, checked on the
         # watched rows (which fit's objective reuses).
-        if not (finite and all(np.all(np.isfinite(getattr(p, name)))
+        if not (finite and all(_all_finite(getattr(p, name))
                                for name in ("intercept", "w", "P", "gamma", "lam"))):
             self._diverged()
         if self.check_each_pass:

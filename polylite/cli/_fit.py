@@ -30,7 +30,8 @@ def run(args, parser):
     """Fit the estimator ``args`` choose on TRAIN and save it (exit status 0)."""
     from .._engine import solvers
     if args.task is None:  # libffm's model is a classifier's
-        args.task = "classification" if args.estimator == "ffm" else "regression"
+        args.task = ("classification" if args.estimator in ("ffm", "fwfm")
+                     else "regression")
     family = estimators()[args.estimator]
     if args.task not in family.classes:
         fitting = [name for name, other in estimators().items() if args.task in other.classes]
@@ -94,7 +95,7 @@ def run(args, parser):
             warnings.simplefilter("always", ConvergenceWarning)
             warnings.showwarning = show
             if args.stream:
-                fitted = _fit_stream(args, estimator, dtype, progress)
+                fitted = _fit_stream(args, estimator, dtype, progress, fmt)
             elif fmt == "libffm":
                 fitted = _fit_libffm(args, family, estimator, dtype, progress)
             else:
@@ -140,13 +141,14 @@ def _check_format(args, parser):
                      f"{data_format(args, args.validation, fmt)} text, {args.train} as "
                      f"{fmt}; give files of one format (or --format)")
     if fmt != "libffm":
-        if args.estimator == "ffm":
-            parser.error(f"argument --estimator: ffm takes the field of each feature from "
+        if args.estimator in ("ffm", "fwfm"):
+            parser.error(f"argument --estimator: {args.estimator} takes the field of each "
+                         f"feature from "
                          f"a libffm file (label field:feature:value ...): name it .ffm "
                          f"or .libffm, or give --format libffm; {args.train} is read as "
                          f"{fmt}")
         return fmt
-    refused = [("--stream", args.stream), ("--relation", args.relation),
+    refused = [("--relation", args.relation),
                ("--meta", args.meta), ("--item-columns", args.item_columns),
                ("--rated-items", args.rated_items),
                ("--one-based", args.zero_based is False)]
@@ -366,14 +368,24 @@ def _read_libffm_for_fit(args, dtype):
     paths = [args.train] + ([args.validation] if args.validation else [])
     read = [_libffm.read_libffm(path, dtype=dtype, chunk_bytes=args.chunk_bytes)
             for path in paths]
-    n_features = max(X.shape[1] for X, _, _ in read)
+    n_features, fields = _libffm_fields(args, paths, [seen for _, _, seen in read])
+    data = [(_svmlight.with_columns(X, n_features, None), y) for X, y, _ in read]
+    return data, n_features, fields
+
+
+def _libffm_fields(args, paths, seen_fields):
+    """(number of columns, field of each) of libffm files ``paths`` whose reads found
+    the fields ``seen_fields`` (-1: a feature the file does not show): the training
+    file's, else the validation file's, 0 for columns neither shows; --n-features
+    widens them."""
+    n_features = max(seen.shape[0] for seen in seen_fields)
     if args.n_features is not None:
         if args.n_features < n_features:
             raise Failure(f"--n-features {args.n_features} is smaller than the "
                           f"{n_features} features the data uses")
         n_features = args.n_features
     fields = np.full(n_features, -1, np.int64)
-    for (_, _, seen), path in zip(read, paths):
+    for seen, path in zip(seen_fields, paths):
         known = (fields[:seen.shape[0]] >= 0) & (seen >= 0)
         clash = np.flatnonzero(known & (fields[:seen.shape[0]] != seen))
         if clash.size:
@@ -383,8 +395,7 @@ def _read_libffm_for_fit(args, dtype):
                                 f"belongs to one field")
         new = (fields[:seen.shape[0]] < 0) & (seen >= 0)
         fields[:seen.shape[0]][new] = seen[new]
-    data = [(_svmlight.with_columns(X, n_features, None), y) for X, y, _ in read]
-    return data, n_features, fields.clip(0)
+    return n_features, fields.clip(0)
 
 
 def _fit_libffm(args, family, estimator, dtype, progress):
@@ -494,11 +505,143 @@ def _auc_text(estimator, name, X, y):
 
 # ---- streamed ----------------------------------------------------------------------------
 
-def _fit_stream(args, estimator, dtype, progress):
+class _Stream(NamedTuple):
+    """What a streamed fit reads: TRAIN's blocks, pass after pass (``blocks(stats)``
+    yields ``(X, y, amount)``, ``amount`` the progress of the block, and counts its
+    rows in the ReadStats ``stats``), the progress's total of a pass and its unit, the
+    validation rows (or None), the distinct labels of TRAIN, the columns and how TRAIN
+    numbers them."""
+    blocks: object
+    total: object
+    unit: str
+    validation: object
+    labels: object
+    n_features: int
+    zero_based: bool
+
+
+def _fit_stream(args, estimator, dtype, progress, fmt="svmlight"):
     """Passes of partial_fit over TRAIN, one block at a time; early stopping on the
     validation metric (or, without --validation, on the progressive metric: each block
     scored before it is trained on), keeping the best model."""
     classify = args.task == "classification"
+    # A chunk that diverges ends the command: partial_fit need keep nothing to undo it.
+    estimator._undo_diverged_chunk = False
+    _return_freed_blocks()
+    stream = (_libffm_stream(args, estimator, dtype) if fmt == "libffm"
+              else _svmlight_stream(args, dtype, classify))
+    validation, n_features, zero_based = (stream.validation, stream.n_features,
+                                          stream.zero_based)
+    if stream.labels is not None:
+        _check_labels(args, stream.labels)
+    fit_kwargs = {}
+    if classify:
+        fit_kwargs["classes"] = np.unique(_labels_for(args, stream.labels))
+    max_iter, tol, patience = (estimator._max_iter, estimator.tol,
+                               estimator.n_iter_no_change)
+    best, best_model, stalled, best_values = np.inf, None, 0, {}
+    best_is_current = False
+    start = time.perf_counter()
+    for passes in range(1, max_iter + 1):
+        pass_stats = _svmlight.ReadStats()
+        scored, total = 0, 0.0
+        for X, y, amount in stream.blocks(pass_stats):
+            if X.shape[0] == 0:  # a block of comments and empty lines
+                continue
+            y = _labels_for(args, y)
+            if estimator.__sklearn_is_fitted__():  # score the block before learning it
+                total += _metric_sum(estimator, X, y)
+                scored += X.shape[0]
+            try:
+                estimator.partial_fit(X, y, **fit_kwargs)
+            except (ValueError, FloatingPointError) as exc:
+                raise Failure(str(exc)) from None
+            except MemoryError as exc:
+                raise Failure(_memory_text(args, estimator, n_features, exc)) from None
+            progress.bytes_read(("pass", passes), stream.total, f"pass {passes}/{max_iter}",
+                                amount, unit=stream.unit)
+        if pass_stats.rows == 0:  # (not scanned first: a regression of known width)
+            raise DataFileError(f"{args.train}: no data (every line is empty or a "
+                                f"comment)")
+        name = _metric_name(estimator)
+        watched = _finish_metric(estimator, total, scored)
+        values = {f"progressive {name}": watched}
+        if validation is not None:
+            watched = _finish_metric(estimator, _metric_sum(estimator, *validation),
+                                     validation[0].shape[0])
+            values[f"validation {name}"] = watched
+        progress.epoch(0, 1, passes, max_iter, values, time.perf_counter() - start,
+                       unit="pass")
+        if not np.isfinite(watched):  # the first pass has no progressive score
+            continue
+        if not best_values or watched < best - (tol or 0.0) * abs(best):
+            best, stalled, best_values, best_is_current = min(best, watched), 0, values, True
+            # The best pass's model, in case a later pass is worse (after the last pass
+            # the estimator is it); without the solver's statistics, which the saved
+            # model does not hold.
+            best_model = ({name: copy.deepcopy(value) for name, value in
+                           vars(estimator).items() if name != "_stochastic_states"}
+                          if passes < max_iter else None)
+        else:
+            stalled, best_is_current = stalled + 1, False
+            if stalled >= patience:
+                break
+    if best_model is not None and not best_is_current:
+        vars(estimator).update(best_model)
+    scores = [f"{name} {value:.4f}" for name, value in best_values.items()
+              if np.isfinite(value)]
+    return _Fitted(pass_stats.rows, zero_based, n_features,
+                   f"{passes} passes of {pass_stats.rows} rows (streamed)", scores)
+
+
+def _return_freed_blocks():
+    """Have the C allocator (glibc's) hand blocks of 1 MiB and more back to the system
+    when they are freed: each block of a streamed file is parsed into arrays of tens of
+    MiB, which glibc would otherwise keep for reuse once its threshold has risen, so that
+    the process's memory grows with the pass (0.38 GiB more at the peak of a pass of 10^5
+    click-log rows).  Elsewhere (another C library) nothing changes."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    M_MMAP_THRESHOLD = -3
+    mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(1 << 20))
+
+
+def _libffm_stream(args, estimator, dtype):
+    """A libffm TRAIN streamed: a first pass finds its columns, the field of each (a
+    field-aware or field-weighted model gets them) and its labels; --validation is read
+    whole.  Each pass then holds one block of rows at a time."""
+    scan = _libffm.scan_libffm(args.train, chunk_bytes=args.chunk_bytes)
+    paths, seen = [args.train], [scan.fields]
+    validation = None
+    if args.validation:
+        X_val, y_val, val_fields = _libffm.read_libffm(args.validation, dtype=dtype,
+                                                       chunk_bytes=args.chunk_bytes)
+        paths.append(args.validation)
+        seen.append(val_fields)
+    n_features, fields = _libffm_fields(args, paths, seen)
+    if args.validation:
+        validation = (_svmlight.with_columns(X_val, n_features, None),
+                      _labels_for(args, y_val))
+    if is_field_aware(estimator):
+        estimator.set_params(fields=fields)
+
+    def blocks(stats):
+        for X, y, _ in _libffm.iter_libffm(args.train, n_features, dtype=dtype,
+                                           chunk_bytes=args.chunk_bytes):
+            stats.add(X, y, 0, False)
+            yield X, y, X.shape[0]
+
+    return _Stream(blocks, scan.n_rows, "rows", validation, scan.labels, n_features, True)
+
+
+def _svmlight_stream(args, dtype, classify):
+    """An svmlight TRAIN streamed: a first pass (when the labels, the index base or the
+    width are not given) finds them; --validation is read whole."""
     validation = None
     val_stats = None
     if args.validation:
@@ -524,63 +667,17 @@ def _fit_stream(args, estimator, dtype, progress):
             X_val = _svmlight.from_one_based(X_val)
         validation = (_svmlight.with_columns(X_val, n_features, None),
                       _labels_for(args, y_val))
-    if stats is not None:
-        _check_labels(args, stats.labels)
-    fit_kwargs = {}
-    if classify:
-        fit_kwargs["classes"] = np.unique(_labels_for(args, stats.labels))
-    max_iter, tol, patience = (estimator._max_iter, estimator.tol,
-                               estimator.n_iter_no_change)
-    best, best_model, stalled, best_values = np.inf, None, 0, {}
-    start = time.perf_counter()
-    for passes in range(1, max_iter + 1):
-        pass_stats = _svmlight.ReadStats()
-        scored, total, read = 0, 0.0, 0
+
+    def blocks(pass_stats):
+        read = 0
         for X, y in _svmlight.iter_file(args.train, zero_based=zero_based,
                                         n_features=n_features, dtype=dtype,
                                         chunk_bytes=args.chunk_bytes, stats=pass_stats):
-            if X.shape[0] == 0:  # a block of comments and empty lines
-                continue
-            y = _labels_for(args, y)
-            if estimator.__sklearn_is_fitted__():  # score the block before learning it
-                total += _metric_sum(estimator, X, y)
-                scored += X.shape[0]
-            try:
-                estimator.partial_fit(X, y, **fit_kwargs)
-            except (ValueError, FloatingPointError) as exc:
-                raise Failure(str(exc)) from None
-            except MemoryError as exc:
-                raise Failure(_memory_text(args, estimator, n_features, exc)) from None
-            progress.bytes_read(("pass", passes), stats.text_bytes if stats else None,
-                                f"pass {passes}/{max_iter}", pass_stats.text_bytes - read)
+            yield X, y, pass_stats.text_bytes - read
             read = pass_stats.text_bytes
-        if pass_stats.rows == 0:  # (not scanned first: a regression of known width)
-            raise DataFileError(f"{args.train}: no data (every line is empty or a "
-                                f"comment)")
-        name = _metric_name(estimator)
-        watched = _finish_metric(estimator, total, scored)
-        values = {f"progressive {name}": watched}
-        if validation is not None:
-            watched = _finish_metric(estimator, _metric_sum(estimator, *validation),
-                                     validation[0].shape[0])
-            values[f"validation {name}"] = watched
-        progress.epoch(0, 1, passes, max_iter, values, time.perf_counter() - start,
-                       unit="pass")
-        if not np.isfinite(watched):  # the first pass has no progressive score
-            continue
-        if best_model is None or watched < best - tol * abs(best):
-            best, best_model, stalled = min(best, watched), copy.deepcopy(estimator), 0
-            best_values = values
-        else:
-            stalled += 1
-            if stalled >= patience:
-                break
-    if best_model is not None:
-        vars(estimator).update(vars(best_model))
-    scores = [f"{name} {value:.4f}" for name, value in best_values.items()
-              if np.isfinite(value)]
-    return _Fitted(pass_stats.rows, zero_based, n_features,
-                   f"{passes} passes of {pass_stats.rows} rows (streamed)", scores)
+
+    return _Stream(blocks, stats.text_bytes if stats else None, "B", validation,
+                   stats.labels if stats is not None else None, n_features, zero_based)
 
 
 # The metric that --stream watches: a sum over rows, so that blocks add up.

@@ -28,6 +28,8 @@ def estimators():
     from ..polynomial import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                               FieldAwareFactorizationMachineClassifier,
                               FieldAwareFactorizationMachineRegressor,
+                              FieldWeightedFactorizationMachineClassifier,
+                              FieldWeightedFactorizationMachineRegressor,
                               PolynomialNetworkClassifier, PolynomialNetworkRegressor)
     from ..ranking import FactorizationMachineRanker
     epochs = dict(unit="epoch", validation=("X_val", "y_val"))
@@ -50,13 +52,17 @@ def estimators():
         "ffm": Family({"regression": FieldAwareFactorizationMachineRegressor,
                        "classification": FieldAwareFactorizationMachineClassifier},
                       **epochs),
+        "fwfm": Family({"regression": FieldWeightedFactorizationMachineRegressor,
+                        "classification": FieldWeightedFactorizationMachineClassifier},
+                       **epochs),
     }
 
 
 def is_field_aware(estimator):
-    """Whether ``estimator`` is a field-aware factorization machine."""
+    """Whether ``estimator`` is a field-aware or field-weighted factorization machine
+    (a model of fields, which a libffm file gives)."""
     return hasattr(estimator, "n_fields_") or type(estimator).__name__.startswith(
-        "FieldAware")
+        ("FieldAware", "FieldWeighted"))
 
 
 def is_ranker(estimator):

@@ -11,7 +11,7 @@ import math
 import sys
 
 # --estimator: the families of polylite.cli._models.estimators().
-ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm", "ffm")
+ESTIMATORS = ("fm", "pn", "bayes-fm", "vb-fm", "ffm", "fwfm")
 TASKS = ("regression", "classification", "ranking", "ordinal")
 # --format: the data files' text.  auto: libffm for the extensions below (before a
 # compression suffix), else svmlight/libFM.
@@ -29,7 +29,7 @@ def auto_or_positive_int(text):
 PARAMETERS = [
     ("degree", int, None, "degree m >= 2 of the interactions", "2"),
     ("n_components", int, None, "rank k of the factor matrices (hidden units of a PN)",
-     "8 (bayes-fm/fm/pn/vb-fm), 10 (ranking), 4 (ffm)"),
+     "8 (bayes-fm/fm/pn/vb-fm), 10 (ranking), 4 (ffm/fwfm)"),
     ("lower_degrees", str, ("separate", "shared", "none", "augment"),
      "how degrees below m are modelled (fm: separate, shared, none; pn: augment, none)",
      "'separate' (bayes-fm/fm/ranking), 'augment' (pn)"),
@@ -40,7 +40,7 @@ PARAMETERS = [
     ("loss", str, ("logistic", "squared_hinge", "bpr", "warp", "ials"),
      "loss of a classifier (logistic, squared_hinge; logistic gives --proba) or of a "
      "ranker (warp, bpr; ials: the whole-data loss, every user-item pair weighted)",
-     "'logistic' (ffm/fm/pn), 'warp' (ranking)"),
+     "'logistic' (ffm/fm/fwfm/pn), 'warp' (ranking)"),
     ("negatives", str, ("uniform", "popularity"), "how a ranker draws negative items: "
      "uniformly, or by popularity", "'uniform'"),
     ("max_trials", int, None, "negatives a warp ranker draws per positive at most", "10"),
@@ -58,22 +58,22 @@ PARAMETERS = [
     ("fit_linear", "bool", None, "fit the linear term", "True"),
     ("fit_intercept", "bool", None, "fit the intercept", "True"),
     ("alpha", float, None, "L2 penalty of the linear weights, per sample (the objective "
-     "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm)"),
+     "is a mean over rows)", "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm/fwfm)"),
     ("beta", float, None, "L2 penalty of the factors, per sample",
-     "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm)"),
+     "0.0001 (fm/pn), 1e-06 (ranking), 2e-05 (ffm/fwfm)"),
     ("relaxation", float, None, "over-relaxation of a vb-fm's factor means or of a "
      "bayes-fm's draws, in (0, 2) (1: plain coordinate ascent or Gibbs sampling)",
      "1.5 (bayes-fm), 1.7 (vb-fm)"),
     ("init_scale", float, None, "standard deviation of the initial factors (bayes-fm: "
      "and linear weights; ffm: their uniform range, None: 1/sqrt(n_components))",
-     "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking), None (ffm)"),
+     "0.1 (bayes-fm/fm/pn/vb-fm), 0.05 (ranking), None (ffm/fwfm)"),
     ("max_iter", int, None, "maximum number of epochs (passes over the data; vb-fm: "
-     "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm), 15 (ffm)"),
+     "iterations)", "None (fm/pn), 30 (ranking), 100 (vb-fm), 15 (ffm/fwfm)"),
     ("tol", float, None, "stopping tolerance (vb-fm: the rise of the ELBO per row)",
-     "1e-05 (fm/pn), None (ffm/ranking), 0.0001 (vb-fm)"),
+     "1e-05 (fm/pn), None (ffm/fwfm/ranking), 0.0001 (vb-fm)"),
     ("solver", str, ("auto", "cd", "sgd", "adagrad", "lbfgs", "ftrl"), "optimiser (auto: "
      "lbfgs on dense data, cd on sparse data; ftrl: FTRL-proximal, fm and ffm, with --l1 "
-     "and --l2)", "'auto' (fm/pn), 'adagrad' (ffm/ranking)"),
+     "and --l2)", "'auto' (fm/pn), 'adagrad' (ffm/fwfm/ranking)"),
     ("l1", float, None, "L1 penalty of --solver ftrl, on the sum of the losses (zeroes "
      "weights)", "0.0"),
     ("l2", float, None, "L2 penalty of --solver ftrl, on the sum of the losses", "0.0"),
@@ -82,7 +82,7 @@ PARAMETERS = [
     ("learning_rate", str, ("constant", "invscaling"), "step size schedule of sgd",
      "'invscaling'"),
     ("eta0", float, None, "initial step size of sgd/adagrad (None: the estimator "
-     "chooses)", "None (fm/pn/ranking), 0.2 (ffm)"),
+     "chooses)", "None (fm/pn/ranking), 0.2 (ffm/fwfm)"),
     ("power_t", float, None, "exponent of the invscaling schedule", "0.25"),
     ("batch_size", int, None, "rows per stochastic step", "1"),
     ("shuffle", "bool", None, "visit the rows in a new random order every epoch", "True"),
@@ -91,7 +91,7 @@ PARAMETERS = [
     ("validation_fraction", float, None, "share of TRAIN held out by --early-stopping",
      "0.1"),
     ("n_iter_no_change", int, None, "epochs without improvement before stopping (1: "
-     "libffm's --auto-stop)", "5 (fm/pn/ranking), 2 (ffm)"),
+     "libffm's --auto-stop)", "5 (fm/pn/ranking), 2 (ffm/fwfm)"),
     ("random_state", int, None, "seed of the initialisation and shuffling (also --seed)",
      "None"),
     ("n_jobs", int, None, "threads sharing the rows of prediction, cd, lbfgs and "
@@ -229,8 +229,8 @@ def _add_fit(sub):
                      help="where to save the fitted model (.npz; written only on success): "
                           "a new or regular file, not a device or FIFO, not an input")
     fit.add_argument("--task", choices=TASKS, default=None,
-                     help="default regression (--estimator ffm: classification, as "
-                          "libffm); classification: binary or multi-class "
+                     help="default regression (--estimator ffm or fwfm: "
+                          "classification, as libffm); classification: binary or multi-class "
                           "(one-vs-rest), as many classes as TRAIN has labels; ranking: "
                           "rank items for users from positive interactions (label 1; 0: "
                           "another interaction), with --item-columns or --relation "
@@ -246,11 +246,13 @@ def _add_fit(sub):
                           "Bayesian factorization machine by Gibbs sampling (libFM's "
                           "-method mcmc), vb-fm: the same model at degree 2 by "
                           "variational inference, ffm: field-aware factorization "
-                          "machine, libffm's model, its fields read from a libffm file "
-                          "(default fm)")
+                          "machine, libffm's model, its fields read from a libffm file, "
+                          "fwfm: field-weighted factorization machine, one vector per "
+                          "feature and a learned weight per pair of fields, its fields "
+                          "read from a libffm file (default fm)")
     fit.add_argument("--validation", metavar="FILE",
                      help="validation data: its score (RMSE, or accuracy for a "
-                          "classifier, and its log-loss for an ffm; ranking: the AUC of "
+                          "classifier, and its log-loss for an ffm or fwfm; ranking: the AUC of "
                           "its positives) is reported "
                           "every epoch, training stops after --n-iter-no-change epochs "
                           "without improving its loss, and the best model is kept "
@@ -259,7 +261,8 @@ def _add_fit(sub):
                           "model's, which averages --n-kept of them, at the end; vb-fm: "
                           "the fitted model's, once)")
     fit.add_argument("--stream", action="store_true",
-                     help="read TRAIN one block at a time (files larger than memory) and "
+                     help="read TRAIN one block at a time (files larger than memory; "
+                          "svmlight or libffm, whose fields a first pass reads) and "
                           "train by partial_fit (solver sgd or adagrad; adagrad if "
                           "--solver is not given); --max-iter counts passes over TRAIN "
                           "(not for --task ranking)")

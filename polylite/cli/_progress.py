@@ -44,10 +44,11 @@ class Progress:
             bar.set_postfix({name: f"{value:.4g}" for name, value in shown.items()},
                             refresh=True)
 
-    def bytes_read(self, key, total, label, n_bytes):
-        """Advance a bar over the bytes of one pass of --stream (bar mode only)."""
+    def bytes_read(self, key, total, label, n_bytes, unit="B"):
+        """Advance a bar over one pass of --stream (bar mode only), by its bytes of text
+        or, with ``unit`` "rows", its rows."""
         if self.mode == "bar":
-            self._bar(key, total, label, "B").update(n_bytes)
+            self._bar(key, total, label, unit).update(n_bytes)
 
     def _bar(self, key, total, label, unit):
         from tqdm import tqdm

@@ -13,12 +13,21 @@ the client: only the model's parameters (and their gradients) travel.
 - ``solver="adagrad"``: every epoch, each block runs a local AdaGrad epoch from the current
   model (keeping its own AdaGrad statistics on its worker from one epoch to the next) and
   the client averages the blocks' parameters weighted by their rows (model averaging).
+  The field-aware and field-weighted factorization machines are fitted so (their only
+  solver here), with their fields, penalties and row normalisation as in memory.
 
 No cluster is started by the library: the work runs on the client passed to ``fit``, else
 on Dask's default scheduler (a ``dask.distributed.Client`` created earlier, or Dask's local
 threads).
 """
-from ._estimators import (FactorizationMachineClassifier,
-                          FactorizationMachineRegressor, load)
+from ._estimators import (FactorizationMachineClassifier, FactorizationMachineRegressor,
+                          FieldAwareFactorizationMachineClassifier,
+                          FieldAwareFactorizationMachineRegressor,
+                          FieldWeightedFactorizationMachineClassifier,
+                          FieldWeightedFactorizationMachineRegressor, load)
 
-__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier", "load"]
+__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
+           "FieldAwareFactorizationMachineRegressor",
+           "FieldAwareFactorizationMachineClassifier",
+           "FieldWeightedFactorizationMachineRegressor",
+           "FieldWeightedFactorizationMachineClassifier", "load"]

@@ -28,10 +28,14 @@ from .. import kernels
 from .. import polynomial as _local
 from .._io import load as _load_local
 from .._engine import _cd, _losses, solvers
-from ..polynomial import fm
+from ..polynomial import ffm, fm, fwfm
 from ..polynomial._base import _OutputParams
 
-__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier", "load"]
+__all__ = ["FactorizationMachineRegressor", "FactorizationMachineClassifier",
+           "FieldAwareFactorizationMachineRegressor",
+           "FieldAwareFactorizationMachineClassifier",
+           "FieldWeightedFactorizationMachineRegressor",
+           "FieldWeightedFactorizationMachineClassifier", "load"]
 
 PARAM_NAMES = ("intercept", "w", "P", "gamma", "lam")
 DASK_SOLVERS = ("auto", "lbfgs", "adagrad")
@@ -50,8 +54,9 @@ class _Job(NamedTuple):
 
 # ------------------------------------------------------------------ on the workers
 
-def _block_prepare(X, y, index, classifier):
-    """Check one row block and return it as (canonical CSR X, y)."""
+def _block_prepare(X, y, index, classifier, unit_rows=False):
+    """Check one row block and return it as (canonical CSR X, y); with ``unit_rows``,
+    each row scaled to unit norm (the field-aware models' ``normalize``)."""
     if not (sp.issparse(X) and X.format == "csr"):
         kind = f"scipy.sparse {X.format.upper()}" if sp.issparse(X) else type(X).__name__
         raise TypeError(f"row block {index} of X is a {kind}; polylite.dask needs each "
@@ -61,6 +66,9 @@ def _block_prepare(X, y, index, classifier):
         raise ValueError(f"row block {index}: X has {X.shape[0]} rows but the matching "
                          f"chunk of y has shape {y.shape}; chunk y like the rows of X")
     X = kernels.check_X(X, accept_dense=False)
+    if unit_rows:
+        from sklearn.preprocessing import normalize
+        X = normalize(X, norm="l2", copy=True)
     if not classifier:
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
@@ -128,7 +136,8 @@ def _block_adagrad_epoch(block, model, state, seed, job):
     X, y = block
     params = _params(model, copy=True)
     if state is None:
-        state = solvers.StochasticState(params, adagrad=True)
+        state = solvers.StochasticState(params, adagrad=True,
+                                        initial_accumulator=job.est._initial_accumulator)
     solvers.StochasticGradient(job.est, X, _block_targets(y, job), np.ones(X.shape[0]),
                                 params, job.loss_code, job.kernel, list(job.degrees),
                                 np.random.RandomState(seed), state).epoch()
@@ -247,11 +256,17 @@ class _DaskMixin:
         with self._fitting():
             return self._fit_dask(X, y, _default_client() if client is None else client)
 
+    # The solvers polylite.dask runs for the model.
+    _dask_solvers = DASK_SOLVERS
+
     def _fit_dask(self, X, y, client):
         self._check_params()
-        if self.solver not in DASK_SOLVERS:
-            raise ValueError(f"polylite.dask fits with solver 'lbfgs' or 'adagrad' "
-                             f"('auto' is 'lbfgs'), got solver={self.solver!r}")
+        if self.solver not in self._dask_solvers:
+            raise ValueError(
+                f"polylite.dask fits with solver 'lbfgs' or 'adagrad' ('auto' is "
+                f"'lbfgs'), got solver={self.solver!r}" if len(self._dask_solvers) > 1
+                else f"polylite.dask fits {type(self).__name__} with solver "
+                     f"{self._dask_solvers[0]!r}, got solver={self.solver!r}")
         # No coordinate descent here: "auto" (the in-memory default) means L-BFGS.
         solver = "lbfgs" if self.solver == "auto" else self.solver
         if self.early_stopping:
@@ -271,6 +286,8 @@ class _DaskMixin:
             self.classes_ = targets_classes = classes
         n_classes = 0 if targets_classes is None else targets_classes.shape[0]
         n_outputs = n_classes if n_classes > 2 else 1  # one-vs-rest beyond two classes
+        # The model's checks of the data's shape (the field-aware models: their fields).
+        self._check_against_data(sp.csr_matrix((0, n_features), dtype=dtype), n_outputs)
         # The in-memory fit's initialisation: the same random draws in the same order.
         rng = check_random_state(self.random_state)
         stack = self._warm_stack(n_outputs, n_features, dtype)
@@ -283,6 +300,9 @@ class _DaskMixin:
                 self._continue_from(self._output(stack, o))
         kernel, degrees, _ = self._structure()
         local = self._local_class(**dict(self.get_params(), solver=solver))
+        for name in ("fields_", "n_fields_"):  # what the passes read of the fields
+            if hasattr(self, name):
+                setattr(local, name, getattr(self, name))
         loss_code = _losses.loss_code(self.loss if self._is_classifier else "squared")
         n_iter, self.objective_history_ = [], []
         for o in range(n_outputs):
@@ -313,8 +333,9 @@ class _DaskMixin:
             raise ValueError(f"X has {X.numblocks[0]} row blocks but y has "
                              f"{y.numblocks[0]} chunks; chunk y like the rows of X")
         classifier = self._is_classifier
+        unit_rows = bool(getattr(self, "normalize", False))
         blocks = _persist(client, [
-            dask.delayed(_block_prepare)(xb, yb, i, classifier)
+            dask.delayed(_block_prepare)(xb, yb, i, classifier, unit_rows)
             for i, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed()))])
         info = _compute(client, *[dask.delayed(_block_info)(b, classifier)
                                   for b in blocks])
@@ -398,11 +419,16 @@ class _DaskMixin:
                 print(f"{prefix}epoch {epoch:4d}  objective {objective:.6e}  "
                       f"{time.perf_counter() - start:.2f}s")
             # As the in-memory stochastic solvers: stop after n_iter_no_change epochs
-            # without an improvement of the objective by tol (relative).
+            # without an improvement of the objective by tol (relative); tol None:
+            # max_iter epochs.
+            if self.tol is None:
+                continue
             stalled = stalled + 1 if objective > best - self.tol * abs(best) else 0
             best = min(best, objective)
             if stalled >= self.n_iter_no_change:
                 return epoch
+        if self.tol is None:
+            return self._max_iter
         warnings.warn(f"{type(self).__name__}: adagrad did not converge in "
                       f"max_iter={self._max_iter} epochs; increase max_iter or tol",
                       ConvergenceWarning)
@@ -494,13 +520,13 @@ class _DaskMixin:
         self.to_local().save(path)
 
 
-def _docstring(summary, local_class, loss_doc=""):
+def _docstring(summary, local_class, loss_doc="", objective=fm._FM_OBJECTIVE_DOC,
+               params=fm._FM_PARAMS_DOC, solver_doc=None):
     """The class docstring: the in-memory estimator's parameters (the solver's entry
     replaced), polylite.dask's notes and the extra attribute."""
-    params = fm._FM_PARAMS_DOC
     start, end = params.index("    solver :"), params.index("    learning_rate :")
-    params = params[:start] + _SOLVER_DOC + params[end:]
-    return (summary + _FIT_NOTE + fm._FM_OBJECTIVE_DOC + params + loss_doc + f"""
+    params = params[:start] + (solver_doc or _SOLVER_DOC) + params[end:]
+    return (summary + _FIT_NOTE + objective + params + loss_doc + f"""
     Attributes
     ----------
     objective_history_ : list of list of float, one list per output
@@ -597,6 +623,146 @@ class FactorizationMachineClassifier(_DaskMixin, _local.FactorizationMachineClas
         return self._map_rows(X, "predict_proba")
 
 
+_FIELD_SOLVER_DOC = """    solver : {"adagrad"}, default="adagrad"
+        Every epoch, each block runs a local AdaGrad epoch (the in-memory estimator's,
+        one row per step or ``batch_size`` rows) from the current model, its AdaGrad
+        statistics staying on its worker from one epoch to the next, and the client
+        averages the blocks' parameters weighted by their rows.  On one block this is
+        the in-memory fit.  Rows are scaled to unit norm on the workers when
+        ``normalize``.
+"""
+
+
+def _field_docstring(summary, local_class, module_objective, module_params, loss_doc=""):
+    return _docstring(summary, local_class, loss_doc, module_objective, module_params,
+                      _FIELD_SOLVER_DOC)
+
+
+_CLASSIFIER_LOSS_DOC = """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+"""
+
+
+class _DaskClassifierMixin:
+    """The classifiers' prediction methods on Dask arrays."""
+
+    def decision_function(self, X):
+        """Raw model outputs.
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
+
+        Returns
+        -------
+        scores : dask.array.Array (ndarray for in-memory X) of shape (n_samples,) for two
+            classes, else (n_samples, n_classes)
+        """
+        if not isinstance(X, da.Array):
+            return super().decision_function(X)
+        return self._map_rows(X, "decision_function")
+
+    def predict_proba(self, X):
+        """Class probabilities (logistic loss only).
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
+
+        Returns
+        -------
+        proba : dask.array.Array (ndarray for in-memory X) of shape (n_samples, n_classes)
+        """
+        if not isinstance(X, da.Array):
+            return super().predict_proba(X)
+        return self._map_rows(X, "predict_proba")
+
+
+class FieldAwareFactorizationMachineRegressor(
+        _DaskMixin, _local.FieldAwareFactorizationMachineRegressor):
+    _local_class = _local.FieldAwareFactorizationMachineRegressor
+    _dask_solvers = ("adagrad",)
+    __doc__ = _field_docstring(
+        "Field-aware factorization machine regressor fitted on a Dask cluster.\n",
+        _local.FieldAwareFactorizationMachineRegressor, ffm._FFM_OBJECTIVE_DOC,
+        ffm._FFM_PARAMS_DOC)
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
+                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
+                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
+                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
+        super().__init__(**{k: v for k, v in locals().items()
+                            if k not in ("self", "__class__")})
+
+
+class FieldAwareFactorizationMachineClassifier(
+        _DaskClassifierMixin, _DaskMixin, _local.FieldAwareFactorizationMachineClassifier):
+    _local_class = _local.FieldAwareFactorizationMachineClassifier
+    _dask_solvers = ("adagrad",)
+    __doc__ = _field_docstring(
+        "Field-aware factorization machine classifier (one-vs-rest) fitted on a Dask "
+        "cluster.\n", _local.FieldAwareFactorizationMachineClassifier,
+        ffm._FFM_OBJECTIVE_DOC, ffm._FFM_PARAMS_DOC, _CLASSIFIER_LOSS_DOC)
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
+                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
+                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
+        super().__init__(**{k: v for k, v in locals().items()
+                            if k not in ("self", "__class__")})
+
+
+class FieldWeightedFactorizationMachineRegressor(
+        _DaskMixin, _local.FieldWeightedFactorizationMachineRegressor):
+    _local_class = _local.FieldWeightedFactorizationMachineRegressor
+    _dask_solvers = ("adagrad",)
+    __doc__ = _field_docstring(
+        "Field-weighted factorization machine regressor fitted on a Dask cluster.\n",
+        _local.FieldWeightedFactorizationMachineRegressor, fwfm._FWFM_OBJECTIVE_DOC,
+        fwfm._FWFM_PARAMS_DOC)
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
+                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
+                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
+                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
+                 random_state=None, verbose=0, n_jobs=None):
+        super().__init__(**{k: v for k, v in locals().items()
+                            if k not in ("self", "__class__")})
+
+
+class FieldWeightedFactorizationMachineClassifier(
+        _DaskClassifierMixin, _DaskMixin,
+        _local.FieldWeightedFactorizationMachineClassifier):
+    _local_class = _local.FieldWeightedFactorizationMachineClassifier
+    _dask_solvers = ("adagrad",)
+    __doc__ = _field_docstring(
+        "Field-weighted factorization machine classifier (one-vs-rest) fitted on a Dask "
+        "cluster.\n", _local.FieldWeightedFactorizationMachineClassifier,
+        fwfm._FWFM_OBJECTIVE_DOC, fwfm._FWFM_PARAMS_DOC, _CLASSIFIER_LOSS_DOC)
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
+                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
+                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
+                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
+        super().__init__(**{k: v for k, v in locals().items()
+                            if k not in ("self", "__class__")})
+
+
+_ALL = (FactorizationMachineRegressor, FactorizationMachineClassifier,
+        FieldAwareFactorizationMachineRegressor, FieldAwareFactorizationMachineClassifier,
+        FieldWeightedFactorizationMachineRegressor,
+        FieldWeightedFactorizationMachineClassifier)
+
+
 def load(path):
     """Read a model file (:meth:`save`, or an in-memory estimator's) as a polylite.dask
     estimator.
@@ -607,10 +773,10 @@ def load(path):
 
     Returns
     -------
-    estimator : FactorizationMachineRegressor or FactorizationMachineClassifier
+    estimator : one of the estimators of polylite.dask
     """
     local = _load_local(path)
-    for cls in (FactorizationMachineRegressor, FactorizationMachineClassifier):
+    for cls in _ALL:
         if type(local) is cls._local_class:
             return cls.from_local(local)
     raise TypeError(f"polylite.dask has no estimator for a {type(local).__name__}")

@@ -153,6 +153,12 @@ class _PolynomialModel(ModelRoot):
     # with an EpochReport after every epoch.  Not a parameter, so neither saved nor cloned.
     _epoch_callback = None
 
+    # Whether partial_fit keeps what it needs to undo a chunk that diverges.  The command
+    # line's streamed fit, which stops at such a chunk, sets False on its estimator: the
+    # row-penalty models then step in place without copying the chunk's rows, and a
+    # diverged chunk leaves the estimator unfitted.  Not a parameter.
+    _undo_diverged_chunk = True
+
     # ---- model structure (subclasses override) ---------------------------------------
 
     def _structure(self):
@@ -250,6 +256,11 @@ class _PolynomialModel(ModelRoot):
     def _factor_width(self):
         """Entries of a feature's factor row in each block: ``n_components`` (the
         field-aware models hold a vector per field there)."""
+        return self.n_components
+
+    def _lam_width(self):
+        """Entries of an output's ``lam``: ``n_components`` (the field-weighted models
+        hold the weights of the pairs of fields there)."""
         return self.n_components
 
     @property
@@ -690,6 +701,10 @@ class _PolynomialModel(ModelRoot):
         ``partial_fit`` calls (``fit`` starts them afresh).  The pass works on a copy of
         the parameters: if it diverges, the model from before the call is kept (and the
         solver's statistics restart), or the estimator stays unfitted on a first call.
+        Models with a row penalty (``_row_penalty``: the passes step only on the
+        parameters of the chunk's features, and on the intercept) copy only those: the
+        pass steps on the fitted arrays, and a divergence puts the copied rows back, so
+        that a chunk costs the memory and time of its features, not of the whole model.
         """
         self._check_params()
         sw = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -703,7 +718,9 @@ class _PolynomialModel(ModelRoot):
                 self._init_nonlinear(self._output(stack, o), self._partial_rng)
             self.n_iter_ = np.zeros(n_outputs, int) if self._is_classifier else 0
         else:
-            stack = self._stacked(copy=True)
+            stack = self._stacked(copy=not self._row_penalty)
+            saved = (_chunk_rows(stack, X) if self._row_penalty
+                     and self._undo_diverged_chunk else None)
             if not hasattr(self, "_partial_rng"):
                 self._partial_rng = check_random_state(self.random_state)
         states = getattr(self, "_stochastic_states", None)
@@ -725,6 +742,12 @@ class _PolynomialModel(ModelRoot):
                     self._partial_rng, states[o], watched=watched).epoch()
         except FloatingPointError as exc:
             self.__dict__.pop("_stochastic_states", None)
+            if self.__sklearn_is_fitted__() and self._row_penalty:
+                if saved is None:  # stepped in place, nothing kept to undo the chunk
+                    self._reset_fitted()
+                    raise FloatingPointError(f"{exc}; the estimator was stepped in place "
+                                             f"and is now unfitted") from None
+                _restore_chunk_rows(stack, saved)
             if not self.__sklearn_is_fitted__():
                 self._reset_fitted()
                 raise FloatingPointError(f"{exc}; the estimator stays unfitted") from None
@@ -772,7 +795,7 @@ class _PolynomialModel(ModelRoot):
                     "P": (n_out, len(degrees), d, self._factor_width()),
                     "gamma": (n_out, n_dummy, self._factor_width())}
         if self._has_lam:
-            expected["lam"] = (n_out, k)
+            expected["lam"] = (n_out, self._lam_width())
         check_float_arrays(arrays, expected, P.dtype)
         n_iter = arrays["n_iter"]
         if n_iter.shape != (n_out,):
@@ -798,6 +821,30 @@ class _PolynomialModel(ModelRoot):
             raise ModelFileError(f"model file has no valid solver (got {solver!r}); "
                                  f"expected one of {ran}")
         return solver
+
+
+def _chunk_rows(stack, X):
+    """(columns of the CSR chunk X, copies of the linear weights and factor rows of those
+    columns, copies of every other array of ``stack``): what a pass over X with a row
+    penalty may change."""
+    d = stack["w"].shape[1]
+    columns = np.flatnonzero(np.bincount(X.indices, minlength=d))  # (sorted, distinct)
+    if 2 * columns.shape[0] > d:  # most of them: one contiguous copy is quicker
+        columns = slice(None)
+        return (columns, stack["w"].copy(), stack["P"].copy(),
+                {name: a.copy() for name, a in stack.items() if name not in ("w", "P")})
+    # (indexing by an array copies)
+    return (columns, stack["w"][:, columns], stack["P"][:, :, columns],
+            {name: a.copy() for name, a in stack.items() if name not in ("w", "P")})
+
+
+def _restore_chunk_rows(stack, saved):
+    """Put back what :func:`_chunk_rows` saved."""
+    columns, w, P, rest = saved
+    stack["w"][:, columns] = w
+    stack["P"][:, :, columns] = P
+    for name, a in rest.items():
+        stack[name][...] = a
 
 
 class _EarlyStopping:

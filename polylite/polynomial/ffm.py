@@ -155,12 +155,12 @@ class _BaseFieldAwareFM(_PolynomialModel):
                 for name, a in stack.items()}
 
     def _predict_output(self, X, params, kernel, degrees):
-        d = params.P.shape[1]
-        return kernels.predict(
-            X, params.P[0].reshape(d, self.n_fields_, self.n_components),
-            kernel="field-aware", fields=self.fields_, intercept=params.intercept[0],
-            w=params.w if self.fit_linear else None, check_input=False,
-            n_jobs=self._n_jobs)
+        # The model's own parameters, checked when fitted or loaded: not checked again
+        # (a pass over the whole model at every call, as partial_fit's per chunk).
+        return kernels._predict_field_aware_rows(
+            X, np.ascontiguousarray(params.P[0]), (self.fields_, self.n_fields_),
+            params.intercept[0], params.w if self.fit_linear else None, False,
+            self._n_jobs)
 
     # Model files: the fields are an array of the file (``fields_``), from which the
     # loaded model's parameter ``fields`` is restored; the header holds None for it (a

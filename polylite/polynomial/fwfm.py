@@ -1,0 +1,272 @@
+"""Field-weighted factorization machines (Pan et al., "Field-weighted Factorization
+Machines for Click-Through Rate Prediction in Display Advertising", WWW 2018), trained
+by the engine's stochastic passes (AdaGrad or SGD).
+
+The model is the engine's field-weighted kernel (``polylite._engine._kernels``:
+``field_weighted_term``) on one factor block of one latent vector per feature, with the
+weights of the pairs of fields in the engine's ``lam`` (packed, the upper triangle of the
+symmetric matrix); the passes, their step rules and the epoch loop are the factorization
+machines' (:class:`polylite.polynomial._base._PolynomialModel`), the fields, the
+normalisation of the rows and the model files the field-aware models'.
+"""
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from .. import kernels
+from .._io import register_model
+from .._validation import store_init_params
+from ._base import _PolynomialModel, check_model_memory
+from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+from .ffm import _FFM_PARAMS_DOC, _BaseFieldAwareFM
+
+__all__ = ["FieldWeightedFactorizationMachineRegressor",
+           "FieldWeightedFactorizationMachineClassifier"]
+
+
+class _BaseFieldWeightedFM(_BaseFieldAwareFM):
+
+    _solvers = ("sgd", "adagrad")
+    _counts_nonzero = False
+    _has_lam = True  # the weights of the pairs of fields, in the engine's lam
+
+    @property
+    def _fit_lam(self):
+        return True
+
+    def _structure(self):
+        return "field-weighted", [2], 0
+
+    def _factor_width(self):
+        return self.n_components
+
+    def _lam_width(self):
+        return self.n_fields_ * (self.n_fields_ + 1) // 2
+
+    def _check_model_size(self, n_features, n_outputs, itemsize):
+        super()._check_model_size(n_features, n_outputs, itemsize)
+        n_pairs = self._lam_width()
+        check_model_memory(n_outputs * n_pairs, itemsize, self.n_components,
+                           "outputs, pairs of fields", (n_outputs, n_pairs),
+                           advice="give the columns fewer fields")
+
+    def _init_nonlinear(self, params, rng):
+        """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as the
+        field-aware models; every pair of fields weighs 1 (the model starts as a
+        factorization machine)."""
+        super()._init_nonlinear(params, rng)
+        params.lam[...] = 1
+
+    def _allocate(self, n_outputs, n_features, dtype):
+        k = self.n_components
+        return dict(intercept=np.zeros((n_outputs, 1), dtype),
+                    w=np.zeros((n_outputs, n_features), dtype),
+                    P=np.zeros((n_outputs, 1, n_features, k), dtype),
+                    gamma=np.zeros((n_outputs, 0, k), dtype),
+                    lam=np.ones((n_outputs, self._lam_width()), dtype))
+
+    # The fitted factors: P_ of shape ([n_outputs,] n_features, n_components) and the
+    # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric.
+    def _publish(self, stack):
+        _PolynomialModel._publish(self, stack)
+        del self.gamma_
+        self.field_weights_ = kernels.unpack_field_weights(self.lam_, self.n_fields_)
+        del self.lam_
+
+    def _stacked(self, copy=False):
+        P = self.P_ if self._is_classifier else self.P_[np.newaxis]
+        n_out, d, k = P.shape
+        dtype = P.dtype
+        w = self.w_ if self._is_classifier else self.w_[np.newaxis]
+        r = kernels.pack_field_weights(self.field_weights_).reshape(n_out, -1)
+        stack = dict(intercept=np.array(self.intercept_, dtype=dtype).reshape(-1, 1),
+                     w=w, P=P.reshape(n_out, 1, d, k), gamma=np.zeros((n_out, 0, k), dtype),
+                     lam=r)
+        return {name: np.array(a, dtype=dtype, copy=copy or None)
+                for name, a in stack.items()}
+
+    def _predict_output(self, X, params, kernel, degrees):
+        return kernels._predict_field_weighted(
+            X, params.P[0], params.lam, (self.fields_, self.n_fields_),
+            params.intercept[0], params.w if self.fit_linear else None, False,
+            self._n_jobs)
+
+    @property
+    def n_parameters_(self):
+        """Number of parameters of the fitted model: the intercepts, the linear weights,
+        the latent vectors and the weights of the pairs of fields."""
+        n_out = np.size(self.intercept_)
+        return int(n_out * (1 + self.w_.shape[-1] + self.P_.shape[-2] * self.P_.shape[-1]
+                            + self._lam_width()))
+
+
+_FWFM_PARAMS_DOC = (_FFM_PARAMS_DOC
+                    .replace("""    n_components : int, default=4
+        Length k of each latent vector (libffm's ``-k``).  The model holds
+        ``n_features * n_fields * n_components`` factors.""",
+                             """    n_components : int, default=4
+        Length k of each latent vector.  The model holds ``n_features * n_components``
+        factors and ``n_fields * (n_fields + 1) / 2`` weights of pairs of fields.""")
+                    .replace("""        None: every column is a field of its own (small data only: the model then grows
+        with the square of the columns).""",
+                             """        None: every column is a field of its own (small data only: the weights of the
+        pairs of fields then grow with the square of the columns).""")
+                    .replace("""    beta : float, default=2e-5
+        L2 regularisation of the latent vectors ``P_``, per sample, as libffm's ``-l``:
+        each row's step penalises the vectors its prediction reads (feature j's vectors
+        of the fields of the row's other nonzeros), so frequent features are penalised
+        more than rare ones.""",
+                             """    beta : float, default=2e-5
+        L2 regularisation of the latent vectors ``P_`` and of the weights of the pairs
+        of fields ``field_weights_``, per sample, as the field-aware models': each row's
+        step penalises the vectors of its nonzeros and the weights of its pairs of
+        fields, so frequent features and pairs are penalised more than rare ones.""")
+                    .replace("""        The latent vectors start uniform in ``[0, init_scale)``; None: 1 /
+        sqrt(n_components), as libffm.""",
+                             """        The latent vectors start uniform in ``[0, init_scale)``; None: 1 /
+        sqrt(n_components), as the field-aware models.  The weights of the pairs of
+        fields start at 1.""")
+                    .replace("""        Epochs (libffm's ``-t``).""", """        Epochs.""")
+                    .replace("""    solver : {"adagrad", "sgd", "ftrl"}, default="adagrad"
+        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
+        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
+        stochastic gradient with the ``learning_rate`` schedule.  "ftrl":
+        FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
+        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
+        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
+        steps on the parameters it reads.""",
+                             """    solver : {"adagrad", "sgd"}, default="adagrad"
+        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
+        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
+        stochastic gradient with the ``learning_rate`` schedule.""")
+                    .replace("""        Base step size (libffm's ``-r``).""", """        Base step size.""")
+                    .replace("""    l1 : float, default=0.0
+        L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
+        exactly to zero (``n_nonzero_weights_`` counts those kept).  FTRL's penalties
+        are on the sum of the losses seen so far, as in the paper and xLearn, not per
+        sample.
+    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
+""", ""))
+
+_FWFM_OBJECTIVE_DOC = """
+    ``y_hat(x) = intercept_ + <w_, x> + sum_{j < j'} R[f(j), f(j')] <P_[j], P_[j']> x_j
+    x_j'`` with f(j) the field of column j (``fields_``), R the symmetric matrix
+    ``field_weights_`` (one learned weight per pair of fields, the same field's pairs
+    included) and x the row scaled to unit norm when ``normalize``.  The linear term is
+    the plain one, a weight per feature (the paper's variants with linear vectors per
+    feature or per field are not offered).  The objective is ``sum_i s_i (loss(y_i,
+    y_hat_i) + alpha/2 ||w[x_i]||^2 + beta/2 (||P[x_i]||^2 + ||R[x_i]||^2)) / sum_i s_i``
+    with sample weights ``s_i`` (1 by default), where ``w[x_i]``, ``P[x_i]`` and
+    ``R[x_i]`` are the weights, vectors and weights of pairs of fields that row i's
+    prediction reads.
+
+    The model has one latent vector per feature where a field-aware machine has one per
+    feature and field: ``n_fields`` times fewer factors, for an accuracy close to it on
+    click-through data (the paper's finding; :doc:`/user_guide/ctr` measures it).
+"""
+
+
+@register_model
+class FieldWeightedFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin,
+                                                 _BaseFieldWeightedFM):
+    __doc__ = """Field-weighted factorization machine regressor (squared loss).
+
+    Each feature has one latent vector, and a pair of features interacts through the
+    product of their vectors times a learned weight of their pair of fields (Pan et al.,
+    "Field-weighted Factorization Machines for Click-Through Rate Prediction in Display
+    Advertising", WWW 2018).
+    """ + _FWFM_OBJECTIVE_DOC + _FWFM_PARAMS_DOC + """
+    Attributes
+    ----------
+    intercept_ : float
+    w_ : ndarray of shape (n_features,)
+        Linear weights (zeros when ``fit_linear=False``).
+    P_ : ndarray of shape (n_features, n_components)
+        ``P_[j]`` is feature j's latent vector.
+    field_weights_ : ndarray of shape (n_fields, n_fields)
+        The weight of each pair of fields (symmetric).
+    fields_ : ndarray of shape (n_features,)
+        The field of each column.
+    n_fields_ : int
+    n_parameters_ : int
+        Number of parameters (intercept, linear weights, latent vectors, weights of the
+        pairs of fields).
+    n_iter_ : int
+        Number of epochs run.
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import FieldWeightedFactorizationMachineRegressor
+    >>> X = np.random.RandomState(0).rand(50, 4)
+    >>> y = X[:, 0] * X[:, 1] + X[:, 2]
+    >>> fwfm = FieldWeightedFactorizationMachineRegressor(fields=[0, 0, 1, 2],
+    ...                                                   random_state=0).fit(X, y)
+    >>> fwfm.P_.shape, fwfm.field_weights_.shape
+    ((4, 4), (3, 3))
+    """
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
+                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
+                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
+                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
+                 random_state=None, verbose=0, n_jobs=None):
+        store_init_params(self, locals())
+
+
+@register_model
+class FieldWeightedFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldWeightedFM):
+    __doc__ = """Field-weighted factorization machine classifier, binary or multi-class.
+
+    A model of click-through-rate prediction with a field-aware machine's accuracy and a
+    factorization machine's size (Pan et al., "Field-weighted Factorization Machines for
+    Click-Through Rate Prediction in Display Advertising", WWW 2018): each feature has
+    one latent vector, and a pair of features interacts through the product of their
+    vectors times a learned weight of their pair of fields.  Multi-class problems are
+    solved one-vs-rest (one model per class).
+    """ + _FWFM_OBJECTIVE_DOC + _FWFM_PARAMS_DOC + """    loss : {"logistic", "squared_hinge"}, default="logistic"
+        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    intercept_ : ndarray of shape (n_outputs,)
+        n_outputs is 1 for two classes, else n_classes.
+    w_ : ndarray of shape (n_outputs, n_features)
+    P_ : ndarray of shape (n_outputs, n_features, n_components)
+    field_weights_ : ndarray of shape (n_outputs, n_fields, n_fields)
+        The weight of each pair of fields (symmetric), per output.
+    fields_ : ndarray of shape (n_features,)
+        The field of each column.
+    n_fields_ : int
+    n_parameters_ : int
+        Number of parameters (intercepts, linear weights, latent vectors, weights of the
+        pairs of fields).
+    n_iter_ : ndarray of shape (n_outputs,)
+    solver_ : str
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polylite import FieldWeightedFactorizationMachineClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randint(0, 2, size=(200, 6)).astype(float)
+    >>> y = (X[:, 0] * X[:, 3] + X[:, 1] > 0.5).astype(int)
+    >>> clf = FieldWeightedFactorizationMachineClassifier(
+    ...     fields=[0, 0, 1, 1, 2, 2], random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
+    """
+
+    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
+                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
+                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
+                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
+                 n_jobs=None):
+        store_init_params(self, locals())
