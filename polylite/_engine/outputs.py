@@ -9,7 +9,7 @@ import numpy as np
 from .. import kernels
 
 __all__ = ["fm_structure", "pn_structure", "polynomial_output", "sample_outputs",
-           "class_labels", "logistic_log_proba"]
+           "posterior_mean", "class_labels", "logistic_log_proba"]
 
 
 def fm_structure(degree, lower_degrees, kernel):
@@ -52,6 +52,14 @@ def sample_outputs(X, samples, kernel, degrees, *, n_jobs):
                 intercept=samples["intercept"][o, s], w=samples["w"][o, s],
                 gamma=samples["gamma"][o, s], check_input=False, n_jobs=n_jobs)
     return out
+
+
+def posterior_mean(outputs, model):
+    """The mean over the kept samples (axis 0) of one output's ``outputs`` (n_kept,
+    n_rows), every one finite (else FloatingPointError naming ``model``)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below
+        mean = outputs.mean(axis=0)
+    return kernels.check_finite_predictions(mean, model, "mean predictions")
 
 
 def class_labels(classes, scores):

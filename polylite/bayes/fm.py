@@ -20,7 +20,7 @@ from .._io import ModelFileError, check_array_names, check_float_arrays, registe
 from .._validation import (check_bool, check_choice, check_n_jobs, check_number,
                            check_random_state_param, store_init_params)
 from .._engine import solvers
-from .._engine.outputs import sample_outputs
+from .._engine.outputs import posterior_mean, sample_outputs
 from ..polynomial._base import _OutputParams, check_model_memory
 from ..polynomial.fm import FM_KERNELS, LOWER_DEGREES, check_anova_degree, fm_structure
 from ._sampler import FeatureGroups, Gaussian, GibbsChain, Probit
@@ -740,11 +740,10 @@ class BayesianFactorizationMachineRegressor(RegressorMixin, _BayesianFactorizati
             Only with ``return_std``.
         """
         outputs = self._sample_outputs(self._validate_predict_data(X))[0]
-        with np.errstate(over="ignore", invalid="ignore"):  # checked below
-            mean = outputs.mean(axis=0)
-            std = outputs.std(axis=0) if return_std else None
-        kernels.check_finite_predictions(mean, self, "mean predictions")
+        mean = posterior_mean(outputs, self)
         if return_std:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked below
+                std = outputs.std(axis=0)
             return mean, kernels.check_finite_predictions(std, self, "standard deviations")
         return mean
 

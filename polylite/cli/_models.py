@@ -215,9 +215,7 @@ class FileModel:
             kernels.check_finite_predictions(np.moveaxis(outputs, 2, 0), self,
                                              "kept samples' outputs",
                                              dtype=parameters["P"].dtype)
-            with np.errstate(over="ignore", invalid="ignore"):  # checked below
-                out = outputs[0].mean(axis=0)
-            return kernels.check_finite_predictions(out, self, "mean predictions")
+            return _outputs().posterior_mean(outputs[0], self)
         return self._scores(X)[:, 0]
 
 
