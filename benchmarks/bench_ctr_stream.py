@@ -21,14 +21,17 @@ per step):
 - the child's peak resident memory (``ru_maxrss``), next to the model's own parameters
   and AdaGrad's sums of their squared gradients (as large as the parameters), both
   computed from the model's shape, and what the process holds beyond them: the
-  interpreter and its libraries, the block being parsed, partial_fit's copy of the
-  parameters (kept to roll back a chunk that diverges) and the pass's buffers.  That
-  last figure does not grow with the file.
+  interpreter and its libraries, the block being parsed and its rows, and the pass's
+  buffers (the command steps on the parameters in place, without a copy);
+- the child's resident memory read every --sample-seconds (Linux's /proc), its largest
+  value in each quarter of the run: while the model trains it stays flat, whatever the
+  number of rows read.
 
 The machine's load changes the speeds: the figures are for comparing runs, not claims.
 
     python benchmarks/bench_ctr_stream.py [--rows 10000000] [--buckets 1048576]
         [--estimators ffm fwfm] [--epochs 1] [--chunk-mib 16] [--dir DIR] [--keep]
+        [--sample-seconds 1]
     # quick check:
     python benchmarks/bench_ctr_stream.py --quick
 """
@@ -102,24 +105,60 @@ sys.exit(status)
 """
 
 
+def resident_gib(pid):
+    """The resident memory of process ``pid`` in GiB (Linux's /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        return None
+    return None
+
+
 def run_fit(path, estimator, args, work):
-    """(wall seconds, peak resident KiB, the command's summary line) of one streamed fit
-    in a child process."""
+    """(wall seconds, peak resident KiB, the command's summary line, the resident memory
+    sampled every --sample-seconds while the command ran as (seconds, GiB) pairs) of one
+    streamed fit in a child process."""
     model = os.path.join(work, f"{estimator}.npz")
     cmd = [sys.executable, "-c", CHILD, "fit", path, "-m", model, "--estimator", estimator,
            "--stream", "--max-iter", str(args.epochs), "--dtype", "float32",
            "--n-components", "4", "--chunk-bytes", str(args.chunk_mib * 2**20),
            "--seed", "0", "--progress", "none"]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"polylite fit failed ({done.returncode}):\n{done.stderr}")
-    peak = int(next(line.split()[1] for line in done.stderr.splitlines()
+    samples = []
+    with tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        while child.poll() is None:
+            gib = resident_gib(child.pid)
+            if gib is not None:
+                samples.append((time.perf_counter() - start, gib))
+            time.sleep(args.sample_seconds)
+        seconds = time.perf_counter() - start
+        err.seek(0)
+        stderr = err.read()
+    if child.returncode != 0:
+        sys.exit(f"polylite fit failed ({child.returncode}):\n{stderr}")
+    peak = int(next(line.split()[1] for line in stderr.splitlines()
                     if line.startswith("peak_kib")))
-    summary = next((line for line in done.stderr.splitlines()
+    summary = next((line for line in stderr.splitlines()
                     if line.startswith("polylite fit:")), "")
-    return seconds, peak, summary
+    return seconds, peak, summary, samples
+
+
+def quarter_peaks(samples):
+    """The largest resident memory of each quarter of the command's run, in GiB (nan
+    for a quarter without samples): flat quarters show that the memory does not grow
+    with the rows read."""
+    if not samples:
+        return [float("nan")] * 4
+    end = samples[-1][0] or 1.0
+    peaks = [float("nan")] * 4
+    for t, gib in samples:
+        q = min(int(4 * t / end), 3)
+        peaks[q] = gib if np.isnan(peaks[q]) else max(peaks[q], gib)
+    return peaks
 
 
 def parameter_bytes(estimator, d, n_fields, k=4, itemsize=4):
@@ -147,6 +186,8 @@ def main(argv=None):
                         help="keep the data file (a later run with the same --dir, "
                              "--rows and --buckets reuses it)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sample-seconds", type=float, default=1.0,
+                        help="how often the child's resident memory is read")
     parser.add_argument("--output", default=None,
                         help="also write the table to this text file")
     parser.add_argument("--quick", action="store_true",
@@ -155,6 +196,7 @@ def main(argv=None):
     if args.quick:
         args.rows, args.piece_rows, args.buckets = 20_000, 10_000, 2**14
         args.max_categories, args.chunk_mib = 10_000, 1
+        args.sample_seconds = min(args.sample_seconds, 0.05)
     work = args.dir or tempfile.mkdtemp(prefix="bench_ctr_stream-")
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, f"ctr-{args.rows}-{args.buckets}.ffm")
@@ -169,16 +211,16 @@ def main(argv=None):
               f"{size / 2**30:.2f} GiB")
     results = []
     for estimator in args.estimators:
-        seconds, peak_kib, summary = run_fit(path, estimator, args, work)
+        seconds, peak_kib, summary, samples = run_fit(path, estimator, args, work)
         params = parameter_bytes(estimator, args.buckets, N_FIELDS)
         peak = peak_kib * 1024
         beyond = peak - 2 * params  # the parameters and AdaGrad's sums
         results.append((estimator, seconds, args.rows * args.epochs / seconds, params,
-                        peak, beyond))
+                        peak, beyond, quarter_peaks(samples)))
         print(f"  {summary}")
     lines = [f"{'model':6s} {'seconds':>8s} {'rows/s':>10s} {'parameters':>11s} "
              f"{'AdaGrad sums':>12s} {'peak memory':>11s} {'beyond both':>11s}"]
-    for estimator, seconds, rate, params, peak, beyond in results:
+    for estimator, seconds, rate, params, peak, beyond, _ in results:
         lines.append(f"{estimator:6s} {seconds:8.1f} {rate:10,.0f} {params / 2**30:9.3f} G "
                      f"{params / 2**30:10.3f} G {peak / 2**30:9.3f} G "
                      f"{beyond / 2**30:9.3f} G")
@@ -186,6 +228,14 @@ def main(argv=None):
                  f"columns, {args.epochs} pass(es) after the first pass that reads the "
                  f"fields; k = 4, float32, blocks of {args.chunk_mib} MiB of text; "
                  f"G = GiB)")
+    lines += ["", "resident memory over the run, the largest of each quarter of its time:",
+              f"{'model':6s} " + " ".join(f"{name:>9s}" for name in
+                                          ("1st", "2nd", "3rd", "4th"))]
+    for estimator, *_, quarters in results:
+        lines.append(f"{estimator:6s} " + " ".join(f"{gib:7.3f} G" for gib in quarters))
+    lines.append(f"(read from /proc every {args.sample_seconds:g} s; the first pass, "
+                 f"which reads the fields, comes first; equal quarters while the model "
+                 f"trains show memory that does not grow with the rows read)")
     print("\n" + "\n".join(lines))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
