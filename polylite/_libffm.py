@@ -2,9 +2,9 @@
 read them, a block of lines at a time (decompressed on the fly, as the svmlight files of
 :mod:`polylite._svmlight`), with errors that name the file and the line.
 
-A block is checked and parsed with vectorised NumPy: the tokens are found in its bytes
-(a label, then tokens of exactly two colons), the numbers parsed at once
-(:func:`polylite._svmlight.text_numbers`); only a block
+A block is checked and parsed in one compiled pass over its bytes
+(:func:`polylite._text.libffm_lines`: a label, then tokens of exactly two colons, their
+numbers converted exactly as ``float`` converts them); only a block
 that fails is read again line by line, to say which line is wrong and why.  Field and
 feature indices start at 0, as libffm writes them.  A feature belongs to one field: a
 feature seen under two fields is an error naming the line of the second.
@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ._svmlight import DataFileError, _blocks, _pieces, _show, text_numbers
+from . import _text
+from ._svmlight import DataFileError, _blocks, _pieces, _show, float_spans
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "iter_libffm", "read_libffm", "scan_libffm",
            "write_libffm", "LibffmScan"]
@@ -24,11 +25,9 @@ __all__ = ["DEFAULT_CHUNK_BYTES", "iter_libffm", "read_libffm", "scan_libffm",
 #: as long as the block.
 DEFAULT_CHUNK_BYTES = 16 * 2**20
 
-# Indices beyond this are refused (column indices of the CSR rows are int32 or int64;
-# a float64 holds integers exactly up to 2**53).
+# Field and feature indices are below this (and written with at most 16 digits): the
+# compiled pass converts them exactly through float64.
 _MAX_INDEX = 2**53
-
-_SPACE, _TAB, _NEWLINE, _RETURN, _COLON = 32, 9, 10, 13, 58
 
 
 def _line_problem(content):
@@ -49,8 +48,10 @@ def _line_problem(content):
                 index = int(text)
             except ValueError:
                 return f"the {what} index {_show(text)} is not an integer"
-            if index < 0 or index > _MAX_INDEX:
-                return f"the {what} index {index} is out of range [0, 2**53]"
+            if index < 0 or index >= _MAX_INDEX:
+                return f"the {what} index {index} is out of range [0, 2**53)"
+            if len(text.lstrip(b"+-")) > 16:
+                return f"the {what} index {_show(text)} has more than 16 digits"
         try:
             value = float(parts[2])
         except ValueError:
@@ -99,38 +100,29 @@ def _parse(block, path, first_line):
 def _parse_piece(block, path, first_line):
     """The rows of whole lines, every token checked (DataFileError names the line of
     the first bad one), or None if they have none."""
-    buf = np.frombuffer(block, np.uint8)
-    ws = (buf == _SPACE) | (buf == _TAB) | (buf == _NEWLINE) | (buf == _RETURN)
-    starts = np.flatnonzero(~ws & np.concatenate([[True], ws[:-1]]))
-    if starts.size == 0:
-        return None
-    stops = np.flatnonzero(~ws & np.concatenate([ws[1:], [True]])) + 1
-    colons = np.add.reduceat((buf == _COLON).astype(np.int32), starts)
-    newlines = np.flatnonzero(buf == _NEWLINE)
-    line_of = np.searchsorted(newlines, starts)  # line offset in the block of each token
-    first = np.concatenate([[True], line_of[1:] != line_of[:-1]])
-    bad = (first & (colons != 0)) | (~first & (colons != 2))
-    if bad.any():
+    (status, y, y_span, y_converted, indptr, fields, features, values, v_span,
+     v_converted, lines) = _text.libffm_lines(np.frombuffer(block, np.uint8),
+                                              block.count(b"\n") + 1,
+                                              block.count(b":") // 2)
+    if status != _text.Status.OK:
         raise _first_bad_line(block, path, first_line)
-    colon_at = np.flatnonzero(buf == _COLON)  # two per token after a label, in order
-    begin, end = starts[~first], stops[~first]
-    try:
-        y = text_numbers(buf, starts[first], stops[first])
-        fields = text_numbers(buf, begin, colon_at[0::2], integers=True)
-        features = text_numbers(buf, colon_at[0::2] + 1, colon_at[1::2], integers=True)
-        values = text_numbers(buf, colon_at[1::2] + 1, end)
+    if y.size == 0:
+        return None
+    try:  # the numbers the compiled pass leaves to float (exponents, long mantissas)
+        for numbers, spans, converted in ((y, y_span, y_converted),
+                                          (values, v_span, v_converted)):
+            other = np.flatnonzero(converted == 0)
+            if other.size:
+                numbers[other] = float_spans(block, spans[2 * other],
+                                             spans[2 * other + 1])
     except ValueError:
         raise _first_bad_line(block, path, first_line) from None
     ok = (np.isfinite(y).all() and np.isfinite(values).all()
-          and np.all((fields >= 0) & (fields <= _MAX_INDEX))
-          and np.all((features >= 0) & (features <= _MAX_INDEX)))
+          and np.all(fields >= 0) and np.all(features >= 0))
     if not ok:
         raise _first_bad_line(block, path, first_line)
-    row_of_token = np.cumsum(first) - 1
-    counts = np.bincount(row_of_token[~first], minlength=y.shape[0])
-    indptr = np.concatenate([[0], np.cumsum(counts)])
     return _Block(y, indptr, fields.astype(np.int64), features.astype(np.int64), values,
-                  first_line + line_of[~first])
+                  first_line + lines)
 
 
 def _record_fields(field_of, blk, path):

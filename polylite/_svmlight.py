@@ -3,7 +3,7 @@ time, decompressed on the fly, with errors that name the file and the line.
 
 A line is ``label index:value index:value ...`` (an optional ``qid:N`` first, a comment
 after ``#``).  Blocks are parsed with vectorised NumPy (the tokens found in the block's
-bytes, the numbers converted at once), which keeps scikit-learn out of the command line's
+bytes, the numbers converted in one compiled pass: :mod:`polylite._text`), which keeps scikit-learn out of the command line's
 start-up; only when a block is rejected (or holds a non-finite number) is it read again
 line by line, to say which line is wrong and why.  Indices are parsed as they are
 written; the caller says whether they start at 0 or 1 (:func:`detect_zero_based` decides
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from numpy.lib.stride_tricks import sliding_window_view
+
+from . import _text
 
 __all__ = ["DataFileError", "DEFAULT_CHUNK_BYTES", "ReadStats", "iter_file", "read_file",
            "scan_file", "detect_zero_based", "from_one_based"]
@@ -195,17 +196,8 @@ def _line_of_row(block, row):
 
 # Bytes the parser tells apart (bytes.split() splits at the six ASCII whitespaces).
 _NEWLINE, _COLON, _HASH, _SPACE = ord("\n"), ord(":"), ord("#"), ord(" ")
-_MINUS, _PLUS, _POINT, _ZERO = ord("-"), ord("+"), ord("."), ord("0")
 _IS_SPACE = np.zeros(256, bool)
 _IS_SPACE[list(b" \t\n\r\x0b\x0c")] = True
-
-# A decimal of at most 16 digits whose digits make an integer below 2**53 is that
-# integer over a power of ten, both exact in float64: one division then rounds it as
-# strtod does.
-_FAST_DIGITS = 16
-_POWERS_OF_TEN = 10.0 ** np.arange(_FAST_DIGITS + 1)
-# Numbers up to this many bytes are read a byte column at a time; longer ones by float.
-_WIDEST = 24
 
 
 class _NotSvmlight(Exception):
@@ -225,53 +217,32 @@ def text_numbers(buf, starts, stops, *, integers=False):
     """The float64 values of the numbers written in ``buf[starts[i]:stops[i]]`` (bytes of
     ``buf``, a uint8 array).
 
-    Plain decimals (a sign, digits, at most one point) are converted with vectorised
-    NumPy, exactly as ``float`` converts them: the numbers' bytes side by side, one
-    column of bytes at a time; the others (exponents, long mantissas, inf, nan) by
-    ``float``.  With ``integers``, only a sign and digits are accepted.  ValueError if a
-    span is not a number."""
+    Plain decimals (a sign, digits, at most one point) are converted in one compiled
+    pass, exactly as ``float`` converts them (:mod:`polylite._text`); the others
+    (exponents, long mantissas, inf, nan) by ``float``.  With ``integers``, only a sign
+    and digits are accepted.  ValueError if a span is not a number."""
     n = starts.size
     values = np.empty(n)
     if n == 0:
         return values
-    lengths = stops - starts
-    if np.any(lengths <= 0):
+    converted = np.empty(n, np.uint8)
+    status = _text.plain_numbers(buf, np.asarray(starts, np.intp),
+                                 np.asarray(stops, np.intp), values, converted, integers)
+    if status == _text.Status.EMPTY:
         raise ValueError("an empty number")
-    width = int(min(lengths.max(), _WIDEST))
-    short = lengths <= width
-    length = lengths[short]
-    padded = np.concatenate([buf, np.zeros(width, np.uint8)])
-    rows = sliding_window_view(padded, width)[starts[short]]  # (numbers, width) bytes
-    signed = (rows[:, 0] == _MINUS) | (rows[:, 0] == _PLUS)
-    mantissa = np.zeros(length.size, np.int64)
-    n_digits = np.zeros(length.size, np.int64)
-    n_points = np.zeros(length.size, np.int64)
-    places = np.zeros(length.size, np.int64)  # digits after the point
-    for c in range(width):
-        inside = c < length
-        digit = rows[:, c] - np.uint8(_ZERO)  # wraps below '0': a digit iff < 10
-        is_digit = (digit < 10) & inside
-        np.copyto(mantissa, mantissa * 10 + digit,
-                  where=is_digit & (n_digits <= _FAST_DIGITS))
-        n_digits += is_digit
-        places += is_digit & (n_points > 0)
-        n_points += (rows[:, c] == _POINT) & inside
-    plain = (n_digits + n_points + signed == length) & (n_points <= 1) & (n_digits >= 1)
-    if integers and not (short.all() and np.all(plain & (n_points == 0))):
+    if status == _text.Status.NOT_INTEGER:
         raise ValueError("not an integer")
-    plain &= (n_digits <= _FAST_DIGITS) & (mantissa < 2 ** 53)
-    converted = mantissa / _POWERS_OF_TEN[np.minimum(places, _FAST_DIGITS)]
-    np.negative(converted, out=converted, where=rows[:, 0] == _MINUS)
-    values[short] = converted
-    other = np.ones(n, bool)
-    other[np.flatnonzero(short)[plain]] = False
-    other = np.flatnonzero(other)
+    other = np.flatnonzero(converted == 0)
     if other.size:
-        raw = buf.tobytes()
-        values[other] = np.array([raw[a:b] for a, b in zip(starts[other].tolist(),
-                                                          stops[other].tolist())],
-                                 np.float64)
+        values[other] = float_spans(buf.tobytes(), starts[other], stops[other])
     return values
+
+
+def float_spans(raw, starts, stops):
+    """The numbers written in ``raw[starts[i]:stops[i]]`` (bytes) converted by ``float``
+    (ValueError if one is not a number)."""
+    return np.array([raw[a:b] for a, b in zip(starts.tolist(), stops.tolist())],
+                    np.float64)
 
 
 def _rows_of_block(block, dtype):

@@ -48,12 +48,83 @@ def test_repeated_feature_on_a_line_is_summed(tmp_path):
     ("1 0:1:nan\n", 1, "not finite"),
     ("inf 0:1:1\n", 1, "label is not finite"),
     ("1 0:1:1\n0 0:2:1 1:1:1\n", 2, "feature 1 is in field 1, but earlier in field 0"),
+    ("1 0:9007199254740992:1\n", 1, "feature index 9007199254740992 is out of range"),
+    ("1 0:00000000000000001:1\n", 1, "more than 16 digits"),
+    ("1 0::1\n", 1, "feature index '' is not an integer"),
+    ("1 0:1:\n", 1, "value ''"),
+    ("1:2 0:1:1\n", 1, "label '1:2' is not a number"),
 ])
 def test_bad_lines_are_named(tmp_path, text, line, message):
     path = _write(tmp_path, text)
     with pytest.raises(DataFileError, match=message) as info:
         load_libffm(path)
     assert f"{path}:{line}:" in str(info.value)
+
+
+def _reference_rows(text):
+    """(labels, [(field, feature, value), ...] per row) of libffm text, line by line
+    with Python's own conversions: the reference for the compiled parse."""
+    labels, rows = [], []
+    for line in text.split(b"\n"):
+        tokens = line.replace(b"\r", b" ").replace(b"\t", b" ").split(b" ")
+        tokens = [t for t in tokens if t]
+        if not tokens:
+            continue
+        labels.append(float(tokens[0]))
+        rows.append([(int(f), int(j), float(v))
+                     for f, j, v in (t.split(b":") for t in tokens[1:])])
+    return labels, rows
+
+
+def _random_number(rng):
+    kind = rng.randint(8)
+    if kind == 0:
+        return str(rng.randint(-5, 6))
+    if kind == 1:
+        return repr(float(rng.randn() * 10.0 ** rng.randint(-8, 9)))  # exponents too
+    if kind == 2:
+        return f"{rng.randn():.{rng.randint(0, 19)}f}"  # up to 20 digits
+    if kind == 3:
+        return rng.choice(["-0", "+0", "0.", ".5", "-.25", "+1.5", "1e3", "-2E-2"])
+    if kind == 4:
+        return str(rng.randint(0, 2**53 - 1))  # 16 digits near 2**53
+    return f"{rng.rand() * 100:.{rng.randint(1, 7)}f}"
+
+
+def test_parse_matches_a_line_by_line_reference(tmp_path):
+    """Random files (blank lines, CRLF, tabs, runs of spaces, a last line without a
+    newline, numbers of every form) read as Python's float and int read them, bit for
+    bit, with the line of each nonzero right."""
+    rng = np.random.RandomState(0)
+    for trial in range(60):
+        lines, field_of = [], {}
+        for _ in range(rng.randint(0, 40)):
+            if rng.rand() < 0.1:
+                lines.append(rng.choice(["", " ", "\t", "\r"]))
+                continue
+            tokens = [_random_number(rng)]
+            for _ in range(rng.randint(0, 6)):
+                j = int(rng.randint(0, 50))
+                f = field_of.setdefault(j, int(rng.randint(0, 5)))
+                tokens.append(f"{f}:{j}:{_random_number(rng)}")
+            gap = rng.choice([" ", "  ", "\t", " \t "])
+            lines.append(gap.join(tokens) + rng.choice(["", " ", "\r"]))
+        text = "\n".join(lines) + rng.choice(["", "\n"])
+        path = _write(tmp_path, text, name=f"t{trial}.ffm")
+        labels, rows = _reference_rows(text.encode())
+        for chunk_bytes in (1 << 20, 64):
+            if not labels:
+                with pytest.raises(DataFileError, match="no data"):
+                    scan_libffm(path)
+                continue
+            X, y, fields = load_libffm(path, n_features=50, chunk_bytes=chunk_bytes)
+            assert y.tobytes() == np.array(labels).tobytes()
+            expected = np.zeros((len(rows), 50))
+            for i, row in enumerate(rows):
+                for f, j, v in row:
+                    expected[i, j] += v
+                    assert fields[j] == f
+            assert X.toarray().tobytes() == expected.tobytes()
 
 
 def test_feature_in_two_fields_across_chunks(tmp_path):
