@@ -6,7 +6,11 @@ column per row, integer ratings, ``--rows`` rows) and a file of decimals (``--ro
 rows of 10 features written with 6 decimals).  Each is read whole by polylite's reader
 (what ``polylite fit``, ``predict`` and ``evaluate`` use) and by scikit-learn's
 ``load_svmlight_file`` (C), alternating, ``--repeats`` times; the table gives the median
-seconds of each and their ratio.  ``--quick`` reads small files once.
+seconds of each and their ratio.  A third file holds click logs
+(:func:`polylite.datasets.make_ctr`, ``--rows`` / 10 rows of 39 fields) as libffm text,
+read by :func:`polylite.datasets.load_libffm`, beside scikit-learn reading the same rows
+written as svmlight text (the same numbers without their fields).  ``--quick`` reads
+small files once.
 
 Usage::
 
@@ -40,6 +44,18 @@ def write_files(folder, rows):
     return [("ids (user, item)", ids), ("10 decimals", decimals)]
 
 
+def write_click_logs(folder, rows):
+    """(libffm path, svmlight path) of the same click-log rows."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from polylite.datasets import dump_libffm, make_ctr
+    X, y, fields = make_ctr(rows, random_state=0)
+    ffm, svm = os.path.join(folder, "clicks.ffm"), os.path.join(folder, "clicks.svm")
+    dump_libffm(X, y, fields, ffm)
+    dump_svmlight_file(X, y, svm, zero_based=True)
+    return ffm, svm
+
+
 def timed(read, path):
     start = time.perf_counter()
     X, y = read(path)
@@ -59,6 +75,8 @@ def main(argv=None):
 
     import polylite
     from polylite._svmlight import read_file
+
+    from polylite.datasets import load_libffm
 
     readers = {"polylite": read_file,
                "scikit-learn": lambda path: load_svmlight_file(path, zero_based=True)}
@@ -90,6 +108,26 @@ def main(argv=None):
             theirs = statistics.median(times["scikit-learn"])
             show(f"{name:<18} {X.shape[0]:>9,} {os.path.getsize(path) / 1e6:>7.1f} "
                  f"{ours:>11.3f} {theirs:>15.3f} {ours / theirs:>6.2f}")
+        ffm, svm = write_click_logs(folder, max(args.rows // 10, 1))
+        times = {"polylite": [], "scikit-learn": []}
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            X, y, _ = load_libffm(ffm)
+            times["polylite"].append(time.perf_counter() - start)
+            seconds, X_ref, y_ref = timed(readers["scikit-learn"], svm)
+            times["scikit-learn"].append(seconds)
+        X_ref = X_ref[:, :X.shape[1]]
+        assert (X != X_ref).nnz == 0 and np.array_equal(y, y_ref), "readers differ"
+        ours = statistics.median(times["polylite"])
+        theirs = statistics.median(times["scikit-learn"])
+        show("")
+        show("click logs (39 fields) as libffm text, read by polylite; the same rows as "
+             "svmlight text, read by scikit-learn")
+        show(f"{'file':<18} {'rows':>9} {'MB':>7} {'polylite s':>11} {'scikit-learn s':>15} "
+             f"{'ratio':>6}  polylite MB/s")
+        show(f"{'libffm / svmlight':<18} {X.shape[0]:>9,} {os.path.getsize(ffm) / 1e6:>7.1f} "
+             f"{ours:>11.3f} {theirs:>15.3f} {ours / theirs:>6.2f}  "
+             f"{os.path.getsize(ffm) / 1e6 / ours:>12.0f}")
     if args.output:
         with open(args.output, "w") as f:
             f.write("\n".join(lines) + "\n")
