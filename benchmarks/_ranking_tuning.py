@@ -1,6 +1,6 @@
 """The tuned comparison of ``bench_ranking.py --tune`` (see its docstring): every tool's
-hyperparameters chosen on a validation split of the training positives, then the chosen
-settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
+hyperparameters chosen on the mean P@10 over validation splits of the training
+positives, then the chosen settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
 the same k on one thread."""
 import itertools
 import os
@@ -15,7 +15,7 @@ import _ranking_data as D
 VALIDATION_FRACTION = 0.2
 VALIDATION_SEEDS = (0, 1, 2)   # the validation splits a setting's mean P@10 is taken over
 EPOCHS_ALS = 15   # iterations of implicit's ALS and epochs of the whole-data FM (and twice)
-SAME_K = 16              # the k of the one-thread comparison
+SAME_K = 16       # the k of the one-thread comparison
 
 
 def grid(**axes):
@@ -55,7 +55,7 @@ def _tools():
     ]
 
 
-# ---- the validation split --------------------------------------------------------------
+# ---- the validation splits -------------------------------------------------------------
 
 def validation_split(data, seed=0):
     """``data`` with a random VALIDATION_FRACTION of its training positives held out as
