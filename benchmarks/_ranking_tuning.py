@@ -1,6 +1,6 @@
 """The tuned comparison of ``bench_ranking.py --tune`` (see its docstring): every tool's
-hyperparameters chosen on a validation split of the training positives, then the chosen
-settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
+hyperparameters chosen on the mean P@10 over validation splits of the training
+positives, then the chosen settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
 the same k on one thread."""
 import itertools
 import os
@@ -10,11 +10,12 @@ import numpy as np
 import scipy.sparse as sp
 
 import _results
-import bench_ranking as B
+import _ranking_data as D
 
 VALIDATION_FRACTION = 0.2
-EPOCHS_ALS = 15          # iterations of implicit's ALS and epochs of the whole-data FM
-SAME_K = 16              # the k of the one-thread comparison
+VALIDATION_SEEDS = (0, 1, 2)   # the validation splits a setting's mean P@10 is taken over
+EPOCHS_ALS = 15   # iterations of implicit's ALS and epochs of the whole-data FM (and twice)
+SAME_K = 16       # the k of the one-thread comparison
 
 
 def grid(**axes):
@@ -23,38 +24,38 @@ def grid(**axes):
     return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
 
 
-# The grids searched on the validation split, per tool: (label, features, scorer, grid,
-# the peer package it needs or None).
+# The grids searched on the validation splits, per tool: (label, features, scorer, grid,
+# the peer package it needs or None).  The whole-data models (implicit's ALS and the
+# whole-data FM) run EPOCHS_ALS or 2 * EPOCHS_ALS epochs.
 def _tools():
+    epochs = [EPOCHS_ALS, 2 * EPOCHS_ALS]
     return [
         ("implicit ALS", "ids", implicit_scores,
-         grid(factors=[16, 32, 64], regularization=[3.0, 10.0, 20.0, 30.0, 50.0],
-              alpha=[1.0, 2.0, 3.0, 5.0]), "implicit"),
+         grid(factors=[16, 32, 64, 128], regularization=[3.0, 10.0, 20.0, 30.0, 50.0],
+              alpha=[1.0, 2.0, 3.0, 5.0], iterations=epochs), "implicit"),
         ("LightFM WARP", "ids", lightfm_scores,
          grid(no_components=[10, 32, 64], epochs=[10, 30, 50]), "lightfm-next"),
-        ("polylite FM WARP", "ids+side+rated", polylite_scorer(B.POLYLITE_SIDE_RATED),
+        ("polylite FM WARP", "ids+side+rated", polylite_scorer(D.POLYLITE_SIDE_RATED),
          grid(n_components=[10, 32], max_iter=[10, 15, 20]), None),
-        ("polylite FM iALS", "ids", polylite_scorer(B.POLYLITE_IDS, loss="ials",
-                                                    fit_linear=False,
-                                                    max_iter=EPOCHS_ALS),
-         WHOLE_DATA_GRID, None),
+        ("polylite FM iALS", "ids", polylite_scorer(D.POLYLITE_IDS, loss="ials",
+                                                    fit_linear=False),
+         # one penalty for every column (frequency_exponent 0), and frequency-scaled
+         # penalties (1), whose best beta is larger
+         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
+              beta=[1e-4, 2e-4, 3e-4], frequency_exponent=[0.0], max_iter=epochs)
+         + grid(n_components=[32, 64], alpha0=[0.05, 0.1, 0.2],
+                beta=[1e-4, 1.4e-4, 2e-4, 3e-4], frequency_exponent=[1.0],
+                max_iter=epochs), None),
         ("polylite FM iALS", "ids+side+rated",
-         polylite_scorer(B.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials",
-                         max_iter=EPOCHS_ALS),
-         WHOLE_DATA_GRID, None),
+         polylite_scorer(D.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials"),
+         # frequency-scaled penalties: one penalty for every column ranks lower with
+         # the rated items' and side features' columns
+         grid(n_components=[64, 128], alpha0=[0.1, 0.2, 0.3], beta=[3e-4, 4e-4, 5e-4],
+              frequency_exponent=[1.0], max_iter=epochs), None),
     ]
 
 
-# The whole-data loss: one penalty for every column (frequency_exponent 0), and
-# frequency-scaled penalties (1), whose best beta is larger.
-WHOLE_DATA_GRID = (
-    grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
-         beta=[5e-5, 1e-4, 2e-4, 3e-4], frequency_exponent=[0.0])
-    + grid(n_components=[32, 64], alpha0=[0.05, 0.1, 0.2],
-           beta=[1e-4, 1.4e-4, 2e-4, 3e-4, 4e-4, 5e-4], frequency_exponent=[1.0]))
-
-
-# ---- the validation split --------------------------------------------------------------
+# ---- the validation splits -------------------------------------------------------------
 
 def validation_split(data, seed=0):
     """``data`` with a random VALIDATION_FRACTION of its training positives held out as
@@ -81,10 +82,24 @@ def validation_split(data, seed=0):
         "relevant": relevant, "exclude": (data.rated[rows].toarray() > 0) & ~relevant})
 
 
+def validation_scores(scorer, validations, params, threads):
+    """The metrics of one setting averaged over the validation splits (each fitted with
+    seed 0; ``"precision@10_splits"``: the P@10 of each split), and the mean fit's CPU
+    seconds."""
+    results, cpu = [], []
+    for validation in validations:
+        scores, times = scorer(validation, params, 0, threads)
+        results.append(D.evaluate(scores, validation))
+        cpu.append(times[0])
+    mean = {key: float(np.mean([r[key] for r in results])) for key in results[0]}
+    mean["precision@10_splits"] = [r["precision@10"] for r in results]
+    return mean, float(np.mean(cpu))
+
+
 # ---- the tools --------------------------------------------------------------------------
 
 def implicit_scores(data, params, seed, threads):
-    return B.implicit_scores(data, {**params, "iterations": EPOCHS_ALS}, seed, threads)
+    return D.implicit_scores(data, {"iterations": EPOCHS_ALS, **params}, seed, threads)
 
 
 def lightfm_scores(data, params, seed, threads):
@@ -92,9 +107,9 @@ def lightfm_scores(data, params, seed, threads):
     from lightfm import LightFM
     params = dict(params)
     epochs = params.pop("epochs")
-    model = LightFM(loss="warp", learning_rate=B.LEARNING_RATE, random_state=seed,
+    model = LightFM(loss="warp", learning_rate=D.LEARNING_RATE, random_state=seed,
                     **params)
-    times = B.fit_timed(lambda: model.fit(data.positives.tocoo(), epochs=epochs,
+    times = D.fit_timed(lambda: model.fit(data.positives.tocoo(), epochs=epochs,
                                           num_threads=threads))
     n_items = len(data.item_ids)
     users = np.repeat(data.test_rows, n_items).astype(np.int32)
@@ -128,7 +143,7 @@ def polylite_scorer(encoder, own_item_left_out=False, **fixed):
             params["rated_items"] = rated_columns(encoder, data)
         model = make_pipeline(FieldEncoder(**encoder), FactorizationMachineRanker(
             n_jobs=threads, random_state=seed, **params))
-        times = B.fit_timed(lambda: model.fit(data.train, fieldencoder__users=data.users,
+        times = D.fit_timed(lambda: model.fit(data.train, fieldencoder__users=data.users,
                                               fieldencoder__items=data.items))
         return score_items(model, data.test_users, data.item_ids), times
     return scores
@@ -143,10 +158,14 @@ def _label(params):
 
 def tuned(data, seeds, threads, quick, output):
     found = _results.versions("lightfm-next", "implicit")
-    validation = validation_split(data)
-    print(f"validation split: {len(validation.train['user_id'])} positives fitted, "
-          f"{int(validation.relevant.sum())} held out ({len(validation.test_users)} "
-          f"users); the best validation P@10 of each grid is refitted on every training "
+    validations = [validation_split(data, seed)
+                   for seed in VALIDATION_SEEDS[:1 if quick else None]]
+    print(f"{len(validations)} validation split(s) (seeds "
+          f"{list(VALIDATION_SEEDS[:len(validations)])}): "
+          f"{len(validations[0].train['user_id'])} positives fitted, "
+          + ", ".join(f"{int(v.relevant.sum())}" for v in validations)
+          + f" held out ({', '.join(str(len(v.test_users)) for v in validations)} users); "
+          f"the best mean validation P@10 of each grid is refitted on every training "
           f"positive and tested on u1.test, seeds {seeds}", flush=True)
     searched, chosen_rows, tables = [], [], []
     for label, features, scorer, settings, peer in _tools():
@@ -156,34 +175,34 @@ def tuned(data, seeds, threads, quick, output):
         settings = settings[:2] if quick else settings
         results = []
         for params in settings:
-            scores, times = scorer(validation, params, 0, threads)
-            result = B.evaluate(scores, validation)
+            result, cpu = validation_scores(scorer, validations, params, threads)
             results.append((params, result))
             searched.append([label, features, _label(params), result["precision@10"],
-                             result["auc"], times[0]])
+                             result["auc"], cpu])
             print(f"  validation {label} {features} {_label(params)}: P@10 "
-                  f"{result['precision@10']:.4f}, AUC {result['auc']:.4f}, "
-                  f"fit {times[0]:.2f} CPU s", flush=True)
+                  f"{result['precision@10']:.4f} ("
+                  + " ".join(f"{p:.4f}" for p in result["precision@10_splits"])
+                  + f"), AUC {result['auc']:.4f}, fit {cpu:.2f} CPU s", flush=True)
         best, best_result = max(results, key=lambda r: r[1]["precision@10"])
         rows = []
         for seed in seeds:
             scores, times = scorer(data, best, seed, threads)
-            rows.append(B.make_row(label, features, None, None, seed,
-                                   B.evaluate(scores, data), times))
-        entry = B.summarize(rows)[0]
+            rows.append(D.make_row(label, features, None, None, seed,
+                                   D.evaluate(scores, data), times))
+        entry = D.summarize(rows)[0]
         chosen_rows.append([label, features, _label(best), best_result["precision@10"],
                             entry["precision@10"], entry["precision@10_std"],
                             entry["auc"], entry["auc_std"], entry["fit_cpu_s"]])
         print(f"  test {label} {features} {_label(best)}: P@10 "
               f"{entry['precision@10']:.4f}, AUC {entry['auc']:.4f}", flush=True)
-    same_k = _same_k(data, validation, searched, seeds, found)
+    same_k = _same_k(data, searched, seeds, found)
 
     print()
     info = _results.machine()
     print(f"{info['cpu']}, {info['cores']} cores; " +
           ", ".join(f"{name} {version}" for name, version in found.items()))
-    print(f"\nchosen on the validation split (P@10), tested on u1.test: mean ±std over "
-          f"{len(seeds)} seed(s), {threads} thread(s)\n")
+    print(f"\nchosen on the validation splits (mean P@10), tested on u1.test: mean ±std "
+          f"over {len(seeds)} seed(s), {threads} thread(s)\n")
     header = (f"{'model':<18}{'features':<16}{'val P@10':>9}{'P@10':>16}{'AUC':>16}"
               f"{'fit CPU s':>10}  setting")
     print(header)
@@ -201,7 +220,8 @@ def tuned(data, seeds, threads, quick, output):
         for row in same_k:
             print(f"{row[0]:<18}{row[2]:>8.4f}{row[3]:>8.4f}{row[4]:>15.4f}"
                   f"{row[5]:>12.2f}  {row[1]}")
-    print(f"\nthe grids ({len(searched)} validation fits):")
+    print(f"\nthe grids ({len(searched)} settings, each fitted on the {len(validations)} "
+          f"validation split(s); P@10 and AUC their means):")
     for row in searched:
         print(f"  {row[0]:<18}{row[1]:<16}P@10 {row[3]:.4f}  AUC {row[4]:.4f}  "
               f"{row[5]:6.2f} CPU s  {row[2]}")
@@ -216,13 +236,15 @@ def tuned(data, seeds, threads, quick, output):
             _results.table("Validation grids", ["model", "features", "setting",
                                                 "P@10", "AUC", "fit CPU s"], searched)]
         _results.save(output, "ranking_tuned", "MovieLens 100K u1, tuned on validation",
-                      tables, dict(split=B.SPLIT, positive_rating=B.POSITIVE,
-                                   validation_fraction=VALIDATION_FRACTION, seeds=seeds,
+                      tables, dict(split=D.SPLIT, positive_rating=D.POSITIVE,
+                                   validation_fraction=VALIDATION_FRACTION,
+                                   validation_splits=list(VALIDATION_SEEDS[
+                                       :len(validations)]), seeds=seeds,
                                    threads=threads), peers=("lightfm-next", "implicit"))
         print(f"\nresults: {os.path.relpath(output)}")
 
 
-def _same_k(data, validation, searched, seeds, found):
+def _same_k(data, searched, seeds, found):
     """implicit's ALS and the ids-only whole-data FM at k = SAME_K on one thread."""
     rows = []
     for label, features, scorer, settings, peer in _tools():
@@ -231,7 +253,8 @@ def _same_k(data, validation, searched, seeds, found):
         key = "factors" if label.startswith("implicit") else "n_components"
         if key not in settings[0]:
             continue
-        candidates = [p for p in settings if p[key] == SAME_K]
+        candidates = [p for p in settings if p[key] == SAME_K
+                      and p.get("iterations", p.get("max_iter")) == EPOCHS_ALS]
         done = {row[2]: row[3] for row in searched
                 if row[0] == label and row[1] == features}
         candidates = [p for p in candidates if _label(p) in done] or candidates[:1]
@@ -239,7 +262,7 @@ def _same_k(data, validation, searched, seeds, found):
         results, cpu = [], []
         for seed in seeds:
             scores, times = scorer(data, best, seed, 1)
-            results.append(B.evaluate(scores, data))
+            results.append(D.evaluate(scores, data))
             cpu.append(times[0] / EPOCHS_ALS)
         rows.append([label, _label(best),
                      float(np.mean([r["precision@10"] for r in results])),

@@ -50,19 +50,23 @@ of the process) and wall-clock seconds:
   ``implicit`` package, ids only): 10 factors, 15 iterations, regularization 20 and alpha
   3 (the values --tune chooses for it at 16 factors), on the positives' matrix.
 
-Tuned comparison (``--tune``).  Every tool's hyperparameters are chosen on a
-validation split of the training positives, never on the test positives: a random 20%
-of the u1.base positives are held out (seed 0), each model of each grid is fitted on
-the other 80% and scored on the held-out positives (the same protocol: the users with
-held-out positives, their other u1.base items set aside), and the setting of the best
-validation P@10 is refitted on all the u1.base positives and evaluated on u1.test with
---seeds seeds.  The grids (``_ranking_tuning.py``) are printed with every validation
-P@10 and AUC.  The whole-data FM with the users' rated items leaves each observed
-pair's item out of the user's set (the ranker's ``rated_items``, the encoder's
-rated-items columns).  Then, at k = 16 and on one thread, the ids-only whole-data FM
-beside ``implicit``'s ALS, each with its best validation setting at 16 factors: their
+Tuned comparison (``--tune``).  Every tool's hyperparameters are chosen on
+validation splits of the training positives, never on the test positives: three times
+(seeds 0, 1, 2), a random 20% of the u1.base positives are held out; each model of
+each grid is fitted on the other 80% of each split (fit seed 0) and scored on its
+held-out positives (the same protocol: the users with held-out positives, their other
+u1.base items set aside), and the setting of the best validation P@10, the mean over
+the three splits (one split is noisy: settings a few thousandths apart swap places
+from split to split), is refitted on all the u1.base positives and evaluated on
+u1.test with --seeds seeds.  The same splits and the same rule serve every tool.  The
+grids (``_ranking_tuning.py``) are printed with every setting's mean validation P@10
+and AUC.  The whole-data FM with the users' rated items leaves each observed pair's
+item out of the user's set (the ranker's ``rated_items``, the encoder's rated-items
+columns).  Then, at k = 16 and on one thread, the ids-only whole-data FM beside
+``implicit``'s ALS, each with its best validation setting at 16 factors: their
 accuracy after 15 epochs and the CPU seconds per epoch (median over --seeds fits, each
-fit's CPU time over its epochs).
+fit's CPU time over its epochs).  --quick: one validation split, the first two
+settings of each grid.
 
 LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
 lightfm-next`` (a maintained build of LightFM for current Pythons); without it the LightFM
@@ -82,147 +86,26 @@ unless --output is given).  Times are from a machine that may be running other w
 import argparse
 import json
 import os
-import time
-import types
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 import _results
+from _ranking_data import (
+    K, LEARNING_RATE, METRICS, POLYLITE_IDS, POLYLITE_RATED, POLYLITE_SIDE,
+    POLYLITE_SIDE_RATED, POSITIVE, SPLIT, TIMES, evaluate, fit_timed, implicit_scores,
+    load_data, make_row, summarize)
 from _timing import movielens_folder, movielens_missing
-from polylite import metrics
-from polylite.datasets import load_movielens
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUTPUT = os.path.join(HERE, "results", "ranking_movielens.json")
 TUNED_OUTPUT = os.path.join(HERE, "results", "ranking_tuned.json")
-SPLIT = "u1"
-POSITIVE = 4            # ratings >= POSITIVE are positives
-K = 10                  # the cut-off of the top-N metrics
 COMPONENTS = 10
 EPOCHS = 50
 THREADS = 2
-LEARNING_RATE = 0.05
-AGE_BANDS = (18, 25, 35, 45, 50, 56)   # lower bounds of the bands after the first
-
-# polylite's encoders: ids only, and ids with the users' and items' side features (the
-# genres are one block of 19 numeric 0/1 columns).
-POLYLITE_IDS = dict(output="relational", handle_unknown="ignore")
-POLYLITE_SIDE = dict(user_features={"age_band": "categorical", "gender": "categorical",
-                                    "occupation": "categorical"},
-                     item_features={"genres": "numeric"}, **POLYLITE_IDS)
-# ... and with the items each user has among the training positives as a field of the
-# user's part ("rated": implicit feedback, each of n items 1/sqrt(n), as SVD++).
-POLYLITE_RATED = dict(implicit="user", **POLYLITE_IDS)
-POLYLITE_SIDE_RATED = dict(implicit="user", **POLYLITE_SIDE)
-
-METRICS = (("precision@10", "P@10"), ("recall@10", "R@10"), ("ndcg@10", "nDCG@10"),
-           ("map@10", "MAP@10"), ("auc", "AUC"))
-TIMES = (("fit_cpu_s", "fit CPU s"), ("fit_wall_s", "fit wall s"))
-
-
-# ---- data -----------------------------------------------------------------------------
-
-def side_tables(movielens):
-    """The users and items tables of a MovieLens 100K release (mappings of column name ->
-    array, one row per user or item): ``user_id``, ``age_band`` (0-6, see AGE_BANDS),
-    ``gender``, ``occupation``; ``item_id``, ``genres`` (float64 of shape (n_items, 19))."""
-    users, items = movielens.users, movielens.items
-    users = {"user_id": np.asarray(users.user_id),
-             "age_band": np.searchsorted(AGE_BANDS, users.age, side="right"),
-             "gender": np.asarray(users.gender), "occupation": np.asarray(users.occupation)}
-    items = {"item_id": np.asarray(items.item_id),
-             "genres": np.asarray(items.genres, dtype=np.float64)}
-    return users, items
-
-
-def load_data(path):
-    """The protocol's data (see the module docstring), as a namespace:
-
-    - ``users``, ``items``: the side tables (:func:`side_tables`), ``genre_names``;
-    - ``user_ids``, ``item_ids``: every user and item id, sorted (rows and columns of
-      the matrices below and of every score matrix);
-    - ``train``: the u1.base positives as a table (``user_id``, ``item_id``);
-    - ``positives``: the same as a CSR matrix of ones (n_users, n_items);
-    - ``test_users``: the ids of the evaluated users, ``test_rows`` their rows;
-    - ``relevant``, ``exclude``: bool arrays (n_test_users, n_items), the u1.test
-      positives and the items rated in u1.base, of the evaluated users.
-    """
-    movielens = load_movielens(path, splits=[SPLIT])
-    users, items = side_tables(movielens)
-    order_u, order_i = np.argsort(users["user_id"]), np.argsort(items["item_id"])
-    users = {key: value[order_u] for key, value in users.items()}
-    items = {key: value[order_i] for key, value in items.items()}
-    user_ids, item_ids = users["user_id"], items["item_id"]
-    shape = (len(user_ids), len(item_ids))
-
-    def matrix(rows, positive_only):
-        ratings = {key: value[rows] for key, value in movielens.ratings.items()}
-        if positive_only:
-            ratings = {key: value[ratings["rating"] >= POSITIVE]
-                       for key, value in ratings.items()}
-        u = np.searchsorted(user_ids, ratings["user_id"])
-        i = np.searchsorted(item_ids, ratings["item_id"])
-        M = sp.csr_matrix((np.ones(len(u), dtype=np.float32), (u, i)), shape=shape)
-        return ratings, M
-
-    train_rows, test_rows = movielens.splits[SPLIT]
-    train, positives = matrix(train_rows, True)
-    _, rated = matrix(train_rows, False)
-    _, test_positives = matrix(test_rows, True)
-    rows = np.flatnonzero(test_positives.getnnz(axis=1) > 0)
-    return types.SimpleNamespace(
-        users=users, items=items, genre_names=movielens.genre_names, user_ids=user_ids,
-        item_ids=item_ids, rated=rated,
-        train={"user_id": train["user_id"], "item_id": train["item_id"]},
-        positives=positives, test_users=user_ids[rows], test_rows=rows,
-        relevant=test_positives[rows].toarray() > 0, exclude=rated[rows].toarray() > 0)
-
-
-# ---- metrics --------------------------------------------------------------------------
-
-def top_k(scores, exclude, k=K):
-    """The column indices of each row's k highest scores, best first, skipping the
-    excluded items (ties: the lower column first, as polylite.recommend orders them)."""
-    scores = np.where(exclude, -np.inf, np.asarray(scores, dtype=np.float64))
-    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
-
-
-def evaluate(scores, data):
-    """The protocol's metrics of a score matrix: rows ``data.test_users``, columns
-    ``data.item_ids`` (as ``score_items(model, data.test_users, data.item_ids)`` gives
-    them), averaged over the users by :mod:`polylite.metrics`."""
-    scores = np.asarray(scores)
-    expected = (len(data.test_users), len(data.item_ids))
-    if scores.shape != expected:
-        raise ValueError(f"scores of shape {scores.shape}, expected {expected}")
-    top = top_k(scores, data.exclude)
-    relevant = [np.flatnonzero(row) for row in data.relevant]
-    return {"precision@10": metrics.precision_at_k(top, relevant),
-            "recall@10": metrics.recall_at_k(top, relevant),
-            "ndcg@10": metrics.binary_ndcg_at_k(top, relevant),
-            "map@10": metrics.map_at_k(top, relevant),
-            "auc": metrics.auc_score(scores, data.relevant, exclude=data.exclude)}
 
 
 # ---- runs -----------------------------------------------------------------------------
-
-def fit_timed(fit):
-    """Call ``fit()``; return (CPU seconds of every thread, wall-clock seconds)."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    fit()
-    return time.process_time() - cpu, time.perf_counter() - wall
-
-
-def make_row(model, features, k, epochs, seed, metrics, times):
-    """One fit's result: the model, its features ("ids", "ids+side" or "-"), rank and
-    epochs (None when not applicable), the seed, the metrics of :func:`evaluate` and the
-    (CPU, wall) seconds of :func:`fit_timed`."""
-    return {"model": model, "features": features, "k": k, "epochs": epochs, "seed": seed,
-            **{key: float(value) for key, value in metrics.items()},
-            "fit_cpu_s": float(times[0]), "fit_wall_s": float(times[1])}
-
 
 def popularity_runs(data, seeds):
     """Score = the item's number of training positives (the same for every user)."""
@@ -287,16 +170,6 @@ def lightfm_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
                   f"P@10 {metrics['precision@10']:.4f}, AUC {metrics['auc']:.4f}, "
                   f"fit {times[0]:.2f} CPU s", flush=True)
     return rows
-
-
-def implicit_scores(data, params, seed, threads):
-    """``implicit``'s ALS fitted on ``data.positives`` (``params``: factors,
-    regularization, alpha, iterations): (scores of data.test_users x items, times)."""
-    from implicit.cpu.als import AlternatingLeastSquares
-    model = AlternatingLeastSquares(**params, num_threads=threads, random_state=seed,
-                                    calculate_training_loss=False)
-    times = fit_timed(lambda: model.fit(data.positives.tocsr(), show_progress=False))
-    return model.user_factors[data.test_rows] @ model.item_factors.T, times
 
 
 IMPLICIT_DEFAULT = dict(factors=COMPONENTS, regularization=20.0, alpha=3.0, iterations=15)
@@ -368,24 +241,6 @@ def polylite_runs(data, seeds, *, epochs=EPOCHS, threads=THREADS):
 
 
 # ---- output ---------------------------------------------------------------------------
-
-def summarize(rows):
-    """Mean and standard deviation over the seeds of each (model, features, k, epochs)."""
-    groups = {}
-    for row in rows:
-        groups.setdefault((row["model"], row["features"], row["k"], row["epochs"]),
-                          []).append(row)
-    summary = []
-    for (model, features, k, epochs), group in groups.items():
-        entry = {"model": model, "features": features, "k": k, "epochs": epochs,
-                 "seeds": [row["seed"] for row in group]}
-        for key, _ in METRICS + TIMES:
-            values = np.array([row[key] for row in group])
-            entry[key] = float(values.mean())
-            entry[key + "_std"] = float(values.std())
-        summary.append(entry)
-    return summary
-
 
 def print_table(summary):
     def cell(entry, key, digits):
