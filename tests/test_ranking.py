@@ -24,20 +24,24 @@ def _score(est, rows):
                            kernel=est._structure()[0], w=est.w_, gamma=est.gamma_)
 
 
-def _one_pair(rng, dtype=np.float64):
+def _one_pair(rng, dtype=np.float64, one_feature=False):
     """One positive (user 0, item 0) of a catalogue of two items: item 1 is the only
     negative.  The query has three columns (user part and context), the items share
-    column 5 (a genre) and have one of their own each."""
+    column 5 (a genre) and have one of their own each (``one_feature``: only their
+    own, of values other than 1, as an id scaled)."""
     users = RelationBlock([0], sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 2))))
-    items = RelationBlock([0], sp.csr_matrix(np.array([[1.0, 0, 0.7], [0, 1.3, 0.4]])))
+    table = [[1.7, 0, 0], [0, 1.3, 0]] if one_feature else [[1.0, 0, 0.7], [0, 1.3, 0.4]]
+    items = RelationBlock([0], sp.csr_matrix(np.array(table)))
     context = sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 1)))
     return RelationalMatrix([users, items, context], dtype=dtype)
 
 
 @pytest.mark.parametrize("structure", STRUCTURES)
 @pytest.mark.parametrize("loss", ["bpr", "warp"])
-def test_step_is_the_gradient_of_the_score_difference(structure, loss, rng):
-    X = _one_pair(rng)
+@pytest.mark.parametrize("one_feature", [False, True])
+def test_step_is_the_gradient_of_the_score_difference(structure, loss, one_feature, rng):
+    # Items of one feature (degree 2: their negatives scored without their values).
+    X = _one_pair(rng, one_feature=one_feature)
     rows = [RelationalMatrix([X.parts[0], RelationBlock([i], X.parts[1].table),
                               X.parts[2]]) for i in (0, 1)]
     est = FactorizationMachineRanker(n_components=3, loss=loss, margin=1e6, alpha=0,
