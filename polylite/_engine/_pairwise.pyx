@@ -55,9 +55,11 @@ cdef enum:
     DRAWS_AHEAD = 12
     RING = 16           # > DRAWS_AHEAD
     # Threads claim a chunk's positives in blocks of at most CLAIM_ROWS, and of at most
-    # 1 / CLAIMS_PER_THREAD of a thread's even share (a short chunk).
+    # 1 / CLAIMS_PER_THREAD of a thread's even share of the positives still unclaimed
+    # (the blocks shrink as the chunk drains), and of at least MIN_CLAIM_ROWS.
     CLAIM_ROWS = 2048
     CLAIMS_PER_THREAD = 4
+    MIN_CLAIM_ROWS = 64
 
 cdef enum:
     # The pairwise losses' codes in the loss table.
@@ -827,19 +829,34 @@ cdef extern from *:
 # Threads claim a chunk's positives a block at a time from a shared counter (the block
 # start), not as fixed shares: a thread held up (by another process on its core, or by
 # positives that draw many negatives) then delays the end of the chunk by one block at
-# most, not by the rest of its share.
+# most, not by the rest of its share; and the blocks shrink as the chunk drains (a
+# share of what is left, as OpenMP's guided schedule), so that the threads finish it
+# nearly together.  A block's size comes from a look at the counter that may be
+# stale (another thread claiming meanwhile): the claim itself is atomic, so blocks
+# never overlap, and one that reaches past the end is cut there.
 cdef extern from *:
     """
-    static inline long long polylite_claim(long long* next, long long n) {
-        long long got;
+    static inline long long polylite_claim(long long* next, long long total,
+                                           long long most, long long least,
+                                           long long parts, long long* size) {
+        long long seen, got, n;
+    #ifdef _OPENMP
+        _Pragma("omp atomic read")
+    #endif
+        seen = *next;
+        n = (total - seen) / parts;
+        n = n > most ? most : (n < least ? least : n);
     #ifdef _OPENMP
         _Pragma("omp atomic capture")
     #endif
         { got = *next; *next += n; }
+        *size = n;
         return got;
     }
     """
-    long long polylite_claim(long long* next, long long n) noexcept nogil
+    long long polylite_claim(long long* next, long long total, long long most,
+                             long long least, long long parts,
+                             long long* size) noexcept nogil
 
 
 cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work* work,
@@ -1138,7 +1155,8 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     cdef const floating* P = <const floating*> model.P
     cdef const floating* acc_P = <const floating*> model.acc_P
     cdef Py_ssize_t d = model.d, k = model.k, lo, hi, pos, row, q_start = 0
-    cdef Py_ssize_t q_nnz = 0, block
+    cdef Py_ssize_t q_nnz = 0
+    cdef long long block, most
     cdef Thread th
     cdef Buffers bufs
     cdef Batch batch
@@ -1162,10 +1180,10 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
         _seed(&draws.rng, ps.seeds[t])
         _start_draws(&draws)
         bufs = _buffers(buf, cfg, ps.work, k)
-    block = ps.n_rows if threads == 1 else max(
-        1, min(<Py_ssize_t> CLAIM_ROWS, ps.n_rows // (CLAIMS_PER_THREAD * threads)))
+    most = ps.n_rows if threads == 1 else CLAIM_ROWS  # (one thread: the whole chunk)
     while buf != NULL and th.totals.finite:
-        lo = polylite_claim(ps.next_row, block)
+        lo = polylite_claim(ps.next_row, ps.n_rows, most, min(most, MIN_CLAIM_ROWS),
+                            CLAIMS_PER_THREAD * threads if threads > 1 else 1, &block)
         if lo >= ps.n_rows:
             break
         hi = min(lo + block, ps.n_rows)
