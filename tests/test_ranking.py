@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
 from polylite.ranking import fm as ranking_fm
-from polylite._engine._pairwise import draw_negatives, seen_bitmap
+from polylite._engine._pairwise import draw_negatives, pair_dot, seen_bitmap
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
 
@@ -587,3 +587,25 @@ def test_popularity_draws_follow_the_cumulative_weights(n_items):
     counts = np.bincount(draws, minlength=n_items)
     assert counts.size == n_items and np.all(counts[weights == 0] == 0)
     np.testing.assert_allclose(counts / 40000, weights / weights.sum(), atol=0.01)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 4, 5, 8, 10, 13, 32, 64])
+def test_the_score_dot_is_the_portable_loop_bit_for_bit(k):
+    # The k-dot of an item's score (SSE2 on x86-64): four partial sums in float64 of
+    # float32 products a[s] (x b[s]), s0 also taking the last k mod 4 coordinates.
+    rng = np.random.default_rng(k)
+    for _ in range(20):
+        a = rng.normal(0, 1, k).astype(np.float32)
+        b = (rng.normal(0, 1, k) * 10.0 ** rng.integers(-3, 4, k)).astype(np.float32)
+        x = np.float32(rng.uniform(0.3, 3))
+        products = (a * (x * b)).astype(np.float64)  # rounded to float32 first
+        sums = [0.0] * 4
+        for s in range(k // 4 * 4):
+            sums[s % 4] += products[s]
+        for s in range(k // 4 * 4, k):
+            sums[0] += products[s]
+        expected = (sums[0] + sums[1]) + (sums[2] + sums[3])
+        kernel, _ = pair_dot(a, b, float(x))
+        portable, _ = pair_dot(a, b, float(x), portable=True)
+        assert portable == expected
+        assert kernel == expected

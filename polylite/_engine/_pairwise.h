@@ -9,16 +9,34 @@
    k mod 4 ones, s1 those = 1 mod 4, ...), returned as (s0 + s1) + (s2 + s3).  The
    partial sums keep additions from waiting on one another; on x86-64 the float32 sums
    take four products at a time in SSE2 registers (every x86-64 CPU has them), each
-   lane the same IEEE operations in the same order as the portable loop below, so the
-   two give the same result to the last bit (no contraction: no FMA is asked for). */
+   lane the same IEEE operations in the same order as the portable loop, so the two
+   give the same result to the last bit (no contraction: no FMA is asked for; the tests
+   compare them, ``pair_dot``). */
 #ifndef POLYLITE_PAIRWISE_H
 #define POLYLITE_PAIRWISE_H
 
 #include <stddef.h>
 
+/* The portable loop: the definition of the sums. */
+static inline double polylite_pair_dot_f32_portable(const float *a, const float *b,
+                                                    float x, ptrdiff_t k) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    ptrdiff_t i = 0;
+    for (; i + 4 <= k; i += 4) {
+        s0 += (double)(a[i] * (x * b[i]));
+        s1 += (double)(a[i + 1] * (x * b[i + 1]));
+        s2 += (double)(a[i + 2] * (x * b[i + 2]));
+        s3 += (double)(a[i + 3] * (x * b[i + 3]));
+    }
+    for (; i < k; i++) s0 += (double)(a[i] * (x * b[i]));
+    return (s0 + s1) + (s2 + s3);
+}
+
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #include <emmintrin.h>
+#define POLYLITE_PAIR_DOT_SSE2 1
 
+/* The same sums, lanes 0-1 of s01 and 2-3 of s23 holding s0..s3. */
 static inline double polylite_pair_dot_f32(const float *a, const float *b, float x,
                                            ptrdiff_t k) {
     const __m128 vx = _mm_set1_ps(x);
@@ -36,19 +54,11 @@ static inline double polylite_pair_dot_f32(const float *a, const float *b, float
 }
 
 #else
+#define POLYLITE_PAIR_DOT_SSE2 0
 
 static inline double polylite_pair_dot_f32(const float *a, const float *b, float x,
                                            ptrdiff_t k) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    ptrdiff_t i = 0;
-    for (; i + 4 <= k; i += 4) {
-        s0 += (double)(a[i] * (x * b[i]));
-        s1 += (double)(a[i + 1] * (x * b[i + 1]));
-        s2 += (double)(a[i + 2] * (x * b[i + 2]));
-        s3 += (double)(a[i + 3] * (x * b[i + 3]));
-    }
-    for (; i < k; i++) s0 += (double)(a[i] * (x * b[i]));
-    return (s0 + s1) + (s2 + s3);
+    return polylite_pair_dot_f32_portable(a, b, x, k);
 }
 
 #endif

@@ -303,8 +303,11 @@ cdef inline double _harmonic(Py_ssize_t n) noexcept nogil:
 # ---- scores ----------------------------------------------------------------------------
 
 cdef extern from "_pairwise.h":
+    int POLYLITE_PAIR_DOT_SSE2
     double polylite_pair_dot_f32(const float* a, const float* b, float x,
                                  Py_ssize_t k) noexcept nogil
+    double polylite_pair_dot_f32_portable(const float* a, const float* b, float x,
+                                          Py_ssize_t k) noexcept nogil
     double polylite_pair_dot_f64(const double* a, const double* b, double x,
                                  Py_ssize_t k) noexcept nogil
     void polylite_pair_values1_f32(const float* p, float x, Py_ssize_t k, float* values,
@@ -1465,3 +1468,18 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     for i in range(n_draws):
         result[i] = _negative(&draws, user, &nothing[0], &nothing[0], 1, 1, 1)
     return out
+
+
+def pair_dot(const float[::1] a, const float[::1] b, float x, bint portable=False):
+    """sum_s a[s] (x b[s]) as the passes sum an item's score on float32 values (four
+    partial sums of float32 products, _pairwise.h), by the SSE2 kernel where it is
+    built (``portable=False``) or the portable loop; and whether the SSE2 kernel is
+    built.  For the tests, which compare the two bit for bit."""
+    if a.shape[0] != b.shape[0]:
+        raise ValueError("pair_dot: a and b differ in length")
+    cdef Py_ssize_t k = a.shape[0]
+    cdef const float* pa = &a[0] if k > 0 else NULL
+    cdef const float* pb = &b[0] if k > 0 else NULL
+    if portable:
+        return polylite_pair_dot_f32_portable(pa, pb, x, k), bool(POLYLITE_PAIR_DOT_SSE2)
+    return polylite_pair_dot_f32(pa, pb, x, k), bool(POLYLITE_PAIR_DOT_SSE2)
