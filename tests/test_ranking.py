@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
 from polylite.ranking import fm as ranking_fm
-from polylite._engine._pairwise import draw_negatives, seen_bitmap
+from polylite._engine._pairwise import draw_negatives, pair_dot, seen_bitmap
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
 
@@ -24,20 +24,24 @@ def _score(est, rows):
                            kernel=est._structure()[0], w=est.w_, gamma=est.gamma_)
 
 
-def _one_pair(rng, dtype=np.float64):
+def _one_pair(rng, dtype=np.float64, one_feature=False):
     """One positive (user 0, item 0) of a catalogue of two items: item 1 is the only
     negative.  The query has three columns (user part and context), the items share
-    column 5 (a genre) and have one of their own each."""
+    column 5 (a genre) and have one of their own each (``one_feature``: only their
+    own, of values other than 1, as an id scaled)."""
     users = RelationBlock([0], sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 2))))
-    items = RelationBlock([0], sp.csr_matrix(np.array([[1.0, 0, 0.7], [0, 1.3, 0.4]])))
+    table = [[1.7, 0, 0], [0, 1.3, 0]] if one_feature else [[1.0, 0, 0.7], [0, 1.3, 0.4]]
+    items = RelationBlock([0], sp.csr_matrix(np.array(table)))
     context = sp.csr_matrix(rng.uniform(0.5, 1.5, (1, 1)))
     return RelationalMatrix([users, items, context], dtype=dtype)
 
 
 @pytest.mark.parametrize("structure", STRUCTURES)
 @pytest.mark.parametrize("loss", ["bpr", "warp"])
-def test_step_is_the_gradient_of_the_score_difference(structure, loss, rng):
-    X = _one_pair(rng)
+@pytest.mark.parametrize("one_feature", [False, True])
+def test_step_is_the_gradient_of_the_score_difference(structure, loss, one_feature, rng):
+    # Items of one feature (degree 2: their negatives scored without their values).
+    X = _one_pair(rng, one_feature=one_feature)
     rows = [RelationalMatrix([X.parts[0], RelationBlock([i], X.parts[1].table),
                               X.parts[2]]) for i in (0, 1)]
     est = FactorizationMachineRanker(n_components=3, loss=loss, margin=1e6, alpha=0,
@@ -542,7 +546,8 @@ def test_threads_step_on_every_positive_once(monkeypatch, loss, jobs):
     X = FieldEncoder(output="relational").fit_transform(table)
     FactorizationMachineRanker(n_components=4, max_iter=2, loss=loss, random_state=0,
                                n_jobs=jobs).fit(X, sample_weight=weight)
-    assert len(passes) == 2 * 3
+    # Chunks of 997 positives per thread (the query rows are kept expanded).
+    assert len(passes) == 2 * -(-2000 // (997 * jobs))
     for chunk_weight, n, out in passes:
         assert out["finite"] and out["skipped"] == 0
         np.testing.assert_allclose(out["weight"], chunk_weight, rtol=1e-12)
@@ -582,3 +587,25 @@ def test_popularity_draws_follow_the_cumulative_weights(n_items):
     counts = np.bincount(draws, minlength=n_items)
     assert counts.size == n_items and np.all(counts[weights == 0] == 0)
     np.testing.assert_allclose(counts / 40000, weights / weights.sum(), atol=0.01)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 4, 5, 8, 10, 13, 32, 64])
+def test_the_score_dot_is_the_portable_loop_bit_for_bit(k):
+    # The k-dot of an item's score (SSE2 on x86-64): four partial sums in float64 of
+    # float32 products a[s] (x b[s]), s0 also taking the last k mod 4 coordinates.
+    rng = np.random.default_rng(k)
+    for _ in range(20):
+        a = rng.normal(0, 1, k).astype(np.float32)
+        b = (rng.normal(0, 1, k) * 10.0 ** rng.integers(-3, 4, k)).astype(np.float32)
+        x = np.float32(rng.uniform(0.3, 3))
+        products = (a * (x * b)).astype(np.float64)  # rounded to float32 first
+        sums = [0.0] * 4
+        for s in range(k // 4 * 4):
+            sums[s % 4] += products[s]
+        for s in range(k // 4 * 4, k):
+            sums[0] += products[s]
+        expected = (sums[0] + sums[1]) + (sums[2] + sums[3])
+        kernel, _ = pair_dot(a, b, float(x))
+        portable, _ = pair_dot(a, b, float(x), portable=True)
+        assert portable == expected
+        assert kernel == expected

@@ -55,9 +55,11 @@ cdef enum:
     DRAWS_AHEAD = 12
     RING = 16           # > DRAWS_AHEAD
     # Threads claim a chunk's positives in blocks of at most CLAIM_ROWS, and of at most
-    # 1 / CLAIMS_PER_THREAD of a thread's even share (a short chunk).
+    # 1 / CLAIMS_PER_THREAD of a thread's even share of the positives still unclaimed
+    # (the blocks shrink as the chunk drains), and of at least MIN_CLAIM_ROWS.
     CLAIM_ROWS = 2048
     CLAIMS_PER_THREAD = 4
+    MIN_CLAIM_ROWS = 64
 
 cdef enum:
     # The pairwise losses' codes in the loss table.
@@ -89,6 +91,8 @@ cdef struct Settings:
     Py_ssize_t max_query_nnz
     Py_ssize_t max_item_nnz
     bint item_tables        # the backward pass needs items' tables (ANOVA, degree > 2)
+    bint degree2            # every block ANOVA of degree 2 (one-feature items' scores
+                            # without their values: _one_feature_score)
 
 
 cdef struct Totals:
@@ -218,7 +222,8 @@ cdef inline Py_ssize_t _draw(Rng* r, const Negatives* neg) noexcept nogil:
 cdef struct Draws:
     # A thread's stream of draws, made DRAWS_AHEAD ahead of their use.
     Py_ssize_t* ring        # RING entries
-    long long used          # draws taken so far
+    uint64_t used           # draws taken so far (unsigned: its remainders by
+                            # RING, a power of two, are masks)
     Rng rng                 # the thread's random stream
     const Negatives* negatives
     const int64_t* i_ptr
@@ -297,21 +302,35 @@ cdef inline double _harmonic(Py_ssize_t n) noexcept nogil:
 
 # ---- scores ----------------------------------------------------------------------------
 
+cdef extern from "_pairwise.h":
+    int POLYLITE_PAIR_DOT_SSE2
+    double polylite_pair_dot_f32(const float* a, const float* b, float x,
+                                 Py_ssize_t k) noexcept nogil
+    double polylite_pair_dot_f32_portable(const float* a, const float* b, float x,
+                                          Py_ssize_t k) noexcept nogil
+    double polylite_pair_dot_f64(const double* a, const double* b, double x,
+                                 Py_ssize_t k) noexcept nogil
+    void polylite_pair_values1_f32(const float* p, float x, Py_ssize_t k, float* values,
+                                   bint top) noexcept nogil
+    void polylite_pair_values1_f64(const double* p, double x, Py_ssize_t k,
+                                   double* values, bint top) noexcept nogil
+
+
+cdef inline double _dot_scaled(const floating* a, const floating* b, floating x,
+                               Py_ssize_t k) noexcept nogil:
+    """sum_s a[s] (x b[s]) (each x b[s] rounded to the values' precision, as a row's
+    A_1 holds it) in four partial sums: one running sum would make every addition wait
+    for the one before (scores are computed for every negative tried); _pairwise.h."""
+    if floating is float:
+        return polylite_pair_dot_f32(a, b, x, k)
+    else:
+        return polylite_pair_dot_f64(a, b, x, k)
+
+
 cdef inline double _dot(const floating* a, const floating* b, Py_ssize_t k) noexcept nogil:
-    """sum_s a[s] b[s] in four partial sums: one running sum would make every addition
-    wait for the one before (scores are computed for every negative tried)."""
-    cdef double s0 = 0, s1 = 0, s2 = 0, s3 = 0
-    cdef Py_ssize_t s = 0
-    while s + 4 <= k:
-        s0 += a[s] * b[s]
-        s1 += a[s + 1] * b[s + 1]
-        s2 += a[s + 2] * b[s + 2]
-        s3 += a[s + 3] * b[s + 3]
-        s += 4
-    while s < k:
-        s0 += a[s] * b[s]
-        s += 1
-    return (s0 + s1) + (s2 + s3)
+    """sum_s a[s] b[s], as :func:`_dot_scaled` sums it (x = 1: the products are exact
+    and the compiler drops them)."""
+    return _dot_scaled(a, b, <floating> 1, k)
 
 
 cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize_t k,
@@ -340,6 +359,26 @@ cdef inline double _item_score(const Settings* cfg, const int* degrees, Py_ssize
     return total
 
 
+cdef inline double _one_feature_score(const Settings* cfg, Py_ssize_t d, Py_ssize_t k,
+                                      const floating* w, const floating* P,
+                                      const floating* query_values, Py_ssize_t stride,
+                                      Py_ssize_t j, floating x) noexcept nogil:
+    """s(q, x) of an item row of one nonzero (feature j, value x) when every block is
+    ANOVA of degree 2 (``cfg.degree2``), without the row's values: there A_1(x) = x p_j
+    and A_2(x) = 0, so a block's sum_{t<2} A_t(q) A_{2-t}(x) is A_1(q) . x p_j.  The
+    sums are those of :func:`_item_score` on the row's values (the A_0(q) A_2(x) term,
+    +0, added as it adds it), so the scores are the same to the last bit (the ids-only
+    case: a negative tried costs one k-dot, as its row is one vector)."""
+    cdef double total = 0
+    cdef Py_ssize_t b
+    if cfg.fit_linear:
+        total += w[j] * x
+    for b in range(cfg.n_blocks):
+        total += 0.0
+        total += _dot_scaled(query_values + b * stride + k, P + (b * d + j) * k, x, k)
+    return total
+
+
 cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
                           const floating* val, Py_ssize_t nnz, floating* values,
                           bint top=True) noexcept nogil:
@@ -351,6 +390,12 @@ cdef inline void _values2(const floating* P, Py_ssize_t k, const int64_t* ind,
     cdef Py_ssize_t s, z
     cdef const floating* row
     cdef floating x, q
+    if nnz == 1:  # one nonzero (an id): the programme's one step (_pairwise.h)
+        if floating is float:
+            polylite_pair_values1_f32(P + ind[0] * k, val[0], k, values, top)
+        else:
+            polylite_pair_values1_f64(P + ind[0] * k, val[0], k, values, top)
+        return
     for s in range(k):
         values[s] = 1
         values[k + s] = 0
@@ -381,6 +426,59 @@ cdef inline void _backward2(const floating* P, Py_ssize_t k, const int64_t* ind,
         x = val[z]
         for s in range(k):
             grad[z * k + s] = x * (adj[k + s] + adj[2 * k + s] * (values[k + s] - x * row[s]))
+
+
+cdef inline void _cotangents2(double g, Py_ssize_t k, const floating* P,
+                              const Buffers* bufs, Py_ssize_t at, Row p_row,
+                              Row n_row) noexcept nogil:
+    """A pair's gradients in a block of degree 2 without dummies (its values and
+    cotangents at offset ``at`` of ``bufs``' arrays: A_0, A_1, A_2, k apart; factors
+    ``P``), g the loss's derivative: the query's A_1 cotangent g (A_1(x_i) - A_1(x_j))
+    added to ``q_cot`` (the only one its steps read), and the items' factors' gradients
+    (``g_pos``, ``g_neg``) against their A_1's and A_2's cotangents +-g A_1(q) and
+    +-g A_0(q), formed in ``adj`` (the same operations as the general cotangents in
+    :func:`_pair_step`, on the entries degree 2 reads)."""
+    cdef const floating* q_values = <const floating*> bufs.q_values + at
+    cdef const floating* p_values = <const floating*> bufs.p_values + at
+    cdef const floating* n_values = <const floating*> bufs.n_values + at
+    cdef floating* q_cot = <floating*> bufs.q_cot + at
+    cdef floating* adj = <floating*> bufs.adj
+    cdef Py_ssize_t s
+    for s in range(k):
+        q_cot[k + s] += g * (p_values[k + s] - n_values[k + s])
+    for s in range(k):
+        adj[k + s] = g * q_values[k + s]
+        adj[2 * k + s] = g * q_values[s]
+    _backward2(P, k, p_row.ind, <const floating*> p_row.val, p_row.nnz, p_values, adj,
+               <floating*> bufs.g_pos)
+    for s in range(k):
+        adj[k + s] = -g * q_values[k + s]
+        adj[2 * k + s] = -g * q_values[s]
+    _backward2(P, k, n_row.ind, <const floating*> n_row.val, n_row.nnz, n_values, adj,
+               <floating*> bufs.g_neg)
+
+
+cdef inline bint _without_values(const Settings* cfg, Py_ssize_t nnz) noexcept nogil:
+    """Whether an item row's score is taken without its values
+    (:func:`_one_feature_score`)."""
+    return cfg.degree2 and nnz == 1
+
+
+cdef inline double _trial_score(const Settings* cfg, Model model,
+                                const floating* q_values, floating* n_values,
+                                Py_ssize_t stride, Row row) noexcept nogil:
+    """The score of a negative tried (item row ``row``): from its values, computed into
+    ``n_values``, or without them (:func:`_without_values`)."""
+    cdef const floating* P = <const floating*> model.P
+    cdef const floating* w = <const floating*> model.w
+    cdef const floating* val = <const floating*> row.val
+    if _without_values(cfg, row.nnz):
+        return _one_feature_score(cfg, model.d, model.k, w, P, q_values, stride,
+                                  row.ind[0], val[0])
+    _item_forward(cfg, model.degrees, model.d, model.k, P, row.ind, val, row.nnz,
+                  n_values, stride)
+    return _item_score(cfg, model.degrees, model.k, w, q_values, n_values, stride,
+                       row.ind, val, row.nnz)
 
 
 cdef inline void _item_forward(const Settings* cfg, const int* degrees, Py_ssize_t d,
@@ -734,19 +832,34 @@ cdef extern from *:
 # Threads claim a chunk's positives a block at a time from a shared counter (the block
 # start), not as fixed shares: a thread held up (by another process on its core, or by
 # positives that draw many negatives) then delays the end of the chunk by one block at
-# most, not by the rest of its share.
+# most, not by the rest of its share; and the blocks shrink as the chunk drains (a
+# share of what is left, as OpenMP's guided schedule), so that the threads finish it
+# nearly together.  A block's size comes from a look at the counter that may be
+# stale (another thread claiming meanwhile): the claim itself is atomic, so blocks
+# never overlap, and one that reaches past the end is cut there.
 cdef extern from *:
     """
-    static inline long long polylite_claim(long long* next, long long n) {
-        long long got;
+    static inline long long polylite_claim(long long* next, long long total,
+                                           long long most, long long least,
+                                           long long parts, long long* size) {
+        long long seen, got, n;
+    #ifdef _OPENMP
+        _Pragma("omp atomic read")
+    #endif
+        seen = *next;
+        n = (total - seen) / parts;
+        n = n > most ? most : (n < least ? least : n);
     #ifdef _OPENMP
         _Pragma("omp atomic capture")
     #endif
         { got = *next; *next += n; }
+        *size = n;
         return got;
     }
     """
-    long long polylite_claim(long long* next, long long n) noexcept nogil
+    long long polylite_claim(long long* next, long long total, long long most,
+                             long long least, long long parts,
+                             long long* size) noexcept nogil
 
 
 cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work* work,
@@ -795,8 +908,7 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     cdef Row p_row, n_row
     cdef floating* Pb
     cdef bint finite = True
-    # The thread's draws in a copy over the trials (their state written back after
-    # them): through th.draws, the trials' stores would reload it at every draw.
+    # The draws in a copy over the trials (through th.draws, stores reload them).
     cdef Draws draws = th.draws[0]
     n_candidates = negatives.n_items - (negatives.seen_ptr[user + 1] - negatives.seen_ptr[user])
     if n_candidates <= 0:
@@ -815,9 +927,8 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
         negative = _negative(&draws, user, i_data, P, nb, d, k)
         n_ind, n_val = i_ind + i_ptr[negative], i_data + i_ptr[negative]
         n_nnz = i_ptr[negative + 1] - i_ptr[negative]
-        _item_forward(cfg, degrees, d, k, P, n_ind, n_val, n_nnz, n_values, stride)
-        score_neg = _item_score(cfg, degrees, k, w, q_values, n_values, stride, n_ind,
-                                n_val, n_nnz)
+        n_row.ind, n_row.val, n_row.nnz = n_ind, n_val, n_nnz
+        score_neg = _trial_score(cfg, model, q_values, n_values, stride, n_row)
         if not isfinite(score_neg):
             finite = False
             break
@@ -831,7 +942,6 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     totals.trials += trials
     if negative < 0:  # WARP: no violation among the trials
         return
-    n_row.ind, n_row.val, n_row.nnz = n_ind, n_val, n_nnz
     _prefetch_row(n_ind, n_nnz, P, acc_P, last_touch, nb, d, k)  # its step's state
     delta = score_pos - score_neg
     if cfg.loss == BPR:
@@ -849,12 +959,15 @@ cdef inline inlined_void _pair_step(const Settings* cfg, Model model, const Work
     st.last_touch = last_touch
     st.eta = _step_size(cfg, step)
     batch.pending, batch.own, batch.eta = True, own, st.eta
-    if cfg.item_tables:  # the chosen negative's tables (the trials kept its values)
+    if cfg.item_tables or _without_values(cfg, n_nnz):  # the chosen negative's tables
+        # (the trials kept its values), or its values (its score went without them)
         _forward(cfg, model, n_row, False, n_tables, work.item_table, n_values, stride)
     for b in range(nb):
         m = degrees[b] if cfg.kernel == ANOVA else 0
         Pb = P + b * d * k
-        if cfg.kernel == ANOVA:
+        if cfg.kernel == ANOVA and m == 2 and not (b == 0 and cfg.n_dummy > 0):
+            _cotangents2(st.g, k, Pb, bufs, b * stride, p_row, n_row)
+        elif cfg.kernel == ANOVA:
             # Cotangents: of the query's A_t, g (A_{m-t}(x_i) - A_{m-t}(x_j)) (summed
             # over the batch); of an item's A_t, +-g A_{m-t}(q).
             for t in range(m + 1):
@@ -1045,7 +1158,8 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
     cdef const floating* P = <const floating*> model.P
     cdef const floating* acc_P = <const floating*> model.acc_P
     cdef Py_ssize_t d = model.d, k = model.k, lo, hi, pos, row, q_start = 0
-    cdef Py_ssize_t q_nnz = 0, block
+    cdef Py_ssize_t q_nnz = 0
+    cdef long long block, most
     cdef Thread th
     cdef Buffers bufs
     cdef Batch batch
@@ -1069,10 +1183,10 @@ cdef void _thread_pass(int t, int threads, const Pass* ps, const floating* q_dat
         _seed(&draws.rng, ps.seeds[t])
         _start_draws(&draws)
         bufs = _buffers(buf, cfg, ps.work, k)
-    block = ps.n_rows if threads == 1 else max(
-        1, min(<Py_ssize_t> CLAIM_ROWS, ps.n_rows // (CLAIMS_PER_THREAD * threads)))
+    most = ps.n_rows if threads == 1 else CLAIM_ROWS  # (one thread: the whole chunk)
     while buf != NULL and th.totals.finite:
-        lo = polylite_claim(ps.next_row, block)
+        lo = polylite_claim(ps.next_row, ps.n_rows, most, min(most, MIN_CLAIM_ROWS),
+                            CLAIMS_PER_THREAD * threads if threads > 1 else 1, &block)
         if lo >= ps.n_rows:
             break
         hi = min(lo + block, ps.n_rows)
@@ -1169,6 +1283,7 @@ cdef Settings _settings(problem, schedule, sampling, chunk, catalogue, model):
     cfg.max_query_nnz = int(query_sizes.max()) if query_sizes.size else 0
     cfg.max_item_nnz = catalogue.max_item_nnz
     cfg.item_tables = cfg.kernel == ANOVA and cfg.max_degree > 2
+    cfg.degree2 = cfg.kernel == ANOVA and bool((degrees == 2).all())
     return cfg
 
 
@@ -1353,3 +1468,18 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     for i in range(n_draws):
         result[i] = _negative(&draws, user, &nothing[0], &nothing[0], 1, 1, 1)
     return out
+
+
+def pair_dot(const float[::1] a, const float[::1] b, float x, bint portable=False):
+    """sum_s a[s] (x b[s]) as the passes sum an item's score on float32 values (four
+    partial sums of float32 products, _pairwise.h), by the SSE2 kernel where it is
+    built (``portable=False``) or the portable loop; and whether the SSE2 kernel is
+    built.  For the tests, which compare the two bit for bit."""
+    if a.shape[0] != b.shape[0]:
+        raise ValueError("pair_dot: a and b differ in length")
+    cdef Py_ssize_t k = a.shape[0]
+    cdef const float* pa = &a[0] if k > 0 else NULL
+    cdef const float* pb = &b[0] if k > 0 else NULL
+    if portable:
+        return polylite_pair_dot_f32_portable(pa, pb, x, k), bool(POLYLITE_PAIR_DOT_SSE2)
+    return polylite_pair_dot_f32(pa, pb, x, k), bool(POLYLITE_PAIR_DOT_SSE2)

@@ -171,23 +171,26 @@ def query_batches(order, codes, size, rng):
     return order, batch_end
 
 
-def chunks(positives, order, batch_end, buffers):
+def chunks(positives, order, batch_end, buffers, threads=1):
     """The positives in ``order``, a chunk at a time, with their query rows (expanded
     once and kept in ``buffers`` when they are few, else a chunk at a time), their
     batches' ends (``batch_end``, aligned with ``order``), and whether the chunk is the
-    last."""
+    last.  A chunk holds CHUNK_ROWS positives, or CHUNK_ROWS per thread of the pass
+    (``threads``) when the query rows are kept: the threads then meet once per
+    CHUNK_ROWS positives each, whatever their number."""
     if "query" not in buffers and positives.query.expanded_nnz <= EXPANDED_NNZ:
         buffers["query"] = _int64_csr(positives.query.to_csr())
-    for lo in range(0, order.shape[0], CHUNK_ROWS):
-        rows = order[lo:lo + CHUNK_ROWS]
+    size = CHUNK_ROWS * max(int(threads), 1) if "query" in buffers else CHUNK_ROWS
+    for lo in range(0, order.shape[0], size):
+        rows = order[lo:lo + size]
         if "query" in buffers:
             query, query_row = buffers["query"], rows.astype(np.int64)
         else:
             query = _int64_csr(positives.query._expanded(rows, buffers))
             query_row = np.arange(rows.shape[0], dtype=np.int64)
         yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
-                     positives.weight[rows], batch_end[lo:lo + CHUNK_ROWS]),
-               lo + CHUNK_ROWS >= order.shape[0])
+                     positives.weight[rows], batch_end[lo:lo + size]),
+               lo + size >= order.shape[0])
 
 
 class WholeData(NamedTuple):

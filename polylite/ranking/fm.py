@@ -635,7 +635,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                     order, codes, self.query_batch_, rng if self.shuffle else None)
             loss = weight = 0.0
             trials = stepped = 0
-            for chunk, last in _data.chunks(training, order, batch_end, buffers):
+            for chunk, last in _data.chunks(training, order, batch_end, buffers,
+                                            threads):
                 seeds = rng.randint(0, 2 ** 63, size=threads, dtype=np.uint64)
                 out = pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
                                     model.P, model.step, seeds, last)
