@@ -18,6 +18,8 @@ from polylite import (FieldAwareFactorizationMachineClassifier,
                       FieldWeightedFactorizationMachineRegressor, FieldEncoder, kernels)
 from polylite.estimator_checks import expected_failed_checks
 
+from _reference import Ftrl
+
 
 def _brute_force(P, R, fields, indices, values):
     """The field-weighted term and its gradients, pair by pair (by definition)."""
@@ -312,6 +314,96 @@ def test_mini_batch_against_numpy_reference(n_jobs):
     assert est.intercept_ == pytest.approx(b, rel=1e-9)
 
 
+def _numpy_ftrl(X, y, fields, n_fields, P, epochs, *, classify, alpha, l1, l2):
+    """FTRL-proximal on the field-weighted model, written plainly in NumPy: rows in
+    order, one row per step on the parameters the row reads (the intercept unpenalised;
+    the weights and vectors of its nonzeros; the weights of its pairs of fields, each
+    pair once), every state starting at the initial model (Ftrl's ``start``)."""
+    n, d = X.shape
+    b = Ftrl(np.zeros(1), alpha, 1.0, 0.0, 0.0, start=True)
+    w = Ftrl(np.zeros(d), alpha, 1.0, l1, l2, start=True)
+    V = Ftrl(P.astype(np.float64).copy(), alpha, 1.0, l1, l2, start=True)
+    R = Ftrl(np.ones((n_fields, n_fields)), alpha, 1.0, l1, l2, start=True)
+    for _ in range(epochs):
+        for i in range(n):
+            ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
+            val = X.data[X.indptr[i]:X.indptr[i + 1]]
+            phi, gP, gR = _brute_force(V.w, R.w, fields, ind, val)
+            pred = b.w[0] + w.w[ind] @ val + phi
+            dl = -y[i] / (1 + np.exp(y[i] * pred)) if classify else pred - y[i]
+            b.step(np.array([0]), np.array([dl]))
+            w.step(ind, dl * val)
+            for a, j in enumerate(ind):
+                V.step(j, dl * gP[a])
+            for f, g in _pairs_read(fields, ind):
+                R.step((f, g), dl * gR[f, g])
+                R.w[g, f] = R.w[f, g]
+    return b.w[0], w.w, V.w, R.w
+
+
+@pytest.mark.parametrize("classify", [True, False])
+@pytest.mark.parametrize("l1", [0.0, 3.0])
+def test_ftrl_against_numpy_reference(classify, l1):
+    rng = np.random.RandomState(4)
+    n, d, k = 50, 8, 3
+    fields = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    X = sp.random(n, d, density=0.5, format="csr", random_state=rng)
+    X.data *= 2
+    labels = rng.randint(0, 2, n)
+    y = 2.0 * labels - 1 if classify else rng.randn(n)
+    cls = (FieldWeightedFactorizationMachineClassifier if classify
+           else FieldWeightedFactorizationMachineRegressor)
+    est = cls(n_components=k, fields=fields, normalize=False, solver="ftrl", eta0=0.3,
+              l1=l1, l2=0.1, max_iter=3, shuffle=False, random_state=0)
+    est.fit(X, labels if classify else y)
+    P0 = np.random.RandomState(0).uniform(0, 1 / np.sqrt(k), size=(d, k))
+    b, w, P, R = _numpy_ftrl(X, y, fields, 4, P0, 3, classify=classify, alpha=0.3,
+                             l1=l1, l2=0.1)
+    got = [est.P_[0], est.w_[0], est.intercept_[0], est.field_weights_[0]] if classify \
+        else [est.P_, est.w_, est.intercept_, est.field_weights_]
+    tol = dict(rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[0], P, **tol)
+    np.testing.assert_allclose(got[1], w, **tol)
+    assert got[2] == pytest.approx(b, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(got[3], R, **tol)
+    assert not np.allclose(R, 1)  # the weights moved
+    pairs = np.count_nonzero(np.triu(R))
+    assert est.n_nonzero_field_pairs_ == pairs
+    assert est.n_nonzero_weights_ == np.count_nonzero(w) + np.count_nonzero(P) + pairs
+
+
+def test_ftrl_starts_at_the_initial_model():
+    """FTRL's state starts at the initial model: with a step size so small that the
+    steps move nothing visibly, the fit keeps the weights of the pairs of fields near 1
+    and the factors near their start (from z = 0 the first step would set them near
+    0)."""
+    encoder, X, y = _encoded(300)
+    params = dict(fields=encoder.fields_, max_iter=1, random_state=0)
+    start = FieldWeightedFactorizationMachineClassifier(solver="adagrad", eta0=1e-12,
+                                                        **params).fit(X, y)
+    ftrl = FieldWeightedFactorizationMachineClassifier(solver="ftrl", eta0=1e-6,
+                                                       **params).fit(X, y)
+    np.testing.assert_allclose(ftrl.field_weights_, 1, rtol=1e-4)
+    np.testing.assert_allclose(ftrl.P_, start.P_, rtol=1e-4, atol=1e-8)
+
+
+def test_ftrl_l1_drops_weights_and_pairs_of_fields():
+    encoder, X, y = _encoded(2000)
+    kept, pairs = [], []
+    for l1 in (0.0, 1.0, 3.0, 8.0):
+        clf = FieldWeightedFactorizationMachineClassifier(
+            fields=encoder.fields_, solver="ftrl", l1=l1, max_iter=3,
+            random_state=0).fit(X, y)
+        kept.append(clf.n_nonzero_weights_)
+        pairs.append(clf.n_nonzero_field_pairs_)
+        R = clf.field_weights_[0]
+        assert clf.n_nonzero_field_pairs_ == np.count_nonzero(np.triu(R))
+    assert kept == sorted(kept, reverse=True) and kept[-1] < kept[0]
+    # Each row has one nonzero per field: only the 6 pairs of two fields are read, and
+    # a large l1 drops them all (the 4 pairs of a field with itself keep their 1).
+    assert pairs == sorted(pairs, reverse=True) and pairs[0] == 10 and pairs[-1] == 4
+
+
 def _clicks(n=2000, seed=0):
     """Rows of four one-hot fields whose label depends on one pair of fields (a, b); the
     pairs with the noise fields c and d carry nothing."""
@@ -362,7 +454,10 @@ def test_save_load_round_trip(tmp_path):
                                                             random_state=0),
                 FieldWeightedFactorizationMachineRegressor(fields=encoder.fields_,
                                                            normalize=False, max_iter=3,
-                                                           random_state=0)):
+                                                           random_state=0),
+                FieldWeightedFactorizationMachineClassifier(fields=encoder.fields_,
+                                                            solver="ftrl", l1=0.5,
+                                                            max_iter=3, random_state=0)):
         est.fit(X, y)
         path = tmp_path / "fwfm.npz"
         polylite.save(est, path)
@@ -372,20 +467,26 @@ def test_save_load_round_trip(tmp_path):
         np.testing.assert_array_equal(back.field_weights_, est.field_weights_)
         np.testing.assert_array_equal(back.fields_, est.fields_)
         assert back.n_fields_ == est.n_fields_
+        assert (back.solver, back.l1, back.n_nonzero_weights_,
+                back.n_nonzero_field_pairs_) == (est.solver, est.l1, est.n_nonzero_weights_,
+                                                 est.n_nonzero_field_pairs_)
         np.testing.assert_array_equal(back.predict(X), est.predict(X))
         refit = clone(back).fit(X, y)  # the restored parameter refits the same model
         np.testing.assert_array_equal(refit.field_weights_, est.field_weights_)
 
 
-def test_partial_fit_is_one_epoch_of_fit_and_warm_start():
+@pytest.mark.parametrize("solver", [{}, dict(solver="ftrl", l1=0.5, l2=0.1)], ids=repr)
+def test_partial_fit_is_one_epoch_of_fit_and_warm_start(solver):
     encoder, X, y = _encoded(600)
-    params = dict(fields=encoder.fields_, shuffle=False, random_state=0)
+    params = dict(fields=encoder.fields_, shuffle=False, random_state=0, **solver)
     one = FieldWeightedFactorizationMachineClassifier(max_iter=2, **params).fit(X, y)
     streamed = FieldWeightedFactorizationMachineClassifier(**params)
     for _ in range(2):
         streamed.partial_fit(X, y, classes=[0, 1])
     np.testing.assert_allclose(streamed.P_, one.P_, rtol=1e-12)
     np.testing.assert_allclose(streamed.field_weights_, one.field_weights_, rtol=1e-12)
+    assert streamed.solver_ == one.solver_ == params.get("solver", "adagrad")
+    assert streamed.n_nonzero_weights_ == one.n_nonzero_weights_
     warm = FieldWeightedFactorizationMachineClassifier(max_iter=1, warm_start=True,
                                                        **params).fit(X, y)
     before = warm.field_weights_.copy()
@@ -409,8 +510,12 @@ def test_bad_parameters():
     X, y = np.eye(4), [0, 1, 0, 1]
     with pytest.raises(ValueError, match="fields must"):
         FieldWeightedFactorizationMachineClassifier(fields="abc").fit(X, y)
-    with pytest.raises(ValueError, match="solver"):
-        FieldWeightedFactorizationMachineClassifier(solver="ftrl").fit(X, y)
+    with pytest.raises(ValueError, match="batch_size must be 1"):
+        FieldWeightedFactorizationMachineClassifier(solver="ftrl", batch_size=2).fit(X, y)
+    with pytest.raises(ValueError, match="l1"):
+        FieldWeightedFactorizationMachineClassifier(solver="ftrl", l1=-1).fit(X, y)
+    with pytest.raises(ValueError, match="l2"):
+        FieldWeightedFactorizationMachineClassifier(solver="ftrl", l2=np.nan).fit(X, y)
     with pytest.raises(ValueError, match="solver"):
         FieldWeightedFactorizationMachineClassifier(solver="cd").fit(X, y)
 
@@ -419,6 +524,7 @@ ESTIMATORS = [
     FieldWeightedFactorizationMachineRegressor(max_iter=20),
     FieldWeightedFactorizationMachineClassifier(max_iter=20),
     FieldWeightedFactorizationMachineClassifier(solver="sgd", eta0=0.05, max_iter=20),
+    FieldWeightedFactorizationMachineRegressor(solver="ftrl", l1=0.01, max_iter=20),
 ]
 
 

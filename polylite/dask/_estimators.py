@@ -729,9 +729,9 @@ class FieldWeightedFactorizationMachineRegressor(
     def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
                  fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
                  tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
+                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
         super().__init__(**{k: v for k, v in locals().items()
                             if k not in ("self", "__class__")})
 
@@ -749,8 +749,8 @@ class FieldWeightedFactorizationMachineClassifier(
     def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
                  fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
                  init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
         super().__init__(**{k: v for k, v in locals().items()

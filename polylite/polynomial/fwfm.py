@@ -1,6 +1,6 @@
 """Field-weighted factorization machines (Pan et al., "Field-weighted Factorization
 Machines for Click-Through Rate Prediction in Display Advertising", WWW 2018), trained
-by the engine's stochastic passes (AdaGrad or SGD).
+by the engine's stochastic passes (AdaGrad, SGD or FTRL-proximal).
 
 The model is the engine's field-weighted kernel (``polylite._engine._kernels``:
 ``field_weighted_term``) on one factor block of one latent vector per feature, with the
@@ -25,9 +25,11 @@ __all__ = ["FieldWeightedFactorizationMachineRegressor",
 
 class _BaseFieldWeightedFM(_BaseFieldAwareFM):
 
-    _solvers = ("sgd", "adagrad")
-    _counts_nonzero = False
+    _counts_nonzero = True
     _has_lam = True  # the weights of the pairs of fields, in the engine's lam
+    # FTRL's first proximal term is centred at the initial model (every pair of fields
+    # weighing 1, the random factors), not at 0: solvers.start_ftrl.
+    _ftrl_from_start = True
 
     @property
     def _fit_lam(self):
@@ -68,6 +70,9 @@ class _BaseFieldWeightedFM(_BaseFieldAwareFM):
     # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric.
     def _publish(self, stack):
         _PolynomialModel._publish(self, stack)
+        pairs = int(np.count_nonzero(stack["lam"]))
+        self.n_nonzero_field_pairs_ = pairs
+        self.n_nonzero_weights_ += pairs
         del self.gamma_
         self.field_weights_ = kernels.unpack_field_weights(self.lam_, self.n_fields_)
         del self.lam_
@@ -126,27 +131,32 @@ _FWFM_PARAMS_DOC = (_FFM_PARAMS_DOC
         sqrt(n_components), as the field-aware models.  The weights of the pairs of
         fields start at 1.""")
                     .replace("""        Epochs (libffm's ``-t``).""", """        Epochs.""")
-                    .replace("""    solver : {"adagrad", "sgd", "ftrl"}, default="adagrad"
-        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
-        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
-        stochastic gradient with the ``learning_rate`` schedule.  "ftrl":
-        FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
-        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
+                    .replace("""        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
         and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
         steps on the parameters it reads.""",
-                             """    solver : {"adagrad", "sgd"}, default="adagrad"
-        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
-        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
-        stochastic gradient with the ``learning_rate`` schedule.""")
+                             """        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
+        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
+        steps on the parameters it reads, the weights of its pairs of fields among
+        them.  FTRL's first proximal term (its beta over ``eta0``) is centred at the
+        initial model, as the later ones are at the iterates: the first step moves
+        the weights of the pairs of fields from 1 and the latent vectors from their
+        random start, as AdaGrad's does, where a start from McMahan et al.'s zero
+        state would first set them near 0 (``l1`` and ``l2`` stay centred at 0).""")
                     .replace("""        Base step size (libffm's ``-r``).""", """        Base step size.""")
                     .replace("""    l1 : float, default=0.0
         L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
-        exactly to zero (``n_nonzero_weights_`` counts those kept).  FTRL's penalties
-        are on the sum of the losses seen so far, as in the paper and xLearn, not per
-        sample.
-    l2 : float, default=0.0
-        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
-""", ""))
+        exactly to zero (``n_nonzero_weights_`` counts those kept).""",
+                             """    l1 : float, default=0.0
+        L1 penalty of "ftrl" (McMahan's lambda_1), on the linear weights, the latent
+        vectors and the weights of the pairs of fields (centred at 0, as FTRL's),
+        which it sets exactly to zero (``n_nonzero_weights_`` counts those kept): a
+        pair of fields whose weight is 0 no longer interacts
+        (``n_nonzero_field_pairs_`` counts the pairs kept).""")
+                    .replace("""    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.""",
+                             """    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), on the same weights as ``l1``
+        (the weights of the pairs of fields towards 0)."""))
 
 _FWFM_OBJECTIVE_DOC = """
     ``y_hat(x) = intercept_ + <w_, x> + sum_{j < j'} R[f(j), f(j')] <P_[j], P_[j']> x_j
@@ -191,6 +201,13 @@ class FieldWeightedFactorizationMachineRegressor(RegressorMixin, _RegressorFitMi
     n_parameters_ : int
         Number of parameters (intercept, linear weights, latent vectors, weights of the
         pairs of fields).
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_``, ``P_`` and of the weights of the pairs of fields
+        (each pair once; with "ftrl" and ``l1 > 0``, the weights it keeps).
+    n_nonzero_field_pairs_ : int
+        Pairs of fields (each once, a field with itself included) whose weight is
+        nonzero: the pairs that interact (with "ftrl" and ``l1 > 0``, those it
+        keeps).
     n_iter_ : int
         Number of epochs run.
     solver_ : str
@@ -211,9 +228,9 @@ class FieldWeightedFactorizationMachineRegressor(RegressorMixin, _RegressorFitMi
     def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
                  fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
                  tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
+                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
         store_init_params(self, locals())
 
 
@@ -245,6 +262,13 @@ class FieldWeightedFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldWei
     n_parameters_ : int
         Number of parameters (intercepts, linear weights, latent vectors, weights of the
         pairs of fields).
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_``, ``P_`` and of the weights of the pairs of fields
+        (each pair once, per output; with "ftrl" and ``l1 > 0``, the weights it keeps).
+    n_nonzero_field_pairs_ : int
+        Pairs of fields (each once, per output, a field with itself included) whose
+        weight is nonzero: the pairs that interact (with "ftrl" and ``l1 > 0``, those
+        it keeps).
     n_iter_ : ndarray of shape (n_outputs,)
     solver_ : str
     n_features_in_ : int
@@ -265,8 +289,8 @@ class FieldWeightedFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldWei
     def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
                  fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
                  init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
+                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
                  n_jobs=None):
         store_init_params(self, locals())
