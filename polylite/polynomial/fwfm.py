@@ -7,7 +7,8 @@ The model is the engine's field-weighted kernel (``polylite._engine._kernels``:
 weights of the pairs of fields in the engine's ``lam`` (packed, the upper triangle of the
 symmetric matrix); the passes, their step rules and the epoch loop are the factorization
 machines' (:class:`polylite.polynomial._base._PolynomialModel`), the fields, the
-normalisation of the rows and the model files the field-aware models'.
+normalisation of the rows and the model files the field models'
+(:class:`polylite.polynomial._fields._FieldModel`).
 """
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -15,17 +16,17 @@ from sklearn.base import RegressorMixin
 from .. import kernels
 from .._io import register_model
 from .._validation import store_init_params
-from ._base import _PolynomialModel, check_model_memory
+from ._base import check_model_memory
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
-from .ffm import _FFM_PARAMS_DOC, _BaseFieldAwareFM
+from ._fields import _FieldModel
+from .ffm import _FFM_PARAMS_DOC
 
 __all__ = ["FieldWeightedFactorizationMachineRegressor",
            "FieldWeightedFactorizationMachineClassifier"]
 
 
-class _BaseFieldWeightedFM(_BaseFieldAwareFM):
+class _BaseFieldWeightedFM(_FieldModel):
 
-    _counts_nonzero = True
     _has_lam = True  # the weights of the pairs of fields, in the engine's lam
     # FTRL's first proximal term is centred at the initial model (every pair of fields
     # weighing 1, the random factors), not at 0: solvers.start_ftrl.
@@ -51,49 +52,19 @@ class _BaseFieldWeightedFM(_BaseFieldAwareFM):
                            "outputs, pairs of fields", (n_outputs, n_pairs),
                            advice="give the columns fewer fields")
 
-    def _init_nonlinear(self, params, rng):
-        """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as the
-        field-aware models; every pair of fields weighs 1 (the model starts as a
-        factorization machine)."""
-        super()._init_nonlinear(params, rng)
-        params.lam[...] = 1
-
-    def _allocate(self, n_outputs, n_features, dtype):
-        k = self.n_components
-        return dict(intercept=np.zeros((n_outputs, 1), dtype),
-                    w=np.zeros((n_outputs, n_features), dtype),
-                    P=np.zeros((n_outputs, 1, n_features, k), dtype),
-                    gamma=np.zeros((n_outputs, 0, k), dtype),
-                    lam=np.ones((n_outputs, self._lam_width()), dtype))
-
     # The fitted factors: P_ of shape ([n_outputs,] n_features, n_components) and the
-    # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric.
-    def _publish(self, stack):
-        _PolynomialModel._publish(self, stack)
+    # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric (the
+    # weights of the pairs of fields start at 1: the model starts as a factorization
+    # machine).
+    def _publish_fields(self, stack):
         pairs = int(np.count_nonzero(stack["lam"]))
         self.n_nonzero_field_pairs_ = pairs
         self.n_nonzero_weights_ += pairs
-        del self.gamma_
         self.field_weights_ = kernels.unpack_field_weights(self.lam_, self.n_fields_)
         del self.lam_
 
-    def _stacked(self, copy=False):
-        P = self.P_ if self._is_classifier else self.P_[np.newaxis]
-        n_out, d, k = P.shape
-        dtype = P.dtype
-        w = self.w_ if self._is_classifier else self.w_[np.newaxis]
-        r = kernels.pack_field_weights(self.field_weights_).reshape(n_out, -1)
-        stack = dict(intercept=np.array(self.intercept_, dtype=dtype).reshape(-1, 1),
-                     w=w, P=P.reshape(n_out, 1, d, k), gamma=np.zeros((n_out, 0, k), dtype),
-                     lam=r)
-        return {name: np.array(a, dtype=dtype, copy=copy or None)
-                for name, a in stack.items()}
-
-    def _predict_output(self, X, params, kernel, degrees):
-        return kernels._predict_field_weighted(
-            X, params.P[0], params.lam, (self.fields_, self.n_fields_),
-            params.intercept[0], params.w if self.fit_linear else None, False,
-            self._n_jobs)
+    def _stacked_lam(self, n_outputs, dtype):
+        return kernels.pack_field_weights(self.field_weights_).reshape(n_outputs, -1)
 
     @property
     def n_parameters_(self):
