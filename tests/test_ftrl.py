@@ -84,7 +84,7 @@ def test_ffm_ftrl_against_numpy_reference():
     P0 = np.random.RandomState(0).uniform(0, 1 / np.sqrt(k), size=(d, 4 * k))
     b = _Ftrl(np.zeros(1), 0.2, 1.0, 0.0, 0.0)
     w = _Ftrl(np.zeros(d), 0.2, 1.0, 0.3, 0.05)
-    P = _Ftrl(P0.reshape(d, 4, k), 0.2, 1.0, 0.3, 0.05)
+    P = _Ftrl(P0.reshape(d, 4, k), 0.2, 1.0, 0.3, 0.05, start=True)
     for _ in range(2):
         for i in range(n):
             ind = X.indices[X.indptr[i]:X.indptr[i + 1]]

@@ -63,6 +63,10 @@ class _FieldModel(_PolynomialModel):
     _counts_nonzero = True
     _initial_accumulator = 1.0  # as libffm: the first steps are at most eta0
     _row_penalty = True  # as libffm: each row penalises the parameters it reads
+    # FTRL's first proximal term is centred at the initial model (the random factors;
+    # field-weighted: the weights of the pairs of fields at 1), not at 0, where its
+    # first step would set them near 0: solvers.start_ftrl.
+    _ftrl_from_start = True
     # The fitted factors are published without the block axis (one block).
     _single_block = True
 

@@ -81,7 +81,11 @@ _FFM_PARAMS_DOC = """
         FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
         Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
         and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
-        steps on the parameters it reads.
+        steps on the parameters it reads.  FTRL's first proximal term (its beta over
+        ``eta0``) is centred at the initial model, as the later ones are at the
+        iterates: the first step moves the latent vectors from their random start, as
+        AdaGrad's does, where McMahan et al.'s zero state would first set them near 0
+        (``l1`` and ``l2`` stay centred at 0).
     learning_rate : {"constant", "invscaling"}, default="invscaling"
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
     eta0 : float, default=0.2

@@ -28,9 +28,6 @@ __all__ = ["FieldWeightedFactorizationMachineRegressor",
 class _BaseFieldWeightedFM(_FieldModel):
 
     _has_lam = True  # the weights of the pairs of fields, in the engine's lam
-    # FTRL's first proximal term is centred at the initial model (every pair of fields
-    # weighing 1, the random factors), not at 0: solvers.start_ftrl.
-    _ftrl_from_start = True
 
     @property
     def _fit_lam(self):
@@ -102,17 +99,19 @@ _FWFM_PARAMS_DOC = (_FFM_PARAMS_DOC
         sqrt(n_components), as the field-aware models.  The weights of the pairs of
         fields start at 1.""")
                     .replace("""        Epochs (libffm's ``-t``).""", """        Epochs.""")
-                    .replace("""        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
-        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
-        steps on the parameters it reads.""",
-                             """        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
-        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
-        steps on the parameters it reads, the weights of its pairs of fields among
+                    .replace("""        steps on the parameters it reads.  FTRL's first proximal term (its beta over
+        ``eta0``) is centred at the initial model, as the later ones are at the
+        iterates: the first step moves the latent vectors from their random start, as
+        AdaGrad's does,""",
+                             """        steps on the parameters it reads, the weights of its pairs of fields among
         them.  FTRL's first proximal term (its beta over ``eta0``) is centred at the
-        initial model, as the later ones are at the iterates: the first step moves
-        the weights of the pairs of fields from 1 and the latent vectors from their
-        random start, as AdaGrad's does, where a start from McMahan et al.'s zero
-        state would first set them near 0 (``l1`` and ``l2`` stay centred at 0).""")
+        initial model, as the later ones are at the iterates: the first step moves the
+        weights of the pairs of fields from 1 and the latent vectors from their random
+        start, as AdaGrad's does,""")
+                    .replace("""        start, as AdaGrad's does, where McMahan et al.'s zero state would first set them near 0
+        (``l1`` and ``l2`` stay centred at 0).""",
+                             """        start, as AdaGrad's does, where McMahan et al.'s zero state would first set
+        them near 0 (``l1`` and ``l2`` stay centred at 0).""")
                     .replace("""        Base step size (libffm's ``-r``).""", """        Base step size.""")
                     .replace("""    l1 : float, default=0.0
         L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
