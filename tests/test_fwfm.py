@@ -1,23 +1,20 @@
 """Field-weighted factorization machines: the kernel against brute force and finite
 differences, the engine's gradient against finite differences of its objective, the
 passes against a plain NumPy implementation of the same steps (one row and mini-batches
-per step), the estimators (fields from an array or a FieldEncoder, save and load,
-partial_fit, early stopping, threads) and scikit-learn's estimator checks."""
+per step; FTRL), the weights the L1 penalty keeps and the model's accuracy.  The
+contract of the field models (fields, normalisation, save and load, partial_fit, early
+stopping, threads, scikit-learn's checks) is test_field_models.py's."""
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
 from sklearn.metrics import log_loss
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import polylite
 from polylite import (FieldAwareFactorizationMachineClassifier,
                       FieldAwareFactorizationMachineRegressor,
                       FieldWeightedFactorizationMachineClassifier,
-                      FieldWeightedFactorizationMachineRegressor, FieldEncoder, kernels)
-from polylite.estimator_checks import expected_failed_checks
+                      FieldWeightedFactorizationMachineRegressor, kernels)
 
+from _clicks import encoded as _encoded
 from _reference import Ftrl
 
 
@@ -404,26 +401,7 @@ def test_ftrl_l1_drops_weights_and_pairs_of_fields():
     assert pairs == sorted(pairs, reverse=True) and pairs[0] == 10 and pairs[-1] == 4
 
 
-def _clicks(n=2000, seed=0):
-    """Rows of four one-hot fields whose label depends on one pair of fields (a, b); the
-    pairs with the noise fields c and d carry nothing."""
-    rng = np.random.RandomState(seed)
-    a, b = rng.randint(0, 6, n), rng.randint(0, 6, n)
-    c, e = rng.randint(0, 5, n), rng.randint(0, 5, n)
-    logit = 2.0 * ((a % 2) == (b % 2)) - 1.0
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * logit))).astype(int)
-    frame = pd.DataFrame({"a": a, "b": b, "c": c, "e": e})
-    return frame, y
-
-
-def _encoded(n, seed=0):
-    frame, y = _clicks(n, seed)
-    encoder = FieldEncoder(user="a", item="b", context_features={
-        "c": "categorical", "e": "categorical"}).fit(frame)
-    return encoder, encoder.transform(frame), y
-
-
-def test_fields_from_field_encoder_and_accuracy():
+def test_accuracy_against_the_field_aware_model_and_the_weights_learned():
     encoder, X, y = _encoded(6000)
     Xtr, Xte, ytr, yte = X[:4000], X[4000:], y[:4000], y[4000:]
     clf = FieldWeightedFactorizationMachineClassifier(fields=encoder.fields_, max_iter=10,
@@ -431,153 +409,10 @@ def test_fields_from_field_encoder_and_accuracy():
     assert clf.P_.shape == (1, 22, 4) and clf.field_weights_.shape == (1, 4, 4)
     np.testing.assert_array_equal(clf.field_weights_[0], clf.field_weights_[0].T)
     assert clf.n_parameters_ == 1 + 22 + 22 * 4 + 10
-    same = FieldWeightedFactorizationMachineClassifier(
-        fields=[0] * 6 + [1] * 6 + [2] * 5 + [3] * 5, max_iter=10,
-        random_state=0).fit(Xtr, ytr)
-    np.testing.assert_array_equal(clf.predict_proba(Xte), same.predict_proba(Xte))
-    linear = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=10, random_state=0, init_scale=0.0).fit(Xtr, ytr)
-    assert np.all(linear.P_ == 0)  # zero factors stay zero: a linear model
     ffm = FieldAwareFactorizationMachineClassifier(fields=encoder.fields_, max_iter=10,
                                                    random_state=0).fit(Xtr, ytr)
     loss = log_loss(yte, clf.predict_proba(Xte)[:, 1])
-    assert loss < log_loss(yte, linear.predict_proba(Xte)[:, 1]) - 0.02
     assert loss < log_loss(yte, ffm.predict_proba(Xte)[:, 1]) + 0.02
     # The informative pair of fields weighs more than the pairs of noise fields.
     R = np.abs(clf.field_weights_[0])
     assert R[0, 1] > max(R[2, 3], R[0, 2], R[1, 3])
-
-
-def test_save_load_round_trip(tmp_path):
-    encoder, X, y = _encoded(500)
-    for est in (FieldWeightedFactorizationMachineClassifier(fields=encoder, max_iter=3,
-                                                            random_state=0),
-                FieldWeightedFactorizationMachineRegressor(fields=encoder.fields_,
-                                                           normalize=False, max_iter=3,
-                                                           random_state=0),
-                FieldWeightedFactorizationMachineClassifier(fields=encoder.fields_,
-                                                            solver="ftrl", l1=0.5,
-                                                            max_iter=3, random_state=0)):
-        est.fit(X, y)
-        path = tmp_path / "fwfm.npz"
-        polylite.save(est, path)
-        back = polylite.load(path)
-        assert type(back) is type(est)
-        np.testing.assert_array_equal(back.P_, est.P_)
-        np.testing.assert_array_equal(back.field_weights_, est.field_weights_)
-        np.testing.assert_array_equal(back.fields_, est.fields_)
-        assert back.n_fields_ == est.n_fields_
-        assert (back.solver, back.l1, back.n_nonzero_weights_,
-                back.n_nonzero_field_pairs_) == (est.solver, est.l1, est.n_nonzero_weights_,
-                                                 est.n_nonzero_field_pairs_)
-        np.testing.assert_array_equal(back.predict(X), est.predict(X))
-        refit = clone(back).fit(X, y)  # the restored parameter refits the same model
-        np.testing.assert_array_equal(refit.field_weights_, est.field_weights_)
-
-
-@pytest.mark.parametrize("solver", [{}, dict(solver="ftrl", l1=0.5, l2=0.1)], ids=repr)
-def test_partial_fit_is_one_epoch_of_fit_and_warm_start(solver):
-    encoder, X, y = _encoded(600)
-    params = dict(fields=encoder.fields_, shuffle=False, random_state=0, **solver)
-    one = FieldWeightedFactorizationMachineClassifier(max_iter=2, **params).fit(X, y)
-    streamed = FieldWeightedFactorizationMachineClassifier(**params)
-    for _ in range(2):
-        streamed.partial_fit(X, y, classes=[0, 1])
-    np.testing.assert_allclose(streamed.P_, one.P_, rtol=1e-12)
-    np.testing.assert_allclose(streamed.field_weights_, one.field_weights_, rtol=1e-12)
-    assert streamed.solver_ == one.solver_ == params.get("solver", "adagrad")
-    assert streamed.n_nonzero_weights_ == one.n_nonzero_weights_
-    warm = FieldWeightedFactorizationMachineClassifier(max_iter=1, warm_start=True,
-                                                       **params).fit(X, y)
-    before = warm.field_weights_.copy()
-    warm.fit(X, y)
-    assert not np.array_equal(warm.field_weights_, before)
-
-
-def test_early_stopping_on_validation_logloss():
-    encoder, X, y = _encoded(3000)
-    clf = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, n_iter_no_change=1,
-        random_state=0).fit(X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
-    assert clf.n_iter_[0] < 200
-    held = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, early_stopping=True,
-        n_iter_no_change=1, random_state=0).fit(X, y)
-    assert held.n_iter_[0] < 200
-
-
-def test_bad_parameters():
-    X, y = np.eye(4), [0, 1, 0, 1]
-    with pytest.raises(ValueError, match="fields must"):
-        FieldWeightedFactorizationMachineClassifier(fields="abc").fit(X, y)
-    with pytest.raises(ValueError, match="batch_size must be 1"):
-        FieldWeightedFactorizationMachineClassifier(solver="ftrl", batch_size=2).fit(X, y)
-    with pytest.raises(ValueError, match="l1"):
-        FieldWeightedFactorizationMachineClassifier(solver="ftrl", l1=-1).fit(X, y)
-    with pytest.raises(ValueError, match="l2"):
-        FieldWeightedFactorizationMachineClassifier(solver="ftrl", l2=np.nan).fit(X, y)
-    with pytest.raises(ValueError, match="solver"):
-        FieldWeightedFactorizationMachineClassifier(solver="cd").fit(X, y)
-
-
-ESTIMATORS = [
-    FieldWeightedFactorizationMachineRegressor(max_iter=20),
-    FieldWeightedFactorizationMachineClassifier(max_iter=20),
-    FieldWeightedFactorizationMachineClassifier(solver="sgd", eta0=0.05, max_iter=20),
-    FieldWeightedFactorizationMachineRegressor(solver="ftrl", l1=0.01, max_iter=20),
-]
-
-
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
-def test_clone_round_trip(estimator):
-    twin = clone(estimator)
-    assert twin.get_params() == estimator.get_params()
-
-
-@pytest.mark.parametrize("cls", [FieldAwareFactorizationMachineClassifier,
-                                 FieldAwareFactorizationMachineRegressor,
-                                 FieldWeightedFactorizationMachineRegressor])
-def test_partial_fit_steps_in_place_and_a_diverged_chunk_is_undone(cls):
-    """With the row penalty a chunk's pass steps on the fitted arrays (no copy of the
-    model): the rows of the chunk's features change, the others not at all; a chunk that
-    diverges puts every parameter back as it was."""
-    rng = np.random.RandomState(6)
-    n, d = 80, 12
-    fields = np.repeat(np.arange(4), 3)
-    X = sp.random(n, d, density=0.4, format="csr", random_state=rng)
-    y = rng.randint(0, 2, n)
-    classes = dict(classes=[0, 1]) if cls is FieldAwareFactorizationMachineClassifier \
-        else {}
-    est = cls(fields=fields, normalize=False, solver="sgd", eta0=0.01,
-              learning_rate="constant", random_state=0).partial_fit(X, y, **classes)
-    before = est._stacked(copy=True)
-    chunk = sp.hstack([X[:, :6], sp.csr_matrix((n, d - 6))], format="csr")
-    est.partial_fit(chunk, y)
-    after = est._stacked(copy=True)
-    untouched = np.setdiff1d(np.arange(d), np.unique(chunk.indices))
-    assert untouched.size >= 6
-    np.testing.assert_array_equal(after["P"][:, :, untouched], before["P"][:, :, untouched])
-    np.testing.assert_array_equal(after["w"][:, untouched], before["w"][:, untouched])
-    assert not np.array_equal(after["P"], before["P"])
-    est.set_params(eta0=1e6)
-    with pytest.raises(FloatingPointError, match="kept"):
-        est.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
-    for name, value in est._stacked(copy=True).items():
-        np.testing.assert_array_equal(value, after[name])
-    # Told to keep nothing to undo a chunk (the command line's streamed fit): the same
-    # steps in place, and a diverged chunk leaves the estimator unfitted.
-    est, twin = clone(est).set_params(eta0=0.01), clone(est).set_params(eta0=0.01)
-    twin._undo_diverged_chunk = False
-    for model in (est, twin):
-        model.partial_fit(X, y, **classes)
-        model.partial_fit(chunk, y)
-    np.testing.assert_array_equal(twin.P_, est.P_)
-    twin.set_params(eta0=1e6)
-    with pytest.raises(FloatingPointError, match="now unfitted"):
-        twin.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
-    assert not twin.__sklearn_is_fitted__()
