@@ -12,7 +12,7 @@ from sklearn.preprocessing import normalize
 
 from .. import kernels
 from .._io import ModelFileError
-from .._validation import check_bool, check_n_jobs, check_number
+from .._validation import check_bool, check_n_jobs, check_number, store_init_params
 from ._base import _PolynomialModel
 
 __all__ = ["fields_of"]
@@ -195,6 +195,27 @@ class _FieldModel(_PolynomialModel):
             raise ModelFileError(f"model file has invalid fields: {exc}") from None
         super()._restore_model(arrays, attributes)
         self.fields = self.fields_.copy()
+
+
+# The field models' constructors: the field-aware and the field-weighted models take the
+# same parameters with the same defaults (scikit-learn reads them from the signature).
+def _regressor_init(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
+                    fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
+                    tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
+                    power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
+                    early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                    warm_start=False, random_state=None, verbose=0, n_jobs=None):
+    store_init_params(self, locals())
+
+
+def _classifier_init(self, n_components=4, *, fields=None, normalize=True,
+                     loss="logistic", fit_linear=True, fit_intercept=True, alpha=2e-5,
+                     beta=2e-5, init_scale=None, max_iter=15, tol=None, solver="adagrad",
+                     learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
+                     batch_size=1, shuffle=True, early_stopping=False,
+                     validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
+                     random_state=None, verbose=0, n_jobs=None):
+    store_init_params(self, locals())
 
 
 # Draws per call of _fill_uniform: the same numbers as one call for the whole array, in

@@ -11,9 +11,9 @@ normalisation of the rows and the model files the field models'
 from sklearn.base import RegressorMixin
 
 from .._io import register_model
-from .._validation import store_init_params
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
-from ._fields import _FieldModel, fields_of  # noqa: F401 (fields_of: the models' fields)
+from ._fields import (_FieldModel, _classifier_init, _regressor_init,
+                      fields_of)  # noqa: F401 (fields_of: the models' fields)
 
 __all__ = ["FieldAwareFactorizationMachineRegressor",
            "FieldAwareFactorizationMachineClassifier"]
@@ -183,13 +183,7 @@ class FieldAwareFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin
     (4, 3, 4)
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
-                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
-                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
-                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _regressor_init
 
 
 @register_model
@@ -234,11 +228,4 @@ class FieldAwareFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldAwareF
     (2, 2)
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
-                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
-                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
-                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _classifier_init
