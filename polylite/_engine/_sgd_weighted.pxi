@@ -1,8 +1,8 @@
 # The field-weighted kernel's weights of the pairs of fields (Pan et al., WWW 2018) in
 # the stochastic passes, included by _sgd.pyx.  They live in the model's ``lam`` (packed:
-# _kernels.field_pair), their AdaGrad sums in the history's ``lam``, and a row's gradient
-# in them in the workspace's ``glam`` (field_weighted_term writes the entries of the
-# row's pairs of fields only).  Every step reads the row's distinct pairs of fields once
+# _kernels.field_pair), their AdaGrad sums (FTRL: its n) in the history's ``lam`` (FTRL's
+# z in its ``z_lam``), and a row's gradient in them in the workspace's ``glam``
+# (field_weighted_term writes the entries of the row's pairs of fields only).  Every step reads the row's distinct pairs of fields once
 # (a row with two nonzeros in fields f and g adds both pairs' gradients to the one weight
 # r[f, g]), and each row penalises the weights it reads, beta r (as libffm's penalty on
 # the vectors).
