@@ -18,7 +18,9 @@ Models, all with k = 4 and the same number of epochs (--epochs):
   --l1): how much the planted field-aware interactions are worth;
 - polylite's ``FieldWeightedFactorizationMachineClassifier`` (FwFM: one vector per
   feature and a learned weight per pair of fields, Pan et al., WWW 2018) with its
-  defaults (the FFM's), on one thread.
+  defaults (the FFM's), on one thread;
+- the FFM and the FwFM by FTRL-proximal (``solver="ftrl"``, ``l1`` --l1, their other
+  defaults), on one thread: what the L1 penalty keeps of them and what it costs.
 
 Reported: test log loss and AUC, the CPU seconds per epoch (the process's, or the
 child's for libffm, over the whole fit divided by the epochs: on two threads, the
@@ -28,8 +30,9 @@ model once, in turn, and the ratio is taken within a repeat (on a machine shared
 other work the times of one repeat see about the same load): its median over the
 repeats is printed with its range.  On two threads polylite's field-aware models share
 each epoch's rows between the threads, which step on the shared parameters without
-locks, as libffm's (``n_jobs=2``: the results vary from run to run).  The FTRL row also
-prints how many weights its L1 penalty keeps.  A second table puts
+locks, as libffm's (``n_jobs=2``: the results vary from run to run).  The FTRL rows also
+print how many weights their L1 penalty keeps (the FwFM's: and pairs of fields).  A
+second table puts
 each model's number of parameters (intercept, linear weights, factors, weights of the
 pairs of fields) beside its test log loss: what the FwFM's accuracy costs in memory
 against the FFM's and the FM's.
@@ -207,6 +210,13 @@ def main(argv=None):
                  lambda: run_polylite(lr, X_unit, y_train, X_test_unit)))
     runs.append(("polylite FwFM", 1, lambda: run_polylite(
         FieldWeightedFactorizationMachineClassifier(**ffm), X_train, y_train, X_test)))
+    # FTRL on the field models (the fitted estimators kept for the weights they keep).
+    sparse = {"polylite FFM (ftrl, l1)": FieldAwareFactorizationMachineClassifier(
+                  **ffm, solver="ftrl", l1=args.l1),
+              "polylite FwFM (ftrl, l1)": FieldWeightedFactorizationMachineClassifier(
+                  **ffm, solver="ftrl", l1=args.l1)}
+    for name, est in sparse.items():
+        runs.append((name, 1, lambda e=est: run_polylite(e, X_train, y_train, X_test)))
     if args.models:
         runs = [r for r in runs if r[0] in args.models]
 
@@ -245,10 +255,21 @@ def main(argv=None):
               f"{'AUC':>7s} {'CPU s/epoch':>11s}")
         for name, count, loss, auc, per_epoch in sized:
             print(f"{name:34s} {count:12,d} {loss:12.5f} {auc:7.4f} {per_epoch:11.3f}")
-    kept = None
-    if any(name.startswith("logistic") for name, _, _ in runs):
-        kept = int(lr.n_nonzero_weights_)
-        print(f"\nFTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights")
+    kept = []  # what each FTRL model's L1 penalty keeps
+    ran = {name for name, _, _ in runs}
+    if "logistic regression (ftrl, l1)" in ran:
+        kept.append(f"the logistic regression {int(lr.n_nonzero_weights_):,} of "
+                    f"{lr.w_.size:,} weights")
+    for name, est in sparse.items():
+        if name in ran:
+            text = (f"the {name.split()[1]} {est.n_nonzero_weights_:,} of "
+                    f"{sizes[name] - 1:,} weights")
+            if hasattr(est, "n_nonzero_field_pairs_"):
+                text += (f" ({est.n_nonzero_field_pairs_} of "
+                         f"{n_fields * (n_fields + 1) // 2} pairs of fields)")
+            kept.append(text)
+    if kept:
+        print(f"\nFTRL (l1={args.l1:g}) keeps " + "; ".join(kept))
     if output:
         rows = []
         for (name, threads), (loss, auc, per_epoch, wall, ratios) in results.items():
@@ -263,8 +284,8 @@ def main(argv=None):
                 f"CPU / libffm: the ratio to libffm's CPU seconds on as many threads in "
                 f"the same repeat, its median [range] over the repeats; on 2 threads "
                 f"polylite's threads share each epoch's rows (lock-free, as libffm's)")
-        if kept is not None:
-            note += f"; FTRL (l1={args.l1:g}) keeps {kept:,} of {lr.w_.size:,} weights"
+        if kept:
+            note += f"; FTRL (l1={args.l1:g}) keeps " + "; ".join(kept)
         tables = [_results.table("Test log loss and AUC, seconds per epoch",
                                  ["model", "threads", "test logloss", "AUC", "CPU s/epoch",
                                   "wall s/epoch", "CPU / libffm", "logloss - libffm's"],
@@ -309,6 +330,8 @@ def parameter_counts(d, n_fields, k):
             "polylite FFM": 1 + d + d * n_fields * k,
             "polylite FFM, no linear term": d * n_fields * k,
             "polylite FwFM": 1 + d + d * k + n_fields * (n_fields + 1) // 2,
+            "polylite FFM (ftrl, l1)": 1 + d + d * n_fields * k,
+            "polylite FwFM (ftrl, l1)": 1 + d + d * k + n_fields * (n_fields + 1) // 2,
             "polylite FM (adagrad)": 1 + d + d * k,
             "logistic regression (ftrl, l1)": 1 + d}
 

@@ -41,6 +41,10 @@ class ModelRoot(BaseEstimator):
     # reads (libffm's penalty: the field-aware models), not every parameter.
     _row_penalty = False
 
+    # Whether FTRL-proximal's first proximal term is centred at the initial parameters
+    # (solvers.start_ftrl), else at 0 (z = 0, McMahan et al.'s start).
+    _ftrl_from_start = False
+
     def _ftrl_penalties(self):
         """(l1, l2) of FTRL-proximal (estimators with ``solver="ftrl"``)."""
         return float(getattr(self, "l1", 0.0)), float(getattr(self, "l2", 0.0))

@@ -213,19 +213,43 @@ def check_fields(fields, n_features, n_fields=None):
     return np.ascontiguousarray(raw, dtype=np.intc), int(n_fields)
 
 
-def _field_aware_params(P, fields, dtype=None):
-    """(P as (n_features, n_fields * k) of one dtype, fields, n_fields) of a field-aware
-    model's factors of shape (n_features, n_fields, n_components), checked."""
+# The factors of the field models' kernels: their dimensions, and their shape in words.
+_FIELD_FACTORS = {"field-aware": (3, "(n_features, n_fields, n_components)"),
+                  "field-weighted": (2, "(n_features, n_components)")}
+
+
+def _field_params(P, lam, fields, kernel, dtype=None):
+    """(P as (n_features, width) of one dtype, the packed ``lam``, fields, n_fields) of a
+    field model, checked: "field-aware", P of shape (n_features, n_fields,
+    n_components) as rows of n_fields * n_components entries (``lam`` unused: None);
+    "field-weighted", P of shape (n_features, n_components) and ``lam`` the symmetric
+    (n_fields, n_fields) matrix of the weights of the pairs of fields or None (ones)."""
+    if fields is None:
+        raise ValueError(f"the {kernel} kernel needs fields, the field of each column")
     P = np.asarray(P)
-    if P.ndim != 3:
-        raise ValueError(f"field-aware factors P must have shape (n_features, n_fields, "
-                         f"n_components), got {P.ndim} dimensions")
+    ndim, shape = _FIELD_FACTORS[kernel]
+    if P.ndim != ndim:
+        raise ValueError(f"{kernel} factors P must have shape {shape}, got shape "
+                         f"{P.shape}")
     if dtype is None:
         dtype = P.dtype if P.dtype in (np.float32, np.float64) else np.float64
-    d, n_fields, k = P.shape
-    P = _as_param(P, dtype, P.shape, "P").reshape(d, n_fields * k)
-    fields, n_fields = check_fields(fields, d, n_fields)
-    return P, fields, n_fields
+    P = _as_param(P, dtype, P.shape, "P")
+    if kernel == "field-aware":
+        d, n_fields, k = P.shape
+        fields, n_fields = check_fields(fields, d, n_fields)
+        return P.reshape(d, n_fields * k), None, fields, n_fields
+    if lam is None:
+        fields, n_fields = check_fields(fields, P.shape[0])
+        lam = np.ones((n_fields, n_fields), dtype)
+    lam = np.asarray(lam)
+    if lam.ndim != 2 or lam.shape[0] != lam.shape[1]:
+        raise ValueError(f"the field-weighted kernel's lam must be a square (n_fields, "
+                         f"n_fields) matrix, got shape {lam.shape}")
+    lam = _as_param(lam, dtype, lam.shape, "lam")
+    if not np.array_equal(lam, lam.T):
+        raise ValueError("the field-weighted kernel's lam must be symmetric")
+    fields, n_fields = check_fields(fields, P.shape[0], lam.shape[0])
+    return P, pack_field_weights(lam), fields, n_fields
 
 
 def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=None,
@@ -284,12 +308,10 @@ def predict(X, P, *, degrees=None, kernel="anova", intercept=0.0, w=None, gamma=
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; expected one of {sorted(KERNELS)}")
-    if kernel == "field-aware":
-        return _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs)
-    if kernel == "field-weighted":
-        P, r, fields, n_fields = _field_weighted_params(P, lam, fields)
-        return _predict_field_weighted(X, P, r, (fields, n_fields), intercept, w,
-                                       check_input, n_jobs)
+    if kernel in _FIELD_FACTORS:
+        P, r, fields, n_fields = _field_params(P, lam, fields, kernel)
+        return _predict_field_rows(X, P, r, kernel, (fields, n_fields), intercept, w,
+                                   check_input, n_jobs)
     P = np.asarray(P)
     if P.ndim == 2:
         P = P[np.newaxis]
@@ -340,26 +362,18 @@ def _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs):
     return X, w, intercept
 
 
-def _predict_field_aware(X, P, fields, intercept, w, check_input, n_jobs):
-    """:func:`predict` for the field-aware kernel."""
-    if fields is None:
-        raise ValueError("the field-aware kernel needs fields, the field of each column")
-    P, fields, n_fields = _field_aware_params(P, fields)
-    return _predict_field_aware_rows(X, P, (fields, n_fields), intercept, w, check_input,
-                                     n_jobs)
-
-
-def _predict_field_aware_rows(X, P, fields, intercept, w, check_input, n_jobs):
-    """:func:`predict` for the field-aware kernel with checked parameters: P of shape
-    (n_features, n_fields * k), C-contiguous, ``fields`` = (field of each column,
-    n_fields), checked (an estimator's own)."""
-    fields, n_fields = fields
-    dtype, d = P.dtype, P.shape[0]
+def _predict_field_rows(X, P, lam, kernel, fields, intercept, w, check_input, n_jobs):
+    """:func:`predict` for a field model's ``kernel`` with checked parameters (an
+    estimator's own, or :func:`_field_params`'): P of shape (n_features, width),
+    C-contiguous, ``lam`` the packed weights of the pairs of fields ("field-weighted";
+    None: ones, unused by "field-aware"), ``fields`` = (field of each column,
+    n_fields)."""
+    dtype, d, width = P.dtype, P.shape[0], P.shape[1]
     X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
-    return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-aware",
-                                intercept, w, np.zeros((0, P.shape[1]), dtype),
-                                np.ones(P.shape[1], dtype), n_jobs,
-                                fields=(fields, n_fields))
+    lam = np.ones(width, dtype) if lam is None else np.ascontiguousarray(lam, dtype)
+    return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), kernel,
+                                intercept, w, np.zeros((0, width), dtype), lam, n_jobs,
+                                fields=fields)
 
 
 def pack_field_weights(R):
@@ -405,42 +419,6 @@ def unpack_field_weights(r, n_fields):
     R[..., rows, cols] = r
     R[..., cols, rows] = r
     return R
-
-
-def _field_weighted_params(P, lam, fields, dtype=None):
-    """(P (n_features, k) of one dtype, the packed weights, fields, n_fields) of a
-    field-weighted model, checked; ``lam`` is the symmetric (n_fields, n_fields) matrix
-    of the weights or None (ones)."""
-    if fields is None:
-        raise ValueError("the field-weighted kernel needs fields, the field of each column")
-    P = np.asarray(P)
-    if P.ndim != 2:
-        raise ValueError(f"field-weighted factors P must have shape (n_features, "
-                         f"n_components), got {P.shape}")
-    dtype = dtype or (P.dtype if P.dtype in (np.float32, np.float64) else np.float64)
-    P = _as_param(P, dtype, P.shape, "P")
-    if lam is None:
-        fields, n_fields = check_fields(fields, P.shape[0])
-        lam = np.ones((n_fields, n_fields), dtype)
-    lam = np.asarray(lam)
-    if lam.ndim != 2 or lam.shape[0] != lam.shape[1]:
-        raise ValueError(f"the field-weighted kernel's lam must be a square (n_fields, "
-                         f"n_fields) matrix, got shape {lam.shape}")
-    lam = _as_param(lam, dtype, lam.shape, "lam")
-    if not np.array_equal(lam, lam.T):
-        raise ValueError("the field-weighted kernel's lam must be symmetric")
-    fields, n_fields = check_fields(fields, P.shape[0], lam.shape[0])
-    return P, pack_field_weights(lam), fields, n_fields
-
-
-def _predict_field_weighted(X, P, r, fields, intercept, w, check_input, n_jobs):
-    """:func:`predict` for the field-weighted kernel: P (n_features, k) and the packed
-    weights ``r`` checked, ``fields`` = (field of each column, n_fields)."""
-    dtype, d = P.dtype, P.shape[0]
-    X, w, intercept = _check_linear_part(X, dtype, d, w, intercept, check_input, n_jobs)
-    return layout_of(X).predict(X, P[np.newaxis], np.array([2], np.intc), "field-weighted",
-                                intercept, w, np.zeros((0, P.shape[1]), dtype),
-                                np.ascontiguousarray(r, dtype), n_jobs, fields=fields)
 
 
 # --------------------------------------------------------------------------------------
@@ -557,7 +535,7 @@ def field_aware_gradient(P, fields, indices, values):
         of the row is in field f).
     """
     d, n_fields, k = np.shape(P)
-    P2, fields, n_fields = _field_aware_params(P, fields)
+    P2, _, fields, n_fields = _field_params(P, None, fields, "field-aware")
     Pr, indices, values, _ = _row(P2, indices, values)
     grad = np.zeros((indices.shape[0], n_fields * k), Pr.dtype)
     value = _kernels.field_aware_row(Pr, fields, n_fields, indices, values, grad)
@@ -605,7 +583,7 @@ def field_weighted_gradient(P, R, fields, indices, values):
         triangle (one weight per unordered pair, shown at both places of a symmetric
         matrix; zero for the pairs the row does not have).
     """
-    P, r, fields, n_fields = _field_weighted_params(P, R, fields)
+    P, r, fields, n_fields = _field_params(P, R, fields, "field-weighted")
     P, indices, values, _ = _row(P, indices, values)
     grad = np.zeros((indices.shape[0], P.shape[1]), P.dtype)
     grad_r = np.zeros_like(r)

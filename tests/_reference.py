@@ -41,3 +41,26 @@ def run_cd_epoch(groups, data, indices, indptr, y, sw, intercept, w, P, degrees,
         _OutputParams(intercept, w, P, gamma, lam), y_pred, prior=prior,
         workspace=workspace, thread_min_entries=thread_min_entries,
         pass_seconds=pass_seconds)
+
+
+class Ftrl:
+    """FTRL-proximal (McMahan et al. 2013, Algorithm 1) on one array of coordinates
+    ``w`` (stepped in place), from z = 0 and n = 0; with ``start``, its first proximal
+    term (beta / alpha) centred at the initial ``w`` (z = -beta / alpha w) instead of
+    at 0."""
+
+    def __init__(self, w, alpha, beta, l1, l2, start=False):
+        self.w, self.z, self.n = w, np.zeros_like(w), np.zeros_like(w)
+        self.alpha, self.beta, self.l1, self.l2 = alpha, beta, l1, l2
+        if start:
+            self.z = -beta / alpha * w
+
+    def step(self, idx, g):
+        sigma = (np.sqrt(self.n[idx] + g * g) - np.sqrt(self.n[idx])) / self.alpha
+        self.z[idx] += g - sigma * self.w[idx]
+        self.n[idx] += g * g
+        z = self.z[idx]
+        self.w[idx] = np.where(
+            np.abs(z) <= self.l1, 0.0,
+            -(z - np.sign(z) * self.l1)
+            / ((self.beta + np.sqrt(self.n[idx])) / self.alpha + self.l2))

@@ -92,6 +92,7 @@ CASES = [
     Case("dask", "bench_dask.py",
          ["--rows", "2000", "--block-rows", "1000", "--workers", "1", "--iterations", "1"],
          ["dask", "distributed"], None),
+    Case("ftrl_start", "bench_ftrl_start.py", ["--quick"], [], "test logloss"),
     Case("kernels", "bench_kernels.py",
          ["--rows", "2000", "--repeat", "1", "--degrees", "2", "3"], [], "total time"),
     Case("link_prediction", "bench_link_prediction.py",

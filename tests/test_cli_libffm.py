@@ -305,6 +305,37 @@ def test_fit_predict_evaluate_info_of_a_field_weighted_model(clicks, tmp_path, c
     assert status == 2 and "fwfm takes the field of each feature" in err
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_field_weighted_model_by_ftrl(clicks, tmp_path, capsys, stream):
+    """--estimator fwfm --solver ftrl: the Python fit (in memory) or its partial_fit
+    calls (--stream, one block), with the weights and pairs of fields kept."""
+    train, _, test = clicks
+    model = tmp_path / "m.npz"
+    extra = ["--stream"] if stream else []
+    status, _, err = _run(capsys, "fit", train, "-m", model, "--estimator", "fwfm",
+                          "--solver", "ftrl", "--l1", 0.5, "--l2", 0.1, "--eta0", 0.5,
+                          "--max-iter", 5, "--no-shuffle", "--seed", 0, "-q", *extra)
+    assert status == 0, err
+    fitted = polylite.load(model)
+    assert isinstance(fitted, FieldWeightedFactorizationMachineClassifier)
+    assert (fitted.solver, fitted.l1, fitted.l2) == ("ftrl", 0.5, 0.1)
+    X, y, fields = load_libffm(train)
+    same = FieldWeightedFactorizationMachineClassifier(
+        solver="ftrl", l1=0.5, l2=0.1, eta0=0.5, max_iter=5, shuffle=False,
+        random_state=0, fields=fields)
+    if stream:
+        for _ in range(5):
+            same.partial_fit(X, y.astype(int), classes=[0, 1])
+    else:
+        same.fit(X, y.astype(int))
+    np.testing.assert_allclose(fitted.field_weights_, same.field_weights_, rtol=1e-6)
+    np.testing.assert_allclose(fitted.P_, same.P_, rtol=1e-6, atol=1e-9)
+    assert fitted.n_nonzero_weights_ == same.n_nonzero_weights_
+    assert fitted.n_nonzero_weights_ < fitted.n_parameters_ - 1  # l1 dropped weights
+    status, out, err = _run(capsys, "evaluate", model, test, "--json")
+    assert status == 0 and json.loads(out)["auc"] > 0.9, err
+
+
 @pytest.mark.parametrize("estimator", ["ffm", "fwfm"])
 def test_streamed_libffm_file_is_partial_fit_over_its_blocks(clicks, tmp_path, capsys,
                                                              estimator):

@@ -272,7 +272,7 @@ def test_the_parameter_table_matches_the_estimators():
         "output_weights": OUTPUT_WEIGHTS,
         "loss": (*CLASSIFIER_LOSSES, *RANKER_LOSSES),
         "negatives": NEGATIVES,
-        "solver": (*_PolynomialModel._solvers, "ftrl"),  # ftrl: fm and ffm
+        "solver": (*_PolynomialModel._solvers, "ftrl"),  # ftrl: fm, ffm and fwfm
         "learning_rate": tuple(_solvers.SCHEDULES),
     }
     parameters = set()

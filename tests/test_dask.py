@@ -343,3 +343,6 @@ def test_field_models_on_the_cluster_learn(client):
     with pytest.raises(ValueError, match="solver 'adagrad'"):
         pdask.FieldAwareFactorizationMachineClassifier(fields=fields,
                                                        solver="sgd").fit(Xd, yd)
+    for name, _ in FIELD_MODELS:  # FTRL steps one row after another: not averaged
+        with pytest.raises(ValueError, match="solver 'adagrad', got solver='ftrl'"):
+            getattr(pdask, name)(fields=fields, solver="ftrl").fit(Xd, yd)

@@ -1,19 +1,13 @@
 """Field-aware factorization machines: the kernel against brute force, the passes
-against a plain NumPy implementation of the same steps, the estimators (fields from an
-array or a FieldEncoder, normalisation, save and load, partial_fit, early stopping,
-threads) and scikit-learn's estimator checks."""
+against a plain NumPy implementation of the same steps (one row and mini-batches per
+step).  The contract of the field models (fields, normalisation, save and load,
+partial_fit, early stopping, threads, scikit-learn's checks) is test_field_models.py's."""
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import polylite
 from polylite import (FieldAwareFactorizationMachineClassifier,
-                      FieldAwareFactorizationMachineRegressor, FieldEncoder, kernels)
-from polylite.estimator_checks import expected_failed_checks
-from polylite.polynomial.ffm import fields_of
+                      FieldAwareFactorizationMachineRegressor, kernels)
 
 
 def _brute_force(P, fields, indices, values):
@@ -181,156 +175,6 @@ def test_fit_against_numpy_reference(solver, classify, normalize, one_per_field)
     assert got_b == pytest.approx(b, rel=1e-9, abs=1e-12)
 
 
-def _clicks(n=2000, seed=0):
-    """Binary rows of three one-hot fields whose label depends on a field pair."""
-    rng = np.random.RandomState(seed)
-    a, b, c = rng.randint(0, 5, n), rng.randint(0, 4, n), rng.randint(0, 3, n)
-    logit = 2.0 * ((a % 2) == (b % 2)) - 1.0 + 0.3 * (c == 0)
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * logit))).astype(int)
-    frame = pd.DataFrame({"a": a, "b": b, "c": c})
-    return frame, y
-
-
-def test_fields_from_field_encoder():
-    frame, y = _clicks()
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    fields, n_fields = fields_of(encoder.fields_, X.shape[1])
-    assert n_fields == 3
-    np.testing.assert_array_equal(fields, [0] * 5 + [1] * 4 + [2] * 3)
-    np.testing.assert_array_equal(fields_of(encoder, X.shape[1])[0], fields)
-    clf = FieldAwareFactorizationMachineClassifier(fields=encoder.fields_, max_iter=5,
-                                                   random_state=0).fit(X, y)
-    assert clf.P_.shape == (1, 12, 3, 4)
-    np.testing.assert_array_equal(clf.fields_, fields)
-    same = FieldAwareFactorizationMachineClassifier(fields=fields, max_iter=5,
-                                                    random_state=0).fit(X, y)
-    np.testing.assert_array_equal(clf.predict_proba(X), same.predict_proba(X))
-    assert clf.score(X, y) > 0.7
-    with pytest.raises(ValueError, match="unfitted FieldEncoder"):
-        FieldAwareFactorizationMachineClassifier(
-            fields=FieldEncoder(user="a", item="b")).fit(X, y)
-    with pytest.raises(ValueError, match="12 columns"):
-        FieldAwareFactorizationMachineClassifier(fields=[0, 1]).fit(X, y)
-
-
-def test_learns_field_pairs_better_than_linear():
-    frame, y = _clicks(4000)
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    Xtr, Xte, ytr, yte = X[:3000], X[3000:], y[:3000], y[3000:]
-    ffm = FieldAwareFactorizationMachineClassifier(fields=encoder.fields_, max_iter=10,
-                                                   random_state=0).fit(Xtr, ytr)
-    linear = FieldAwareFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=10, random_state=0, init_scale=0.0,
-        eta0=0.2).fit(Xtr, ytr)  # zero factors stay zero: a linear model
-    assert np.all(linear.P_ == 0)
-    from sklearn.metrics import log_loss
-    assert (log_loss(yte, ffm.predict_proba(Xte)[:, 1])
-            < log_loss(yte, linear.predict_proba(Xte)[:, 1]) - 0.02)
-
-
-def test_save_load_round_trip(tmp_path):
-    frame, y = _clicks(500)
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    for est in (FieldAwareFactorizationMachineClassifier(fields=encoder, max_iter=3,
-                                                         random_state=0),
-                FieldAwareFactorizationMachineRegressor(fields=encoder.fields_,
-                                                        normalize=False, max_iter=3,
-                                                        random_state=0)):
-        est.fit(X, y)
-        path = tmp_path / "ffm.npz"
-        polylite.save(est, path)
-        back = polylite.load(path)
-        assert type(back) is type(est)
-        np.testing.assert_array_equal(back.P_, est.P_)
-        np.testing.assert_array_equal(back.fields_, est.fields_)
-        assert back.n_fields_ == est.n_fields_
-        np.testing.assert_array_equal(back.predict(X), est.predict(X))
-        np.testing.assert_array_equal(back.get_params()["fields"], est.fields_)
-        refit = clone(back).fit(X, y)  # the restored parameter refits the same model
-        np.testing.assert_array_equal(refit.fields_, est.fields_)
-
-
-def test_partial_fit_is_one_epoch_of_fit():
-    frame, y = _clicks(600)
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    params = dict(fields=encoder.fields_, shuffle=False, random_state=0)
-    one = FieldAwareFactorizationMachineClassifier(max_iter=2, **params).fit(X, y)
-    streamed = FieldAwareFactorizationMachineClassifier(**params)
-    for _ in range(2):
-        streamed.partial_fit(X, y, classes=[0, 1])
-    np.testing.assert_allclose(streamed.P_, one.P_, rtol=1e-12)
-    np.testing.assert_allclose(streamed.w_, one.w_, rtol=1e-12)
-
-
-def test_early_stopping_on_validation_logloss():
-    frame, y = _clicks(3000)
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    clf = FieldAwareFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, n_iter_no_change=1,
-        random_state=0).fit(X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
-    assert clf.n_iter_[0] < 200
-    held = FieldAwareFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, early_stopping=True,
-        n_iter_no_change=1, random_state=0).fit(X, y)
-    assert held.n_iter_[0] < 200
-
-
-def test_mini_batches_on_two_threads_agree_with_one():
-    frame, y = _clicks(3000)
-    encoder = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit(frame)
-    X = encoder.transform(frame)
-    params = dict(fields=encoder.fields_, batch_size=600, max_iter=3, random_state=0)
-    one = FieldAwareFactorizationMachineClassifier(n_jobs=1, **params).fit(X, y)
-    two = FieldAwareFactorizationMachineClassifier(n_jobs=2, **params).fit(X, y)
-    np.testing.assert_allclose(two.P_, one.P_, rtol=1e-9, atol=1e-12)
-
-
-def test_normalize_scales_rows_to_unit_norm():
-    frame, y = _clicks(400)
-    X = FieldEncoder(user="a", item="b", context_features={"c": "categorical"}).fit_transform(frame)
-    fields = [0] * 5 + [1] * 4 + [2] * 3
-    clf = FieldAwareFactorizationMachineClassifier(fields=fields, max_iter=2,
-                                                   random_state=0).fit(X, y)
-    scaled = FieldAwareFactorizationMachineClassifier(fields=fields, max_iter=2,
-                                                      random_state=0).fit(5 * X, y)
-    np.testing.assert_allclose(clf.P_, scaled.P_, rtol=1e-10)
-    np.testing.assert_allclose(clf.decision_function(X),
-                               scaled.decision_function(7 * X), rtol=1e-10)
-
-
-def test_bad_parameters():
-    X, y = np.eye(4), [0, 1, 0, 1]
-    with pytest.raises(ValueError, match="fields must"):
-        FieldAwareFactorizationMachineClassifier(fields="abc").fit(X, y)
-    with pytest.raises(ValueError, match="fields must be >= 0"):
-        FieldAwareFactorizationMachineClassifier(fields=[0, -1, 0, 1]).fit(X, y)
-    with pytest.raises(ValueError, match="solver"):
-        FieldAwareFactorizationMachineClassifier(solver="cd").fit(X, y)
-
-
-ESTIMATORS = [
-    FieldAwareFactorizationMachineRegressor(max_iter=20),
-    FieldAwareFactorizationMachineClassifier(max_iter=20),
-    FieldAwareFactorizationMachineClassifier(solver="sgd", eta0=0.05, max_iter=20),
-]
-
-
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
-def test_clone_round_trip(estimator):
-    twin = clone(estimator)
-    assert twin.get_params() == estimator.get_params()
-
-
 def test_mini_batch_against_numpy_reference():
     """batch_size rows per step: the mean of the rows' gradients, each with its row's
     penalty, in one AdaGrad step."""
@@ -370,25 +214,3 @@ def test_mini_batch_against_numpy_reference():
     np.testing.assert_allclose(est.P_, P, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(est.w_, w, rtol=1e-9, atol=1e-12)
     assert est.intercept_ == pytest.approx(b, rel=1e-9)
-
-
-def test_streaming_a_libffm_file_in_chunks_is_one_pass(tmp_path):
-    """partial_fit over the chunks of a libffm file, in order, takes the steps of one
-    epoch of fit over the whole file (AdaGrad's statistics carry over)."""
-    from polylite.datasets import dump_libffm, iter_libffm_chunks, make_ctr, scan_libffm
-    X, y, fields = make_ctr(3000, max_categories=300, random_state=0)
-    path = tmp_path / "train.ffm"
-    dump_libffm(X, y, fields, path)
-    scan = scan_libffm(path)
-    assert scan.n_features == X.shape[1]
-    params = dict(fields=scan.fields, shuffle=False, random_state=0)
-    whole = FieldAwareFactorizationMachineClassifier(max_iter=1, **params).fit(X, y)
-    streamed = FieldAwareFactorizationMachineClassifier(**params)
-    n_chunks = 0
-    for X_chunk, y_chunk, _ in iter_libffm_chunks(path, scan.n_features,
-                                                  chunk_bytes=50_000):
-        streamed.partial_fit(X_chunk, y_chunk, classes=[0, 1])
-        n_chunks += 1
-    assert n_chunks > 3
-    np.testing.assert_allclose(streamed.P_, whole.P_, rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(streamed.w_, whole.w_, rtol=1e-10, atol=1e-13)

@@ -10,7 +10,7 @@ from polylite import (FieldAwareFactorizationMachineClassifier,
                       FieldAwareFactorizationMachineRegressor)
 from polylite._engine import _sgd, solvers
 from polylite.datasets import make_ctr
-from polylite.polynomial import ffm as ffm_module
+from polylite.polynomial import _fields as fields_module
 
 
 def _ctr(n, seed=0):
@@ -162,13 +162,13 @@ def test_shared_pass_counts_every_row_as_a_step(n_threads):
 
 
 def test_chunked_initialisation_draws_the_same_numbers(monkeypatch):
-    monkeypatch.setattr(ffm_module, "_FILL_CHUNK", 7)
+    monkeypatch.setattr(fields_module, "_FILL_CHUNK", 7)
     out = np.empty((3, 5, 4), np.float32)
-    ffm_module._fill_uniform(out, np.random.RandomState(4), 0.5)
+    fields_module._fill_uniform(out, np.random.RandomState(4), 0.5)
     expected = np.random.RandomState(4).uniform(0, 0.5, size=out.shape)
     np.testing.assert_array_equal(out, expected.astype(np.float32))
     strided = np.empty((6, 5), np.float64)[::2]
-    ffm_module._fill_uniform(strided, np.random.RandomState(4), 0.5)
+    fields_module._fill_uniform(strided, np.random.RandomState(4), 0.5)
     np.testing.assert_array_equal(strided,
                                   np.random.RandomState(4).uniform(0, 0.5, (3, 5)))
 

@@ -7,23 +7,7 @@ import scipy.sparse as sp
 from polylite import (FactorizationMachineClassifier, FactorizationMachineRegressor,
                       FieldAwareFactorizationMachineClassifier)
 
-
-class _Ftrl:
-    """McMahan et al. (2013), Algorithm 1, one coordinate array at a time."""
-
-    def __init__(self, w, alpha, beta, l1, l2):
-        self.w, self.z, self.n = w, np.zeros_like(w), np.zeros_like(w)
-        self.alpha, self.beta, self.l1, self.l2 = alpha, beta, l1, l2
-
-    def step(self, idx, g):
-        sigma = (np.sqrt(self.n[idx] + g * g) - np.sqrt(self.n[idx])) / self.alpha
-        self.z[idx] += g - sigma * self.w[idx]
-        self.n[idx] += g * g
-        z = self.z[idx]
-        self.w[idx] = np.where(
-            np.abs(z) <= self.l1, 0.0,
-            -(z - np.sign(z) * self.l1)
-            / ((self.beta + np.sqrt(self.n[idx])) / self.alpha + self.l2))
+from _reference import Ftrl as _Ftrl
 
 
 def _fm_reference(X, y, P0, epochs, alpha, l1, l2, classify):
@@ -100,7 +84,7 @@ def test_ffm_ftrl_against_numpy_reference():
     P0 = np.random.RandomState(0).uniform(0, 1 / np.sqrt(k), size=(d, 4 * k))
     b = _Ftrl(np.zeros(1), 0.2, 1.0, 0.0, 0.0)
     w = _Ftrl(np.zeros(d), 0.2, 1.0, 0.3, 0.05)
-    P = _Ftrl(P0.reshape(d, 4, k), 0.2, 1.0, 0.3, 0.05)
+    P = _Ftrl(P0.reshape(d, 4, k), 0.2, 1.0, 0.3, 0.05, start=True)
     for _ in range(2):
         for i in range(n):
             ind = X.indices[X.indptr[i]:X.indptr[i + 1]]

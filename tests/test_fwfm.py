@@ -1,22 +1,21 @@
 """Field-weighted factorization machines: the kernel against brute force and finite
 differences, the engine's gradient against finite differences of its objective, the
 passes against a plain NumPy implementation of the same steps (one row and mini-batches
-per step), the estimators (fields from an array or a FieldEncoder, save and load,
-partial_fit, early stopping, threads) and scikit-learn's estimator checks."""
+per step; FTRL), the weights the L1 penalty keeps and the model's accuracy.  The
+contract of the field models (fields, normalisation, save and load, partial_fit, early
+stopping, threads, scikit-learn's checks) is test_field_models.py's."""
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
 from sklearn.metrics import log_loss
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import polylite
 from polylite import (FieldAwareFactorizationMachineClassifier,
                       FieldAwareFactorizationMachineRegressor,
                       FieldWeightedFactorizationMachineClassifier,
-                      FieldWeightedFactorizationMachineRegressor, FieldEncoder, kernels)
-from polylite.estimator_checks import expected_failed_checks
+                      FieldWeightedFactorizationMachineRegressor, kernels)
+
+from _clicks import encoded as _encoded
+from _reference import Ftrl
 
 
 def _brute_force(P, R, fields, indices, values):
@@ -312,26 +311,97 @@ def test_mini_batch_against_numpy_reference(n_jobs):
     assert est.intercept_ == pytest.approx(b, rel=1e-9)
 
 
-def _clicks(n=2000, seed=0):
-    """Rows of four one-hot fields whose label depends on one pair of fields (a, b); the
-    pairs with the noise fields c and d carry nothing."""
-    rng = np.random.RandomState(seed)
-    a, b = rng.randint(0, 6, n), rng.randint(0, 6, n)
-    c, e = rng.randint(0, 5, n), rng.randint(0, 5, n)
-    logit = 2.0 * ((a % 2) == (b % 2)) - 1.0
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-2 * logit))).astype(int)
-    frame = pd.DataFrame({"a": a, "b": b, "c": c, "e": e})
-    return frame, y
+def _numpy_ftrl(X, y, fields, n_fields, P, epochs, *, classify, alpha, l1, l2):
+    """FTRL-proximal on the field-weighted model, written plainly in NumPy: rows in
+    order, one row per step on the parameters the row reads (the intercept unpenalised;
+    the weights and vectors of its nonzeros; the weights of its pairs of fields, each
+    pair once), every state starting at the initial model (Ftrl's ``start``)."""
+    n, d = X.shape
+    b = Ftrl(np.zeros(1), alpha, 1.0, 0.0, 0.0, start=True)
+    w = Ftrl(np.zeros(d), alpha, 1.0, l1, l2, start=True)
+    V = Ftrl(P.astype(np.float64).copy(), alpha, 1.0, l1, l2, start=True)
+    R = Ftrl(np.ones((n_fields, n_fields)), alpha, 1.0, l1, l2, start=True)
+    for _ in range(epochs):
+        for i in range(n):
+            ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
+            val = X.data[X.indptr[i]:X.indptr[i + 1]]
+            phi, gP, gR = _brute_force(V.w, R.w, fields, ind, val)
+            pred = b.w[0] + w.w[ind] @ val + phi
+            dl = -y[i] / (1 + np.exp(y[i] * pred)) if classify else pred - y[i]
+            b.step(np.array([0]), np.array([dl]))
+            w.step(ind, dl * val)
+            for a, j in enumerate(ind):
+                V.step(j, dl * gP[a])
+            for f, g in _pairs_read(fields, ind):
+                R.step((f, g), dl * gR[f, g])
+                R.w[g, f] = R.w[f, g]
+    return b.w[0], w.w, V.w, R.w
 
 
-def _encoded(n, seed=0):
-    frame, y = _clicks(n, seed)
-    encoder = FieldEncoder(user="a", item="b", context_features={
-        "c": "categorical", "e": "categorical"}).fit(frame)
-    return encoder, encoder.transform(frame), y
+@pytest.mark.parametrize("classify", [True, False])
+@pytest.mark.parametrize("l1", [0.0, 3.0])
+def test_ftrl_against_numpy_reference(classify, l1):
+    rng = np.random.RandomState(4)
+    n, d, k = 50, 8, 3
+    fields = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    X = sp.random(n, d, density=0.5, format="csr", random_state=rng)
+    X.data *= 2
+    labels = rng.randint(0, 2, n)
+    y = 2.0 * labels - 1 if classify else rng.randn(n)
+    cls = (FieldWeightedFactorizationMachineClassifier if classify
+           else FieldWeightedFactorizationMachineRegressor)
+    est = cls(n_components=k, fields=fields, normalize=False, solver="ftrl", eta0=0.3,
+              l1=l1, l2=0.1, max_iter=3, shuffle=False, random_state=0)
+    est.fit(X, labels if classify else y)
+    P0 = np.random.RandomState(0).uniform(0, 1 / np.sqrt(k), size=(d, k))
+    b, w, P, R = _numpy_ftrl(X, y, fields, 4, P0, 3, classify=classify, alpha=0.3,
+                             l1=l1, l2=0.1)
+    got = [est.P_[0], est.w_[0], est.intercept_[0], est.field_weights_[0]] if classify \
+        else [est.P_, est.w_, est.intercept_, est.field_weights_]
+    tol = dict(rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[0], P, **tol)
+    np.testing.assert_allclose(got[1], w, **tol)
+    assert got[2] == pytest.approx(b, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(got[3], R, **tol)
+    assert not np.allclose(R, 1)  # the weights moved
+    pairs = np.count_nonzero(np.triu(R))
+    assert est.n_nonzero_field_pairs_ == pairs
+    assert est.n_nonzero_weights_ == np.count_nonzero(w) + np.count_nonzero(P) + pairs
 
 
-def test_fields_from_field_encoder_and_accuracy():
+def test_ftrl_starts_at_the_initial_model():
+    """FTRL's state starts at the initial model: with a step size so small that the
+    steps move nothing visibly, the fit keeps the weights of the pairs of fields near 1
+    and the factors near their start (from z = 0 the first step would set them near
+    0)."""
+    encoder, X, y = _encoded(300)
+    params = dict(fields=encoder.fields_, max_iter=1, random_state=0)
+    start = FieldWeightedFactorizationMachineClassifier(solver="adagrad", eta0=1e-12,
+                                                        **params).fit(X, y)
+    ftrl = FieldWeightedFactorizationMachineClassifier(solver="ftrl", eta0=1e-6,
+                                                       **params).fit(X, y)
+    np.testing.assert_allclose(ftrl.field_weights_, 1, rtol=1e-4)
+    np.testing.assert_allclose(ftrl.P_, start.P_, rtol=1e-4, atol=1e-8)
+
+
+def test_ftrl_l1_drops_weights_and_pairs_of_fields():
+    encoder, X, y = _encoded(2000)
+    kept, pairs = [], []
+    for l1 in (0.0, 1.0, 3.0, 8.0):
+        clf = FieldWeightedFactorizationMachineClassifier(
+            fields=encoder.fields_, solver="ftrl", l1=l1, max_iter=3,
+            random_state=0).fit(X, y)
+        kept.append(clf.n_nonzero_weights_)
+        pairs.append(clf.n_nonzero_field_pairs_)
+        R = clf.field_weights_[0]
+        assert clf.n_nonzero_field_pairs_ == np.count_nonzero(np.triu(R))
+    assert kept == sorted(kept, reverse=True) and kept[-1] < kept[0]
+    # Each row has one nonzero per field: only the 6 pairs of two fields are read, and
+    # a large l1 drops them all (the 4 pairs of a field with itself keep their 1).
+    assert pairs == sorted(pairs, reverse=True) and pairs[0] == 10 and pairs[-1] == 4
+
+
+def test_accuracy_against_the_field_aware_model_and_the_weights_learned():
     encoder, X, y = _encoded(6000)
     Xtr, Xte, ytr, yte = X[:4000], X[4000:], y[:4000], y[4000:]
     clf = FieldWeightedFactorizationMachineClassifier(fields=encoder.fields_, max_iter=10,
@@ -339,139 +409,10 @@ def test_fields_from_field_encoder_and_accuracy():
     assert clf.P_.shape == (1, 22, 4) and clf.field_weights_.shape == (1, 4, 4)
     np.testing.assert_array_equal(clf.field_weights_[0], clf.field_weights_[0].T)
     assert clf.n_parameters_ == 1 + 22 + 22 * 4 + 10
-    same = FieldWeightedFactorizationMachineClassifier(
-        fields=[0] * 6 + [1] * 6 + [2] * 5 + [3] * 5, max_iter=10,
-        random_state=0).fit(Xtr, ytr)
-    np.testing.assert_array_equal(clf.predict_proba(Xte), same.predict_proba(Xte))
-    linear = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=10, random_state=0, init_scale=0.0).fit(Xtr, ytr)
-    assert np.all(linear.P_ == 0)  # zero factors stay zero: a linear model
     ffm = FieldAwareFactorizationMachineClassifier(fields=encoder.fields_, max_iter=10,
                                                    random_state=0).fit(Xtr, ytr)
     loss = log_loss(yte, clf.predict_proba(Xte)[:, 1])
-    assert loss < log_loss(yte, linear.predict_proba(Xte)[:, 1]) - 0.02
     assert loss < log_loss(yte, ffm.predict_proba(Xte)[:, 1]) + 0.02
     # The informative pair of fields weighs more than the pairs of noise fields.
     R = np.abs(clf.field_weights_[0])
     assert R[0, 1] > max(R[2, 3], R[0, 2], R[1, 3])
-
-
-def test_save_load_round_trip(tmp_path):
-    encoder, X, y = _encoded(500)
-    for est in (FieldWeightedFactorizationMachineClassifier(fields=encoder, max_iter=3,
-                                                            random_state=0),
-                FieldWeightedFactorizationMachineRegressor(fields=encoder.fields_,
-                                                           normalize=False, max_iter=3,
-                                                           random_state=0)):
-        est.fit(X, y)
-        path = tmp_path / "fwfm.npz"
-        polylite.save(est, path)
-        back = polylite.load(path)
-        assert type(back) is type(est)
-        np.testing.assert_array_equal(back.P_, est.P_)
-        np.testing.assert_array_equal(back.field_weights_, est.field_weights_)
-        np.testing.assert_array_equal(back.fields_, est.fields_)
-        assert back.n_fields_ == est.n_fields_
-        np.testing.assert_array_equal(back.predict(X), est.predict(X))
-        refit = clone(back).fit(X, y)  # the restored parameter refits the same model
-        np.testing.assert_array_equal(refit.field_weights_, est.field_weights_)
-
-
-def test_partial_fit_is_one_epoch_of_fit_and_warm_start():
-    encoder, X, y = _encoded(600)
-    params = dict(fields=encoder.fields_, shuffle=False, random_state=0)
-    one = FieldWeightedFactorizationMachineClassifier(max_iter=2, **params).fit(X, y)
-    streamed = FieldWeightedFactorizationMachineClassifier(**params)
-    for _ in range(2):
-        streamed.partial_fit(X, y, classes=[0, 1])
-    np.testing.assert_allclose(streamed.P_, one.P_, rtol=1e-12)
-    np.testing.assert_allclose(streamed.field_weights_, one.field_weights_, rtol=1e-12)
-    warm = FieldWeightedFactorizationMachineClassifier(max_iter=1, warm_start=True,
-                                                       **params).fit(X, y)
-    before = warm.field_weights_.copy()
-    warm.fit(X, y)
-    assert not np.array_equal(warm.field_weights_, before)
-
-
-def test_early_stopping_on_validation_logloss():
-    encoder, X, y = _encoded(3000)
-    clf = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, n_iter_no_change=1,
-        random_state=0).fit(X[:2000], y[:2000], X_val=X[2000:], y_val=y[2000:])
-    assert clf.n_iter_[0] < 200
-    held = FieldWeightedFactorizationMachineClassifier(
-        fields=encoder.fields_, max_iter=200, eta0=1.0, early_stopping=True,
-        n_iter_no_change=1, random_state=0).fit(X, y)
-    assert held.n_iter_[0] < 200
-
-
-def test_bad_parameters():
-    X, y = np.eye(4), [0, 1, 0, 1]
-    with pytest.raises(ValueError, match="fields must"):
-        FieldWeightedFactorizationMachineClassifier(fields="abc").fit(X, y)
-    with pytest.raises(ValueError, match="solver"):
-        FieldWeightedFactorizationMachineClassifier(solver="ftrl").fit(X, y)
-    with pytest.raises(ValueError, match="solver"):
-        FieldWeightedFactorizationMachineClassifier(solver="cd").fit(X, y)
-
-
-ESTIMATORS = [
-    FieldWeightedFactorizationMachineRegressor(max_iter=20),
-    FieldWeightedFactorizationMachineClassifier(max_iter=20),
-    FieldWeightedFactorizationMachineClassifier(solver="sgd", eta0=0.05, max_iter=20),
-]
-
-
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.parametrize("estimator", ESTIMATORS, ids=repr)
-def test_clone_round_trip(estimator):
-    twin = clone(estimator)
-    assert twin.get_params() == estimator.get_params()
-
-
-@pytest.mark.parametrize("cls", [FieldAwareFactorizationMachineClassifier,
-                                 FieldAwareFactorizationMachineRegressor,
-                                 FieldWeightedFactorizationMachineRegressor])
-def test_partial_fit_steps_in_place_and_a_diverged_chunk_is_undone(cls):
-    """With the row penalty a chunk's pass steps on the fitted arrays (no copy of the
-    model): the rows of the chunk's features change, the others not at all; a chunk that
-    diverges puts every parameter back as it was."""
-    rng = np.random.RandomState(6)
-    n, d = 80, 12
-    fields = np.repeat(np.arange(4), 3)
-    X = sp.random(n, d, density=0.4, format="csr", random_state=rng)
-    y = rng.randint(0, 2, n)
-    classes = dict(classes=[0, 1]) if cls is FieldAwareFactorizationMachineClassifier \
-        else {}
-    est = cls(fields=fields, normalize=False, solver="sgd", eta0=0.01,
-              learning_rate="constant", random_state=0).partial_fit(X, y, **classes)
-    before = est._stacked(copy=True)
-    chunk = sp.hstack([X[:, :6], sp.csr_matrix((n, d - 6))], format="csr")
-    est.partial_fit(chunk, y)
-    after = est._stacked(copy=True)
-    untouched = np.setdiff1d(np.arange(d), np.unique(chunk.indices))
-    assert untouched.size >= 6
-    np.testing.assert_array_equal(after["P"][:, :, untouched], before["P"][:, :, untouched])
-    np.testing.assert_array_equal(after["w"][:, untouched], before["w"][:, untouched])
-    assert not np.array_equal(after["P"], before["P"])
-    est.set_params(eta0=1e6)
-    with pytest.raises(FloatingPointError, match="kept"):
-        est.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
-    for name, value in est._stacked(copy=True).items():
-        np.testing.assert_array_equal(value, after[name])
-    # Told to keep nothing to undo a chunk (the command line's streamed fit): the same
-    # steps in place, and a diverged chunk leaves the estimator unfitted.
-    est, twin = clone(est).set_params(eta0=0.01), clone(est).set_params(eta0=0.01)
-    twin._undo_diverged_chunk = False
-    for model in (est, twin):
-        model.partial_fit(X, y, **classes)
-        model.partial_fit(chunk, y)
-    np.testing.assert_array_equal(twin.P_, est.P_)
-    twin.set_params(eta0=1e6)
-    with pytest.raises(FloatingPointError, match="now unfitted"):
-        twin.partial_fit(1e6 * chunk, y if classes else 1e6 * y)
-    assert not twin.__sklearn_is_fitted__()

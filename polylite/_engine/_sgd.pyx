@@ -96,6 +96,7 @@ cdef struct History:
     void* z_intercept
     void* z_w
     void* z_P
+    void* z_lam               # (the field-weighted kernel's weights of pairs of fields)
 
 
 cdef struct Pass:
@@ -897,16 +898,18 @@ cdef Rule _rule_of(problem, schedule):
 cdef void _set_ftrl_history(History* h, state, bint ftrl, Py_ssize_t d, Py_ssize_t size_P):
     """FTRL's z arrays (``state.z``, checked by _check_pass) into the record ``h``; NULL
     for the other schedules."""
-    cdef char[::1] zi, zw, zP
-    h.z_intercept = h.z_w = h.z_P = NULL
+    cdef char[::1] zi, zw, zP, zl
+    h.z_intercept = h.z_w = h.z_P = h.z_lam = NULL
     if not ftrl:
         return
     zi = state.z["intercept"].view(np.int8)
     zw = state.z["w"].reshape(-1).view(np.int8)
     zP = state.z["P"].reshape(-1).view(np.int8)
+    zl = state.z["lam"].reshape(-1).view(np.int8)
     h.z_intercept = &zi[0]
     h.z_w = &zw[0] if d > 0 else NULL
     h.z_P = &zP[0] if size_P > 0 else NULL
+    h.z_lam = &zl[0] if zl.shape[0] > 0 else NULL
 
 
 cdef void _set_fields(Model* m, const int[::1] fields, Py_ssize_t n_fields):
@@ -936,9 +939,9 @@ def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
                          "hold n_fields vectors of equal length, and no dummies")
     n_lam = _lam_size(problem, k)
     if problem.kernel == FIELD_WEIGHTED and (
-            n_blocks != 1 or problem.n_fields < 1 or n_dummy or schedule.kind == FTRL):
-        raise ValueError("sgd_epoch: a field-weighted model has one factor block, no "
-                         "dummies, and steps by SGD or AdaGrad")
+            n_blocks != 1 or problem.n_fields < 1 or n_dummy):
+        raise ValueError("sgd_epoch: a field-weighted model has one factor block and no "
+                         "dummies")
     if (params.w.shape[0] != d or params.lam.shape[0] != n_lam or params.gamma.shape[1] != k
             or params.intercept.shape[0] != 1 or y.shape[0] != rows.indptr.shape[0] - 1
             or sample_weight.shape[0] != y.shape[0]):
@@ -949,7 +952,7 @@ def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
             or any(state.z[name].shape != getattr(params, name).shape
                    or state.z[name].dtype != params.P.dtype
                    or not state.z[name].flags.c_contiguous
-                   for name in ("intercept", "w", "P"))):
+                   for name in ("intercept", "w", "P", "lam"))):
         raise ValueError("sgd_epoch: FTRL steps one row at a time on models without "
                          "dummies, with z arrays shaped and typed as the parameters")
     if schedule.kind in (ADAGRAD, FTRL) and (

@@ -1,8 +1,8 @@
 # The field-weighted kernel's weights of the pairs of fields (Pan et al., WWW 2018) in
 # the stochastic passes, included by _sgd.pyx.  They live in the model's ``lam`` (packed:
-# _kernels.field_pair), their AdaGrad sums in the history's ``lam``, and a row's gradient
-# in them in the workspace's ``glam`` (field_weighted_term writes the entries of the
-# row's pairs of fields only).  Every step reads the row's distinct pairs of fields once
+# _kernels.field_pair), their AdaGrad sums (FTRL: its n) in the history's ``lam`` (FTRL's
+# z in its ``z_lam``), and a row's gradient in them in the workspace's ``glam``
+# (field_weighted_term writes the entries of the row's pairs of fields only).  Every step reads the row's distinct pairs of fields once
 # (a row with two nonzeros in fields f and g adds both pairs' gradients to the one weight
 # r[f, g]), and each row penalises the weights it reads, beta r (as libffm's penalty on
 # the vectors).
@@ -56,18 +56,23 @@ cdef void _field_weight_steps(floating* r, const index_t* ind, Py_ssize_t nnz,
                               double eta) noexcept nogil:
     """One row's step (batch size 1) on the weights ``r`` of its pairs of fields: the
     gradient dl glam + beta r, AdaGrad's (the history's ``lam`` its sums) or SGD's at
-    rate eta."""
+    rate eta; FTRL's (the history's ``lam`` its n, ``z_lam`` its z) with the gradient
+    dl glam, penalised by its l1 and l2 as the other parameters."""
     cdef const floating* glam = <const floating*> st.glam
     cdef floating* acc = <floating*> ps.history.lam
+    cdef floating* z_lam = <floating*> ps.history.z_lam
     cdef Py_ssize_t n_fields = ps.model.n_fields, n, u, v, e
     cdef double beta = ps.rule.beta, g
-    cdef bint adagrad = ps.rule.schedule == ADAGRAD
+    cdef bint adagrad = ps.rule.schedule == ADAGRAD, ftrl = ps.rule.schedule == FTRL
     n = _row_fields(&ps.model, ind, nnz, st.field_count, st.row_fields)
     for u in range(n):
         for v in range(u, n):
             if not _pair_read(st.field_count, st.row_fields, u, v):
                 continue
             e = field_pair(st.row_fields[u], st.row_fields[v], n_fields)
+            if ftrl:
+                _ftrl_steps(&r[e], &acc[e], &z_lam[e], &glam[e], 1, dl, &ps.rule)
+                continue
             g = dl * glam[e] + beta * r[e]
             if adagrad:
                 adagrad_step(&r[e], &acc[e], <floating> g, ps.rule.eta0)

@@ -485,9 +485,30 @@ class StochasticState:
         self.acc = {name: zeros(getattr(params, name))
                     for name in ("intercept", "w", "P", "gamma", "lam")}
         self.last_touch = np.zeros(params.w.shape[0] if sums else 0, np.int64)
-        # FTRL's z of each parameter.
+        # FTRL's z of each parameter (lam: the field-weighted kernel's weights of the
+        # pairs of fields; the other kernels' passes leave it alone).
         self.z = {name: np.zeros(getattr(params, name).shape if ftrl else (0,), dtype)
-                  for name in ("intercept", "w", "P")}
+                  for name in ("intercept", "w", "P", "lam")}
+
+
+def start_ftrl(state, params, schedule):
+    """Centre FTRL-proximal's first proximal term at the present parameters: its z of
+    every parameter p starts at ``-(beta / alpha) p`` instead of 0.
+
+    FTRL's proximal terms ``sigma_s / 2 ||w - w_s||^2`` are centred at its iterates
+    ``w_s``, the first, of weight ``beta / alpha``, at the starting point; McMahan et
+    al. start at 0, where z = 0 is that term.  From a nonzero start (the initial
+    factors, or the field-weighted model's weights of the pairs of fields at 1) z = 0
+    would centre it at 0 instead, and the first step would set each parameter near 0
+    (keeping about ``|g| / (beta + |g|)`` of it); with this z the first step moves it
+    from where it is, by ``-alpha g / (beta + |g|)`` without penalties, as AdaGrad's.
+    The penalties l1 and l2 stay centred at 0.  Zero parameters keep z = 0.
+    """
+    scale = schedule.ftrl_beta / schedule.eta0
+    for name, z in state.z.items():
+        p = getattr(params, name)
+        if z.shape == p.shape:
+            z[...] = -scale * p
 
 
 _SOLVER_NAMES = {0: "sgd", 1: "sgd", ADAGRAD: "adagrad", FTRL: "ftrl"}
@@ -523,6 +544,9 @@ class StochasticGradient:
                 state.default_eta0 = default_sgd_eta0(est, X, y, sw, loss_code, kernel,
                                                       degrees, est._structure()[2])
             self.eta0 = state.default_eta0
+        if state.ftrl and state.step == 0 and est._ftrl_from_start:
+            start_ftrl(state, params, Schedule(FTRL, self.eta0, 0.0, 1,
+                                               *est._ftrl_penalties()))
         self._y_pred = None
         # Threads of a mini-batch: ``n_jobs``, or the estimator's (see output_threads).
         self.n_jobs = est._n_jobs if n_jobs is None else n_jobs

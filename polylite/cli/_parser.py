@@ -72,8 +72,8 @@ PARAMETERS = [
     ("tol", float, None, "stopping tolerance (vb-fm: the rise of the ELBO per row)",
      "1e-05 (fm/pn), None (ffm/fwfm/ranking), 0.0001 (vb-fm)"),
     ("solver", str, ("auto", "cd", "sgd", "adagrad", "lbfgs", "ftrl"), "optimiser (auto: "
-     "lbfgs on dense data, cd on sparse data; ftrl: FTRL-proximal, fm and ffm, with --l1 "
-     "and --l2)", "'auto' (fm/pn), 'adagrad' (ffm/fwfm/ranking)"),
+     "lbfgs on dense data, cd on sparse data; ftrl: FTRL-proximal, fm, ffm and fwfm, with "
+     "--l1 and --l2)", "'auto' (fm/pn), 'adagrad' (ffm/fwfm/ranking)"),
     ("l1", float, None, "L1 penalty of --solver ftrl, on the sum of the losses (zeroes "
      "weights)", "0.0"),
     ("l2", float, None, "L2 penalty of --solver ftrl, on the sum of the losses", "0.0"),

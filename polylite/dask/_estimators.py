@@ -678,6 +678,8 @@ class _DaskClassifierMixin:
         return self._map_rows(X, "predict_proba")
 
 
+# The field models on Dask take the in-memory estimators' parameters and defaults (their
+# __init__): only the solver's documentation and its choices differ.
 class FieldAwareFactorizationMachineRegressor(
         _DaskMixin, _local.FieldAwareFactorizationMachineRegressor):
     _local_class = _local.FieldAwareFactorizationMachineRegressor
@@ -686,15 +688,6 @@ class FieldAwareFactorizationMachineRegressor(
         "Field-aware factorization machine regressor fitted on a Dask cluster.\n",
         _local.FieldAwareFactorizationMachineRegressor, ffm._FFM_OBJECTIVE_DOC,
         ffm._FFM_PARAMS_DOC)
-
-    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
-                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
-                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
-                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
-        super().__init__(**{k: v for k, v in locals().items()
-                            if k not in ("self", "__class__")})
 
 
 class FieldAwareFactorizationMachineClassifier(
@@ -706,16 +699,6 @@ class FieldAwareFactorizationMachineClassifier(
         "cluster.\n", _local.FieldAwareFactorizationMachineClassifier,
         ffm._FFM_OBJECTIVE_DOC, ffm._FFM_PARAMS_DOC, _CLASSIFIER_LOSS_DOC)
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
-                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
-                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
-                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
-        super().__init__(**{k: v for k, v in locals().items()
-                            if k not in ("self", "__class__")})
-
 
 class FieldWeightedFactorizationMachineRegressor(
         _DaskMixin, _local.FieldWeightedFactorizationMachineRegressor):
@@ -725,15 +708,6 @@ class FieldWeightedFactorizationMachineRegressor(
         "Field-weighted factorization machine regressor fitted on a Dask cluster.\n",
         _local.FieldWeightedFactorizationMachineRegressor, fwfm._FWFM_OBJECTIVE_DOC,
         fwfm._FWFM_PARAMS_DOC)
-
-    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
-                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
-                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
-        super().__init__(**{k: v for k, v in locals().items()
-                            if k not in ("self", "__class__")})
 
 
 class FieldWeightedFactorizationMachineClassifier(
@@ -745,16 +719,6 @@ class FieldWeightedFactorizationMachineClassifier(
         "Field-weighted factorization machine classifier (one-vs-rest) fitted on a Dask "
         "cluster.\n", _local.FieldWeightedFactorizationMachineClassifier,
         fwfm._FWFM_OBJECTIVE_DOC, fwfm._FWFM_PARAMS_DOC, _CLASSIFIER_LOSS_DOC)
-
-    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
-                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
-                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
-        super().__init__(**{k: v for k, v in locals().items()
-                            if k not in ("self", "__class__")})
 
 
 _ALL = (FactorizationMachineRegressor, FactorizationMachineClassifier,

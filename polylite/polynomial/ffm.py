@@ -1,218 +1,36 @@
 """Field-aware factorization machines (Juan et al., RecSys 2016), trained by the engine's
-stochastic passes (AdaGrad as libffm, or SGD).
+stochastic passes (AdaGrad as libffm, SGD or FTRL-proximal).
 
 The model is the engine's field-aware kernel (``polylite._engine._kernels``:
 ``field_aware_term``) on one factor block whose row j holds feature j's latent vector for
 each field; the passes, their step rules and the epoch loop are the factorization
-machines' (:class:`polylite.polynomial._base._PolynomialModel`).
+machines' (:class:`polylite.polynomial._base._PolynomialModel`), the fields, the
+normalisation of the rows and the model files the field models'
+(:class:`polylite.polynomial._fields._FieldModel`).
 """
-import numbers
-
-import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.preprocessing import normalize
 
-from .. import kernels
-from .._io import ModelFileError, register_model
-from .._validation import check_bool, check_choice, check_n_jobs, check_number, \
-    store_init_params
-from ._base import _PolynomialModel
+from .._io import register_model
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
+from ._fields import (_FieldModel, _classifier_init, _regressor_init,
+                      fields_of)  # noqa: F401 (fields_of: the models' fields)
 
 __all__ = ["FieldAwareFactorizationMachineRegressor",
            "FieldAwareFactorizationMachineClassifier"]
 
 
-def fields_of(fields, n_features):
-    """The field of each of ``n_features`` columns, as the field-aware models take it.
-
-    Parameters
-    ----------
-    fields : array-like of int, list of Field, fitted FieldEncoder, or None
-        ``fields[j]`` is the field of column j; a fitted
-        :class:`polylite.FieldEncoder`'s fields (its ``fields_``, or the encoder itself)
-        become the fields, in their order, each holding its columns; None: each column
-        a field of its own.
-    n_features : int
-        The number of columns of the data.
-
-    Returns
-    -------
-    fields : ndarray of shape (n_features,), dtype intc
-    n_fields : int
-    """
-    if fields is None:
-        return np.arange(n_features, dtype=np.intc), max(n_features, 1)
-    encoded = getattr(fields, "fields_", None)
-    if (isinstance(fields, (list, tuple)) and fields
-            and all(hasattr(f, "start") and hasattr(f, "stop") for f in fields)):
-        encoded = list(fields)  # a FieldEncoder's fields_
-    if encoded is None and hasattr(fields, "get_params") and hasattr(fields, "transform"):
-        raise ValueError("fields is an unfitted FieldEncoder: fit it first (its fields_ "
-                         "give the model's fields)")
-    if encoded is not None:
-        out = np.empty(encoded[-1].stop if encoded else 0, np.intc)
-        for f, field in enumerate(encoded):
-            out[field.start:field.stop] = f
-        if out.shape[0] != n_features:
-            raise ValueError(f"the FieldEncoder's fields cover {out.shape[0]} columns, "
-                             f"but X has {n_features}")
-        return out, max(len(encoded), 1)
-    return kernels.check_fields(fields, n_features)
-
-
-class _BaseFieldAwareFM(_PolynomialModel):
-
-    _solvers = ("sgd", "adagrad", "ftrl")
-    _counts_nonzero = True
-    _initial_accumulator = 1.0  # as libffm: the first steps are at most eta0
-    _row_penalty = True  # as libffm: each row penalises the vectors it reads
-
-    def _check_params(self):
-        super()._check_params()
-        check_bool(self.normalize, "normalize")
-        check_n_jobs(self.n_jobs)
-        self._check_ftrl()
-        f = self.fields
-        if not (f is None or hasattr(f, "transform") or isinstance(f, (list, tuple))
-                or (isinstance(f, np.ndarray) and f.ndim == 1)):
-            raise ValueError(f"fields must be None, a sequence of ints (the field of each "
-                             f"column) or a fitted FieldEncoder, got {type(f).__name__}")
-
-    def _check_init_scale(self):
-        if self.init_scale is not None:
-            check_number(self.init_scale, "init_scale", low=0)
-
-    def _check_tol(self):
-        if self.tol is not None:
-            check_number(self.tol, "tol", low=0)
-
-    def _choose_solver(self, X):
-        return self.solver
+class _BaseFieldAwareFM(_FieldModel):
 
     def _structure(self):
         return "field-aware", [2], 0
 
-    def _field_structure(self):
-        return self.fields_, self.n_fields_
-
     def _factor_width(self):
         return self.n_fields_ * self.n_components
 
-    def _check_against_data(self, X, n_outputs):
-        """Resolve the fields (``fields_``, ``n_fields_``) for the data, then check the
-        model's size."""
-        self.fields_, self.n_fields_ = fields_of(self.fields, X.shape[1])
-        super()._check_against_data(X, n_outputs)
-
-    def _init_nonlinear(self, params, rng):
-        """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as libffm."""
-        scale = (1.0 / np.sqrt(self.n_components) if self.init_scale is None
-                 else float(self.init_scale))
-        _fill_uniform(params.P, rng, scale)
-
-    # The rows the passes and the predictions read: scaled to unit norm with normalize.
-    def _prepare_X(self, X, *, reset, y=None):
-        out = super()._prepare_X(X, reset=reset, y=y)
-        if not self.normalize:
-            return out
-        if isinstance(out, tuple):
-            return (_unit_rows(out[0]),) + tuple(out[1:])
-        return _unit_rows(out)
-
-    def _validation_set(self, X_val, y_val):
-        X_val, y_val = super()._validation_set(X_val, y_val)
-        return (_unit_rows(X_val) if self.normalize else X_val), y_val
-
     # The fitted factors: P_ of shape ([n_outputs,] n_features, n_fields, n_components),
     # a view of the engine's block of rows of n_fields * n_components entries.
-    _single_block = True
-
-    def _publish(self, stack):
-        super()._publish(stack)
+    def _publish_fields(self, stack):
         self.P_ = self.P_.reshape(self.P_.shape[:-1] + (self.n_fields_, self.n_components))
-        del self.gamma_
-
-    def _allocate(self, n_outputs, n_features, dtype):
-        # The engine's factor rows are n_fields * n_components long, and so its unused
-        # gamma and lam rows.
-        stack = super()._allocate(n_outputs, n_features, dtype)
-        width = self._factor_width()
-        stack["gamma"] = np.zeros((n_outputs, 0, width), dtype)
-        stack["lam"] = np.ones((n_outputs, width), dtype)
-        return stack
-
-    def _stacked(self, copy=False):
-        P = self.P_ if self._is_classifier else self.P_[np.newaxis]
-        n_out, d, n_fields, k = P.shape
-        dtype = P.dtype
-        w = self.w_ if self._is_classifier else self.w_[np.newaxis]
-        stack = dict(intercept=np.array(self.intercept_, dtype=dtype).reshape(-1, 1),
-                     w=w, P=P.reshape(n_out, 1, d, n_fields * k),
-                     gamma=np.zeros((n_out, 0, n_fields * k), dtype),
-                     lam=np.ones((n_out, n_fields * k), dtype))
-        return {name: np.array(a, dtype=dtype, copy=copy or None)
-                for name, a in stack.items()}
-
-    def _predict_output(self, X, params, kernel, degrees):
-        # The model's own parameters, checked when fitted or loaded: not checked again
-        # (a pass over the whole model at every call, as partial_fit's per chunk).
-        return kernels._predict_field_aware_rows(
-            X, np.ascontiguousarray(params.P[0]), (self.fields_, self.n_fields_),
-            params.intercept[0], params.w if self.fit_linear else None, False,
-            self._n_jobs)
-
-    # Model files: the fields are an array of the file (``fields_``), from which the
-    # loaded model's parameter ``fields`` is restored; the header holds None for it (a
-    # FieldEncoder is no parameter a file can hold, and a list of a million fields is
-    # no header).
-    def _saved_params(self):
-        params = self.get_params(deep=False)
-        params["fields"] = None
-        return params
-
-    def _model_arrays(self):
-        arrays, meta = super()._model_arrays()
-        arrays["fields"] = self.fields_.astype(np.int64)
-        arrays["n_fields"] = np.array([self.n_fields_], np.int64)
-        return arrays, meta
-
-    def _restore_model(self, arrays, attributes):
-        arrays = dict(arrays)
-        fields, n_fields = arrays.pop("fields", None), arrays.pop("n_fields", None)
-        if fields is None or n_fields is None or n_fields.shape != (1,):
-            raise ModelFileError("a field-aware model file needs the arrays 'fields' and "
-                                 "'n_fields'")
-        try:
-            self.fields_, self.n_fields_ = kernels.check_fields(
-                fields, self.n_features_in_, int(n_fields[0]))
-        except ValueError as exc:
-            raise ModelFileError(f"model file has invalid fields: {exc}") from None
-        super()._restore_model(arrays, attributes)
-        self.fields = self.fields_.copy()
-
-
-# Draws per call of _fill_uniform: the same numbers as one call for the whole array, in
-# the array's dtype, without a float64 array as large as the factors (on 85 million
-# factors that array cost four times the time of the draws).
-_FILL_CHUNK = 1 << 20
-
-
-def _fill_uniform(out, rng, high):
-    """Fill ``out`` in place with ``rng.uniform(0, high, size=out.shape)``, drawn a chunk
-    at a time (the same values, in the same order)."""
-    if not out.flags.c_contiguous:
-        out[...] = rng.uniform(0.0, high, size=out.shape)
-        return
-    flat = out.reshape(-1)  # a view of the contiguous array
-    for start in range(0, flat.shape[0], _FILL_CHUNK):
-        stop = min(start + _FILL_CHUNK, flat.shape[0])
-        flat[start:stop] = rng.uniform(0.0, high, size=stop - start)
-
-
-def _unit_rows(X):
-    """X with each row scaled to unit Euclidean norm (zero rows stay zero)."""
-    return normalize(X, norm="l2", copy=True)
 
 
 _FFM_PARAMS_DOC = """
@@ -263,7 +81,11 @@ _FFM_PARAMS_DOC = """
         FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
         Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
         and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
-        steps on the parameters it reads.
+        steps on the parameters it reads.  FTRL's first proximal term (its beta over
+        ``eta0``) is centred at the initial model, as the later ones are at the
+        iterates: the first step moves the latent vectors from their random start, as
+        AdaGrad's does, where McMahan et al.'s zero state would first set them near 0
+        (``l1`` and ``l2`` stay centred at 0).
     learning_rate : {"constant", "invscaling"}, default="invscaling"
         Step size of "sgd": ``eta0``, or ``eta0 / t^power_t`` at step t.
     eta0 : float, default=0.2
@@ -361,13 +183,7 @@ class FieldAwareFactorizationMachineRegressor(RegressorMixin, _RegressorFitMixin
     (4, 3, 4)
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
-                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
-                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, l1=0.0, l2=0.0, batch_size=1, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
-                 warm_start=False, random_state=None, verbose=0, n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _regressor_init
 
 
 @register_model
@@ -412,11 +228,4 @@ class FieldAwareFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldAwareF
     (2, 2)
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
-                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
-                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, l1=0.0, l2=0.0,
-                 batch_size=1, shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _classifier_init

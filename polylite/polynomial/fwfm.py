@@ -1,32 +1,31 @@
 """Field-weighted factorization machines (Pan et al., "Field-weighted Factorization
 Machines for Click-Through Rate Prediction in Display Advertising", WWW 2018), trained
-by the engine's stochastic passes (AdaGrad or SGD).
+by the engine's stochastic passes (AdaGrad, SGD or FTRL-proximal).
 
 The model is the engine's field-weighted kernel (``polylite._engine._kernels``:
 ``field_weighted_term``) on one factor block of one latent vector per feature, with the
 weights of the pairs of fields in the engine's ``lam`` (packed, the upper triangle of the
 symmetric matrix); the passes, their step rules and the epoch loop are the factorization
 machines' (:class:`polylite.polynomial._base._PolynomialModel`), the fields, the
-normalisation of the rows and the model files the field-aware models'.
+normalisation of the rows and the model files the field models'
+(:class:`polylite.polynomial._fields._FieldModel`).
 """
 import numpy as np
 from sklearn.base import RegressorMixin
 
 from .. import kernels
 from .._io import register_model
-from .._validation import store_init_params
-from ._base import _PolynomialModel, check_model_memory
+from ._base import check_model_memory
 from ._classifier import _OneVsRestMixin, _RegressorFitMixin
-from .ffm import _FFM_PARAMS_DOC, _BaseFieldAwareFM
+from ._fields import _FieldModel, _classifier_init, _regressor_init
+from .ffm import _FFM_PARAMS_DOC
 
 __all__ = ["FieldWeightedFactorizationMachineRegressor",
            "FieldWeightedFactorizationMachineClassifier"]
 
 
-class _BaseFieldWeightedFM(_BaseFieldAwareFM):
+class _BaseFieldWeightedFM(_FieldModel):
 
-    _solvers = ("sgd", "adagrad")
-    _counts_nonzero = False
     _has_lam = True  # the weights of the pairs of fields, in the engine's lam
 
     @property
@@ -49,46 +48,19 @@ class _BaseFieldWeightedFM(_BaseFieldAwareFM):
                            "outputs, pairs of fields", (n_outputs, n_pairs),
                            advice="give the columns fewer fields")
 
-    def _init_nonlinear(self, params, rng):
-        """Factors uniform in [0, init_scale) (default 1 / sqrt(n_components)), as the
-        field-aware models; every pair of fields weighs 1 (the model starts as a
-        factorization machine)."""
-        super()._init_nonlinear(params, rng)
-        params.lam[...] = 1
-
-    def _allocate(self, n_outputs, n_features, dtype):
-        k = self.n_components
-        return dict(intercept=np.zeros((n_outputs, 1), dtype),
-                    w=np.zeros((n_outputs, n_features), dtype),
-                    P=np.zeros((n_outputs, 1, n_features, k), dtype),
-                    gamma=np.zeros((n_outputs, 0, k), dtype),
-                    lam=np.ones((n_outputs, self._lam_width()), dtype))
-
     # The fitted factors: P_ of shape ([n_outputs,] n_features, n_components) and the
-    # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric.
-    def _publish(self, stack):
-        _PolynomialModel._publish(self, stack)
-        del self.gamma_
+    # weights field_weights_ of shape ([n_outputs,] n_fields, n_fields), symmetric (the
+    # weights of the pairs of fields start at 1: the model starts as a factorization
+    # machine).
+    def _publish_fields(self, stack):
+        pairs = int(np.count_nonzero(stack["lam"]))
+        self.n_nonzero_field_pairs_ = pairs
+        self.n_nonzero_weights_ += pairs
         self.field_weights_ = kernels.unpack_field_weights(self.lam_, self.n_fields_)
         del self.lam_
 
-    def _stacked(self, copy=False):
-        P = self.P_ if self._is_classifier else self.P_[np.newaxis]
-        n_out, d, k = P.shape
-        dtype = P.dtype
-        w = self.w_ if self._is_classifier else self.w_[np.newaxis]
-        r = kernels.pack_field_weights(self.field_weights_).reshape(n_out, -1)
-        stack = dict(intercept=np.array(self.intercept_, dtype=dtype).reshape(-1, 1),
-                     w=w, P=P.reshape(n_out, 1, d, k), gamma=np.zeros((n_out, 0, k), dtype),
-                     lam=r)
-        return {name: np.array(a, dtype=dtype, copy=copy or None)
-                for name, a in stack.items()}
-
-    def _predict_output(self, X, params, kernel, degrees):
-        return kernels._predict_field_weighted(
-            X, params.P[0], params.lam, (self.fields_, self.n_fields_),
-            params.intercept[0], params.w if self.fit_linear else None, False,
-            self._n_jobs)
+    def _stacked_lam(self, n_outputs, dtype):
+        return kernels.pack_field_weights(self.field_weights_).reshape(n_outputs, -1)
 
     @property
     def n_parameters_(self):
@@ -126,27 +98,34 @@ _FWFM_PARAMS_DOC = (_FFM_PARAMS_DOC
         sqrt(n_components), as the field-aware models.  The weights of the pairs of
         fields start at 1.""")
                     .replace("""        Epochs (libffm's ``-t``).""", """        Epochs.""")
-                    .replace("""    solver : {"adagrad", "sgd", "ftrl"}, default="adagrad"
-        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
-        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
-        stochastic gradient with the ``learning_rate`` schedule.  "ftrl":
-        FTRL-proximal (McMahan et al., "Ad Click Prediction: a View from the
-        Trenches", KDD 2013) with the penalties ``l1`` and ``l2`` instead of ``alpha``
-        and ``beta``, ``eta0`` its alpha and a beta of 1, one row per step; each row
-        steps on the parameters it reads.""",
-                             """    solver : {"adagrad", "sgd"}, default="adagrad"
-        "adagrad": each coordinate's step is ``eta0`` divided by the root of the sum of
-        its squared gradients, that sum starting at 1 (libffm's update).  "sgd": plain
-        stochastic gradient with the ``learning_rate`` schedule.""")
+                    .replace("""        steps on the parameters it reads.  FTRL's first proximal term (its beta over
+        ``eta0``) is centred at the initial model, as the later ones are at the
+        iterates: the first step moves the latent vectors from their random start, as
+        AdaGrad's does,""",
+                             """        steps on the parameters it reads, the weights of its pairs of fields among
+        them.  FTRL's first proximal term (its beta over ``eta0``) is centred at the
+        initial model, as the later ones are at the iterates: the first step moves the
+        weights of the pairs of fields from 1 and the latent vectors from their random
+        start, as AdaGrad's does,""")
+                    .replace("""        start, as AdaGrad's does, where McMahan et al.'s zero state would first set them near 0
+        (``l1`` and ``l2`` stay centred at 0).""",
+                             """        start, as AdaGrad's does, where McMahan et al.'s zero state would first set
+        them near 0 (``l1`` and ``l2`` stay centred at 0).""")
                     .replace("""        Base step size (libffm's ``-r``).""", """        Base step size.""")
                     .replace("""    l1 : float, default=0.0
         L1 penalty of "ftrl" (McMahan's lambda_1), which sets weights and factors
-        exactly to zero (``n_nonzero_weights_`` counts those kept).  FTRL's penalties
-        are on the sum of the losses seen so far, as in the paper and xLearn, not per
-        sample.
-    l2 : float, default=0.0
-        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.
-""", ""))
+        exactly to zero (``n_nonzero_weights_`` counts those kept).""",
+                             """    l1 : float, default=0.0
+        L1 penalty of "ftrl" (McMahan's lambda_1), on the linear weights, the latent
+        vectors and the weights of the pairs of fields (centred at 0, as FTRL's),
+        which it sets exactly to zero (``n_nonzero_weights_`` counts those kept): a
+        pair of fields whose weight is 0 no longer interacts
+        (``n_nonzero_field_pairs_`` counts the pairs kept).""")
+                    .replace("""    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), as ``l1``.""",
+                             """    l2 : float, default=0.0
+        L2 penalty of "ftrl" (McMahan's lambda_2), on the same weights as ``l1``
+        (the weights of the pairs of fields towards 0)."""))
 
 _FWFM_OBJECTIVE_DOC = """
     ``y_hat(x) = intercept_ + <w_, x> + sum_{j < j'} R[f(j), f(j')] <P_[j], P_[j']> x_j
@@ -191,6 +170,13 @@ class FieldWeightedFactorizationMachineRegressor(RegressorMixin, _RegressorFitMi
     n_parameters_ : int
         Number of parameters (intercept, linear weights, latent vectors, weights of the
         pairs of fields).
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_``, ``P_`` and of the weights of the pairs of fields
+        (each pair once; with "ftrl" and ``l1 > 0``, the weights it keeps).
+    n_nonzero_field_pairs_ : int
+        Pairs of fields (each once, a field with itself included) whose weight is
+        nonzero: the pairs that interact (with "ftrl" and ``l1 > 0``, those it
+        keeps).
     n_iter_ : int
         Number of epochs run.
     solver_ : str
@@ -208,13 +194,7 @@ class FieldWeightedFactorizationMachineRegressor(RegressorMixin, _RegressorFitMi
     ((4, 4), (3, 3))
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, fit_linear=True,
-                 fit_intercept=True, alpha=2e-5, beta=2e-5, init_scale=None, max_iter=15,
-                 tol=None, solver="adagrad", learning_rate="invscaling", eta0=0.2,
-                 power_t=0.25, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=2, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _regressor_init
 
 
 @register_model
@@ -245,6 +225,13 @@ class FieldWeightedFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldWei
     n_parameters_ : int
         Number of parameters (intercepts, linear weights, latent vectors, weights of the
         pairs of fields).
+    n_nonzero_weights_ : int
+        Nonzero entries of ``w_``, ``P_`` and of the weights of the pairs of fields
+        (each pair once, per output; with "ftrl" and ``l1 > 0``, the weights it keeps).
+    n_nonzero_field_pairs_ : int
+        Pairs of fields (each once, per output, a field with itself included) whose
+        weight is nonzero: the pairs that interact (with "ftrl" and ``l1 > 0``, those
+        it keeps).
     n_iter_ : ndarray of shape (n_outputs,)
     solver_ : str
     n_features_in_ : int
@@ -262,11 +249,4 @@ class FieldWeightedFactorizationMachineClassifier(_OneVsRestMixin, _BaseFieldWei
     (2, 2)
     """
 
-    def __init__(self, n_components=4, *, fields=None, normalize=True, loss="logistic",
-                 fit_linear=True, fit_intercept=True, alpha=2e-5, beta=2e-5,
-                 init_scale=None, max_iter=15, tol=None, solver="adagrad",
-                 learning_rate="invscaling", eta0=0.2, power_t=0.25, batch_size=1,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=2, warm_start=False, random_state=None, verbose=0,
-                 n_jobs=None):
-        store_init_params(self, locals())
+    __init__ = _classifier_init
