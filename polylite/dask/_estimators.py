@@ -573,71 +573,6 @@ class FactorizationMachineRegressor(_DaskMixin, _local.FactorizationMachineRegre
                             if k not in ("self", "__class__")})
 
 
-class FactorizationMachineClassifier(_DaskMixin, _local.FactorizationMachineClassifier):
-    _local_class = _local.FactorizationMachineClassifier
-    __doc__ = _docstring(
-        "Factorization machine classifier (one-vs-rest) fitted on a Dask cluster.\n",
-        _local.FactorizationMachineClassifier, """    loss : {"logistic", "squared_hinge"}, default="logistic"
-        Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
-""")
-
-    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
-                 kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
-                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
-                 solver="lbfgs", learning_rate="invscaling", eta0=None, power_t=0.25,
-                 l1=0.0, l2=0.0, batch_size=1, shuffle=True, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=5, warm_start=False,
-                 random_state=None, verbose=0, n_jobs=None):
-        super().__init__(**{k: v for k, v in locals().items()
-                            if k not in ("self", "__class__")})
-
-    def decision_function(self, X):
-        """Raw model outputs.
-
-        Parameters
-        ----------
-        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
-
-        Returns
-        -------
-        scores : dask.array.Array (ndarray for in-memory X) of shape (n_samples,) for two
-            classes, else (n_samples, n_classes)
-        """
-        if not isinstance(X, da.Array):
-            return super().decision_function(X)
-        return self._map_rows(X, "decision_function")
-
-    def predict_proba(self, X):
-        """Class probabilities (logistic loss only).
-
-        Parameters
-        ----------
-        X : dask.array.Array of shape (n_samples, n_features), or in-memory data
-
-        Returns
-        -------
-        proba : dask.array.Array (ndarray for in-memory X) of shape (n_samples, n_classes)
-        """
-        if not isinstance(X, da.Array):
-            return super().predict_proba(X)
-        return self._map_rows(X, "predict_proba")
-
-
-_FIELD_SOLVER_DOC = """    solver : {"adagrad"}, default="adagrad"
-        Every epoch, each block runs a local AdaGrad epoch (the in-memory estimator's,
-        one row per step or ``batch_size`` rows) from the current model, its AdaGrad
-        statistics staying on its worker from one epoch to the next, and the client
-        averages the blocks' parameters weighted by their rows.  On one block this is
-        the in-memory fit.  Rows are scaled to unit norm on the workers when
-        ``normalize``.
-"""
-
-
-def _field_docstring(summary, local_class, module_objective, module_params, loss_doc=""):
-    return _docstring(summary, local_class, loss_doc, module_objective, module_params,
-                      _FIELD_SOLVER_DOC)
-
-
 _CLASSIFIER_LOSS_DOC = """    loss : {"logistic", "squared_hinge"}, default="logistic"
         Loss on labels in {-1, +1}; ``predict_proba`` needs "logistic".
 """
@@ -676,6 +611,39 @@ class _DaskClassifierMixin:
         if not isinstance(X, da.Array):
             return super().predict_proba(X)
         return self._map_rows(X, "predict_proba")
+
+
+class FactorizationMachineClassifier(_DaskClassifierMixin, _DaskMixin,
+                                     _local.FactorizationMachineClassifier):
+    _local_class = _local.FactorizationMachineClassifier
+    __doc__ = _docstring(
+        "Factorization machine classifier (one-vs-rest) fitted on a Dask cluster.\n",
+        _local.FactorizationMachineClassifier, _CLASSIFIER_LOSS_DOC)
+
+    def __init__(self, degree=2, n_components=8, *, lower_degrees="separate",
+                 kernel="anova", loss="logistic", fit_linear=True, fit_intercept=True,
+                 alpha=1e-4, beta=1e-4, init_scale=0.1, max_iter=100, tol=1e-5,
+                 solver="lbfgs", learning_rate="invscaling", eta0=None, power_t=0.25,
+                 l1=0.0, l2=0.0, batch_size=1, shuffle=True, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, warm_start=False,
+                 random_state=None, verbose=0, n_jobs=None):
+        super().__init__(**{k: v for k, v in locals().items()
+                            if k not in ("self", "__class__")})
+
+
+_FIELD_SOLVER_DOC = """    solver : {"adagrad"}, default="adagrad"
+        Every epoch, each block runs a local AdaGrad epoch (the in-memory estimator's,
+        one row per step or ``batch_size`` rows) from the current model, its AdaGrad
+        statistics staying on its worker from one epoch to the next, and the client
+        averages the blocks' parameters weighted by their rows.  On one block this is
+        the in-memory fit.  Rows are scaled to unit norm on the workers when
+        ``normalize``.
+"""
+
+
+def _field_docstring(summary, local_class, module_objective, module_params, loss_doc=""):
+    return _docstring(summary, local_class, loss_doc, module_objective, module_params,
+                      _FIELD_SOLVER_DOC)
 
 
 # The field models on Dask take the in-memory estimators' parameters and defaults (their
