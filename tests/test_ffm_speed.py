@@ -1,5 +1,5 @@
-"""The field-aware pass's fast paths: the AVX pair steps (bit for bit the portable
-loop), the pass's rows shared by threads without locks (n_jobs > 1), the chunked
+"""The field-aware pass's fast paths: the AVX pair loops (the portable loop's sums and
+steps but for rounding), the pass's rows shared by threads without locks (n_jobs > 1), the chunked
 initialisation, and fits that skip the objective between epochs."""
 import numpy as np
 import pytest
@@ -37,9 +37,11 @@ def _mixed_rows(X):
 @pytest.mark.parametrize("n_components", [4, 8])
 @pytest.mark.parametrize("fit_linear", [True, False])
 @pytest.mark.parametrize("mixed", [False, True])
-def test_vector_pair_steps_equal_the_portable_loop(n_components, fit_linear, mixed):
-    """float32 AdaGrad with vectors of a multiple of four floats takes the AVX steps
-    where the CPU has AVX: the same parameters, bit for bit, as the portable loop."""
+def test_vector_pair_loops_agree_with_the_portable_loop(n_components, fit_linear, mixed):
+    """float32 AdaGrad with vectors of a multiple of four floats takes the AVX pair
+    loops where the CPU has AVX: the portable loop's parameters but for rounding (their
+    step sizes' 1 / sqrt(G) is good to about 2^-22, their predictions sum floats in
+    another order)."""
     X, y, fields = _ctr(1500)
     if mixed:
         X = _mixed_rows(X)
@@ -53,9 +55,11 @@ def test_vector_pair_steps_equal_the_portable_loop(n_components, fit_linear, mix
             _sgd.set_vector_pairs(previous)
     vector, portable = fits
     assert vector.P_.dtype == np.float32
-    np.testing.assert_array_equal(vector.P_, portable.P_)
-    np.testing.assert_array_equal(vector.w_, portable.w_)
-    np.testing.assert_array_equal(vector.intercept_, portable.intercept_)
+    np.testing.assert_allclose(vector.P_, portable.P_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(vector.w_, portable.w_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(vector.intercept_, portable.intercept_, rtol=1e-4)
+    np.testing.assert_allclose(vector.decision_function(X), portable.decision_function(X),
+                               rtol=1e-4, atol=1e-5)
 
 
 def _numpy_pair_fit(X, y, fields, P, epochs, eta0, beta):

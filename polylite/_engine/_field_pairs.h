@@ -1,28 +1,41 @@
-/* The field-aware pass's AdaGrad steps on the pairs of one row, for float32 factors
-   (declared in _sgd_fields.pxi, which also holds the portable loop of the same steps).
+/* The field-aware pass's pair loops on one row, for float32 factors on CPUs with AVX
+   (declared in _sgd_fields.pxi, which also holds the portable loops of the same sums and
+   steps).
 
-   In a row with one nonzero per field, the pair (a, b) of nonzeros steps on two vectors
-   of kf floats, P[j_a, f_b] and P[j_b, f_a], each read by that pair alone:
+   In a row with one nonzero per field, the pair (a, b) of nonzeros reads two vectors of
+   kf floats, P[j_a, f_b] and P[j_b, f_a], each read by that pair alone.  The prediction
+   sums x_a x_b <P[j_a, f_b], P[j_b, f_a]> over the pairs; the step of a pair is
 
-       g_a = c p_b + beta p_a,  G_a += g_a^2,  p_a -= g_a (eta0 / (sqrt(G_a) + eps))
+       g_a = c p_b + beta p_a,  G_a += g_a^2,  p_a -= g_a (eta0 / sqrt(G_a))
 
    (and the same with a and b swapped, from the old values), c = dl x_a x_b rounded to
-   float.  A square root and a division per coordinate are the costliest operations of
-   the pass, and an SSE register holds four floats: on CPUs with AVX the two vectors of
-   a pair, four floats each, take their square roots and divisions together in one
-   eight-float register, which halves those instructions.  Every operation is the same
-   IEEE operation on the same operands in the same order as the portable loop (AVX
-   without FMA: no contraction), so the results are equal bit for bit; the CPU is asked
-   once per pass (polylite_has_avx). */
+   float.  Both loops are bound by the latency of each pair's chain of operations, not
+   by the arithmetic units, so they are written to keep the chains short and many pairs
+   in flight:
+
+   - the prediction keeps x_b <p_a, p_b> in two four-float sums per nonzero a (pairs
+     alternate between them), adds x_a times their total to a double, and so takes one
+     float addition per pair on its carried chain;
+   - the two vectors of a pair step together in one eight-float register, and 1 / sqrt(G)
+     is the CPU's reciprocal square root estimate refined by one Newton step, within
+     about 2^-22 of the exact value (libffm takes the estimate alone, within 2^-11): a
+     square root and a division, exact, would lengthen the chain by some twenty cycles.
+     The field-aware models start AdaGrad's sums at 1 and the sums only grow, so the
+     portable step's eps = 1e-8 changes no float sqrt(G) + eps: the two loops take the
+     same steps but for the last bits of each step size, and the same prediction but for
+     the order of its float sums.
+
+   The CPU is asked once per pass (polylite_has_avx). */
 #ifndef POLYLITE_FIELD_PAIRS_H
 #define POLYLITE_FIELD_PAIRS_H
 
 #include <math.h>
 #include <stddef.h>
 
-/* One row's step: its factor rows and AdaGrad's sums (rows of ``width`` floats, the
-   feature's n_fields vectors of ``kf``), the step's constants, and the row's nonzeros:
-   ``offset[z]`` = feature * width, ``field[z]`` its field, ``x[z]`` its value. */
+/* One row: its factor rows and AdaGrad's sums (rows of ``width`` floats, the feature's
+   n_fields vectors of ``kf``), the step's constants, and the row's nonzeros:
+   ``offset[z]`` = feature * width, ``field[z]`` = its field * kf (where the vectors of
+   its field start in the other features' rows), ``x[z]`` its value. */
 typedef struct {
     float *P;
     float *G;
@@ -30,7 +43,6 @@ typedef struct {
     double dl;
     float beta;
     float eta0;
-    float eps;
     const ptrdiff_t *offset;
     const int *field;
     const float *x;
@@ -46,45 +58,108 @@ static inline int polylite_has_avx(void) {
     return __builtin_cpu_supports("avx");
 }
 
+/* x_b <p_a, p_b> of one pair, kf floats (a multiple of four), into ``sum``. */
+__attribute__((target("avx")))
+static inline __m128 pair_product(__m128 sum, const float *pa, const float *pb,
+                                  const float *xb, ptrdiff_t kf) {
+    const __m128 x = _mm_broadcast_ss(xb);
+    ptrdiff_t s;
+    for (s = 0; s < kf; s += 4)
+        sum = _mm_add_ps(sum, _mm_mul_ps(x, _mm_mul_ps(_mm_loadu_ps(pa + s),
+                                                        _mm_loadu_ps(pb + s))));
+    return sum;
+}
+
+/* The row's pair term: the sum over the pairs (a, b), a < b, of
+   x_a x_b <P[j_a, f_b], P[j_b, f_a]>. */
+__attribute__((target("avx")))
+static double polylite_field_pairs_predict_avx(const polylite_pair_row *r) {
+    const float *P = r->P, *x = r->x;
+    const ptrdiff_t *offset = r->offset;
+    const int *field = r->field;
+    const ptrdiff_t kf = r->kf, nnz = r->nnz;
+    double total = 0.0;
+    ptrdiff_t a, b;
+    for (a = 0; a < nnz; a++) {
+        const float *pa_row = P + offset[a];
+        const ptrdiff_t fa = field[a];
+        __m128 even = _mm_setzero_ps(), odd = _mm_setzero_ps();
+        float lanes[4];
+        for (b = a + 1; b + 1 < nnz; b += 2) {
+            even = pair_product(even, pa_row + field[b], P + offset[b] + fa, x + b, kf);
+            odd = pair_product(odd, pa_row + field[b + 1], P + offset[b + 1] + fa,
+                               x + b + 1, kf);
+        }
+        if (b < nnz)
+            even = pair_product(even, pa_row + field[b], P + offset[b] + fa, x + b, kf);
+        _mm_storeu_ps(lanes, _mm_add_ps(even, odd));
+        total += (double)x[a] * (double)((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
+    }
+    return total;
+}
+
+/* The step of one pair on four coordinates of its two vectors (lanes 0-3: vector a,
+   lanes 4-7: vector b; ``other`` swaps them); ``eta_half`` = eta0 / 2.  1 / sqrt(G) is
+   y (3 - G y^2) / 2 with y the estimate (relative error below 1.5 2^-12): one Newton
+   step, which squares the error; g eta0 y / 2 is formed beside the Newton step's
+   chain. */
+__attribute__((target("avx")))
+static inline void pair_step(float *pa, float *pb, float *ga, float *gb, __m256 c,
+                             __m256 beta, __m256 eta_half) {
+    const __m128 va = _mm_loadu_ps(pa), vb = _mm_loadu_ps(pb);
+    const __m256 p = _mm256_insertf128_ps(_mm256_castps128_ps256(va), vb, 1);
+    const __m256 other = _mm256_insertf128_ps(_mm256_castps128_ps256(vb), va, 1);
+    __m256 acc = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(ga)),
+                                      _mm_loadu_ps(gb), 1);
+    const __m256 g = _mm256_add_ps(_mm256_mul_ps(c, other), _mm256_mul_ps(beta, p));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(g, g));
+    const __m256 y = _mm256_rsqrt_ps(acc);
+    const __m256 scaled = _mm256_mul_ps(g, _mm256_mul_ps(eta_half, y));
+    const __m256 newton = _mm256_sub_ps(_mm256_set1_ps(3.0f),
+                                        _mm256_mul_ps(_mm256_mul_ps(acc, y), y));
+    const __m256 stepped = _mm256_sub_ps(p, _mm256_mul_ps(scaled, newton));
+    _mm_storeu_ps(ga, _mm256_castps256_ps128(acc));
+    _mm_storeu_ps(gb, _mm256_extractf128_ps(acc, 1));
+    _mm_storeu_ps(pa, _mm256_castps256_ps128(stepped));
+    _mm_storeu_ps(pb, _mm256_extractf128_ps(stepped, 1));
+}
+
 /* The steps of every pair (a, b), a < b, of the row, in that order; kf a multiple of
-   four. */
+   four; AdaGrad's sums at least 1. */
 __attribute__((target("avx")))
 static void polylite_field_pairs_avx(const polylite_pair_row *r) {
-    const __m256 beta = _mm256_set1_ps(r->beta), eta = _mm256_set1_ps(r->eta0);
-    const __m256 eps = _mm256_set1_ps(r->eps);
+    float *P = r->P, *G = r->G;
+    const float *x = r->x;
+    const ptrdiff_t *offset = r->offset;
+    const int *field = r->field;
+    const __m256 beta = _mm256_set1_ps(r->beta);
+    const __m256 eta_half = _mm256_set1_ps(0.5f * r->eta0);
     const ptrdiff_t kf = r->kf, nnz = r->nnz;
+    const double dl = r->dl;
     ptrdiff_t a, b, s;
     for (a = 0; a < nnz; a++) {
-        float *pa_row = r->P + r->offset[a], *ga_row = r->G + r->offset[a];
-        const ptrdiff_t fa = (ptrdiff_t)r->field[a] * kf;
-        const double dla = r->dl * (double)r->x[a];
+        const ptrdiff_t row_a = offset[a], fa = field[a];
+        const double dla = dl * (double)x[a];
         for (b = a + 1; b < nnz; b++) {
-            const ptrdiff_t fb = (ptrdiff_t)r->field[b] * kf;
-            float *pa = pa_row + fb, *ga = ga_row + fb;
-            float *pb = r->P + r->offset[b] + fa, *gb = r->G + r->offset[b] + fa;
-            const __m256 c = _mm256_set1_ps((float)(dla * (double)r->x[b]));
-            for (s = 0; s < kf; s += 4) {
-                __m128 va = _mm_loadu_ps(pa + s), vb = _mm_loadu_ps(pb + s);
-                /* lanes 0-3: vector a, lanes 4-7: vector b; ``other`` swaps them. */
-                __m256 p = _mm256_insertf128_ps(_mm256_castps128_ps256(va), vb, 1);
-                __m256 other = _mm256_insertf128_ps(_mm256_castps128_ps256(vb), va, 1);
-                __m256 acc = _mm256_insertf128_ps(
-                    _mm256_castps128_ps256(_mm_loadu_ps(ga + s)), _mm_loadu_ps(gb + s), 1);
-                __m256 g = _mm256_add_ps(_mm256_mul_ps(c, other), _mm256_mul_ps(beta, p));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(g, g));
-                p = _mm256_sub_ps(p, _mm256_mul_ps(
-                    g, _mm256_div_ps(eta, _mm256_add_ps(_mm256_sqrt_ps(acc), eps))));
-                _mm_storeu_ps(ga + s, _mm256_castps256_ps128(acc));
-                _mm_storeu_ps(gb + s, _mm256_extractf128_ps(acc, 1));
-                _mm_storeu_ps(pa + s, _mm256_castps256_ps128(p));
-                _mm_storeu_ps(pb + s, _mm256_extractf128_ps(p, 1));
+            const ptrdiff_t at_a = row_a + field[b], at_b = offset[b] + fa;
+            const __m256 c = _mm256_set1_ps((float)(dla * (double)x[b]));
+            if (kf == 4) {  /* libffm's default: no loop over the coordinates */
+                pair_step(P + at_a, P + at_b, G + at_a, G + at_b, c, beta, eta_half);
+                continue;
             }
+            for (s = 0; s < kf; s += 4)
+                pair_step(P + at_a + s, P + at_b + s, G + at_a + s, G + at_b + s, c, beta,
+                          eta_half);
         }
     }
 }
 #else
 #define POLYLITE_HAS_AVX_PAIRS 0
 static inline int polylite_has_avx(void) { return 0; }
+static double polylite_field_pairs_predict_avx(const polylite_pair_row *r) {
+    (void)r;
+    return 0.0;
+}
 static void polylite_field_pairs_avx(const polylite_pair_row *r) { (void)r; }
 #endif
 

@@ -143,12 +143,13 @@ cdef struct RowSums:
     Py_ssize_t n_touched
     char* is_touched
     int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
-    # The field-aware pass's AVX pair steps (_pair_row_steps): whether it takes them, and
-    # each nonzero's offset (feature * row width) and field.
+    # The field-aware pass's AVX pair loops (_vector_pair_term, _pair_row_steps):
+    # whether it takes them, and each nonzero's offset (feature * row width) and the
+    # offset of its field's vectors (field * kf).
     bint vector_pairs
     Py_ssize_t* offsets
-    int* row_fields         # a row's fields: each nonzero's (field-aware pair steps)
-                            # or its distinct ones (field-weighted), max_nnz
+    int* row_fields         # a row's field offsets (field-aware pair loops) or its
+                            # distinct fields (field-weighted), max_nnz
     void* linear            # a row's linear weights and AdaGrad sums (2 max_nnz floating)
     double total            # objective_gradient: the weighted loss of its rows
     bint finite

@@ -160,32 +160,33 @@ cdef extern from "_field_pairs.h":
         double dl
         float beta
         float eta0
-        float eps
         const Py_ssize_t* offset
         const int* field
         const float* x
         Py_ssize_t nnz
     bint polylite_has_avx() noexcept nogil
     void polylite_field_pairs_avx(const polylite_pair_row* r) noexcept nogil
+    double polylite_field_pairs_predict_avx(const polylite_pair_row* r) noexcept nogil
 
 
 cdef inline bint _vector_pairs(const Pass* ps, size_t fsize) noexcept nogil:
-    """Whether the pair steps of a pass take :c:func:`polylite_field_pairs_avx` (the same
-    steps, bit for bit): AdaGrad on float32 factors, vectors of a multiple of four
+    """Whether the pair loops of a pass take :c:func:`polylite_field_pairs_predict_avx`
+    and :c:func:`polylite_field_pairs_avx` (the same sums and steps but for the last
+    bits: see _field_pairs.h): AdaGrad on float32 factors, vectors of a multiple of four
     floats, a CPU with AVX (and ``vector_pairs`` not switched off, for the tests)."""
     return (fsize == sizeof(float) and ps.rule.schedule == ADAGRAD and _vector_pairs_on
             and (ps.model.k // ps.model.n_fields) % 4 == 0 and polylite_has_avx())
 
 
-# Whether the field-aware pass may use the AVX pair steps (set_vector_pairs: the tests
+# Whether the field-aware pass may use the AVX pair loops (set_vector_pairs: the tests
 # compare both ways).
 cdef bint _vector_pairs_on = True
 
 
 def set_vector_pairs(bint on):
-    """Let the field-aware pass use its AVX pair steps where the CPU has AVX (on, the
-    default) or not; returns the previous setting.  The results are the same either
-    way: the tests check it."""
+    """Let the field-aware pass use its AVX pair loops where the CPU has AVX (on, the
+    default) or not; returns the previous setting.  The results agree either way but
+    for rounding (the steps' 1 / sqrt(G) to about 2^-22): the tests check it."""
     global _vector_pairs_on
     previous = _vector_pairs_on
     _vector_pairs_on = on
@@ -217,7 +218,8 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
                           double eta) noexcept nogil:
     """The steps of a row with one nonzero per field (``nnz`` values and indices) on
     its linear weights and, pair by pair, on its vectors (:func:`_pair_steps`; with
-    ``st.vector_pairs``, the same steps by :c:func:`polylite_field_pairs_avx`)."""
+    ``st.vector_pairs``, the same steps by :c:func:`polylite_field_pairs_avx`, on the
+    offsets that :func:`_vector_pair_term` left in ``st``)."""
     cdef const int* fields = ps.model.fields
     cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a, b, ja, fa, fb
     cdef floating* intercept = <floating*> ps.model.intercept
@@ -239,17 +241,13 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
         # The linear steps first: they touch no vector, so the order is the same.
         _linear_adagrad(w, acc_w, ind, data, nnz, dl, alpha, eta0, st)
     if floating is float:
-        if st.vector_pairs:
-            for a in range(nnz):
-                st.offsets[a] = ind[a] * width
-                st.row_fields[a] = fields[ind[a]]
+        if st.vector_pairs:  # (st.offsets and st.row_fields filled by _vector_row)
             row.P = P
             row.G = acc_P
             row.kf = kf
             row.dl = dl
             row.beta = beta
             row.eta0 = <float> eta0
-            row.eps = <float> ADAGRAD_EPS
             row.offset = st.offsets
             row.field = st.row_fields
             row.x = data
@@ -272,6 +270,52 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
             else:
                 _pair_steps(P + ja * width + fb * kf, P + ind[b] * width + fa * kf,
                             <floating*> NULL, <floating*> NULL, c, beta, feta, eta0, kf)
+
+
+cdef double _pair_term(const floating* data, const index_t* ind, Py_ssize_t nnz,
+                       const Model* m) noexcept nogil:
+    """The pair term of a row with one nonzero per field: the sum over its pairs (a, b),
+    a < b, of x_a x_b <P[j_a, f_b], P[j_b, f_a]> (the portable loop)."""
+    cdef const floating* P = <const floating*> m.P
+    cdef const int* fields = m.fields
+    cdef Py_ssize_t width = m.k, kf = width // m.n_fields, a, b, ja, fa
+    cdef double total = 0
+    cdef floating xa
+    for a in range(nnz):
+        ja = ind[a]
+        fa = fields[ja]
+        xa = data[a]
+        if kf == 4:  # libffm's default k: the dot product written out
+            for b in range(a + 1, nnz):
+                total += xa * data[b] * _dot4(P + ja * width + fields[ind[b]] * 4,
+                                              P + ind[b] * width + fa * 4)
+            continue
+        for b in range(a + 1, nnz):
+            total += xa * data[b] * _dot(P + ja * width + fields[ind[b]] * kf,
+                                         P + ind[b] * width + fa * kf, kf)
+    return total
+
+
+cdef double _vector_pair_term(const floating* data, const index_t* ind, Py_ssize_t nnz,
+                              const Pass* ps, RowSums* st) noexcept nogil:
+    """The pair term of a row with one nonzero per field, by
+    :c:func:`polylite_field_pairs_predict_avx` (float32 factors, ``st.vector_pairs``);
+    fills the row's factor offsets and field offsets in ``st`` for its steps
+    (:func:`_pair_row_steps`)."""
+    cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a
+    cdef polylite_pair_row row
+    for a in range(nnz):
+        st.offsets[a] = ind[a] * width
+        st.row_fields[a] = <int> (ps.model.fields[ind[a]] * kf)
+    if floating is float:
+        row.P = <float*> ps.model.P
+        row.kf = kf
+        row.offset = st.offsets
+        row.field = st.row_fields
+        row.x = data
+        row.nnz = nnz
+        return polylite_field_pairs_predict_avx(&row)
+    return 0.0
 
 
 cdef bint _field_aware_pass(const floating* data, const index_t* ind, const index_t* indptr,
@@ -302,10 +346,9 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     cdef double eta0 = local.rule.eta0, power_t = local.rule.power_t
     cdef bint fit_linear = local.rule.fit_linear
     cdef int* count = st.field_count
-    cdef Py_ssize_t pos, i, a, b, start, nnz, ja, fa
+    cdef Py_ssize_t pos, i, a, start, nnz, fa
     cdef bint single
     cdef double pred, dl, eta
-    cdef floating xa
     cdef Scales unscaled
     unscaled.w = 1
     unscaled.p = 1
@@ -345,18 +388,10 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
         pred = intercept[0]
         if fit_linear:
             pred += _linear(w, ind + start, data + start, nnz)
-        for a in range(start, start + nnz):
-            ja = ind[a]
-            fa = fields[ja]
-            xa = data[a]
-            if kf == 4:  # libffm's default k: the dot product written out
-                for b in range(a + 1, start + nnz):
-                    pred += xa * data[b] * _dot4(P + ja * width + fields[ind[b]] * 4,
-                                                 P + ind[b] * width + fa * 4)
-                continue
-            for b in range(a + 1, start + nnz):
-                pred += xa * data[b] * _dot(P + ja * width + fields[ind[b]] * kf,
-                                            P + ind[b] * width + fa * kf, kf)
+        if st.vector_pairs:
+            pred += _vector_pair_term(data + start, ind + start, nnz, &local, st)
+        else:
+            pred += _pair_term(data + start, ind + start, nnz, &local.model)
         if not isfinite(pred):
             return False
         _pair_row_steps(data + start, ind + start, nnz, &local, st,

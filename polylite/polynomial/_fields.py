@@ -8,7 +8,9 @@ libffm's penalty of the parameters each row reads, on rows scaled to unit norm
 (``_publish_fields``).
 """
 import numpy as np
+import scipy.sparse as sp
 from sklearn.preprocessing import normalize
+from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
 
 from .. import kernels
 from .._io import ModelFileError
@@ -237,5 +239,11 @@ def _fill_uniform(out, rng, high):
 
 
 def _unit_rows(X):
-    """X with each row scaled to unit Euclidean norm (zero rows stay zero)."""
+    """X with each row scaled to unit Euclidean norm (zero rows stay zero).  A CSR
+    matrix's copy shares X's indices: only its values are new (the same numbers as
+    ``normalize``, in half the memory of a full copy)."""
+    if sp.issparse(X) and X.format == "csr":
+        unit = type(X)((X.data.copy(), X.indices, X.indptr), shape=X.shape, copy=False)
+        inplace_csr_row_normalize_l2(unit)
+        return unit
     return normalize(X, norm="l2", copy=True)
