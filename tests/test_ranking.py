@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
 from polylite.ranking import fm as ranking_fm
-from polylite._engine._pairwise import draw_negatives, pair_dot, seen_bitmap
+from polylite._engine._pairwise import draw_negatives, pair_dot, seen_bitmap, seen_filter
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
 
@@ -216,15 +216,18 @@ def test_query_batch_auto_batches_long_query_rows_only():
 
 
 def _draws(seen_indptr, seen, cumulative, n_items, user, n_draws, seed, bits=False):
+    """The draws of draw_negatives, the seen items looked up in their lists
+    (``bits=False``), their bitmap (True) or their filter then the lists ("filter")."""
     seen_indptr, seen = np.asarray(seen_indptr, np.int64), np.asarray(seen, np.int64)
     owners = np.repeat(np.arange(seen_indptr.size - 1), np.diff(seen_indptr))
-    bitmap = (seen_bitmap(owners, seen, seen_indptr.size - 1, n_items) if bits else
-              np.zeros(0, np.uint64))
+    bitmap = (seen_bitmap(owners, seen, seen_indptr.size - 1, n_items) if bits is True
+              else np.zeros(0, np.uint64))
     return draw_negatives(seen_indptr, seen, bitmap, np.asarray(cumulative, np.float64),
-                          n_items, user, n_draws, seed)
+                          n_items, user, n_draws, seed,
+                          seen_filter(seen_indptr, seen) if bits == "filter" else None)
 
 
-@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("bits", [False, True, "filter"])
 def test_negatives_are_uniform_over_unseen_items(bits):
     n_items = 70
     seen_indptr, seen = [0, 3, 3], [1, 2, 65]
@@ -248,7 +251,7 @@ def test_negatives_by_popularity_skip_seen_items():
                                weights / weights.sum(), atol=0.01)
 
 
-@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("bits", [False, True, "filter"])
 @pytest.mark.parametrize("popularity", [False, True])
 def test_a_user_who_saw_almost_everything_still_gets_the_unseen_items(popularity, bits):
     # Draws land on seen items 32 times in a row, then a uniform draw among the unseen
@@ -266,12 +269,64 @@ def test_a_user_who_saw_almost_everything_still_gets_the_unseen_items(popularity
 def test_seen_pairs_are_in_the_lists_and_the_bitmap():
     rng = np.random.default_rng(0)
     users, items = rng.integers(0, 50, 300), rng.integers(0, 80, 300)
-    indptr, seen, bits = _data.seen_sets(users, items, 50, 80)
+    indptr, seen, bits, filter_ptr, words = _data.seen_sets(users, items, 50, 80)
+    assert filter_ptr.size == words.size == 0  # a small bitmap: no filter
     keys = set((users * 80 + items).tolist())
     owners = np.repeat(np.arange(50), np.diff(indptr))
     assert set((owners * 80 + seen).tolist()) == keys
     dense = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(50, -1)[:, :80]
     assert set(np.flatnonzero(dense.ravel()).tolist()) == keys
+
+
+def test_seen_filter_keeps_every_seen_item_and_rules_out_most_others(monkeypatch):
+    """Each user's block is a power of two words with at least 16 bits per seen item;
+    every seen item's bit is set (no seen item is ever taken for unseen), and few
+    unseen items share a bit with a seen one."""
+    rng = np.random.default_rng(0)
+    n_users, n_items = 300, 5000
+    users = rng.integers(0, n_users, 20000)
+    items = np.minimum(rng.zipf(1.3, 20000), n_items) - 1
+    monkeypatch.setattr(_data, "BITMAP_BYTES", 0)
+    indptr, seen, bits, filter_ptr, words = _data.seen_sets(users, items, n_users, n_items)
+    assert bits.size == 0 and filter_ptr.size == n_users + 1  # a bitmap too large
+    sizes = np.diff(filter_ptr)
+    assert np.all(sizes & (sizes - 1) == 0) and np.all(sizes >= 1)
+    assert np.all(sizes * 64 >= 16 * np.diff(indptr))
+    maybe = np.zeros((n_users, n_items), dtype=bool)
+    candidates = np.arange(n_items, dtype=np.uint64)
+    for u in range(n_users):
+        n_bits = np.uint64(sizes[u] * 64)
+        bit = ((candidates * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & (
+            n_bits - np.uint64(1))
+        block = words[filter_ptr[u]:filter_ptr[u + 1]]
+        maybe[u] = (block[(bit >> np.uint64(6)).astype(np.int64)] >> (bit & np.uint64(63))
+                    ) & np.uint64(1) == 1
+    truth = np.zeros((n_users, n_items), dtype=bool)
+    truth[users, items] = True
+    assert np.all(maybe[truth])
+    assert maybe[~truth].mean() < 0.06
+
+
+@pytest.mark.parametrize("loss", ["warp", "bpr"])
+def test_fits_equal_with_and_without_the_seen_filter(monkeypatch, loss):
+    """The filter only spares searches: a fit whose seen items are looked up through
+    it equals, bit for bit, one that searches every draw in the sorted lists."""
+    table, items, _ = _clicks(n_users=90, n_items=70, per_user=12)
+    X = FieldEncoder(output="relational").fit_transform(table)
+    monkeypatch.setattr(_data, "BITMAP_BYTES", 0)
+    params = dict(n_components=4, loss=loss, max_iter=3, random_state=0)
+    with_filter = FactorizationMachineRanker(**params).fit(X)
+    assert _data.seen_sets(np.array([0, 1]), np.array([2, 3]), 2, 5)[3].size == 3
+    real = _data.seen_sets
+
+    def without_filter(*args):
+        indptr, seen, bits, _, _ = real(*args)
+        return indptr, seen, bits, np.zeros(0, np.int64), np.zeros(0, np.uint64)
+
+    monkeypatch.setattr(_data, "seen_sets", without_filter)
+    plain = FactorizationMachineRanker(**params).fit(X)
+    np.testing.assert_array_equal(with_filter.P_, plain.P_)
+    assert with_filter.negatives_drawn_ == plain.negatives_drawn_
 
 
 def _clicks(n_users=60, n_items=40, per_user=8, seed=0):

@@ -54,6 +54,9 @@ cdef enum:
     # of the way before its use.
     DRAWS_AHEAD = 12
     RING = 16           # > DRAWS_AHEAD
+    # Cache lines of a user's seen filter block requested ahead (the whole block of a
+    # user of up to 128 seen items at 16 bits each).
+    FILTER_LINES = 4
     # Threads claim a chunk's positives in blocks of at most CLAIM_ROWS, and of at most
     # 1 / CLAIMS_PER_THREAD of a thread's even share of the positives still unclaimed
     # (the blocks shrink as the chunk drains), and of at least MIN_CLAIM_ROWS.
@@ -161,18 +164,38 @@ cdef struct Negatives:
     const int64_t* seen         # sorted per user
     const uint64_t* seen_bits   # or NULL: a bit per (user, item), user_words per user
     Py_ssize_t user_words
+    # Or, with seen_bits NULL: a filter of each user's seen items (seen_filter), NULL
+    # for none: user u's block of bits is the words seen_filter[filter_ptr[u]:
+    # filter_ptr[u + 1]], a power of two of them.
+    const uint64_t* seen_filter
+    const int64_t* filter_ptr
     const double* cumulative    # popularity: cumulative weights of the items (or NULL)
     Py_ssize_t n_items
+
+
+cdef inline uint64_t _filter_bit(Py_ssize_t item, uint64_t n_bits) noexcept nogil:
+    """The bit of ``item`` in a filter block of ``n_bits`` bits (a power of two): bits
+    32 and up of the item times 2^64 / golden ratio (Fibonacci hashing)."""
+    return ((<uint64_t> item * <uint64_t> 0x9E3779B97F4A7C15) >> 32) & (n_bits - 1)
 
 
 cdef inline bint _is_seen(const Negatives* neg, Py_ssize_t user,
                           Py_ssize_t item) noexcept nogil:
     """Whether the user has seen the item: a bit of the users x items bitmap when it is
     small enough to stay in cache, else a branch-free bisection of the user's sorted
-    list (which stays in cache over the draws of one positive, all of one user)."""
-    cdef Py_ssize_t base, n, half
+    list, unless the user's block of the seen filter (:func:`seen_filter`: no seen item
+    is missing from it) rules the item out first.  Without the filter most draws would
+    be bisections of lists too large for the cache together: a miss to memory at
+    nearly every step."""
+    cdef Py_ssize_t base, n, half, lo
+    cdef uint64_t bit
     if neg.seen_bits != NULL:
         return (neg.seen_bits[user * neg.user_words + (item >> 6)] >> (item & 63)) & 1
+    if neg.seen_filter != NULL:
+        lo = neg.filter_ptr[user]
+        bit = _filter_bit(item, <uint64_t> (neg.filter_ptr[user + 1] - lo) * 64)
+        if not (neg.seen_filter[lo + <Py_ssize_t> (bit >> 6)] >> (bit & 63)) & 1:
+            return False
     base, n = neg.seen_ptr[user], neg.seen_ptr[user + 1] - neg.seen_ptr[user]
     if n == 0:
         return False
@@ -274,6 +297,33 @@ cdef inline Py_ssize_t _negative(Draws* dr, Py_ssize_t user, const floating* i_d
             return item
     return _uniform_unseen(&dr.rng, neg.seen, neg.seen_ptr[user], neg.seen_ptr[user + 1],
                            neg.n_items)
+
+
+def seen_filter(const int64_t[::1] indptr, const int64_t[::1] seen,
+                int64_t bits_per_item=16):
+    """A filter of every user's seen items (``seen[indptr[u]:indptr[u + 1]]`` for user
+    u): returns (``filter_ptr``, ``words``), user u's block being the uint64 words
+    ``words[filter_ptr[u]:filter_ptr[u + 1]]``, a power of two of them, at least
+    ``bits_per_item`` bits per seen item (at least one word), with the bit
+    :func:`_filter_bit` of each seen item set.  An item whose bit is clear is not seen;
+    one whose bit is set is seen, or shares its bit with one that is (for items drawn
+    at random, about 1 - exp(-n / bits) of them: below 6% at 16 bits per item)."""
+    import numpy as np
+    need = -(-np.diff(np.asarray(indptr)) * bits_per_item // 64)
+    sizes = np.left_shift(1, np.ceil(np.log2(np.maximum(need, 1))).astype(np.int64))
+    ptr = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    out = np.zeros(int(ptr[-1]), dtype=np.uint64)
+    cdef uint64_t[::1] words = out
+    cdef const int64_t[::1] start = ptr
+    cdef Py_ssize_t u, z
+    cdef uint64_t bit
+    with nogil:
+        for u in range(indptr.shape[0] - 1):
+            for z in range(indptr[u], indptr[u + 1]):
+                bit = _filter_bit(seen[z], <uint64_t> (start[u + 1] - start[u]) * 64)
+                words[start[u] + <Py_ssize_t> (bit >> 6)] |= (<uint64_t> 1) << (bit & 63)
+    return ptr, out
 
 
 def seen_bitmap(const int64_t[::1] users, const int64_t[::1] items, Py_ssize_t n_users,
@@ -1094,7 +1144,9 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, const floating*
     if pos + PREFETCH_AHEAD < a.end:
         POLYLITE_PREFETCH(a.q_ptr + a.q_row[pos + PREFETCH_AHEAD])
         POLYLITE_PREFETCH(a.i_ptr + a.positive[pos + PREFETCH_AHEAD])
-        if neg.seen_bits == NULL:
+        if neg.seen_filter != NULL:
+            POLYLITE_PREFETCH(neg.filter_ptr + a.user[pos + PREFETCH_AHEAD])
+        elif neg.seen_bits == NULL:
             POLYLITE_PREFETCH(neg.seen_ptr + a.user[pos + PREFETCH_AHEAD])
     if pos + 2 * PREFETCH_AHEAD // 3 < a.end:
         if a.batch_end[pos + 2 * PREFETCH_AHEAD // 3 - 1]:
@@ -1106,8 +1158,12 @@ cdef inline void _prefetch_ahead(Py_ssize_t pos, const Ahead* a, const floating*
             polylite_prefetch_block(q_data + a.q_ptr[r],
                                     (a.q_ptr[r + 1] - a.q_ptr[r]) * sizeof(floating))
         POLYLITE_PREFETCH(a.i_ind + a.i_ptr[a.positive[pos + 2 * PREFETCH_AHEAD // 3]])
-        if neg.seen_bits == NULL:  # the start of the user's list, which a search reads
-            u = a.user[pos + 2 * PREFETCH_AHEAD // 3]
+        u = a.user[pos + 2 * PREFETCH_AHEAD // 3]
+        if neg.seen_filter != NULL:  # the user's filter block, its first FILTER_LINES
+            polylite_prefetch_block(neg.seen_filter + neg.filter_ptr[u], min(
+                (neg.filter_ptr[u + 1] - neg.filter_ptr[u]) * sizeof(uint64_t),
+                FILTER_LINES * 64))
+        elif neg.seen_bits == NULL:  # the start of the user's list, which a search reads
             POLYLITE_PREFETCH(neg.seen + neg.seen_ptr[u])
     if pos + PREFETCH_AHEAD // 3 < a.end:
         if a.batch_end[pos + PREFETCH_AHEAD // 3 - 1]:  # a batch's query: its parameters
@@ -1305,7 +1361,8 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     are computed at the batch's first and whose parameters step at its last; all ones:
     every positive steps on its own).  ``catalogue``: the item rows (``items``, CSR of
     int64 indices), every user's seen items (``seen_indptr``, ``seen``, sorted per
-    user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty), for
+    user; ``seen_bits``, their bitmap from :func:`seen_bitmap`, or empty; without it,
+    ``filter_ptr`` and ``seen_filter``, their filter from :func:`seen_filter`), for
     popularity sampling the items' cumulative weights (``cumulative``, else empty) and
     the widest item row's nonzeros (``max_item_nnz``).  ``model``: ``w``,
     ``gamma``, AdaGrad's ``acc_w``, ``acc_P``, ``acc_gamma`` (empty for SGD), and per
@@ -1349,6 +1406,8 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     cdef const int64_t[::1] seen_ptr = catalogue.seen_indptr
     cdef const int64_t[::1] seen = catalogue.seen
     cdef const uint64_t[::1] seen_bits = catalogue.seen_bits
+    cdef const int64_t[::1] filter_ptr = catalogue.filter_ptr
+    cdef const uint64_t[::1] filter_words = catalogue.seen_filter
     cdef const double[::1] cumulative = catalogue.cumulative
     cdef Py_ssize_t n_rows = positive.shape[0], n_threads = seeds.shape[0]
     cdef Negatives negatives
@@ -1377,6 +1436,9 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
             or seen_ptr.shape[0] < 2 or degrees.shape[0] != P.shape[0]
             or (seen_bits.shape[0] > 0 and seen_bits.shape[0] !=
                 (seen_ptr.shape[0] - 1) * ((i_ptr.shape[0] - 1 + 63) // 64))
+            or (filter_words.shape[0] > 0 and (
+                filter_ptr.shape[0] != seen_ptr.shape[0]
+                or filter_ptr[filter_ptr.shape[0] - 1] != filter_words.shape[0]))
             or cfg.n_blocks != P.shape[0] or cfg.n_dummy != gamma.shape[0]
             or (adagrad and (acc_w.shape[0] != d or acc_P.shape[0] != P.shape[0]
                              or acc_P.shape[1] != d or acc_P.shape[2] != k
@@ -1391,6 +1453,8 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
     negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
     negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
     negatives.user_words = (i_ptr.shape[0] - 1 + 63) // 64
+    negatives.seen_filter = &filter_words[0] if filter_words.shape[0] > 0 else NULL
+    negatives.filter_ptr = &filter_ptr[0] if filter_words.shape[0] > 0 else NULL
     negatives.cumulative = &cumulative[0] if cfg.popularity else NULL
     negatives.n_items = i_ptr.shape[0] - 1
     work = _work_layout(&cfg, k)
@@ -1440,9 +1504,11 @@ def pairwise_pass(problem, schedule, sampling, chunk, catalogue, model,
 
 def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
                    const uint64_t[::1] seen_bits, const double[::1] cumulative,
-                   Py_ssize_t n_items, Py_ssize_t user, Py_ssize_t n_draws, uint64_t seed):
+                   Py_ssize_t n_items, Py_ssize_t user, Py_ssize_t n_draws, uint64_t seed,
+                   filter=None):
     """``n_draws`` negatives of ``user`` as the passes draw them (popularity when
-    ``cumulative`` is not empty); for the tests of their distribution."""
+    ``cumulative`` is not empty; ``filter``: the (filter_ptr, words) of
+    :func:`seen_filter`, or None); for the tests of their distribution."""
     import numpy as np
     out = np.empty(n_draws, dtype=np.int64)
     cdef int64_t[::1] result = out
@@ -1453,12 +1519,23 @@ def draw_negatives(const int64_t[::1] seen_indptr, const int64_t[::1] seen,
     cdef Draws draws
     cdef Py_ssize_t ring[RING]
     cdef Py_ssize_t i
+    cdef const int64_t[::1] filter_ptr
+    cdef const uint64_t[::1] filter_words
     if seen_indptr[user + 1] - seen_indptr[user] >= n_items:
         raise ValueError("the user has seen every item")
     negatives.seen_ptr = &seen_indptr[0]
     negatives.seen = &seen[0] if seen.shape[0] > 0 else NULL
     negatives.seen_bits = &seen_bits[0] if seen_bits.shape[0] > 0 else NULL
     negatives.user_words = (n_items + 63) // 64
+    negatives.seen_filter = NULL
+    negatives.filter_ptr = NULL
+    if filter is not None:
+        filter_ptr, filter_words = filter
+        if (filter_ptr.shape[0] != seen_indptr.shape[0]
+                or filter_ptr[filter_ptr.shape[0] - 1] != filter_words.shape[0]):
+            raise ValueError("draw_negatives: the filter does not match the users")
+        negatives.seen_filter = &filter_words[0]
+        negatives.filter_ptr = &filter_ptr[0]
     negatives.cumulative = &cumulative[0] if cumulative.shape[0] > 0 else NULL
     negatives.n_items = n_items
     _seed(&draws.rng, seed)

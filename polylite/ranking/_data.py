@@ -49,6 +49,8 @@ class Catalogue(NamedTuple):
     seen_indptr: np.ndarray      # int64: user u's seen items are seen[seen_indptr[u]:...]
     seen: np.ndarray             # int64, sorted per user
     seen_bits: np.ndarray        # uint64: their bitmap (users x items), or empty
+    filter_ptr: np.ndarray       # int64: without the bitmap, each user's block of
+    seen_filter: np.ndarray      # uint64: the filter of its seen items (else empty)
     cumulative: np.ndarray       # float64: popularity sampling's cumulative weights
     n_users: int
     max_item_nnz: int            # the nonzeros of the widest item row
@@ -105,20 +107,24 @@ def catalogue_of(table, item):
 
 
 def seen_sets(user, item, n_users, n_items):
-    """Every user's seen items, sorted, as (indptr, items), and their bitmap (users x
-    items, a row of ceil(n_items / 64) words per user) when it is small enough to stay
-    in cache (else an empty array): the passes look draws up in it, or in the user's
-    sorted list."""
-    from .._engine._pairwise import seen_bitmap
+    """Every user's seen items, sorted, as (indptr, items), and what the passes look
+    draws up in first: their bitmap (users x items, a row of ceil(n_items / 64) words per
+    user) when it is small enough to stay in cache, else a filter of each user's seen
+    items (:func:`polylite._engine._pairwise.seen_filter`) that rules most unseen items
+    out before a search of the user's sorted list.  Returns (indptr, items, bitmap,
+    filter_ptr, filter), the arrays not in use empty."""
+    from .._engine._pairwise import seen_bitmap, seen_filter
     pairs = sp.csr_matrix((np.ones(user.shape[0], dtype=np.int8), (user, item)),
                           shape=(n_users, n_items))
     pairs.sum_duplicates()
     pairs.sort_indices()
     indptr, seen = pairs.indptr.astype(np.int64), pairs.indices.astype(np.int64)
+    none = np.zeros(0, dtype=np.uint64)
     if n_users * ((n_items + 63) // 64) * 8 > BITMAP_BYTES:
-        return indptr, seen, np.zeros(0, dtype=np.uint64)
+        return (indptr, seen, none) + seen_filter(indptr, seen)
     owners = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(indptr))
-    return indptr, seen, seen_bitmap(owners, seen, n_users, n_items)
+    return (indptr, seen, seen_bitmap(owners, seen, n_users, n_items),
+            np.zeros(0, dtype=np.int64), none)
 
 
 def popularity(item, n_items):

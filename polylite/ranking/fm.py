@@ -439,11 +439,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         n_users = int(users.max()) + 1
         items, item = _data.catalogue_of(table, item_rows)
         n_items = items.shape[0]
-        seen_indptr, seen, seen_bits = _data.seen_sets(users, item, n_users, n_items)
+        seen_sets = _data.seen_sets(users, item, n_users, n_items)
         cumulative = (_data.popularity(item[:n][positive], n_items)
                       if self.negatives == "popularity" else np.zeros(0))
-        catalogue = _data.Catalogue(items, seen_indptr, seen, seen_bits, cumulative,
-                                    n_users, int(np.diff(items.indptr).max()), columns)
+        catalogue = _data.Catalogue(items, *seen_sets, cumulative, n_users,
+                                    int(np.diff(items.indptr).max()), columns)
         everything = _data.Positives(query, item, users, sw)
 
         def subset(rows):
@@ -467,7 +467,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             validation, rows = subset(np.sort(held)), np.setdiff1d(rows, held)
         training = subset(rows)
         # A user who has seen every item has no negative: those positives are skipped.
-        full = np.diff(seen_indptr)[training.user] >= n_items
+        full = np.diff(catalogue.seen_indptr)[training.user] >= n_items
         if full.all():
             raise ValueError(f"every positive's user has interacted with every one of the "
                              f"{n_items} items: there is no negative item to rank below "
