@@ -323,6 +323,26 @@ class RelationalMatrix:
         return [(part.table, part.index[rows]) if isinstance(part, RelationBlock)
                 else (part, rows) for part in self.parts]
 
+    def _single_source(self, max_nnz):
+        """(table, row_of) when one part holds every nonzero, at most ``max_nnz`` of
+        them: expanded row r is row ``row_of[r]`` of ``table`` (CSR, its columns placed
+        at the part's columns of the whole row); else None.  A block's table is shared
+        by its rows (a user's id and features once per user), so its rows are read
+        there, not copied per row."""
+        sources = self._sources(np.arange(self.shape[0], dtype=np.intp))
+        holding = [p for p, (matrix, _) in enumerate(sources) if matrix.nnz > 0]
+        p = holding[0] if holding else 0
+        matrix, row_of = sources[p]
+        if len(holding) > 1 or matrix.nnz > max_nnz:
+            return None
+        matrix = sp.csr_matrix(matrix)
+        start = int(self.offsets[p])
+        table = sp.csr_matrix((np.asarray(matrix.data, self.dtype),
+                               matrix.indices.astype(np.int64) + start,
+                               matrix.indptr.astype(np.int64)),
+                              shape=(matrix.shape[0], self.shape[1]))
+        return table, np.asarray(row_of, dtype=np.int64)
+
     def _row_nnz(self, rows):
         """The nonzeros of each expanded row of ``rows`` (intp), without building them."""
         sizes = np.zeros(rows.shape[0], dtype=np.int64)

@@ -305,6 +305,17 @@ def test_seen_filter_keeps_every_seen_item_and_rules_out_most_others(monkeypatch
     truth[users, items] = True
     assert np.all(maybe[truth])
     assert maybe[~truth].mean() < 0.06
+    # A filter of other users (or a bitmap, popularity weights of other items) is
+    # refused, not read out of bounds.
+    none = np.zeros(0, np.uint64)
+    with pytest.raises(ValueError, match="disagree with the users and items"):
+        draw_negatives(indptr, seen, none, np.zeros(0), n_items, 0, 5, 0,
+                       filter=(filter_ptr[:-1], words))
+    with pytest.raises(ValueError, match="disagree with the users and items"):
+        draw_negatives(indptr, seen, none, np.ones(n_items - 1), n_items, 0, 5, 0)
+    with pytest.raises(ValueError, match="disagree with the users and items"):
+        draw_negatives(indptr, seen, np.zeros(3, np.uint64), np.zeros(0), n_items, 0, 5,
+                       0)
 
 
 @pytest.mark.parametrize("loss", ["warp", "bpr"])
@@ -327,6 +338,36 @@ def test_fits_equal_with_and_without_the_seen_filter(monkeypatch, loss):
     plain = FactorizationMachineRanker(**params).fit(X)
     np.testing.assert_array_equal(with_filter.P_, plain.P_)
     assert with_filter.negatives_drawn_ == plain.negatives_drawn_
+
+
+@pytest.mark.parametrize("loss", ["bpr", "warp"])
+@pytest.mark.parametrize("implicit", [None, "user"])
+def test_query_rows_read_from_their_block_table_fit_as_expanded_rows(monkeypatch, loss,
+                                                                       implicit):
+    """When one block holds every query row (the users' ids, with or without their
+    rated items), the passes read the rows from its table by each positive's row of
+    it: the fit equals, bit for bit, one whose rows are expanded a chunk at a time."""
+    table, _, _ = _clicks(n_users=90, n_items=70, per_user=12)
+    X = FieldEncoder(output="relational", implicit=implicit).fit_transform(table)
+    monkeypatch.setattr(_data, "CHUNK_ROWS", 301)  # 4 chunks of the 1,080 positives
+    params = dict(n_components=4, loss=loss, max_iter=3, random_state=0)
+    query_rows = []
+
+    def recorded(problem, schedule, sampling, chunk, *args):
+        query_rows.append(chunk.query.shape[0])
+        return real_pass(problem, schedule, sampling, chunk, *args)
+
+    real_pass = ranking_fm.pairwise_pass
+    monkeypatch.setattr(ranking_fm, "pairwise_pass", recorded)
+    from_table = FactorizationMachineRanker(**params).fit(X)
+    assert set(query_rows) == {X.parts[0].table.shape[0]}  # the users' table
+    query_rows.clear()
+    monkeypatch.setattr(_data, "EXPANDED_NNZ", 0)
+    expanded = FactorizationMachineRanker(**params).fit(X)
+    assert set(query_rows) == {301, 1080 - 3 * 301}  # each chunk's positives
+    np.testing.assert_array_equal(from_table.P_, expanded.P_)
+    np.testing.assert_array_equal(from_table.w_, expanded.w_)
+    assert from_table.negatives_drawn_ == expanded.negatives_drawn_
 
 
 def _clicks(n_users=60, n_items=40, per_user=8, seed=0):

@@ -659,3 +659,19 @@ def test_the_matrix_arrays_are_read_only():
         if isinstance(part, RelationBlock):
             with pytest.raises(ValueError, match="read-only"):
                 part.index[0] = 0
+
+
+def test_single_source_reads_rows_from_the_one_part_that_holds_them():
+    # A block's table, placed at its columns of the whole row, and each row's row of
+    # it give the expanded rows; parts without nonzeros do not count; two parts that
+    # hold nonzeros have no single source, nor has a table beyond max_nnz.
+    table = sp.random(5, 4, density=0.5, format="csr", random_state=0, dtype=np.float32)
+    index = np.array([3, 0, 0, 4, 2, 1, 3])
+    X = RelationalMatrix([sp.csr_matrix((7, 3), dtype=np.float32),
+                          RelationBlock(index, table)])
+    matrix, row_of = X._single_source(max_nnz=table.nnz)
+    assert matrix.shape == (5, 7) and matrix.dtype == np.float32
+    np.testing.assert_array_equal(matrix[row_of].toarray(), X.to_csr().toarray())
+    both = RelationalMatrix([RelationBlock(index, table), RelationBlock(index, table)])
+    assert both._single_source(max_nnz=100) is None
+    assert X._single_source(max_nnz=table.nnz - 1) is None

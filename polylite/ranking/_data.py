@@ -20,7 +20,8 @@ from .._engine.layouts import distinct_rows
 from ..relational import RelationalMatrix
 
 # Positives per chunk of a pass: its query rows are expanded a chunk at a time, unless
-# all of them together hold at most EXPANDED_NNZ nonzeros (then once for every pass).
+# one block's table holds them all (read there) or all of them together hold at most
+# EXPANDED_NNZ nonzeros (then expanded once for every pass).
 CHUNK_ROWS = 65536
 EXPANDED_NNZ = 2 ** 22
 # The seen pairs as a bitmap when it takes at most this much memory (it then mostly
@@ -178,19 +179,26 @@ def query_batches(order, codes, size, rng):
 
 
 def chunks(positives, order, batch_end, buffers, threads=1):
-    """The positives in ``order``, a chunk at a time, with their query rows (expanded
-    once and kept in ``buffers`` when they are few, else a chunk at a time), their
+    """The positives in ``order``, a chunk at a time, with their query rows (kept in
+    ``buffers`` when they are few: the table of the one block that holds them, or the
+    rows expanded once; else expanded a chunk at a time), their
     batches' ends (``batch_end``, aligned with ``order``), and whether the chunk is the
     last.  A chunk holds CHUNK_ROWS positives, or CHUNK_ROWS per thread of the pass
     (``threads``) when the query rows are kept: the threads then meet once per
     CHUNK_ROWS positives each, whatever their number."""
-    if "query" not in buffers and positives.query.expanded_nnz <= EXPANDED_NNZ:
-        buffers["query"] = _int64_csr(positives.query.to_csr())
+    if "query" not in buffers:
+        single = positives.query._single_source(EXPANDED_NNZ)
+        if single is not None:
+            # one block's table (ids, a user's features): read where it is
+            buffers["query"], buffers["query_row"] = _int64_csr(single[0]), single[1]
+        elif positives.query.expanded_nnz <= EXPANDED_NNZ:
+            buffers["query"] = _int64_csr(positives.query.to_csr())
+            buffers["query_row"] = np.arange(positives.query.shape[0], dtype=np.int64)
     size = CHUNK_ROWS * max(int(threads), 1) if "query" in buffers else CHUNK_ROWS
     for lo in range(0, order.shape[0], size):
         rows = order[lo:lo + size]
         if "query" in buffers:
-            query, query_row = buffers["query"], rows.astype(np.int64)
+            query, query_row = buffers["query"], buffers["query_row"][rows]
         else:
             query = _int64_csr(positives.query._expanded(rows, buffers))
             query_row = np.arange(rows.shape[0], dtype=np.int64)
