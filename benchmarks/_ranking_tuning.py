@@ -41,9 +41,9 @@ def _tools():
                                                     fit_linear=False),
          # one penalty for every column (frequency_exponent 0), and frequency-scaled
          # penalties (1), whose best beta is larger
-         grid(n_components=[16, 32, 64], alpha0=[0.1, 0.2, 0.3, 0.5],
+         grid(n_components=[16, 32, 64, 128], alpha0=[0.1, 0.2, 0.3, 0.5],
               beta=[1e-4, 2e-4, 3e-4], frequency_exponent=[0.0], max_iter=epochs)
-         + grid(n_components=[32, 64], alpha0=[0.05, 0.1, 0.2],
+         + grid(n_components=[32, 64, 128], alpha0=[0.05, 0.1, 0.2],
                 beta=[1e-4, 1.4e-4, 2e-4, 3e-4], frequency_exponent=[1.0],
                 max_iter=epochs), None),
         ("polylite FM iALS", "ids+side+rated",
