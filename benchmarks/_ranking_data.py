@@ -49,19 +49,20 @@ def side_tables(movielens):
     return users, items
 
 
-def load_data(path):
-    """The protocol's data (see ``bench_ranking.py``'s docstring), as a namespace:
+def load_data(path, split=SPLIT):
+    """The protocol's data (see ``bench_ranking.py``'s docstring) of the fold ``split``,
+    as a namespace:
 
     - ``users``, ``items``: the side tables (:func:`side_tables`), ``genre_names``;
     - ``user_ids``, ``item_ids``: every user and item id, sorted (rows and columns of
       the matrices below and of every score matrix);
-    - ``train``: the u1.base positives as a table (``user_id``, ``item_id``);
+    - ``train``: the fold's base positives as a table (``user_id``, ``item_id``);
     - ``positives``: the same as a CSR matrix of ones (n_users, n_items);
     - ``test_users``: the ids of the evaluated users, ``test_rows`` their rows;
     - ``relevant``, ``exclude``: bool arrays (n_test_users, n_items), the u1.test
-      positives and the items rated in u1.base, of the evaluated users.
+      positives and the items rated in the base split, of the evaluated users.
     """
-    movielens = load_movielens(path, splits=[SPLIT])
+    movielens = load_movielens(path, splits=[split])
     users, items = side_tables(movielens)
     order_u, order_i = np.argsort(users["user_id"]), np.argsort(items["item_id"])
     users = {key: value[order_u] for key, value in users.items()}
@@ -79,7 +80,7 @@ def load_data(path):
         M = sp.csr_matrix((np.ones(len(u), dtype=np.float32), (u, i)), shape=shape)
         return ratings, M
 
-    train_rows, test_rows = movielens.splits[SPLIT]
+    train_rows, test_rows = movielens.splits[split]
     train, positives = matrix(train_rows, True)
     _, rated = matrix(train_rows, False)
     _, test_positives = matrix(test_rows, True)

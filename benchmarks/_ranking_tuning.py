@@ -1,8 +1,10 @@
 """The tuned comparison of ``bench_ranking.py --tune`` (see its docstring): every tool's
 hyperparameters chosen on the mean P@10 over validation splits of the training
-positives, then the chosen settings on the test split, and the ids-only whole-data FM beside ``implicit``'s ALS at
-the same k on one thread."""
+positives, then the chosen settings on the test split, and the ids-only whole-data FM
+beside ``implicit``'s ALS at the same k on one thread; and ``--folds``: the ids-only
+settings it chose on the test splits of the five folds."""
 import itertools
+import json
 import os
 import types
 
@@ -16,6 +18,7 @@ VALIDATION_FRACTION = 0.2
 VALIDATION_SEEDS = (0, 1, 2)   # the validation splits a setting's mean P@10 is taken over
 EPOCHS_ALS = 15   # iterations of implicit's ALS and epochs of the whole-data FM (and twice)
 SAME_K = 16       # the k of the one-thread comparison
+FOLDS = ("u1", "u2", "u3", "u4", "u5")
 
 
 def grid(**axes):
@@ -271,3 +274,72 @@ def _same_k(data, searched, seeds, found):
     for row in rows:
         row.append(row[4] / base[0] if base else float("nan"))
     return rows
+
+
+# ---- the chosen settings on every fold ---------------------------------------------------
+
+def _setting(label):
+    """The parameters of a setting's label (:func:`_label`'s inverse)."""
+    params = {}
+    for item in label.split(", "):
+        key, value = item.split("=")
+        params[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    return params
+
+
+def folds(path, seeds, threads, quick, results):
+    """The ids-only models of ``results`` (the JSON file of ``--tune``), implicit's ALS
+    and the whole-data FM, each at the setting chosen on validation and at its k = 16
+    setting, on the test split of each of MovieLens 100K's five folds (each fold's base
+    split fitted): P@10 and AUC, the mean over ``seeds``."""
+    with open(results) as f:
+        tables = {table["title"]: table for table in json.load(f)["tables"]}
+
+    def rows_of(title, model_column, setting_column):
+        table = tables[title]
+        model = table["columns"].index(model_column)
+        setting = table["columns"].index(setting_column)
+        return [(row[model], row[setting]) for row in table["rows"]
+                if "features" not in table["columns"]
+                or row[table["columns"].index("features")] == "ids"]
+
+    chosen = [(model, "tuned", setting) for model, setting in rows_of(
+        "Chosen on validation, tested on u1.test", "model", "setting")]
+    chosen += [(model, f"k = {SAME_K}", setting) for model, setting in rows_of(
+        f"ids only, k = {SAME_K}, one thread", "model", "setting")]
+    scorers = {"implicit ALS": implicit_scores,
+               "polylite FM iALS": polylite_scorer(D.POLYLITE_IDS, loss="ials",
+                                                   fit_linear=False)}
+    chosen = [row for row in chosen if row[0] in scorers]
+    found = _results.versions("implicit")
+    if "implicit" not in found:
+        chosen = [row for row in chosen if row[0] != "implicit ALS"]
+        print("implicit is not installed: its rows are skipped")
+    print(f"the ids-only settings of {os.path.relpath(results)} on each fold's test "
+          f"split; P@10 and AUC, the mean over seeds {seeds}, {threads} thread(s)")
+    for model, which, setting in chosen:
+        print(f"  {model} ({which}): {setting}")
+    print()
+    header = f"{'fold':<6}{'users':>6}" + "".join(
+        f"{model.split()[0] + ' ' + which:>22}" for model, which, _ in chosen)
+    print(header + "   (P@10 / AUC)")
+    print("-" * len(header))
+    table = []
+    for fold in FOLDS[:2 if quick else None]:
+        data = D.load_data(path, split=fold)
+        cells = []
+        for model, _, setting in chosen:
+            params = _setting(setting)
+            if quick:  # two epochs: a check that everything runs
+                params.update({key: 2 for key in ("iterations", "max_iter")
+                               if key in params})
+            results_ = [D.evaluate(scorers[model](data, params, seed, threads)[0], data)
+                        for seed in seeds]
+            cells.append((float(np.mean([r["precision@10"] for r in results_])),
+                          float(np.mean([r["auc"] for r in results_]))))
+        table.append(cells)
+        print(f"{fold:<6}{len(data.test_users):>6}" + "".join(
+            f"{p:>13.4f} / {a:.4f}" for p, a in cells), flush=True)
+    means = np.mean(np.array(table), axis=0)
+    print("-" * len(header))
+    print(f"{'mean':<12}" + "".join(f"{p:>13.4f} / {a:.4f}" for p, a in means))

@@ -68,6 +68,12 @@ accuracy after 15 epochs and the CPU seconds per epoch (median over --seeds fits
 fit's CPU time over its epochs).  --quick: one validation split, the first two
 settings of each grid.
 
+The chosen settings on every fold (``--folds``).  The ids-only models of --tune's
+results (``implicit``'s ALS and the whole-data FM, each at its chosen setting and at its
+k = 16 setting) fitted on the base split of each of MovieLens 100K's five folds (u1 to
+u5) and evaluated on its test split as above: the settings were chosen on u1's
+training positives only.  --quick: two folds, two epochs.
+
 LightFM is a peer of this benchmark, not a dependency of polylite: ``pip install
 lightfm-next`` (a maintained build of LightFM for current Pythons); without it the LightFM
 rows are skipped; the same for ``pip install implicit``.  Its random draws differ from polylite's, so equal seeds do not mean
@@ -82,6 +88,8 @@ unless --output is given).  Times are from a machine that may be running other w
         [--seeds 3] [--epochs 50] [--threads 2] [--quick] [--output PATH]
     python benchmarks/bench_ranking.py --tune [--seeds 3] [--threads 2] [--quick]
         [--output PATH]
+    python benchmarks/bench_ranking.py --folds [--seeds 3] [--threads 1] [--quick]
+        [--output PATH of --tune's results]
 """
 import argparse
 import json
@@ -282,6 +290,10 @@ def main():
     parser.add_argument("--tune", action="store_true",
                         help="the tuned comparison: every tool's hyperparameters chosen "
                              "on a validation split of the training positives")
+    parser.add_argument("--folds", action="store_true",
+                        help="the ids-only settings --tune chose (its JSON file, "
+                             "--output or benchmarks/results/ranking_tuned.json) on the "
+                             "test splits of the five folds")
     parser.add_argument("--output", default=None,
                         help="the JSON file of the results (default: "
                              "benchmarks/results/ranking_movielens.json)")
@@ -296,6 +308,10 @@ def main():
         return
     warnings.simplefilter("ignore")
     data = load_data(args.data)
+    if args.folds:
+        from _ranking_tuning import folds
+        return folds(args.data, seeds, args.threads, args.quick,
+                     args.output or TUNED_OUTPUT)
     if args.tune:
         from _ranking_tuning import tuned
         return tuned(data, seeds, args.threads, args.quick,

@@ -120,6 +120,10 @@ CASES = [
     Case("ranking_tuned", "bench_ranking.py",
          ["--data", "{movielens}", "--tune", "--quick", "--threads", "1", "--output",
           "{tmp}/tuned.json"], [ML], "results:"),
+    # The settings of the tuned run kept in the repository (read, never written).
+    Case("ranking_folds", "bench_ranking.py",
+         ["--data", "{movielens}", "--folds", "--quick", "--seeds", "1", "--threads", "1",
+          "--output", "{benchmarks}/results/ranking_tuned.json"], [ML], "mean"),
     Case("ranking_whole_speed", "bench_ranking_speed.py",
          ["--whole-data", "--positives", "2000", "--users", "200", "--items", "100",
           "--epochs", "2", "--threads", "1", "2"], [], "peak resident memory"),
