@@ -329,18 +329,16 @@ class RelationalMatrix:
         at the part's columns of the whole row); else None.  A block's table is shared
         by its rows (a user's id and features once per user), so its rows are read
         there, not copied per row."""
-        sources = self._sources(np.arange(self.shape[0], dtype=np.intp))
-        holding = [p for p, (matrix, _) in enumerate(sources) if matrix.nnz > 0]
+        stored = [part.table if isinstance(part, RelationBlock) else part
+                  for part in self.parts]
+        holding = [p for p, matrix in enumerate(stored) if matrix.nnz > 0]
         p = holding[0] if holding else 0
-        matrix, row_of = sources[p]
-        if len(holding) > 1 or matrix.nnz > max_nnz:
+        if len(holding) > 1 or stored[p].nnz > max_nnz:
             return None
-        matrix = sp.csr_matrix(matrix)
-        start = int(self.offsets[p])
-        table = sp.csr_matrix((np.asarray(matrix.data, self.dtype),
-                               matrix.indices.astype(np.int64) + start,
-                               matrix.indptr.astype(np.int64)),
-                              shape=(matrix.shape[0], self.shape[1]))
+        part = self.parts[p]
+        row_of = part.index if isinstance(part, RelationBlock) else np.arange(self.shape[0])
+        table = placed(sp.csr_matrix(stored[p], dtype=self.dtype), int(self.offsets[p]),
+                       self.shape[1])
         return table, np.asarray(row_of, dtype=np.int64)
 
     def _row_nnz(self, rows):
@@ -467,6 +465,14 @@ def _buffer(buffers, name, size, dtype):
     if kept is None or kept.dtype != dtype or kept.shape[0] < size:
         kept = buffers[name] = np.empty(max(size, 1), dtype=dtype)
     return kept[:size]
+
+
+def placed(table, start, n_features):
+    """A block's table (CSR) at its columns, ``start`` on, of rows of ``n_features``
+    columns."""
+    table = sp.csr_matrix(table)
+    return sp.csr_matrix((table.data, table.indices.astype(np.int64) + start,
+                          table.indptr.astype(np.int64)), shape=(table.shape[0], n_features))
 
 
 def check_relational(X, dtypes, n_features=None):

@@ -62,29 +62,48 @@ def test_vector_pair_loops_agree_with_the_portable_loop(n_components, fit_linear
                                rtol=1e-4, atol=1e-5)
 
 
-def _numpy_pair_fit(X, y, fields, P, epochs, eta0, beta):
-    """libffm's AdaGrad on rows of one nonzero per field (no linear term, no
-    intercept), in float64, rows in order: the reference of the float32 pass."""
+def _numpy_pair_steps(X, y, fields, P, G, rows, eta0, beta):
+    """libffm's AdaGrad steps on ``rows`` (in that order) of one nonzero per field (no
+    linear term, no intercept), in float64, on ``P`` and its sums ``G`` in place."""
+    for i in rows:
+        ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        val = X.data[X.indptr[i]:X.indptr[i + 1]].astype(np.float64)
+        pred = sum(P[ind[a], fields[ind[b]]] @ P[ind[b], fields[ind[a]]]
+                   * val[a] * val[b]
+                   for a in range(len(ind)) for b in range(a + 1, len(ind)))
+        dl = -y[i] / (1 + np.exp(y[i] * pred))
+        for a in range(len(ind)):
+            for b in range(a + 1, len(ind)):
+                ja, jb = ind[a], ind[b]
+                pa, pb = P[ja, fields[jb]], P[jb, fields[ja]]
+                c = dl * val[a] * val[b]
+                ga, gb = c * pb + beta * pa, c * pa + beta * pb
+                G[ja, fields[jb]] += ga * ga
+                G[jb, fields[ja]] += gb * gb
+                pa -= eta0 * ga / (np.sqrt(G[ja, fields[jb]]) + 1e-8)
+                pb -= eta0 * gb / (np.sqrt(G[jb, fields[ja]]) + 1e-8)
+
+
+def _numpy_pair_fit(X, y, fields, P, epochs, eta0, beta, threads=1, round_rows=None):
+    """:func:`_numpy_pair_steps` over every row, ``epochs`` times: the reference of the
+    float32 pass.  ``threads`` > 1: each thread takes its contiguous share of the rows,
+    ``round_rows`` at a time; in each round each thread steps on its own copy from the
+    round's start, and the copies' changes are added (the pass shared by threads when
+    every feature that two threads' rows read is hot)."""
     P = P.astype(np.float64).copy()
     G = np.ones_like(P)
+    n = X.shape[0]
+    shares = [range(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+    round_rows = round_rows or n
     for _ in range(epochs):
-        for i in range(X.shape[0]):
-            ind = X.indices[X.indptr[i]:X.indptr[i + 1]]
-            val = X.data[X.indptr[i]:X.indptr[i + 1]].astype(np.float64)
-            pred = sum(P[ind[a], fields[ind[b]]] @ P[ind[b], fields[ind[a]]]
-                       * val[a] * val[b]
-                       for a in range(len(ind)) for b in range(a + 1, len(ind)))
-            dl = -y[i] / (1 + np.exp(y[i] * pred))
-            for a in range(len(ind)):
-                for b in range(a + 1, len(ind)):
-                    ja, jb = ind[a], ind[b]
-                    pa, pb = P[ja, fields[jb]], P[jb, fields[ja]]
-                    c = dl * val[a] * val[b]
-                    ga, gb = c * pb + beta * pa, c * pa + beta * pb
-                    G[ja, fields[jb]] += ga * ga
-                    G[jb, fields[ja]] += gb * gb
-                    pa -= eta0 * ga / (np.sqrt(G[ja, fields[jb]]) + 1e-8)
-                    pb -= eta0 * gb / (np.sqrt(G[jb, fields[ja]]) + 1e-8)
+        for r in range(0, max(len(share) for share in shares), round_rows):
+            start_P, start_G = P.copy(), G.copy()
+            for share in shares:
+                own_P, own_G = start_P.copy(), start_G.copy()
+                _numpy_pair_steps(X, y, fields, own_P, own_G, share[r:r + round_rows],
+                                  eta0, beta)
+                P += own_P - start_P
+                G += own_G - start_G
     return P
 
 
@@ -101,11 +120,63 @@ def test_float32_pair_steps_against_numpy_reference():
     np.testing.assert_allclose(est.P_[0], P, rtol=2e-4, atol=1e-5)
 
 
-def test_two_threads_reach_the_log_loss_of_one():
-    """n_jobs=2: the threads share each pass's rows, stepping without locks (results
-    vary from run to run); the fit is as good as one thread's."""
-    X, y, fields = _ctr(9000)
-    X, X_test, y, y_test = X[:6000], X[6000:], y[:6000], y[6000:]
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_threads_merge_their_copies_of_the_hot_features(monkeypatch, dtype):
+    """n_jobs=2: each thread steps on its own copy of the parameters of the features
+    that many rows read (the hot ones), merged after every round of rows.  On rows where
+    every feature that both threads' rows read is hot, no parameter is shared during a
+    round, and the fit is the reference's: in each round, each thread's next rows from
+    the round's start, the changes added (float32: the AVX loops where the CPU has
+    them; float64: the portable loops)."""
+    monkeypatch.setattr(solvers, "MIN_SHARED_ROWS_PER_THREAD", 10)  # threads on few rows
+    X, y01, fields = _ctr(150)
+    X = X.astype(dtype)
+    n_fields = int(fields.max()) + 1
+    order = np.arange(X.shape[0], dtype=np.intp)
+    slot, hot = _sgd._hot_features(X, order, X.shape[1], 8 * n_fields * 4)
+    first, second = (np.unique(X[rows].indices) for rows in (slice(0, 75), slice(75, 150)))
+    assert np.all(slot[np.intersect1d(first, second)] >= 0)
+    est = FieldAwareFactorizationMachineClassifier(
+        fields=fields, n_components=4, fit_linear=False, fit_intercept=False,
+        max_iter=2, shuffle=False, random_state=0, n_jobs=2).fit(X, y01)
+    assert est.P_.dtype == dtype
+    P0 = np.random.RandomState(0).uniform(0, 0.5, size=(X.shape[1], n_fields * 4))
+    P0 = P0.astype(dtype).reshape(X.shape[1], n_fields, 4)
+    Xn = sp.csr_matrix(X / np.sqrt(np.asarray(X.multiply(X).sum(axis=1))))
+    P = _numpy_pair_fit(Xn, 2.0 * y01 - 1, fields, P0, 2, 0.2, 2e-5, threads=2,
+                        round_rows=_sgd.HOT_MIN_ROUND_ROWS)  # (75 rows: two rounds)
+    np.testing.assert_allclose(est.P_[0], P, rtol=2e-4, atol=1e-5)
+
+
+def test_hot_features_are_the_ones_many_rows_read():
+    """The hot features: read by at least one row in HOT_SHARE, the most read first
+    (ties by feature), at most HOT_BYTES of copies."""
+    X, _, _ = _ctr(5000)
+    order = np.random.RandomState(0).permutation(X.shape[0]).astype(np.intp)
+    counts = np.bincount(X.indices, minlength=X.shape[1])
+    slot, hot = _sgd._hot_features(X, order, X.shape[1], 64)
+    expected = np.flatnonzero(counts * _sgd.HOT_SHARE >= X.shape[0])
+    expected = expected[np.argsort(-counts[expected], kind="stable")]
+    np.testing.assert_array_equal(hot, expected)
+    np.testing.assert_array_equal(slot[hot], np.arange(hot.shape[0]))
+    assert np.all(np.delete(slot, hot) == -1)
+    row_bytes = _sgd.HOT_BYTES // 3
+    np.testing.assert_array_equal(
+        _sgd._hot_features(X, order, X.shape[1], row_bytes)[1], expected[:3])
+
+
+@pytest.mark.parametrize("n_rows", [6000, 20000])
+@pytest.mark.parametrize("mixed", [False, True])
+def test_two_threads_reach_the_log_loss_of_one(n_rows, mixed):
+    """n_jobs=2: the threads share each pass's rows, stepping without locks but on
+    their own copies of the hot features' parameters, merged after each round of rows
+    (20,000 rows: several rounds; mixed: rows with two nonzeros in a field, which step
+    on the shared parameters); results vary from run to run, and the fit is as good as
+    one thread's."""
+    X, y, fields = _ctr(n_rows + 3000)
+    if mixed:
+        X = _mixed_rows(X)
+    X, X_test, y, y_test = X[:n_rows], X[n_rows:], y[:n_rows], y[n_rows:]
     losses = {}
     for n_jobs in (1, 2):
         est = _fit(X, y, fields, max_iter=5, n_jobs=n_jobs)

@@ -32,18 +32,17 @@
 #include <math.h>
 #include <stddef.h>
 
-/* One row: its factor rows and AdaGrad's sums (rows of ``width`` floats, the feature's
-   n_fields vectors of ``kf``), the step's constants, and the row's nonzeros:
-   ``offset[z]`` = feature * width, ``field[z]`` = its field * kf (where the vectors of
-   its field start in the other features' rows), ``x[z]`` its value. */
+/* One row: the step's constants and the row's nonzeros: ``vec[z]``, the factor row of
+   its feature (the feature's n_fields vectors of ``kf`` floats), ``sum[z]`` AdaGrad's
+   sums of it, ``field[z]`` = its field * kf (where the vectors of its field start in the
+   other features' rows), ``x[z]`` its value. */
 typedef struct {
-    float *P;
-    float *G;
+    float *const *vec;
+    float *const *sum;
     ptrdiff_t kf;
     double dl;
     float beta;
     float eta0;
-    const ptrdiff_t *offset;
     const int *field;
     const float *x;
     ptrdiff_t nnz;
@@ -74,24 +73,24 @@ static inline __m128 pair_product(__m128 sum, const float *pa, const float *pb,
    x_a x_b <P[j_a, f_b], P[j_b, f_a]>. */
 __attribute__((target("avx")))
 static double polylite_field_pairs_predict_avx(const polylite_pair_row *r) {
-    const float *P = r->P, *x = r->x;
-    const ptrdiff_t *offset = r->offset;
+    float *const *vec = r->vec;
+    const float *x = r->x;
     const int *field = r->field;
     const ptrdiff_t kf = r->kf, nnz = r->nnz;
     double total = 0.0;
     ptrdiff_t a, b;
     for (a = 0; a < nnz; a++) {
-        const float *pa_row = P + offset[a];
+        const float *pa_row = vec[a];
         const ptrdiff_t fa = field[a];
         __m128 even = _mm_setzero_ps(), odd = _mm_setzero_ps();
         float lanes[4];
         for (b = a + 1; b + 1 < nnz; b += 2) {
-            even = pair_product(even, pa_row + field[b], P + offset[b] + fa, x + b, kf);
-            odd = pair_product(odd, pa_row + field[b + 1], P + offset[b + 1] + fa,
-                               x + b + 1, kf);
+            even = pair_product(even, pa_row + field[b], vec[b] + fa, x + b, kf);
+            odd = pair_product(odd, pa_row + field[b + 1], vec[b + 1] + fa, x + b + 1,
+                               kf);
         }
         if (b < nnz)
-            even = pair_product(even, pa_row + field[b], P + offset[b] + fa, x + b, kf);
+            even = pair_product(even, pa_row + field[b], vec[b] + fa, x + b, kf);
         _mm_storeu_ps(lanes, _mm_add_ps(even, odd));
         total += (double)x[a] * (double)((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]));
     }
@@ -128,9 +127,8 @@ static inline void pair_step(float *pa, float *pb, float *ga, float *gb, __m256 
    four; AdaGrad's sums at least 1. */
 __attribute__((target("avx")))
 static void polylite_field_pairs_avx(const polylite_pair_row *r) {
-    float *P = r->P, *G = r->G;
+    float *const *vec = r->vec, *const *sum = r->sum;
     const float *x = r->x;
-    const ptrdiff_t *offset = r->offset;
     const int *field = r->field;
     const __m256 beta = _mm256_set1_ps(r->beta);
     const __m256 eta_half = _mm256_set1_ps(0.5f * r->eta0);
@@ -138,18 +136,19 @@ static void polylite_field_pairs_avx(const polylite_pair_row *r) {
     const double dl = r->dl;
     ptrdiff_t a, b, s;
     for (a = 0; a < nnz; a++) {
-        const ptrdiff_t row_a = offset[a], fa = field[a];
+        float *const pa_row = vec[a], *const ga_row = sum[a];
+        const ptrdiff_t fa = field[a];
         const double dla = dl * (double)x[a];
         for (b = a + 1; b < nnz; b++) {
-            const ptrdiff_t at_a = row_a + field[b], at_b = offset[b] + fa;
+            float *const pa = pa_row + field[b], *const ga = ga_row + field[b];
+            float *const pb = vec[b] + fa, *const gb = sum[b] + fa;
             const __m256 c = _mm256_set1_ps((float)(dla * (double)x[b]));
             if (kf == 4) {  /* libffm's default: no loop over the coordinates */
-                pair_step(P + at_a, P + at_b, G + at_a, G + at_b, c, beta, eta_half);
+                pair_step(pa, pb, ga, gb, c, beta, eta_half);
                 continue;
             }
             for (s = 0; s < kf; s += 4)
-                pair_step(P + at_a + s, P + at_b + s, G + at_a + s, G + at_b + s, c, beta,
-                          eta_half);
+                pair_step(pa + s, pb + s, ga + s, gb + s, c, beta, eta_half);
         }
     }
 }

@@ -20,6 +20,7 @@ entries) and applied once, as the mean.
 import numpy as np
 from libc.math cimport exp, log, sqrt, sqrtf, isfinite, fabs, copysign
 from libc.stdlib cimport malloc, free, calloc
+from libc.string cimport memcpy, memset
 from cython.parallel cimport parallel, prange, threadid
 
 from ._kernels cimport (index_t, floating, floating_row, Factors, Model, ANOVA,
@@ -124,6 +125,19 @@ cdef struct Scales:
     double p
 
 
+cdef struct HotRows:
+    # The features that most rows of a field-aware pass read, in a pass shared by
+    # threads: each thread steps its own copy of their parameters for a round of
+    # ``round_rows`` of its rows, and the copies are merged into the shared parameters at
+    # the round's end (_merge_hot).  A copy (``floating``) holds the factor rows, AdaGrad's
+    # sums of them, the linear weights, their sums, the intercept and its sum.
+    const int* slot           # each feature's place among the hot ones, -1: not hot
+    const Py_ssize_t* feature  # the feature at each place
+    Py_ssize_t n_hot
+    Py_ssize_t round_rows
+    void* start               # the shared values at the round's start, as a copy
+
+
 cdef struct RowSums:
     # One thread's share of a pass.  Its workspace for the gradient of one row
     # (``floating`` arrays, kept as void*: a struct cannot hold a fused type) ...
@@ -143,11 +157,17 @@ cdef struct RowSums:
     Py_ssize_t n_touched
     char* is_touched
     int* field_count        # field-aware, row_penalty: nonzeros of the row in each field
-    # The field-aware pass's AVX pair loops (_vector_pair_term, _pair_row_steps):
-    # whether it takes them, and each nonzero's offset (feature * row width) and the
-    # offset of its field's vectors (field * kf).
+    # The field-aware pass's pair loops (_locate_row): whether they take the AVX ones,
+    # and where each nonzero of the row has its factor row, AdaGrad's sums of it, its
+    # linear weight and that weight's sum (the shared parameters, or this thread's copy
+    # of the hot features' in ``own``: HotRows; ``floating*``, kept as void*).
     bint vector_pairs
-    Py_ssize_t* offsets
+    void** vectors
+    void** vector_sums
+    void** weights
+    void** weight_sums
+    const HotRows* hot      # NULL: every parameter shared
+    void* own
     int* row_fields         # a row's field offsets (field-aware pair loops) or its
                             # distinct fields (field-weighted), max_nnz
     void* linear            # a row's linear weights and AdaGrad sums (2 max_nnz floating)
@@ -505,12 +525,15 @@ cdef RowSums* _alloc_row_sums(int threads, int first, size_t fsize, const Model*
         st[t].glam = malloc((n_lam + 1) * fsize)
         st[t].xs = malloc((max_nnz + 1) * fsize)
         st[t].field_count = <int*> calloc(m.n_fields + 1, sizeof(int))
-        st[t].offsets = <Py_ssize_t*> malloc((max_nnz + 1) * sizeof(Py_ssize_t))
+        st[t].vectors = <void**> malloc(4 * (max_nnz + 1) * sizeof(void*))
+        st[t].vector_sums = st[t].vectors + (max_nnz + 1)
+        st[t].weights = st[t].vectors + 2 * (max_nnz + 1)
+        st[t].weight_sums = st[t].vectors + 3 * (max_nnz + 1)
         st[t].row_fields = <int*> malloc((max_nnz + 1) * sizeof(int))
         st[t].linear = malloc((2 * max_nnz + 1) * fsize)
         ok = ok and (st[t].table != NULL and st[t].adj != NULL and st[t].gP != NULL
                      and st[t].ggamma != NULL and st[t].glam != NULL and st[t].xs != NULL
-                     and st[t].field_count != NULL and st[t].offsets != NULL
+                     and st[t].field_count != NULL and st[t].vectors != NULL
                      and st[t].row_fields != NULL and st[t].linear != NULL)
         if t < first:
             continue
@@ -542,7 +565,7 @@ cdef void _free_row_sums(RowSums* st, int threads, int first) noexcept nogil:
         free(st[t].glam)
         free(st[t].xs)
         free(st[t].field_count)
-        free(st[t].offsets)
+        free(st[t].vectors)
         free(st[t].row_fields)
         free(st[t].linear)
         if t >= first:
@@ -855,7 +878,9 @@ def sgd_epoch(rows, problem, params, state, schedule, order, bint specialised=Tr
     parameters, in double).  With ``batch_size`` 1 steps on one row are sequential, but
     for the pair-by-pair pass of a field-aware model (``_field_aware_share``): there the
     threads take contiguous shares of ``order`` and step on the shared parameters
-    without locks, so that pass changes from run to run.
+    without locks, but for the hot features' (read by at least one row in HOT_SHARE),
+    which each thread steps in its own copy, the copies merged after every round of
+    rows; that pass changes from run to run.
     """
     _check_pass(rows, problem, params, state, schedule, order, n_threads)
     return _sgd_pass(rows.data, rows.indices, params.P, rows, problem, params, state,
@@ -926,6 +951,61 @@ def _takes_pairs(problem, n_blocks, d, k):
     to rounding)."""
     return (problem.kernel == FIELD_AWARE and problem.row_penalty and n_blocks == 1
             and k > 0 and d > 0)
+
+
+# A field-aware pass shared by threads gives each thread its own copy of the parameters
+# of the features that at least one in HOT_SHARE of its rows reads (HotRows), counted on
+# up to HOT_SAMPLE of its rows, the most read first, at most HOT_BYTES of them per copy.
+# The copies are merged after rounds of HOT_ROUND_ROWS rows of each thread, or shorter
+# ones, down to HOT_MIN_ROUND_ROWS, so that a pass has at least HOT_ROUNDS rounds: a
+# thread's copy does not see the other threads' steps during a round, and on few rows a
+# round as long as the pass would let every thread take the same large early steps.
+HOT_SHARE = 128
+HOT_SAMPLE = 1 << 16
+HOT_BYTES = 4 << 20
+HOT_ROUND_ROWS = 1024
+HOT_MIN_ROUND_ROWS = 64
+HOT_ROUNDS = 32
+
+
+def _hot_features(rows, order, Py_ssize_t d, Py_ssize_t row_bytes):
+    """The hot features of a field-aware pass over ``rows`` in ``order`` shared by
+    threads (HotRows; ``row_bytes``: a copy's bytes per feature).  Returns (slot, intc
+    of d: each feature's place among them or -1; feature, intp: the feature at each
+    place)."""
+    order = np.asarray(order)
+    sample = order[::max(1, order.shape[0] // HOT_SAMPLE)]
+    indptr = np.asarray(rows.indptr, dtype=np.intp)
+    starts = indptr[sample]
+    sizes = indptr[sample + 1] - starts
+    at = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+    counts = np.bincount(np.asarray(rows.indices)[at], minlength=d)
+    hot = np.flatnonzero(counts * HOT_SHARE >= max(sample.shape[0], 1))
+    hot = hot[np.argsort(-counts[hot], kind="stable")][:HOT_BYTES // max(row_bytes, 1)]
+    slot = np.full(d, -1, dtype=np.intc)
+    slot[hot] = np.arange(hot.shape[0], dtype=np.intc)
+    return slot, hot.astype(np.intp)
+
+
+cdef object _set_hot(HotRows* hot, rows, order, Py_ssize_t row_bytes, int threads):
+    """The record ``hot`` of the hot features of a field-aware pass over ``rows`` in
+    ``order`` shared by ``threads`` threads (none on one thread); returns the arrays it
+    points into (:func:`_hot_features`'s), to be kept while it is in use."""
+    cdef const int[::1] slot
+    cdef const Py_ssize_t[::1] feature
+    cdef Py_ssize_t n_rows = len(order)
+    hot.n_hot = 0
+    hot.start = NULL
+    if threads == 1:
+        return None
+    arrays = _hot_features(rows, order, rows.shape[1], row_bytes)
+    slot, feature = arrays
+    hot.slot = &slot[0] if slot.shape[0] > 0 else NULL
+    hot.feature = &feature[0] if feature.shape[0] > 0 else NULL
+    hot.n_hot = feature.shape[0]
+    hot.round_rows = min(HOT_ROUND_ROWS, max(HOT_MIN_ROUND_ROWS,
+                                             n_rows // (threads * HOT_ROUNDS)))
+    return arrays
 
 
 def _check_pass(rows, problem, params, state, schedule, order, int n_threads):
@@ -1009,8 +1089,10 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
     cdef double eta, pred, dl
     cdef Scales sc
     cdef Pass ps
-    sc.w = 1
-    sc.p = 1
+    cdef HotRows hot  # of a field-aware pass shared by threads (its arrays kept here)
+    hot_arrays = _set_hot(&hot, rows, order, 2 * (k + 1) * sizeof(floating),
+                          threads if field_pairs else 1)
+    sc.w = sc.p = 1
     for b in range(degrees.shape[0]):
         max_degree = max(max_degree, degrees[b])
     for i in range(indptr.shape[0] - 1):
@@ -1077,7 +1159,7 @@ def _sgd_pass(const floating[::1] data, const index_t[::1] indices,
                                        &step, work23, &sc)
             if field_pairs:
                 finite = _field_aware_threads(val0, ind0, &indptr[0], &ps, &step, st,
-                                              threads)
+                                              threads, &hot if hot.n_hot else NULL)
             if low_degree or field_pairs:
                 pos = n_rows  # the general loops below are skipped
             elif not direct:

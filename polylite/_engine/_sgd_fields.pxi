@@ -154,13 +154,12 @@ cdef inline void _pair_steps(floating_row pa, floating_row pb, floating_row ga,
 
 cdef extern from "_field_pairs.h":
     ctypedef struct polylite_pair_row:
-        float* P
-        float* G
+        float** vec
+        float** sum
         Py_ssize_t kf
         double dl
         float beta
         float eta0
-        const Py_ssize_t* offset
         const int* field
         const float* x
         Py_ssize_t nnz
@@ -193,40 +192,66 @@ def set_vector_pairs(bint on):
     return previous
 
 
-cdef inline void _linear_adagrad(floating* w, floating* acc_w, const index_t* ind,
-                                 const floating* data, Py_ssize_t nnz, double dl,
+cdef inline void _linear_adagrad(const floating* data, Py_ssize_t nnz, double dl,
                                  floating alpha, double eta0, RowSums* st) noexcept nogil:
     """AdaGrad's steps on the linear weights of a row's ``nnz`` nonzeros (gradient
-    dl x_j + alpha w_j, libffm's row penalty), gathered into the thread's buffer
-    ``st.linear`` so that the compiler vectorises the square roots and divisions (the
-    same steps as one weight at a time: a row never repeats a column)."""
+    dl x_j + alpha w_j, libffm's row penalty; the weights and sums where _locate_row
+    found them), gathered into the thread's buffer ``st.linear`` so that the compiler
+    vectorises the square roots and divisions (the same steps as one weight at a time:
+    a row never repeats a column)."""
     cdef floating* gw = <floating*> st.linear
     cdef floating* gacc = gw + nnz
     cdef Py_ssize_t a
     for a in range(nnz):
-        gw[a] = w[ind[a]]
-        gacc[a] = acc_w[ind[a]]
+        gw[a] = (<floating*> st.weights[a])[0]
+        gacc[a] = (<floating*> st.weight_sums[a])[0]
     for a in range(nnz):
         adagrad_step(&gw[a], &gacc[a], <floating> (dl * data[a]) + alpha * gw[a], eta0)
     for a in range(nnz):
-        w[ind[a]] = gw[a]
-        acc_w[ind[a]] = gacc[a]
+        (<floating*> st.weights[a])[0] = gw[a]
+        (<floating*> st.weight_sums[a])[0] = gacc[a]
 
 
-cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t nnz,
-                          const Pass* ps, RowSums* st, double dl,
-                          double eta) noexcept nogil:
-    """The steps of a row with one nonzero per field (``nnz`` values and indices) on
-    its linear weights and, pair by pair, on its vectors (:func:`_pair_steps`; with
-    ``st.vector_pairs``, the same steps by :c:func:`polylite_field_pairs_avx`, on the
-    offsets that :func:`_vector_pair_term` left in ``st``)."""
-    cdef const int* fields = ps.model.fields
-    cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a, b, ja, fa, fb
-    cdef floating* intercept = <floating*> ps.model.intercept
+cdef inline void _locate_row(const index_t* ind, Py_ssize_t nnz, floating* P,
+                             const Pass* ps, RowSums* st) noexcept nogil:
+    """Where the parameters of each nonzero of a row with one nonzero per field are
+    (``P`` the factors): its factor row, AdaGrad's sums of it, its linear weight and
+    that weight's sum in the shared parameters or, for a hot feature of a shared pass,
+    in this thread's copy (HotRows); and the offset of its field's vectors in the
+    other features' rows (field * kf)."""
+    cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a, j, h = -1
+    cdef Py_ssize_t n_hot = st.hot.n_hot if st.hot != NULL else 0
+    cdef floating* G = <floating*> ps.history.P
     cdef floating* w = <floating*> ps.model.w
-    cdef floating* P = <floating*> ps.model.P
     cdef floating* acc_w = <floating*> ps.history.w
-    cdef floating* acc_P = <floating*> ps.history.P
+    cdef floating* own = <floating*> st.own
+    for a in range(nnz):
+        j = ind[a]
+        st.row_fields[a] = <int> (ps.model.fields[j] * kf)
+        if st.hot != NULL:
+            h = st.hot.slot[j]
+        if h >= 0:
+            st.vectors[a] = own + h * width
+            st.vector_sums[a] = own + (n_hot + h) * width
+            st.weights[a] = own + 2 * n_hot * width + h
+            st.weight_sums[a] = own + 2 * n_hot * width + n_hot + h
+            continue
+        st.vectors[a] = P + j * width
+        st.vector_sums[a] = G + j * width if G != NULL else NULL
+        st.weights[a] = w + j
+        st.weight_sums[a] = acc_w + j if acc_w != NULL else NULL
+
+
+cdef void _pair_row_steps(const floating* data, Py_ssize_t nnz, const Pass* ps,
+                          RowSums* st, double dl, double eta) noexcept nogil:
+    """The steps of a row with one nonzero per field (``nnz`` values, their parameters
+    located by :func:`_locate_row`) on its linear weights and, pair by pair, on its
+    vectors (:func:`_pair_steps`; with ``st.vector_pairs``, the same steps by
+    :c:func:`polylite_field_pairs_avx`)."""
+    cdef Py_ssize_t kf = ps.model.k // ps.model.n_fields, a, b, fa
+    cdef floating* intercept = <floating*> ps.model.intercept
+    cdef floating* pa
+    cdef floating* ga
     cdef double eta0 = ps.rule.eta0
     cdef floating alpha = <floating> ps.rule.alpha, beta = <floating> ps.rule.beta
     cdef floating feta = <floating> eta, xa, c
@@ -239,78 +264,72 @@ cdef void _pair_row_steps(const floating* data, const index_t* ind, Py_ssize_t n
             intercept[0] = intercept[0] - eta * dl
     if adagrad and ps.rule.fit_linear:
         # The linear steps first: they touch no vector, so the order is the same.
-        _linear_adagrad(w, acc_w, ind, data, nnz, dl, alpha, eta0, st)
+        _linear_adagrad(data, nnz, dl, alpha, eta0, st)
     if floating is float:
-        if st.vector_pairs:  # (st.offsets and st.row_fields filled by _vector_row)
-            row.P = P
-            row.G = acc_P
+        if st.vector_pairs:
+            row.vec = <float**> st.vectors
+            row.sum = <float**> st.vector_sums
             row.kf = kf
             row.dl = dl
             row.beta = beta
             row.eta0 = <float> eta0
-            row.offset = st.offsets
             row.field = st.row_fields
             row.x = data
             row.nnz = nnz
             polylite_field_pairs_avx(&row)
             return
     for a in range(nnz):
-        ja = ind[a]
-        fa = fields[ja]
+        pa = <floating*> st.vectors[a]
+        ga = <floating*> st.vector_sums[a]
+        fa = st.row_fields[a]
         xa = data[a]
         if ps.rule.fit_linear and not adagrad:
-            w[ja] = w[ja] - feta * (<floating> (dl * xa) + alpha * w[ja])
+            c = (<floating*> st.weights[a])[0]
+            (<floating*> st.weights[a])[0] = c - feta * (<floating> (dl * xa) + alpha * c)
         for b in range(a + 1, nnz):
-            fb = fields[ind[b]]
             c = <floating> (dl * xa * data[b])
             if adagrad:
-                _pair_steps(P + ja * width + fb * kf, P + ind[b] * width + fa * kf,
-                            acc_P + ja * width + fb * kf, acc_P + ind[b] * width + fa * kf,
+                _pair_steps(pa + st.row_fields[b], <floating*> st.vectors[b] + fa,
+                            ga + st.row_fields[b], <floating*> st.vector_sums[b] + fa,
                             c, beta, feta, eta0, kf)
             else:
-                _pair_steps(P + ja * width + fb * kf, P + ind[b] * width + fa * kf,
+                _pair_steps(pa + st.row_fields[b], <floating*> st.vectors[b] + fa,
                             <floating*> NULL, <floating*> NULL, c, beta, feta, eta0, kf)
 
 
-cdef double _pair_term(const floating* data, const index_t* ind, Py_ssize_t nnz,
-                       const Model* m) noexcept nogil:
-    """The pair term of a row with one nonzero per field: the sum over its pairs (a, b),
-    a < b, of x_a x_b <P[j_a, f_b], P[j_b, f_a]> (the portable loop)."""
-    cdef const floating* P = <const floating*> m.P
-    cdef const int* fields = m.fields
-    cdef Py_ssize_t width = m.k, kf = width // m.n_fields, a, b, ja, fa
+cdef double _pair_term(const floating* data, Py_ssize_t nnz, Py_ssize_t kf,
+                       const RowSums* st) noexcept nogil:
+    """The pair term of a row with one nonzero per field (its parameters located by
+    :func:`_locate_row`): the sum over its pairs (a, b), a < b, of
+    x_a x_b <P[j_a, f_b], P[j_b, f_a]> (the portable loop)."""
+    cdef Py_ssize_t a, b, fa
     cdef double total = 0
+    cdef const floating* pa
     cdef floating xa
     for a in range(nnz):
-        ja = ind[a]
-        fa = fields[ja]
+        pa = <const floating*> st.vectors[a]
+        fa = st.row_fields[a]
         xa = data[a]
         if kf == 4:  # libffm's default k: the dot product written out
             for b in range(a + 1, nnz):
-                total += xa * data[b] * _dot4(P + ja * width + fields[ind[b]] * 4,
-                                              P + ind[b] * width + fa * 4)
+                total += xa * data[b] * _dot4(pa + st.row_fields[b],
+                                              <const floating*> st.vectors[b] + fa)
             continue
         for b in range(a + 1, nnz):
-            total += xa * data[b] * _dot(P + ja * width + fields[ind[b]] * kf,
-                                         P + ind[b] * width + fa * kf, kf)
+            total += xa * data[b] * _dot(pa + st.row_fields[b],
+                                         <const floating*> st.vectors[b] + fa, kf)
     return total
 
 
-cdef double _vector_pair_term(const floating* data, const index_t* ind, Py_ssize_t nnz,
-                              const Pass* ps, RowSums* st) noexcept nogil:
-    """The pair term of a row with one nonzero per field, by
-    :c:func:`polylite_field_pairs_predict_avx` (float32 factors, ``st.vector_pairs``);
-    fills the row's factor offsets and field offsets in ``st`` for its steps
-    (:func:`_pair_row_steps`)."""
-    cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a
+cdef double _vector_pair_term(const floating* data, Py_ssize_t nnz, Py_ssize_t kf,
+                              RowSums* st) noexcept nogil:
+    """The pair term of a row with one nonzero per field (its parameters located by
+    :func:`_locate_row`), by :c:func:`polylite_field_pairs_predict_avx` (float32
+    factors, ``st.vector_pairs``)."""
     cdef polylite_pair_row row
-    for a in range(nnz):
-        st.offsets[a] = ind[a] * width
-        st.row_fields[a] = <int> (ps.model.fields[ind[a]] * kf)
     if floating is float:
-        row.P = <float*> ps.model.P
+        row.vec = <float**> st.vectors
         row.kf = kf
-        row.offset = st.offsets
         row.field = st.row_fields
         row.x = data
         row.nnz = nnz
@@ -361,6 +380,8 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
             # second-level cache (tens of kilobytes: the first would lose this row's).
             i = order[pos + 1]
             for a in range(indptr[i], indptr[i + 1]):
+                if st.hot != NULL and st.hot.slot[ind[a]] >= 0:
+                    continue  # this thread's copy
                 polylite_prefetch_block_l2(P + ind[a] * width, width * sizeof(floating))
                 if acc_P != NULL:
                     polylite_prefetch_block_l2(acc_P + ind[a] * width,
@@ -385,16 +406,18 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
             dl = sw[i] * loss_derivative(loss, y[i], pred)
             _apply_row_penalised(data + start, ind + start, nnz, &local, st, dl, eta)
             continue
+        _locate_row(ind + start, nnz, P, &local, st)
         pred = intercept[0]
         if fit_linear:
-            pred += _linear(w, ind + start, data + start, nnz)
+            for a in range(nnz):
+                pred += (<floating*> st.weights[a])[0] * data[start + a]
         if st.vector_pairs:
-            pred += _vector_pair_term(data + start, ind + start, nnz, &local, st)
+            pred += _vector_pair_term(data + start, nnz, kf, st)
         else:
-            pred += _pair_term(data + start, ind + start, nnz, &local.model)
+            pred += _pair_term(data + start, nnz, kf, st)
         if not isfinite(pred):
             return False
-        _pair_row_steps(data + start, ind + start, nnz, &local, st,
+        _pair_row_steps(data + start, nnz, &local, st,
                         sw[i] * loss_derivative(loss, y[i], pred), eta)
     return True
 
@@ -409,34 +432,166 @@ cdef void _field_aware_share(int t, int threads, const floating* data,
     Two threads may read and write the same parameter at once: a step may then be lost
     or read a half-updated vector, so the result changes from run to run (the rows of a
     click-through-rate data set share few parameters at a time, and the fits agree with
-    one thread's to the noise of the row order).  The schedule counts the pass's steps
-    (thread t's i-th row is step ``step + t + 1 + i * threads``); ``states[t].finite``
-    is False after a non-finite prediction (that thread stops)."""
+    one thread's to the noise of the row order).
+
+    The parameters that most rows read are the exception (HotRows, ``states[t].hot``):
+    shared, they would move between the cores' caches at nearly every row.  Each thread
+    steps its own copy of them for a round of ``hot.round_rows`` of its rows; at the round's
+    end the threads meet and merge the copies (:func:`_merge_hot`), then copy the merged
+    values back.  The schedule counts the pass's steps (thread t's i-th row is step
+    ``step + t + 1 + i * threads``); ``states[t].finite`` is False after a non-finite
+    prediction (then every thread stops at the round's end)."""
     cdef Pass local = ps[0]
-    cdef Py_ssize_t lo, hi
+    cdef RowSums* st = states + t
+    cdef Py_ssize_t lo, hi, first, last, r, rounds = 1, u, size = 1
     cdef long long my_step = step + t + 1 - threads
-    if not thread_range(t, threads, ps.rows.n_rows, &lo, &hi):
-        return
-    local.rows.order = ps.rows.order + lo
-    local.rows.n_rows = hi - lo
+    cdef bint finite = True
+    thread_range(t, threads, ps.rows.n_rows, &lo, &hi)
     local.rows.step_stride = threads
-    states[t].finite = _field_aware_pass(data, ind, indptr, &local, &my_step, states + t)
+    if st.hot != NULL:
+        _own_copy(st, ps, data)
+        local.model.intercept = <floating*> st.own + 2 * st.hot.n_hot * (ps.model.k + 1)
+        local.history.intercept = <floating*> local.model.intercept + 1
+        size = st.hot.round_rows
+        rounds = (ps.rows.n_rows // threads + size) // size
+    for r in range(rounds):
+        first = lo + r * size if st.hot != NULL else lo
+        last = min(first + size, hi) if st.hot != NULL else hi
+        if last > first and st.finite:
+            local.rows.order = ps.rows.order + first
+            local.rows.n_rows = last - first
+            st.finite = _field_aware_pass(data, ind, indptr, &local, &my_step, st)
+        if st.hot == NULL:
+            return
+        polylite_barrier()
+        _merge_hot(t, threads, states, ps, data)
+        for u in range(threads):  # (no thread writes its flag before the next barrier)
+            finite = finite and states[u].finite
+        polylite_barrier()
+        if not finite:
+            return
+        _own_copy(st, ps, data)
+
+
+cdef void _own_copy(RowSums* st, const Pass* ps, const floating* like) noexcept nogil:
+    """The thread's copy of the hot features' parameters set to the shared values at
+    the round's start (HotRows)."""
+    memcpy(st.own, st.hot.start, _hot_size(st.hot, ps) * sizeof(floating))
+
+
+cdef inline Py_ssize_t _hot_size(const HotRows* hot, const Pass* ps) noexcept nogil:
+    """The entries of a copy of the hot features' parameters (HotRows)."""
+    return 2 * hot.n_hot * (ps.model.k + 1) + 2
+
+
+cdef void _merge_values(floating* shared, floating* start, const RowSums* states,
+                        Py_ssize_t at, Py_ssize_t n, int threads, bint mean) noexcept nogil:
+    """Entries at..at+n of the threads' copies merged into the ``n`` shared values: the
+    threads' changes over the round added (``mean``: their mean), and the result kept
+    as the next round's start."""
+    cdef Py_ssize_t c
+    cdef int u
+    cdef double change
+    for c in range(n):
+        change = 0
+        for u in range(threads):
+            change += (<const floating*> states[u].own)[at + c] - start[at + c]
+        shared[c] = shared[c] + <floating> (change / threads if mean else change)
+        start[at + c] = shared[c]
+
+
+cdef void _merge_hot(int t, int threads, const RowSums* states, const Pass* ps,
+                     const floating* like) noexcept nogil:
+    """Thread t's share of the merge of the threads' copies of the hot features'
+    parameters (HotRows) into the shared ones: a parameter moves by the mean of the
+    threads' changes over the round (each thread's copy took a step for each of its
+    rows: the copies are averaged, as models trained on parts of the data), and
+    AdaGrad's sums by their total (the sums of every row's squared gradients, as one
+    thread would have them).  Steps that the general steps (a row with two nonzeros in
+    a field) took on the shared parameters during the round are kept."""
+    cdef const HotRows* hot = states[0].hot
+    cdef Py_ssize_t width = ps.model.k, n = hot.n_hot, lo, hi, h, j
+    cdef floating* start = <floating*> hot.start
+    cdef floating* P = <floating*> ps.model.P
+    cdef floating* G = <floating*> ps.history.P
+    cdef floating* w = <floating*> ps.model.w
+    cdef floating* acc_w = <floating*> ps.history.w
+    cdef Py_ssize_t linear = 2 * n * width, last = 2 * n * (width + 1)
+    thread_range(t, threads, n, &lo, &hi)
+    for h in range(lo, hi):
+        j = hot.feature[h]
+        _merge_values(P + j * width, start, states, h * width, width, threads, False)
+        _merge_values(&w[j], start, states, linear + h, 1, threads, False)
+        if G != NULL:
+            _merge_values(G + j * width, start, states, (n + h) * width, width, threads,
+                          False)
+            _merge_values(&acc_w[j], start, states, linear + n + h, 1, threads, False)
+    if t == 0:
+        _merge_values(<floating*> ps.model.intercept, start, states, last, 1, threads,
+                      True)
+        if ps.history.intercept != NULL:
+            _merge_values(<floating*> ps.history.intercept, start, states, last + 1, 1,
+                          threads, False)
+
+
+cdef void _hot_start(const Pass* ps, const HotRows* hot, const floating* like) noexcept nogil:
+    """The round's start of the hot features' parameters (HotRows) from the shared ones
+    (AdaGrad's sums left at zero for SGD, which has none)."""
+    cdef Py_ssize_t width = ps.model.k, n = hot.n_hot, h, j
+    cdef floating* start = <floating*> hot.start
+    cdef const floating* P = <const floating*> ps.model.P
+    cdef const floating* G = <const floating*> ps.history.P
+    cdef const floating* w = <const floating*> ps.model.w
+    cdef const floating* acc_w = <const floating*> ps.history.w
+    memset(start, 0, _hot_size(hot, ps) * sizeof(floating))
+    for h in range(n):
+        j = hot.feature[h]
+        memcpy(start + h * width, P + j * width, width * sizeof(floating))
+        start[2 * n * width + h] = w[j]
+        if G != NULL:
+            memcpy(start + (n + h) * width, G + j * width, width * sizeof(floating))
+            start[2 * n * width + n + h] = acc_w[j]
+    start[2 * n * (width + 1)] = (<const floating*> ps.model.intercept)[0]
+    if ps.history.intercept != NULL:
+        start[2 * n * (width + 1) + 1] = (<const floating*> ps.history.intercept)[0]
 
 
 cdef bint _field_aware_threads(const floating* data, const index_t* ind,
                                const index_t* indptr, const Pass* ps, long long* step,
-                               RowSums* st, int threads) noexcept nogil:
+                               RowSums* st, int threads, HotRows* hot) noexcept nogil:
     """A field-aware pass (:func:`_field_aware_pass`) on ``threads`` threads sharing its
-    rows (:func:`_field_aware_share`; ``st`` a workspace per thread), the step count
-    advanced by the pass's rows.  Returns False on a non-finite prediction."""
+    rows (:func:`_field_aware_share`; ``st`` a workspace per thread, ``hot`` the
+    features whose parameters each thread steps in its own copy, NULL: none), the step
+    count advanced by the pass's rows.  Returns False on a non-finite prediction.  (Out
+    of memory for the copies, the threads share every parameter.)"""
     cdef bint finite = True
     cdef int t
+    cdef size_t size
     if threads == 1:
         return _field_aware_pass(data, ind, indptr, ps, step, st)
+    if hot != NULL and hot.n_hot > 0:
+        size = _hot_size(hot, ps) * sizeof(floating)
+        hot.start = malloc(size)
+        for t in range(threads):
+            st[t].own = malloc(size)
+            st[t].hot = hot if st[t].own != NULL and hot.start != NULL else NULL
+            finite = finite and st[t].hot != NULL
+        if not finite:  # out of memory: every parameter shared
+            for t in range(threads):
+                st[t].hot = NULL
+        else:
+            _hot_start(ps, hot, data)
+        finite = True
     with parallel(num_threads=threads):
         _field_aware_share(threadid(), polylite_team_size(), data, ind, indptr, ps,
                            step[0], st)
     for t in range(threads):
         finite = finite and st[t].finite
+        free(st[t].own)
+        st[t].own = NULL
+        st[t].hot = NULL
+    if hot != NULL:
+        free(hot.start)
+        hot.start = NULL
     step[0] += ps.rows.n_rows
     return finite

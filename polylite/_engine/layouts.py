@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from . import _kernels
 from .._validation import row_threads
 from ..relational import RelationalMatrix, RelationBlock, check_relational, \
-    check_relational_input
+    check_relational_input, placed
 from .codes import KERNELS
 from .csr import check_csr_structure, check_rows
 from .problem import FittedModel
@@ -430,13 +430,6 @@ def check_pair(item_columns, n_features):
                          f"0 <= start < stop <= n_features={n_features}, got "
                          f"{item_columns!r}")
     return start, stop
-
-
-def placed(table, start, n_features):
-    """A block's table at its columns of the whole row."""
-    table = sp.csr_matrix(table)
-    return sp.csr_matrix((table.data, table.indices.astype(np.int64) + start,
-                          table.indptr.astype(np.int64)), shape=(table.shape[0], n_features))
 
 
 def _same_table(a, b):
