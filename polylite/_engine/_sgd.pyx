@@ -956,16 +956,19 @@ def _takes_pairs(problem, n_blocks, d, k):
 # A field-aware pass shared by threads gives each thread its own copy of the parameters
 # of the features that at least one in HOT_SHARE of its rows reads (HotRows), counted on
 # up to HOT_SAMPLE of its rows, the most read first, at most HOT_BYTES of them per copy.
-# The copies are merged after rounds of HOT_ROUND_ROWS rows of each thread, or shorter
-# ones, down to HOT_MIN_ROUND_ROWS, so that a pass has at least HOT_ROUNDS rounds: a
-# thread's copy does not see the other threads' steps during a round, and on few rows a
-# round as long as the pass would let every thread take the same large early steps.
+# The copies' changes are added after rounds of HOT_ROUND_ROWS rows of each of two
+# threads, HOT_ROUND_ROWS * 4 / threads^2 of more, or shorter ones, down to
+# HOT_MIN_ROUND_ROWS, so that a pass has at least HOT_ROUNDS rounds: a thread's copy
+# does not see the other threads' steps during a round, and in a long round every
+# thread would take the same large early steps, which added up overshoot (the more so,
+# the more threads).  Passes on more than HOT_MAX_THREADS threads share every parameter.
 HOT_SHARE = 128
 HOT_SAMPLE = 1 << 16
 HOT_BYTES = 4 << 20
 HOT_ROUND_ROWS = 1024
 HOT_MIN_ROUND_ROWS = 64
 HOT_ROUNDS = 32
+HOT_MAX_THREADS = 8
 
 
 def _hot_features(rows, order, Py_ssize_t d, Py_ssize_t row_bytes):
@@ -996,15 +999,16 @@ cdef object _set_hot(HotRows* hot, rows, order, Py_ssize_t row_bytes, int thread
     cdef Py_ssize_t n_rows = len(order)
     hot.n_hot = 0
     hot.start = NULL
-    if threads == 1:
+    if threads == 1 or threads > HOT_MAX_THREADS:
         return None
     arrays = _hot_features(rows, order, rows.shape[1], row_bytes)
     slot, feature = arrays
     hot.slot = &slot[0] if slot.shape[0] > 0 else NULL
     hot.feature = &feature[0] if feature.shape[0] > 0 else NULL
     hot.n_hot = feature.shape[0]
-    hot.round_rows = min(HOT_ROUND_ROWS, max(HOT_MIN_ROUND_ROWS,
-                                             n_rows // (threads * HOT_ROUNDS)))
+    hot.round_rows = max(HOT_MIN_ROUND_ROWS,
+                         min(HOT_ROUND_ROWS * 4 // threads ** 2,
+                             n_rows // (threads * HOT_ROUNDS)))
     return arrays
 
 

@@ -129,7 +129,8 @@ _FFM_PARAMS_DOC = """
         step on the shared parameters without locks, as libffm's threads do (at least
         1,000 rows per thread), but for the parameters of the features that many rows
         read (at least one in 128), which each thread steps in its own copy, the
-        copies' changes added after every round of up to 1,024 rows per thread; with
+        copies' changes added after every round of up to 1,024 rows per thread (fewer
+        on more threads; on more than 8 threads every parameter is shared); with
         ``batch_size > 1`` they share each mini-batch.  With one row per step on more
         than one thread a fit is not reproducible bit for bit: two threads may step on
         the same vector at once, so the result changes from run to run (as libffm's);
