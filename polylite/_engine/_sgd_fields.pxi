@@ -503,12 +503,13 @@ cdef void _merge_values(floating* shared, floating* start, const RowSums* states
 cdef void _merge_hot(int t, int threads, const RowSums* states, const Pass* ps,
                      const floating* like) noexcept nogil:
     """Thread t's share of the merge of the threads' copies of the hot features'
-    parameters (HotRows) into the shared ones: a parameter moves by the mean of the
-    threads' changes over the round (each thread's copy took a step for each of its
-    rows: the copies are averaged, as models trained on parts of the data), and
-    AdaGrad's sums by their total (the sums of every row's squared gradients, as one
-    thread would have them).  Steps that the general steps (a row with two nonzeros in
-    a field) took on the shared parameters during the round are kept."""
+    parameters (HotRows) into the shared ones: a factor row or linear weight moves by
+    the sum of the threads' changes over the round (as their steps would have added up
+    on the shared parameter; the mean would slow the hot features' learning by the
+    number of threads), the intercept, which every row steps, by their mean, and
+    AdaGrad's sums by their total (every row's squared gradients, as one thread would
+    have them).  Steps that the general steps (a row with two nonzeros in a field) took
+    on the shared parameters during the round are kept."""
     cdef const HotRows* hot = states[0].hot
     cdef Py_ssize_t width = ps.model.k, n = hot.n_hot, lo, hi, h, j
     cdef floating* start = <floating*> hot.start
