@@ -307,11 +307,11 @@ def main():
         print(missing)
         return
     warnings.simplefilter("ignore")
-    data = load_data(args.data)
-    if args.folds:
+    if args.folds:  # (each fold's data loaded there)
         from _ranking_tuning import folds
         return folds(args.data, seeds, args.threads, args.quick,
                      args.output or TUNED_OUTPUT)
+    data = load_data(args.data)
     if args.tune:
         from _ranking_tuning import tuned
         return tuned(data, seeds, args.threads, args.quick,

@@ -212,6 +212,27 @@ cdef inline void _linear_adagrad(const floating* data, Py_ssize_t nnz, double dl
         (<floating*> st.weight_sums[a])[0] = gacc[a]
 
 
+cdef struct HotLayout:
+    # Where a copy of the hot features' parameters (HotRows) holds each kind, in
+    # entries from its start: the factor rows at 0, then AdaGrad's sums of them, the
+    # linear weights, their sums, the intercept and its sum.
+    Py_ssize_t sums
+    Py_ssize_t weights
+    Py_ssize_t weight_sums
+    Py_ssize_t intercept
+    Py_ssize_t size
+
+
+cdef inline HotLayout _hot_layout(const HotRows* hot, Py_ssize_t width) noexcept nogil:
+    cdef HotLayout at
+    at.sums = hot.n_hot * width
+    at.weights = 2 * hot.n_hot * width
+    at.weight_sums = at.weights + hot.n_hot
+    at.intercept = at.weight_sums + hot.n_hot
+    at.size = at.intercept + 2
+    return at
+
+
 cdef inline void _locate_row(const index_t* ind, Py_ssize_t nnz, floating* P,
                              const Pass* ps, RowSums* st) noexcept nogil:
     """Where the parameters of each nonzero of a row with one nonzero per field are
@@ -220,11 +241,13 @@ cdef inline void _locate_row(const index_t* ind, Py_ssize_t nnz, floating* P,
     in this thread's copy (HotRows); and the offset of its field's vectors in the
     other features' rows (field * kf)."""
     cdef Py_ssize_t width = ps.model.k, kf = width // ps.model.n_fields, a, j, h = -1
-    cdef Py_ssize_t n_hot = st.hot.n_hot if st.hot != NULL else 0
+    cdef HotLayout at
     cdef floating* G = <floating*> ps.history.P
     cdef floating* w = <floating*> ps.model.w
     cdef floating* acc_w = <floating*> ps.history.w
     cdef floating* own = <floating*> st.own
+    if st.hot != NULL:
+        at = _hot_layout(st.hot, width)
     for a in range(nnz):
         j = ind[a]
         st.row_fields[a] = <int> (ps.model.fields[j] * kf)
@@ -232,9 +255,9 @@ cdef inline void _locate_row(const index_t* ind, Py_ssize_t nnz, floating* P,
             h = st.hot.slot[j]
         if h >= 0:
             st.vectors[a] = own + h * width
-            st.vector_sums[a] = own + (n_hot + h) * width
-            st.weights[a] = own + 2 * n_hot * width + h
-            st.weight_sums[a] = own + 2 * n_hot * width + n_hot + h
+            st.vector_sums[a] = own + at.sums + h * width
+            st.weights[a] = own + at.weights + h
+            st.weight_sums[a] = own + at.weight_sums + h
             continue
         st.vectors[a] = P + j * width
         st.vector_sums[a] = G + j * width if G != NULL else NULL
@@ -358,7 +381,6 @@ cdef bint _field_aware_pass(const floating* data, const index_t* ind, const inde
     cdef Py_ssize_t n_rows = local.rows.n_rows, width = local.model.k
     cdef Py_ssize_t n_fields = local.model.n_fields, kf = width // n_fields
     cdef floating* intercept = <floating*> local.model.intercept
-    cdef floating* w = <floating*> local.model.w
     cdef floating* P = <floating*> local.model.P
     cdef floating* acc_P = <floating*> local.history.P
     cdef int loss = local.rule.loss, schedule = local.rule.schedule
@@ -450,7 +472,7 @@ cdef void _field_aware_share(int t, int threads, const floating* data,
     local.rows.step_stride = threads
     if st.hot != NULL:
         _own_copy(st, ps, data)
-        local.model.intercept = <floating*> st.own + 2 * st.hot.n_hot * (ps.model.k + 1)
+        local.model.intercept = <floating*> st.own + _hot_layout(st.hot, ps.model.k).intercept
         local.history.intercept = <floating*> local.model.intercept + 1
         size = st.hot.round_rows
         rounds = (ps.rows.n_rows // threads + size) // size
@@ -476,12 +498,7 @@ cdef void _field_aware_share(int t, int threads, const floating* data,
 cdef void _own_copy(RowSums* st, const Pass* ps, const floating* like) noexcept nogil:
     """The thread's copy of the hot features' parameters set to the shared values at
     the round's start (HotRows)."""
-    memcpy(st.own, st.hot.start, _hot_size(st.hot, ps) * sizeof(floating))
-
-
-cdef inline Py_ssize_t _hot_size(const HotRows* hot, const Pass* ps) noexcept nogil:
-    """The entries of a copy of the hot features' parameters (HotRows)."""
-    return 2 * hot.n_hot * (ps.model.k + 1) + 2
+    memcpy(st.own, st.hot.start, _hot_layout(st.hot, ps.model.k).size * sizeof(floating))
 
 
 cdef void _merge_values(floating* shared, floating* start, const RowSums* states,
@@ -517,22 +534,23 @@ cdef void _merge_hot(int t, int threads, const RowSums* states, const Pass* ps,
     cdef floating* G = <floating*> ps.history.P
     cdef floating* w = <floating*> ps.model.w
     cdef floating* acc_w = <floating*> ps.history.w
-    cdef Py_ssize_t linear = 2 * n * width, last = 2 * n * (width + 1)
+    cdef HotLayout at = _hot_layout(hot, width)
     thread_range(t, threads, n, &lo, &hi)
     for h in range(lo, hi):
         j = hot.feature[h]
         _merge_values(P + j * width, start, states, h * width, width, threads, False)
-        _merge_values(&w[j], start, states, linear + h, 1, threads, False)
+        _merge_values(&w[j], start, states, at.weights + h, 1, threads, False)
         if G != NULL:
-            _merge_values(G + j * width, start, states, (n + h) * width, width, threads,
-                          False)
-            _merge_values(&acc_w[j], start, states, linear + n + h, 1, threads, False)
-    if t == 0:
-        _merge_values(<floating*> ps.model.intercept, start, states, last, 1, threads,
-                      True)
-        if ps.history.intercept != NULL:
-            _merge_values(<floating*> ps.history.intercept, start, states, last + 1, 1,
+            _merge_values(G + j * width, start, states, at.sums + h * width, width,
                           threads, False)
+            _merge_values(&acc_w[j], start, states, at.weight_sums + h, 1, threads,
+                          False)
+    if t == 0:
+        _merge_values(<floating*> ps.model.intercept, start, states, at.intercept, 1,
+                      threads, True)
+        if ps.history.intercept != NULL:
+            _merge_values(<floating*> ps.history.intercept, start, states,
+                          at.intercept + 1, 1, threads, False)
 
 
 cdef void _hot_start(const Pass* ps, const HotRows* hot, const floating* like) noexcept nogil:
@@ -544,17 +562,18 @@ cdef void _hot_start(const Pass* ps, const HotRows* hot, const floating* like) n
     cdef const floating* G = <const floating*> ps.history.P
     cdef const floating* w = <const floating*> ps.model.w
     cdef const floating* acc_w = <const floating*> ps.history.w
-    memset(start, 0, _hot_size(hot, ps) * sizeof(floating))
+    cdef HotLayout at = _hot_layout(hot, width)
+    memset(start, 0, at.size * sizeof(floating))
     for h in range(n):
         j = hot.feature[h]
         memcpy(start + h * width, P + j * width, width * sizeof(floating))
-        start[2 * n * width + h] = w[j]
+        start[at.weights + h] = w[j]
         if G != NULL:
-            memcpy(start + (n + h) * width, G + j * width, width * sizeof(floating))
-            start[2 * n * width + n + h] = acc_w[j]
-    start[2 * n * (width + 1)] = (<const floating*> ps.model.intercept)[0]
+            memcpy(start + at.sums + h * width, G + j * width, width * sizeof(floating))
+            start[at.weight_sums + h] = acc_w[j]
+    start[at.intercept] = (<const floating*> ps.model.intercept)[0]
     if ps.history.intercept != NULL:
-        start[2 * n * (width + 1) + 1] = (<const floating*> ps.history.intercept)[0]
+        start[at.intercept + 1] = (<const floating*> ps.history.intercept)[0]
 
 
 cdef bint _field_aware_threads(const floating* data, const index_t* ind,
@@ -571,7 +590,7 @@ cdef bint _field_aware_threads(const floating* data, const index_t* ind,
     if threads == 1:
         return _field_aware_pass(data, ind, indptr, ps, step, st)
     if hot != NULL and hot.n_hot > 0:
-        size = _hot_size(hot, ps) * sizeof(floating)
+        size = _hot_layout(hot, ps.model.k).size * sizeof(floating)
         hot.start = malloc(size)
         for t in range(threads):
             st[t].own = malloc(size)
