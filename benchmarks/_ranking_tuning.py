@@ -27,6 +27,13 @@ def grid(**axes):
     return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
 
 
+def ials_epochs(settings):
+    """Each setting at EPOCHS_ALS and 2 * EPOCHS_ALS epochs of one sweep of each side,
+    and at EPOCHS_ALS epochs of two sweeps."""
+    return [{**params, "max_iter": epochs, "side_sweeps": sweeps} for params in settings
+            for epochs, sweeps in ((EPOCHS_ALS, 1), (2 * EPOCHS_ALS, 1), (EPOCHS_ALS, 2))]
+
+
 # The grids searched on the validation splits, per tool: (label, features, scorer, grid,
 # the peer package it needs or None).  The whole-data models (implicit's ALS and the
 # whole-data FM) run EPOCHS_ALS or 2 * EPOCHS_ALS epochs.
@@ -43,12 +50,13 @@ def _tools():
         ("polylite FM iALS", "ids", polylite_scorer(D.POLYLITE_IDS, loss="ials",
                                                     fit_linear=False),
          # one penalty for every column (frequency_exponent 0), and frequency-scaled
-         # penalties (1), whose best beta is larger
-         grid(n_components=[16, 32, 64, 128], alpha0=[0.1, 0.2, 0.3, 0.5],
-              beta=[1e-4, 2e-4, 3e-4], frequency_exponent=[0.0], max_iter=epochs)
-         + grid(n_components=[32, 64, 128], alpha0=[0.05, 0.1, 0.2],
-                beta=[1e-4, 1.4e-4, 2e-4, 3e-4], frequency_exponent=[1.0],
-                max_iter=epochs), None),
+         # penalties (1), whose best beta is larger; one sweep of each side per epoch
+         # (15 or 30 epochs), or two (15 epochs, about the CPU time of 30 of one)
+         ials_epochs(grid(n_components=[16, 32, 64, 128], alpha0=[0.1, 0.2, 0.3, 0.5],
+                          beta=[1e-4, 1.4e-4, 2e-4, 3e-4], frequency_exponent=[0.0]))
+         + ials_epochs(grid(n_components=[32, 64, 128], alpha0=[0.05, 0.1, 0.2],
+                            beta=[1e-4, 1.4e-4, 2e-4, 3e-4], frequency_exponent=[1.0])),
+         None),
         ("polylite FM iALS", "ids+side+rated",
          polylite_scorer(D.POLYLITE_SIDE_RATED, own_item_left_out=True, loss="ials"),
          # frequency-scaled penalties: one penalty for every column ranks lower with

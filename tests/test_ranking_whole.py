@@ -76,11 +76,11 @@ def _frequency_scales(Q, I, cq, ci, weight, alpha0, exponent):
 
 
 def _solver(problem, alpha0=0.3, alpha=0.01, beta=0.02, n=10.0, fit_linear=True,
-            threads=1, frequency_exponent=0.0):
+            threads=1, frequency_exponent=0.0, sweeps=1):
     Q, I, cq, ci, weight, item_columns, w, P = problem
     return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
                             fit_linear, threads, P.shape[1],
-                            frequency_exponent=frequency_exponent)
+                            frequency_exponent=frequency_exponent, sweeps=sweeps)
 
 
 def test_the_gramian_term_is_the_sum_over_every_pair(rng):
@@ -95,16 +95,21 @@ def test_the_gramian_term_is_the_sum_over_every_pair(rng):
                                rtol=1e-12)
 
 
-@pytest.mark.parametrize("fit_linear, exponent", [(True, 0.0), (False, 0.0), (True, 1.0),
-                                                  (True, 0.5)])
-def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, exponent, rng):
+@pytest.mark.parametrize("fit_linear, exponent, sweeps",
+                         [(True, 0.0, 1), (False, 0.0, 1), (True, 1.0, 1), (True, 0.5, 1),
+                          (True, 0.0, 2), (False, 1.0, 3)])
+def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, exponent,
+                                                                sweeps, rng):
+    """One coordinate at a time (by the epoch's step limit), each step is the
+    minimiser of the objective along its coordinate; with ``sweeps``, every coordinate
+    of the query side steps that many times before the item side's first step."""
     problem = _problem(rng)
     Q, I, cq, ci, weight, item_columns, w0, P0 = problem
     settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
     if not fit_linear:
         w0 = np.zeros_like(w0)
     solver = _solver(problem, fit_linear=fit_linear, frequency_exponent=exponent,
-                     **settings)
+                     sweeps=sweeps, **settings)
     scale = _frequency_scales(Q, I, cq, ci, weight, 0.3, exponent)
     np.testing.assert_allclose(solver.penalty_scale, scale, rtol=1e-12)
     if exponent:
@@ -120,8 +125,16 @@ def test_every_coordinate_step_minimises_the_objective_exactly(fit_linear, expon
         return _objective(Q, I, cq, ci, weight, w, P, **settings)
 
     d, k = P0.shape
-    total = ((d if fit_linear else 0) + d * k)
-    assert solver.epoch(w0.copy(), P0.copy()) == total  # every coordinate steps once
+    total = sweeps * ((d if fit_linear else 0) + d * k)
+    assert solver.epoch(w0.copy(), P0.copy()) == total  # each coordinate steps sweeps times
+    query_side = np.setdiff1d(np.arange(d), item_columns)
+    query_steps = sweeps * query_side.size * (k + 1 if fit_linear else k)
+    w, P = after(query_steps)
+    item = np.r_[w[item_columns] - w0[item_columns], (P - P0)[item_columns].ravel()]
+    assert not item.any()  # the item side has not stepped yet
+    if sweeps > 1:  # ... and the query side's last sweep still moved it
+        last = after(query_steps - query_steps // sweeps)
+        assert np.abs(P - last[1]).max() > 1e-8
     previous = after(0)
     moved = 0
     for t in range(1, total + 1):
@@ -285,6 +298,41 @@ def test_frequency_exponent_is_for_the_whole_data_loss():
     with pytest.raises(ValueError, match="frequency_exponent is used by loss='ials'"):
         FactorizationMachineRanker(frequency_exponent=1.0, item_columns=(2, 4)).fit(
             sp.csr_matrix(np.eye(4)))
+
+
+def test_side_sweeps_is_for_the_whole_data_loss_and_a_positive_integer():
+    X = sp.csr_matrix(np.eye(4))
+    with pytest.raises(ValueError, match="side_sweeps is used by loss='ials'"):
+        FactorizationMachineRanker(side_sweeps=2, item_columns=(2, 4)).fit(X)
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="side_sweeps"):
+            FactorizationMachineRanker(loss="ials", side_sweeps=bad,
+                                       item_columns=(2, 4)).fit(X)
+
+
+def test_two_side_sweeps_fit_ids_as_an_ials_iteration_does(rng):
+    """Ids only, each side's problem given the other is one least-squares problem per
+    row: more sweeps per epoch bring an epoch's objective towards that of an iALS
+    iteration (each side solved exactly) from the same start."""
+    R, X, C = _ids_problem(rng, n_users=30, n_items=20)
+    (n_users, n_items), n, k = R.shape, X.shape[0], 4
+    alpha0, beta = 0.5, 0.01
+    params = dict(n_components=k, loss="ials", alpha0=alpha0, confidence=2.0, beta=beta,
+                  fit_linear=False, item_columns=(n_users, n_users + n_items),
+                  max_iter=1, init_scale=0.3, random_state=0)
+    # The start: the factors after one epoch of a fit (any start would do).
+    P0 = FactorizationMachineRanker(**params).fit(X).P_.reshape(-1, k).copy()
+    ials = _ials_loss(R, C, *_ials(R, C, P0[:n_users], P0[n_users:], n * beta, alpha0, 1),
+                      n * beta, alpha0)
+    losses = []
+    for sweeps in (1, 2, 8):
+        est = FactorizationMachineRanker(**{**params, "side_sweeps": sweeps,
+                                            "warm_start": True}).fit(X)
+        est.P_[...] = P0.reshape(est.P_.shape)
+        est.fit(X)  # one epoch from P0
+        losses.append(2 * n * est.loss_curve_[-1])
+    assert losses[0] > losses[1] > losses[2]
+    assert abs(losses[2] - ials) < 1e-3 * ials < losses[0] - ials
 
 
 # ---- the ranker's features ------------------------------------------------------------

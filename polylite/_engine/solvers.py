@@ -277,13 +277,16 @@ class WholeDataDescent:
     the other side's rows): for ids, user u's n_u + alpha0 |I|, the frequency-scaled
     penalty of iALS++ (Rendle et al., RecSys 2022); the mean is over the columns that
     some row has.  0 (the default): every column's penalty is alpha and beta.
+    ``sweeps``: sweeps over a side's coordinates in an epoch before the other side's
+    turn (two bring each side nearer its exact minimum given the other, as an
+    alternating-least-squares iteration does).
     ``penalty_scale`` holds the factor of each of the model's columns (1 for a column no
     row has).
     """
 
     def __init__(self, queries, items, pair_query, pair_item, pair_weight, item_columns,
                  n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None,
-                 frequency_exponent=0.0):
+                 frequency_exponent=0.0, sweeps=1):
         d = queries.shape[1]
         order = np.lexsort((pair_item, pair_query))
         pair_query, pair_item = pair_query[order], pair_item[order]
@@ -307,6 +310,7 @@ class WholeDataDescent:
             self.own = self._own_terms(np.asarray(own_columns, dtype=np.int64),
                                        pair_query, pair_item, ~item_mask)
         self.n, self.alpha0, self.k = float(n), float(alpha0), k
+        self.sweeps = int(sweeps)
         self.penalty_scale = self._penalty_scales(d, float(frequency_exponent))
         self.settings = (float(alpha0), float(alpha), float(beta), float(n),
                          bool(fit_linear), int(threads))
@@ -390,18 +394,21 @@ class WholeDataDescent:
                 i.U[:, self.pair_item[pairs]])
 
     def epoch(self, w, P, limit=-1):
-        """One epoch (the query side, then the item side) on the parameters w (d,) and P
-        (d, k), in place; stops after ``limit`` coordinate steps if >= 0 (tests).
-        Returns the number of steps taken."""
+        """One epoch (``sweeps`` sweeps of the query side, then as many of the item
+        side) on the parameters w (d,) and P (d, k), in place; stops after ``limit``
+        coordinate steps if >= 0 (tests).  Returns the number of steps taken."""
         self.refresh(w, P)
         steps = 0
         for side, other, G_other in ((self.query, self.item, "G_item"),
                                      (self.item, self.query, "G_query")):
-            left = -1 if limit < 0 else limit - steps
             fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
                                                                              G_other))))
-            steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
-                                          self.settings + (left,), self.own)
+            for _ in range(self.sweeps):
+                left = -1 if limit < 0 else limit - steps
+                steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
+                                              self.settings + (left,), self.own)
+                if 0 <= limit <= steps:
+                    break
             _cd_whole.gramian(side.own, side.U,
                               self.G_query if side is self.query else self.G_item)
             if 0 <= limit <= steps:

@@ -51,6 +51,8 @@ PARAMETERS = [
     ("frequency_exponent", float, None, "nu of an ials ranker's frequency-scaled "
      "penalties: each column's alpha and beta times (its frequency / the mean)^nu "
      "(iALS++; 1 penalises frequent users and items more)", "0.0"),
+    ("side_sweeps", int, None, "coordinate-descent sweeps of each side of an ials ranker "
+     "per epoch (2: close to an alternating-least-squares iteration)", "1"),
     ("margin", float, None, "margin of a warp ranker's hinge", "1.0"),
     ("query_batch", auto_or_positive_int, None, "positives of one user a ranker visits "
      "together, its part's parameters stepping once per batch (auto: 16 when the users' "
