@@ -124,6 +124,8 @@ CASES = [
     Case("ranking_folds", "bench_ranking.py",
          ["--data", "{movielens}", "--folds", "--quick", "--seeds", "1", "--threads", "1",
           "--output", "{benchmarks}/results/ranking_tuned.json"], [ML], "mean"),
+    Case("ials_solver", "bench_ials_solver.py", ["--data", "{movielens}", "--quick"], [ML],
+         "excess"),
     Case("ranking_whole_speed", "bench_ranking_speed.py",
          ["--whole-data", "--positives", "2000", "--users", "200", "--items", "100",
           "--epochs", "2", "--threads", "1", "2"], [], "peak resident memory"),
