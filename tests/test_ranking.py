@@ -10,7 +10,8 @@ from sklearn.pipeline import make_pipeline
 from polylite import FactorizationMachineRanker, FieldEncoder, kernels, load
 from polylite.ranking import _data
 from polylite.ranking import fm as ranking_fm
-from polylite._engine._pairwise import draw_negatives, pair_dot, seen_bitmap, seen_filter
+from polylite._engine._pairwise import (draw_negatives, gather_positives, pair_dot,
+                                        seen_bitmap, seen_filter)
 from polylite.recommend import recommend
 from polylite.relational import RelationalMatrix, RelationBlock
 
@@ -276,6 +277,25 @@ def test_seen_pairs_are_in_the_lists_and_the_bitmap():
     assert set((owners * 80 + seen).tolist()) == keys
     dense = np.unpackbits(bits.view(np.uint8), bitorder="little").reshape(50, -1)[:, :80]
     assert set(np.flatnonzero(dense.ravel()).tolist()) == keys
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_chunks_positives_are_gathered_as_by_indexing(threads):
+    rng = np.random.default_rng(0)
+    n = 5000
+    query_row, item, user = (rng.integers(0, 300, n) for _ in range(3))
+    weight = rng.uniform(0, 2, n)
+    rows = rng.permutation(n)[:3000]
+    got = gather_positives(rows, query_row, item, user, weight, threads)
+    for a, b in zip(got, (query_row[rows], item[rows], user[rows], weight[rows])):
+        np.testing.assert_array_equal(a, b)
+    # Without query rows (expanded for the chunk), a positive's row is its place.
+    got = gather_positives(rows, np.zeros(0, np.int64), item, user, weight, threads)
+    np.testing.assert_array_equal(got[0], np.arange(rows.size))
+    with pytest.raises(ValueError, match="outside 0..4999"):
+        gather_positives(np.array([3, n]), query_row, item, user, weight, threads)
+    with pytest.raises(ValueError, match="differ in length"):
+        gather_positives(rows, query_row, item, user[:-1], weight, threads)
 
 
 def test_seen_filter_keeps_every_seen_item_and_rules_out_most_others(monkeypatch):

@@ -194,16 +194,19 @@ def chunks(positives, order, batch_end, buffers, threads=1):
         elif positives.query.expanded_nnz <= EXPANDED_NNZ:
             buffers["query"] = _int64_csr(positives.query.to_csr())
             buffers["query_row"] = np.arange(positives.query.shape[0], dtype=np.int64)
+    from .._engine._pairwise import gather_positives
     size = CHUNK_ROWS * max(int(threads), 1) if "query" in buffers else CHUNK_ROWS
+    no_rows = np.zeros(0, dtype=np.int64)
     for lo in range(0, order.shape[0], size):
-        rows = order[lo:lo + size]
+        rows = np.ascontiguousarray(order[lo:lo + size], dtype=np.int64)
         if "query" in buffers:
-            query, query_row = buffers["query"], buffers["query_row"][rows]
-        else:
+            query, query_rows = buffers["query"], buffers["query_row"]
+        else:  # (the rows expanded for this chunk: a positive's row is its place)
             query = _int64_csr(positives.query._expanded(rows, buffers))
-            query_row = np.arange(rows.shape[0], dtype=np.int64)
-        yield (Chunk(query, query_row, positives.item[rows], positives.user[rows],
-                     positives.weight[rows], batch_end[lo:lo + size]),
+            query_rows = no_rows
+        query_row, item, user, weight = gather_positives(
+            rows, query_rows, positives.item, positives.user, positives.weight, threads)
+        yield (Chunk(query, query_row, item, user, weight, batch_end[lo:lo + size]),
                lo + size >= order.shape[0])
 
 

@@ -476,7 +476,8 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
                                  f"positives: none would be left to fit; lower "
                                  f"validation_fraction")
             validation, rows = subset(np.sort(held)), np.setdiff1d(rows, held)
-        training = subset(rows)
+        # (every row a positive, none held out: the positives as they are, uncopied)
+        training = everything if rows.size == X.shape[0] else subset(rows)
         # A user who has seen every item has no negative: those positives are skipped.
         full = np.diff(catalogue.seen_indptr)[training.user] >= n_items
         if full.all():
