@@ -1260,7 +1260,8 @@ def gather_positives(const int64_t[::1] rows, const int64_t[::1] query_row,
     one's query row (of ``query_row``; empty: its place in the chunk), item, user and
     weight, four arrays.  ``threads`` threads share the gather: the rows are spread
     over the whole data, so that each read is a cache miss, and the threads' misses
-    overlap (serial, it was a tenth of a two-thread BPR epoch)."""
+    overlap (on one thread, between the passes, the gather would take about a tenth of
+    a two-thread BPR epoch)."""
     cdef Py_ssize_t n = rows.shape[0], n_all = item.shape[0], i, r
     cdef bint with_query = query_row.shape[0] > 0
     if user.shape[0] != n_all or weight.shape[0] != n_all or \
