@@ -137,13 +137,21 @@ def make_row(model, features, k, epochs, seed, metrics, times):
             "fit_cpu_s": float(times[0]), "fit_wall_s": float(times[1])}
 
 
-def implicit_scores(data, params, seed, threads):
+def implicit_fit(data, params, seed, threads):
     """``implicit``'s ALS fitted on ``data.positives`` (``params``: factors,
-    regularization, alpha, iterations): (scores of data.test_users x items, times)."""
+    regularization, alpha, iterations, and any other of its parameters): (the model,
+    times)."""
     from implicit.cpu.als import AlternatingLeastSquares
     model = AlternatingLeastSquares(**params, num_threads=threads, random_state=seed,
                                     calculate_training_loss=False)
     times = fit_timed(lambda: model.fit(data.positives.tocsr(), show_progress=False))
+    return model, times
+
+
+def implicit_scores(data, params, seed, threads):
+    """``implicit``'s ALS (:func:`implicit_fit`): (scores of data.test_users x items,
+    times)."""
+    model, times = implicit_fit(data, params, seed, threads)
     return model.user_factors[data.test_rows] @ model.item_factors.T, times
 
 

@@ -37,22 +37,19 @@ import _results
 from _timing import movielens_folder, movielens_missing
 
 
-def objective(positives, X, Y, alpha, regularization):
-    """``implicit``'s objective of the factors X (users) and Y (items)."""
+def objective(observed, X, Y, alpha, regularization):
+    """``implicit``'s objective of the factors X (users) and Y (items); ``observed``:
+    the positives' (users x items) mask."""
     S = X @ Y.T
-    observed = positives.toarray() > 0
     return float(alpha * ((1 - S[observed]) ** 2).sum() + (S[~observed] ** 2).sum()
                  + regularization * ((X ** 2).sum() + (Y ** 2).sum()))
 
 
 def implicit_fit(data, args, iterations, exact, seed):
     """(user factors, item factors, CPU s) of ``implicit``'s ALS."""
-    from implicit.cpu.als import AlternatingLeastSquares
-    model = AlternatingLeastSquares(
-        factors=args.factors, regularization=args.regularization, alpha=args.alpha,
-        iterations=iterations, use_cg=not exact, random_state=seed, num_threads=1,
-        calculate_training_loss=False)
-    cpu, _ = D.fit_timed(lambda: model.fit(data.positives.tocsr(), show_progress=False))
+    model, (cpu, _) = D.implicit_fit(
+        data, dict(factors=args.factors, regularization=args.regularization,
+                   alpha=args.alpha, iterations=iterations, use_cg=not exact), seed, 1)
     return (np.asarray(model.user_factors, dtype=np.float64),
             np.asarray(model.item_factors, dtype=np.float64), cpu)
 
@@ -113,14 +110,14 @@ def main():
     info = _results.machine()
     print(f"{info['cpu']}, {info['cores']} cores; " +
           ", ".join(f"{name} {version}" for name, version in found.items()))
+    observed = data.positives.toarray() > 0
     rows = []
     for label, fit in solvers:
         for e in epochs:
             results, values, cpu = [], [], []
             for seed in seeds:
                 X, Y, seconds = fit(e, seed)
-                values.append(objective(data.positives, X, Y, args.alpha,
-                                        args.regularization))
+                values.append(objective(observed, X, Y, args.alpha, args.regularization))
                 results.append(D.evaluate(X[data.test_rows] @ Y.T, data))
                 cpu.append(seconds)
             rows.append([label, e, float(np.mean(values)),
