@@ -413,13 +413,15 @@ def test_ranker_whole_data_loss_and_its_options(interactions, tmp_path, capsys):
     status, _, err = _run(capsys, "fit", train, "-m", model, "--task", "ranking",
                           "--item-columns", ITEMS, "--loss", "ials", "--alpha0", 0.05,
                           "--confidence", 2, "--beta", 1e-3, "--early-stopping",
-                          "--frequency-exponent", 1, "--side-sweeps", 2, "--max-iter", 3,
+                          "--frequency-exponent", 1, "--side-sweeps", 2,
+                          "--side-solver", "als", "--max-iter", 3,
                           "--seed", 0, "--progress", "lines")
     assert status == 0, err
     assert "validation AUC" in err
     saved = polylite.load(model)
     assert (saved.loss, saved.alpha0, saved.confidence, saved.frequency_exponent,
-            saved.side_sweeps, saved.solver_) == ("ials", 0.05, 2.0, 1.0, 2, "cd")
+            saved.side_sweeps, saved.side_solver, saved.solver_) == (
+                "ials", 0.05, 2.0, 1.0, 2, "als", "cd")
     assert _run(capsys, "evaluate", model, test)[0] == 0
 
 

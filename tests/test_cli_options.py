@@ -262,7 +262,7 @@ def test_the_parameter_table_matches_the_estimators():
     from polylite.polynomial._classifier import CLASSIFIER_LOSSES
     from polylite.polynomial.fm import FM_KERNELS, LOWER_DEGREES
     from polylite.polynomial.pn import OUTPUT_WEIGHTS, PN_LOWER_DEGREES
-    from polylite.ranking.fm import NEGATIVES, RANKER_LOSSES
+    from polylite.ranking.fm import NEGATIVES, RANKER_LOSSES, SIDE_SOLVERS
     families = estimators()
     assert ESTIMATORS == tuple(families)
     assert set(TASKS) == {task for family in families.values() for task in family.classes}
@@ -272,6 +272,7 @@ def test_the_parameter_table_matches_the_estimators():
         "output_weights": OUTPUT_WEIGHTS,
         "loss": (*CLASSIFIER_LOSSES, *RANKER_LOSSES),
         "negatives": NEGATIVES,
+        "side_solver": SIDE_SOLVERS,
         "solver": (*_PolynomialModel._solvers, "ftrl"),  # ftrl: fm, ffm and fwfm
         "learning_rate": tuple(_solvers.SCHEDULES),
     }

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.pipeline import make_pipeline
 
 from polylite import FactorizationMachineRanker, FieldEncoder, load
-from polylite._engine.solvers import WholeDataDescent
+from polylite._engine.solvers import WholeDataDescent, _Fixed, _swap_slots
 from polylite.recommend import recommend
 
 from test_ranking import _clicks, _held_out_auc
@@ -76,11 +76,12 @@ def _frequency_scales(Q, I, cq, ci, weight, alpha0, exponent):
 
 
 def _solver(problem, alpha0=0.3, alpha=0.01, beta=0.02, n=10.0, fit_linear=True,
-            threads=1, frequency_exponent=0.0, sweeps=1):
+            threads=1, frequency_exponent=0.0, sweeps=1, exact_sides=False):
     Q, I, cq, ci, weight, item_columns, w, P = problem
     return WholeDataDescent(Q, I, cq, ci, weight, item_columns, n, alpha0, alpha, beta,
                             fit_linear, threads, P.shape[1],
-                            frequency_exponent=frequency_exponent, sweeps=sweeps)
+                            frequency_exponent=frequency_exponent, sweeps=sweeps,
+                            exact_sides=exact_sides)
 
 
 def test_the_gramian_term_is_the_sum_over_every_pair(rng):
@@ -333,6 +334,131 @@ def test_two_side_sweeps_fit_ids_as_an_ials_iteration_does(rng):
         losses.append(2 * n * est.loss_curve_[-1])
     assert losses[0] > losses[1] > losses[2]
     assert abs(losses[2] - ials) < 1e-3 * ials < losses[0] - ials
+
+
+# ---- side_solver="als": a column's k factors at once ------------------------------------
+
+@pytest.mark.parametrize("fit_linear, exponent", [(False, 0.0), (True, 0.0), (True, 1.0)])
+def test_als_steps_of_a_one_hot_side_are_exact_minimisers(fit_linear, exponent, rng):
+    """Items with one nonzero each (their ids) and queries with several: with exact
+    sides, the queries step by coordinates and each item's k factors at once, so after
+    an epoch every item factor is at the minimiser of the objective along it (the
+    objective is quadratic in it), and the objective has gone down."""
+    problem = _problem(rng, n_queries=10, n_items=8, di=0)
+    Q, I, cq, ci, weight, item_columns, w0, P0 = problem
+    if not fit_linear:
+        w0 = np.zeros_like(w0)
+    settings = dict(alpha0=0.3, alpha=0.01, beta=0.02, n=10.0)
+    solver = _solver(problem, fit_linear=fit_linear, frequency_exponent=exponent,
+                     exact_sides=True, **settings)
+    assert solver.exact == {id(solver.query): False, id(solver.item): True}
+    settings["scale"] = _frequency_scales(Q, I, cq, ci, weight, 0.3, exponent)
+    w, P = w0.copy(), P0.copy()
+    d, k = P.shape
+    assert solver.epoch(w, P) == (d if fit_linear else 0) + d * k
+
+    def f(w, P):
+        return _objective(Q, I, cq, ci, weight, w, P, **settings)
+
+    assert f(w, P) < f(w0, P0)
+    eps = 1e-3
+    for j in np.flatnonzero(np.asarray(I.sum(0)).ravel()):
+        for s in range(k):
+            def along(value):
+                moved = P.copy()
+                moved[j, s] = value
+                return f(w, moved)
+
+            fp, f0, fm = along(P[j, s] + eps), along(P[j, s]), along(P[j, s] - eps)
+            minimiser = P[j, s] - eps * (fp - fm) / (2 * (fp - 2 * f0 + fm))
+            assert abs(minimiser - P[j, s]) < 1e-6 * max(1, abs(P[j, s]))
+    # The query side's factors were not at their minimiser before their steps: the
+    # check can fail.
+    assert np.abs(P - P0)[item_columns].max() > 1e-3
+
+
+def test_als_sides_and_threads_keep_the_objective_going_down(rng):
+    problem = _problem(rng, n_queries=30, n_items=20, di=0)
+    Q, I, cq, ci, weight, item_columns, w0, P0 = problem
+    fits = []
+    for threads in (1, 2):
+        w, P = w0.copy(), P0.copy()
+        solver = _solver(problem, threads=threads, exact_sides=True)
+        values = []
+        for _ in range(5):
+            solver.epoch(w, P)
+            values.append(_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0))
+            penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+            np.testing.assert_allclose(solver.data_term() + penalty, values[-1],
+                                       rtol=1e-10)
+        assert np.all(np.diff(values) <= 1e-12 * values[0])
+        fits.append((w, P))
+    np.testing.assert_array_equal(fits[0][0], fits[1][0])
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
+def test_sides_of_several_nonzeros_per_row_step_by_coordinates_either_way(rng):
+    problem = _problem(rng)
+    fits = []
+    for exact in (False, True):
+        w, P = problem[6].copy(), problem[7].copy()
+        solver = _solver(problem, exact_sides=exact)
+        assert not any(solver.exact.values())
+        solver.epoch(w, P)
+        fits.append((w, P))
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
+@pytest.mark.parametrize("exponent", [0.0, 1.0])
+def test_an_als_epoch_on_ids_is_an_ials_iteration(exponent, rng):
+    """Ids only: side_solver="als" solves each user's, then each item's, least-squares
+    problem exactly, as iALS does (iALS++'s penalties with frequency_exponent=1)."""
+    R, X, C = _ids_problem(rng, n_users=30, n_items=20)
+    (n_users, n_items), n, k = R.shape, X.shape[0], 4
+    alpha0, beta = 0.5, 0.01
+    params = dict(n_components=k, loss="ials", alpha0=alpha0, confidence=2.0, beta=beta,
+                  fit_linear=False, item_columns=(n_users, n_users + n_items),
+                  frequency_exponent=exponent, side_solver="als", max_iter=1,
+                  init_scale=0.3, random_state=0)
+    est = FactorizationMachineRanker(**params).fit(X)
+    P0 = est.P_.reshape(-1, k).copy()
+    F_users = C.sum(1) + alpha0 * n_items
+    F_items = C.sum(0) + alpha0 * n_users
+    mean = np.r_[F_users, F_items].mean()
+    user_lam, item_lam = (n * beta * (F_users / mean) ** exponent,
+                          n * beta * (F_items / mean) ** exponent)
+    for iterations in (1, 3):
+        U, V = _ials(R, C, P0[:n_users], P0[n_users:], None, alpha0, iterations,
+                     user_lam, item_lam)
+        fit = FactorizationMachineRanker(**{**params, "max_iter": iterations,
+                                            "warm_start": True}).fit(X)
+        fit.P_[...] = P0.reshape(fit.P_.shape)
+        fit.fit(X)
+        np.testing.assert_allclose(fit.P_.reshape(-1, k), np.r_[U, V], atol=1e-10)
+        np.testing.assert_allclose(
+            2 * n * fit.loss_curve_[-1],
+            _ials_loss(R, C, U, V, None, alpha0, user_lam, item_lam), rtol=1e-9)
+
+
+def test_side_solver_is_for_the_whole_data_loss_and_a_choice():
+    X = sp.csr_matrix(np.eye(4))
+    with pytest.raises(ValueError, match="side_solver is used by loss='ials'"):
+        FactorizationMachineRanker(side_solver="als", item_columns=(2, 4)).fit(X)
+    with pytest.raises(ValueError, match="side_solver"):
+        FactorizationMachineRanker(loss="ials", side_solver="exact",
+                                   item_columns=(2, 4)).fit(X)
+
+
+def test_block_sweep_refuses_a_side_whose_rows_hold_several_columns(rng):
+    from polylite._engine import _cd_whole
+    problem = _problem(rng)
+    w, P = problem[6].copy(), problem[7].copy()
+    solver = _solver(problem)
+    solver.refresh(w, P)
+    fixed = _Fixed(solver.item.U, np.ascontiguousarray(_swap_slots(solver.G_item)))
+    with pytest.raises(ValueError, match="several of the side's columns"):
+        _cd_whole.block_sweep(solver.query, fixed, solver.yhat, solver.weight, P,
+                              solver.settings + (-1,))
 
 
 # ---- the ranker's features ------------------------------------------------------------

@@ -75,9 +75,10 @@ the number of threads.
 """
 import numpy as np
 from libc.stdint cimport int64_t
+from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from cython cimport floating
-from cython.parallel cimport prange
+from cython.parallel cimport prange, parallel, threadid
 
 from ._cd_core cimport STEP_MINIMISE, _coordinate_step, _take_step
 
@@ -311,10 +312,12 @@ cdef Py_ssize_t _column_steps(Side* S, const Other* O, Pairs* pairs, const Setti
 
 
 cdef Py_ssize_t _sweep(Side* S, const Other* O, Pairs* pairs, const Settings* st,
-                       floating* w, floating* P, bint fit_linear) noexcept nogil:
-    """The side's linear weights, then its factors component by component."""
+                       floating* w, floating* P, bint fit_linear,
+                       bint factors) noexcept nogil:
+    """The side's linear weights, then (``factors``) its factors component by
+    component."""
     cdef Py_ssize_t s, q, steps = 0
-    for s in range(-1 if fit_linear else 0, S.k):
+    for s in range(-1 if fit_linear else 0, S.k if factors else 0):
         if st.limit >= 0 and steps >= st.limit:
             break
         if pairs.shift != NULL:
@@ -327,11 +330,57 @@ cdef Py_ssize_t _sweep(Side* S, const Other* O, Pairs* pairs, const Settings* st
     return steps
 
 
+cdef _bind(side, other, double[::1] yhat, const double[::1] weight, Py_ssize_t k,
+           Side* S, Other* O, Pairs* pairs, name):
+    """Point S, O and pairs at the arrays of ``side``, ``other`` (the other side's
+    factor sums ``U``, (k, n_other), and Gramian ``J``), ``yhat`` and ``weight`` (see
+    :func:`side_sweep`; no own columns, no records); raises ValueError, naming ``name``,
+    when their shapes disagree.  The arrays must outlive the structures."""
+    cdef const int64_t[::1] columns = side.columns, col_ptr = side.col_ptr
+    cdef const int64_t[::1] col_rows = side.col_rows, pair_ptr = side.pair_ptr
+    cdef const int64_t[::1] pair_other = side.pair_other, pair_index = side.pair_index
+    cdef const double[::1] col_vals = side.col_vals
+    cdef const double[::1] penalty_scale = side.penalty_scale
+    cdef double[::1] own = side.own
+    cdef double[:, ::1] U = side.U
+    cdef const double[:, ::1] other_U = other.U, J = other.J
+    cdef Py_ssize_t n_rows = own.shape[0]
+    if U.shape[0] != k or U.shape[1] != n_rows or J.shape[0] != k + 2 or \
+            J.shape[1] != k + 2 or other_U.shape[0] != k or \
+            pair_ptr.shape[0] != n_rows + 1 or col_ptr.shape[0] != columns.shape[0] + 1 \
+            or penalty_scale.shape[0] not in (0, columns.shape[0]):
+        raise ValueError(f"{name}: inconsistent shapes")
+    S.n_rows, S.k, S.n_columns = n_rows, k, columns.shape[0]
+    S.columns = &columns[0] if columns.shape[0] else NULL
+    S.col_ptr = &col_ptr[0]
+    S.col_rows = &col_rows[0] if col_rows.shape[0] else NULL
+    S.col_vals = &col_vals[0] if col_vals.shape[0] else NULL
+    S.pair_ptr = &pair_ptr[0]
+    S.pair_other = &pair_other[0] if pair_other.shape[0] else NULL
+    S.pair_index = &pair_index[0] if pair_index.shape[0] else NULL
+    S.penalty_scale = &penalty_scale[0] if penalty_scale.shape[0] else NULL
+    S.entry_pair = NULL
+    S.own = &own[0] if n_rows else NULL
+    S.U = &U[0, 0] if n_rows and k else NULL
+    S.records = NULL
+    O.n_rows = other_U.shape[1]
+    O.U = &other_U[0, 0] if other_U.shape[1] and k else NULL
+    O.J = &J[0, 0]
+    pairs.yhat = &yhat[0] if yhat.shape[0] else NULL
+    pairs.weight = &weight[0] if weight.shape[0] else NULL
+    pairs.n = yhat.shape[0]
+    pairs.own_term = NULL
+    pairs.shift = NULL
+    pairs.own_col = NULL
+    pairs.own_val = NULL
+
+
 def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
-               floating[::1] w, floating[:, ::1] P, settings, own_terms=None):
+               floating[::1] w, floating[:, ::1] P, settings, own_terms=None,
+               bint factors=True):
     """One sweep of coordinate descent over the coordinates of one side (its linear
-    weights when ``settings.fit_linear``, then its factors, component by component),
-    the other side fixed.
+    weights when ``settings.fit_linear``, then, with ``factors``, its factors,
+    component by component), the other side fixed.
 
     ``side`` holds the side's columns (``columns``, ``col_ptr``, ``col_rows``,
     ``col_vals``, and ``penalty_scale``, each column's factor of the penalties alpha
@@ -346,55 +395,19 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     entries to the pair whose own column it is (-1: none), the item side's is empty.
     Returns the number of coordinate steps taken.
     """
-    cdef const int64_t[::1] columns = side.columns, col_ptr = side.col_ptr
-    cdef const int64_t[::1] col_rows = side.col_rows, pair_ptr = side.pair_ptr
-    cdef const int64_t[::1] pair_other = side.pair_other, pair_index = side.pair_index
-    cdef const double[::1] col_vals = side.col_vals
-    cdef const double[::1] penalty_scale = side.penalty_scale
     cdef const int64_t[::1] entry_pair = side.entry_pair
     cdef double[::1] own_term, shift
     cdef const int64_t[::1] own_col
     cdef const double[::1] own_val
-    cdef double[::1] own = side.own
-    cdef double[:, ::1] U = side.U
-    cdef const double[:, ::1] other_U = other.U, J = other.J
-    cdef Py_ssize_t k = P.shape[1], n_rows = own.shape[0]
-    if U.shape[0] != k or U.shape[1] != n_rows or J.shape[0] != k + 2 or \
-            J.shape[1] != k + 2 or other_U.shape[0] != k or \
-            pair_ptr.shape[0] != n_rows + 1 or col_ptr.shape[0] != columns.shape[0] + 1 \
-            or penalty_scale.shape[0] not in (0, columns.shape[0]):
-        raise ValueError("side_sweep: inconsistent shapes")
-    records = np.zeros((max(n_rows, 1), REC))
-    cdef double[:, ::1] rec = records
+    cdef Py_ssize_t k = P.shape[1]
     cdef Side S
     cdef Other O
     cdef Pairs pairs
     cdef Settings st
-    S.n_rows = n_rows
-    S.k = k
-    S.n_columns = columns.shape[0]
-    S.columns = &columns[0] if columns.shape[0] else NULL
-    S.col_ptr = &col_ptr[0]
-    S.col_rows = &col_rows[0] if col_rows.shape[0] else NULL
-    S.col_vals = &col_vals[0] if col_vals.shape[0] else NULL
-    S.pair_ptr = &pair_ptr[0]
-    S.pair_other = &pair_other[0] if pair_other.shape[0] else NULL
-    S.pair_index = &pair_index[0] if pair_index.shape[0] else NULL
-    S.penalty_scale = &penalty_scale[0] if penalty_scale.shape[0] else NULL
-    S.own = &own[0] if n_rows else NULL
-    S.U = &U[0, 0] if n_rows and k else NULL
+    _bind(side, other, yhat, weight, k, &S, &O, &pairs, "side_sweep")
+    records = np.zeros((max(S.n_rows, 1), REC))
+    cdef double[:, ::1] rec = records
     S.records = &rec[0, 0]
-    O.n_rows = other_U.shape[1]
-    O.U = &other_U[0, 0] if other_U.shape[1] and k else NULL
-    O.J = &J[0, 0]
-    pairs.yhat = &yhat[0] if yhat.shape[0] else NULL
-    pairs.weight = &weight[0] if weight.shape[0] else NULL
-    pairs.n = yhat.shape[0]
-    pairs.own_term = NULL
-    pairs.shift = NULL
-    pairs.own_col = NULL
-    pairs.own_val = NULL
-    S.entry_pair = NULL
     if own_terms is not None and yhat.shape[0]:
         own_term, own_col, own_val = own_terms.term, own_terms.column, own_terms.value
         if own_term.shape[0] != yhat.shape[0] or own_col.shape[0] != yhat.shape[0] or \
@@ -404,7 +417,7 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
         pairs.own_col = &own_col[0]
         pairs.own_val = &own_val[0]
         if entry_pair.shape[0]:
-            if entry_pair.shape[0] != col_rows.shape[0]:
+            if entry_pair.shape[0] != S.col_ptr[S.n_columns]:
                 raise ValueError("side_sweep: inconsistent shapes")
             S.entry_pair = &entry_pair[0]
         else:
@@ -415,8 +428,147 @@ def side_sweep(side, other, double[::1] yhat, const double[::1] weight,
     st.threads, st.limit = max(int(threads), 1), limit
     cdef bint linear = fit_linear
     with nogil:
-        steps = _sweep(&S, &O, &pairs, &st, &w[0], &P[0, 0], linear)
+        steps = _sweep(&S, &O, &pairs, &st, &w[0], &P[0, 0], linear, factors)
     return steps
+
+
+# ---- a column's k factors at once: sides of one nonzero per row (ids) -----------------
+
+cdef inline void _add_scaled(double* a, const double* b, double c,
+                             Py_ssize_t n) noexcept nogil:
+    """a[:n] += c b[:n] (a row of a curvature's lower triangle)."""
+    cdef Py_ssize_t t
+    for t in range(n):
+        a[t] += c * b[t]
+
+
+cdef bint _cholesky_solve(double* H, double* b, Py_ssize_t k) noexcept nogil:
+    """b <- H^-1 b for a symmetric positive definite H (k x k, its upper triangle read,
+    and overwritten by U, H = U^T U: the loops run along rows, which vectorise); False,
+    b unchanged, when H is not positive definite."""
+    cdef Py_ssize_t i, j, t
+    cdef double d, c
+    for j in range(k):
+        d = H[j * k + j]
+        if not d > 0:  # (NaN included)
+            return False
+        d = sqrt(d)
+        H[j * k + j] = d
+        for t in range(j + 1, k):
+            H[j * k + t] /= d
+        for i in range(j + 1, k):
+            _add_scaled(H + i * k + i, H + j * k + i, -H[j * k + i], k - i)
+    for i in range(k):  # U^T z = b
+        b[i] /= H[i * k + i]
+        _add_scaled(b + i + 1, H + i * k + i + 1, -b[i], k - i - 1)
+    for i in range(k - 1, -1, -1):  # U x = z
+        d = b[i]
+        for t in range(i + 1, k):
+            d -= H[i * k + t] * b[t]
+        b[i] = d / H[i * k + i]
+    return True
+
+
+cdef void _column_block(Side* S, const Other* O, Pairs* pairs, const Settings* st,
+                        const double* other_rows, floating* P, Py_ssize_t c,
+                        double* H, double* g) noexcept nogil:
+    """The step of column c's k factors to the exact minimiser of the objective along
+    them (quadratic: iALS's least-squares update of a user's or an item's factors), on
+    a side whose rows hold one nonzero each: a row's factor sums are x p_c, its own
+    term does not depend on them, and no other column's step reads its rows.
+    ``other_rows``: the other side's factor sums row by row (n_other, k); ``H`` and
+    ``g``: scratch of k x k and 2 k values."""
+    cdef Py_ssize_t k = S.k, F = S.k + 2, n = S.n_rows, j = S.columns[c], z, r, p, q, s, t
+    cdef double x, xx = 0, wt, cw, e, dy, reg = st.beta
+    cdef double* delta = g + k
+    cdef const double* v
+    cdef floating* row = P + j * k
+    cdef floating moved
+    for s in range(k * k):
+        H[s] = 0
+    for s in range(k):
+        g[s] = 0
+    # Curvature and gradient summed over the column's rows: the implicit term's
+    # alpha0 x^2 J_uu and alpha0 x (J phi_r)_u, each observed pair's (w - alpha0) x^2
+    # v v^T and x e v (e: the derivative of its observed term).
+    for z in range(S.col_ptr[c], S.col_ptr[c + 1]):
+        r = S.col_rows[z]
+        x = S.col_vals[z]
+        xx += x * x
+        for s in range(k):
+            g[s] += st.alpha0 * x * _slot_product(O.J + (2 + s) * F, S.own[r], S.U, n, r,
+                                                  k)
+        for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
+            q = S.pair_index[p] if S.pair_index != NULL else p
+            wt = pairs.weight[q]
+            cw = wt - st.alpha0
+            e = x * (cw * pairs.yhat[q] - wt)
+            v = other_rows + S.pair_other[p] * k
+            for s in range(k):  # (the upper triangle)
+                g[s] += e * v[s]
+                _add_scaled(H + s * k + s, v + s, x * x * cw * v[s], k - s)
+    if S.penalty_scale != NULL:
+        reg *= S.penalty_scale[c]
+    for s in range(k):
+        for t in range(s, k):
+            H[s * k + t] = (H[s * k + t] + st.alpha0 * xx * O.J[(2 + s) * F + 2 + t]) / st.n
+        H[s * k + s] += reg
+        delta[s] = -(g[s] / st.n + reg * row[s])
+    if not _cholesky_solve(H, delta, k):
+        return  # (no curvature: no penalty and no row; the factors stay)
+    for s in range(k):
+        moved = <floating> (row[s] + delta[s])  # (in the parameters' precision)
+        delta[s] = moved - row[s]
+        row[s] = moved
+    for z in range(S.col_ptr[c], S.col_ptr[c + 1]):
+        r = S.col_rows[z]
+        x = S.col_vals[z]
+        for s in range(k):
+            S.U[s * n + r] += x * delta[s]
+        for p in range(S.pair_ptr[r], S.pair_ptr[r + 1]):
+            q = S.pair_index[p] if S.pair_index != NULL else p
+            v = other_rows + S.pair_other[p] * k
+            dy = 0
+            for s in range(k):
+                dy += delta[s] * v[s]
+            pairs.yhat[q] += x * dy
+
+
+def block_sweep(side, other, double[::1] yhat, const double[::1] weight,
+                floating[:, ::1] P, settings):
+    """One sweep of exact steps of each column's k factors at once (_column_block) over
+    a side whose rows hold at most one nonzero each (ids), the other side fixed; the
+    columns share no row, so ``settings.threads`` threads take them in parallel, and
+    the result does not depend on their number.  ``side``, ``other``, ``yhat``,
+    ``weight`` and ``settings`` as in :func:`side_sweep` (own columns excluded; the
+    linear weights are not stepped: :func:`side_sweep` with ``factors=False``).
+    Returns the steps taken, k per column."""
+    cdef const double[:, ::1] other_rows = np.ascontiguousarray(np.asarray(other.U).T)
+    cdef Py_ssize_t k = P.shape[1], c
+    cdef int threads
+    cdef const double* rows_ptr
+    cdef Side S
+    cdef Other O
+    cdef Pairs pairs
+    cdef Settings st
+    _bind(side, other, yhat, weight, k, &S, &O, &pairs, "block_sweep")
+    counts = np.bincount(np.asarray(side.col_rows), minlength=S.n_rows)
+    if counts.shape[0] > S.n_rows or (counts.shape[0] and counts.max() > 1):
+        raise ValueError("block_sweep: a row holds several of the side's columns")
+    alpha0, alpha, beta, n, fit_linear, n_threads, limit = settings
+    threads = max(int(n_threads), 1)
+    scratch = np.zeros((threads, k * k + 2 * k))
+    cdef double[:, ::1] work = scratch
+    st.alpha0, st.alpha, st.beta, st.n = alpha0, alpha, beta, n
+    st.threads, st.limit = threads, -1
+    if k == 0 or S.n_columns == 0:
+        return 0
+    rows_ptr = &other_rows[0, 0] if other_rows.shape[0] else NULL
+    with nogil, parallel(num_threads=threads):
+        for c in prange(S.n_columns, schedule="guided"):
+            _column_block(&S, &O, &pairs, &st, rows_ptr, &P[0, 0], c,
+                          &work[threadid(), 0], &work[threadid(), k * k])
+    return S.n_columns * k
 
 
 def side_caches(const int64_t[::1] indptr, const int64_t[::1] indices,

@@ -236,6 +236,10 @@ class _WholeSide:
         self.own = np.zeros(rows.shape[0])
         self.U = np.zeros((k, rows.shape[0]))
 
+    def one_hot(self):
+        """Whether every row holds at most one of the side's columns."""
+        return bool(np.all(np.bincount(self.col_rows, minlength=self.own.shape[0]) <= 1))
+
 
 class _OwnTerms(NamedTuple):
     term: np.ndarray     # each pair's term of its item's own column (kept up to date)
@@ -280,13 +284,17 @@ class WholeDataDescent:
     ``sweeps``: sweeps over a side's coordinates in an epoch before the other side's
     turn (two bring each side nearer its exact minimum given the other, as an
     alternating-least-squares iteration does).
+    ``exact_sides``: a side whose rows hold at most one nonzero each (ids) steps each
+    column's k factors at once to their exact minimiser (``_cd_whole.block_sweep``,
+    iALS's least-squares update), not one component after another; the other sides,
+    and every side with ``own_columns``, step by coordinates.
     ``penalty_scale`` holds the factor of each of the model's columns (1 for a column no
     row has).
     """
 
     def __init__(self, queries, items, pair_query, pair_item, pair_weight, item_columns,
                  n, alpha0, alpha, beta, fit_linear, threads, k, own_columns=None,
-                 frequency_exponent=0.0, sweeps=1):
+                 frequency_exponent=0.0, sweeps=1, exact_sides=False):
         d = queries.shape[1]
         order = np.lexsort((pair_item, pair_query))
         pair_query, pair_item = pair_query[order], pair_item[order]
@@ -316,6 +324,8 @@ class WholeDataDescent:
                          bool(fit_linear), int(threads))
         self.G_query = np.zeros((k + 2, k + 2))
         self.G_item = np.zeros((k + 2, k + 2))
+        self.exact = {id(side): bool(exact_sides) and self.own is None and side.one_hot()
+                      for side in (self.query, self.item)}
 
     def _penalty_scales(self, d, exponent):
         """Each column's factor of the penalties (see the class docstring), (d,); the
@@ -396,17 +406,23 @@ class WholeDataDescent:
     def epoch(self, w, P, limit=-1):
         """One epoch (``sweeps`` sweeps of the query side, then as many of the item
         side) on the parameters w (d,) and P (d, k), in place; stops after ``limit``
-        coordinate steps if >= 0 (tests).  Returns the number of steps taken."""
+        coordinate steps if >= 0 (tests; an exact side then steps its linear weights
+        only).  Returns the number of steps taken (an exact side's column: k)."""
         self.refresh(w, P)
         steps = 0
         for side, other, G_other in ((self.query, self.item, "G_item"),
                                      (self.item, self.query, "G_query")):
             fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
                                                                              G_other))))
+            exact = self.exact[id(side)]
             for _ in range(self.sweeps):
                 left = -1 if limit < 0 else limit - steps
                 steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
-                                              self.settings + (left,), self.own)
+                                              self.settings + (left,), self.own,
+                                              factors=not exact)
+                if exact and not 0 <= limit <= steps:
+                    steps += _cd_whole.block_sweep(side, fixed, self.yhat, self.weight,
+                                                   P, self.settings + (-1,))
                 if 0 <= limit <= steps:
                     break
             _cd_whole.gramian(side.own, side.U,

@@ -53,6 +53,9 @@ PARAMETERS = [
      "(iALS++; 1 penalises frequent users and items more)", "0.0"),
     ("side_sweeps", int, None, "coordinate-descent sweeps of each side of an ials ranker "
      "per epoch (2: close to an alternating-least-squares iteration)", "1"),
+    ("side_solver", str, ("cd", "als"), "how an ials ranker steps the factors of a side "
+     "of one nonzero per row (ids): by coordinates, or each user's and item's at once "
+     "(als: exact least squares, an iALS iteration per epoch on ids)", "'cd'"),
     ("margin", float, None, "margin of a warp ranker's hinge", "1.0"),
     ("query_batch", auto_or_positive_int, None, "positives of one user a ranker visits "
      "together, its part's parameters stepping once per batch (auto: 16 when the users' "

@@ -27,6 +27,8 @@ __all__ = ["FactorizationMachineRanker"]
 NEGATIVES = ("uniform", "popularity")
 # A thread of a pass takes at least this many positives of a chunk.
 MIN_POSITIVES_PER_THREAD = 2048
+# The whole-data loss's steps of a side of one nonzero per row (side_solver).
+SIDE_SOLVERS = ("cd", "als")
 # Validation positives scored against the whole catalogue after each epoch: at most this
 # many scores (so at most this many / n_items positives), and at least 100 positives.
 VALIDATION_SCORES = 2 * 10 ** 7
@@ -178,6 +180,14 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         of alternating least squares does (iALS's exact solves), so that an epoch
         costs about twice as much and fewer epochs are needed: 2 with ``max_iter=15``
         fits about as well as 1 with ``max_iter=30``.
+    side_solver : {"cd", "als"}, default="cd"
+        "ials": how the factors of a side whose rows hold one nonzero each (ids alone:
+        users, or items) step.  "cd": one component at a time, as every other side's;
+        "als": each column's k factors at once, to their exact minimiser given the
+        rest (iALS's least-squares update: a k x k system per user or item), so that
+        an epoch on ids alone is an iteration of alternating least squares.  Sides with
+        several nonzeros per row (side features, the users' rated items) and fits with
+        ``rated_items`` step by coordinates either way.
     fit_linear : bool, default=True
         Fit the linear term (only its item part matters to the ranking; for "ials"
         the query part's is fitted too, as a bias of the query).
@@ -338,7 +348,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
     def __init__(self, degree=2, n_components=10, *, lower_degrees="separate",
                  kernel="anova", loss="warp", negatives="uniform", max_trials=10,
                  margin=1.0, alpha0=ALPHA0, confidence=0.0, frequency_exponent=0.0,
-                 side_sweeps=1, fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
+                 side_sweeps=1, side_solver="cd", fit_linear=True, alpha=1e-6, beta=1e-6, init_scale=0.05,
                  max_iter=30, tol=None, solver="adagrad", learning_rate="invscaling",
                  eta0=None, power_t=0.25, shuffle=True, query_batch="auto",
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
@@ -366,6 +376,10 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         check_number(self.side_sweeps, "side_sweeps", low=1, integer=True)
         if self.side_sweeps != 1 and self.loss != WHOLE_DATA:
             raise ValueError(f"side_sweeps is used by loss={WHOLE_DATA!r} only, got "
+                             f"loss={self.loss!r}")
+        check_choice(self.side_solver, "side_solver", SIDE_SOLVERS)
+        if self.side_solver != "cd" and self.loss != WHOLE_DATA:
+            raise ValueError(f"side_solver is used by loss={WHOLE_DATA!r} only, got "
                              f"loss={self.loss!r}")
         if self.rated_items is not None and self.loss != WHOLE_DATA:
             raise ValueError(f"rated_items is used by loss={WHOLE_DATA!r} only, got "
@@ -685,7 +699,7 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
             float(self.alpha), float(self.beta), bool(self.fit_linear), threads,
             self.n_components, own_columns=self._own_columns(catalogue),
             frequency_exponent=float(self.frequency_exponent),
-            sweeps=int(self.side_sweeps))
+            sweeps=int(self.side_sweeps), exact_sides=self.side_solver == "als")
         self._penalty_scale = solver.penalty_scale if self.frequency_exponent else None
         self.query_batch_ = 1
         progress = _Progress(self, validation, catalogue, rng, stack, max_iter,
