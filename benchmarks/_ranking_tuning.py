@@ -18,6 +18,7 @@ VALIDATION_FRACTION = 0.2
 VALIDATION_SEEDS = (0, 1, 2)   # the validation splits a setting's mean P@10 is taken over
 EPOCHS_ALS = 15   # iterations of implicit's ALS and epochs of the whole-data FM (and twice)
 SAME_K = 16       # the k of the one-thread comparison
+ALS_MAX_K = 64    # the largest k at which the whole-data FM's grid tries side_solver="als"
 FOLDS = ("u1", "u2", "u3", "u4", "u5")
 
 
@@ -29,9 +30,13 @@ def grid(**axes):
 
 def ials_epochs(settings):
     """Each setting at EPOCHS_ALS and 2 * EPOCHS_ALS epochs of one sweep of each side,
-    and at EPOCHS_ALS epochs of two sweeps."""
+    at EPOCHS_ALS epochs of two sweeps, and, up to ALS_MAX_K factors, at EPOCHS_ALS
+    epochs of exact steps of the users' and the items' factors (``side_solver="als"``,
+    whose k x k solves cost k^3 per user and item)."""
     return [{**params, "max_iter": epochs, "side_sweeps": sweeps} for params in settings
-            for epochs, sweeps in ((EPOCHS_ALS, 1), (2 * EPOCHS_ALS, 1), (EPOCHS_ALS, 2))]
+            for epochs, sweeps in ((EPOCHS_ALS, 1), (2 * EPOCHS_ALS, 1), (EPOCHS_ALS, 2))
+            ] + [{**params, "max_iter": EPOCHS_ALS, "side_sweeps": 1, "side_solver": "als"}
+                 for params in settings if params["n_components"] <= ALS_MAX_K]
 
 
 # The grids searched on the validation splits, per tool: (label, features, scorer, grid,
@@ -291,7 +296,10 @@ def _setting(label):
     params = {}
     for item in label.split(", "):
         key, value = item.split("=")
-        params[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+        try:
+            params[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+        except ValueError:  # (a choice: side_solver)
+            params[key] = value
     return params
 
 

@@ -12,7 +12,8 @@ is polylite's times 2 N alpha with ``alpha0 = 1 / alpha`` and ``beta = lambda /
 positives (ratings of 4 and 5) from their own random starts: ``implicit``'s ALS
 (conjugate-gradient steps, its default, and exact solves) for a number of iterations,
 polylite's coordinate descent for as many epochs of one or two sweeps of each side
-(``side_sweeps``).  The table gives the objective above (summed, computed from the
+(``side_sweeps``), and its exact steps of each user's and item's factors
+(``side_solver="als"``, an iteration of exact ALS per epoch).  The table gives the objective above (summed, computed from the
 fitted factors the same way for both; the mean over --seeds), its excess over the
 lowest in the table, P@10 and AUC on ``u1.test`` (as ``bench_ranking.py``), and the
 fit's CPU seconds (one thread; the median over the seeds; each fit given its data:
@@ -29,6 +30,9 @@ epochs.
 """
 import argparse
 import os
+
+# implicit's ALS on one thread: OpenBLAS reads this when NumPy loads it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
@@ -54,7 +58,7 @@ def implicit_fit(data, args, iterations, exact, seed):
             np.asarray(model.item_factors, dtype=np.float64), cpu)
 
 
-def polylite_fit(data, args, epochs, sweeps, seed):
+def polylite_fit(data, args, epochs, sweeps, seed, side_solver="cd"):
     """(user factors, item factors, CPU s) of the ids-only whole-data FM on the same
     objective."""
     from polylite import FieldEncoder
@@ -65,7 +69,8 @@ def polylite_fit(data, args, epochs, sweeps, seed):
     ranker = FactorizationMachineRanker(
         n_components=args.factors, loss="ials", fit_linear=False,
         alpha0=1 / args.alpha, beta=args.regularization / (args.alpha * n),
-        max_iter=epochs, side_sweeps=sweeps, random_state=seed, n_jobs=1)
+        max_iter=epochs, side_sweeps=sweeps, side_solver=side_solver, random_state=seed,
+        n_jobs=1)
     cpu, _ = D.fit_timed(lambda: ranker.fit(X))  # (implicit's: its matrix given)
     users, = [f for f in encoder.fields_ if f.side == "user"]
     items, = [f for f in encoder.fields_ if f.side == "item"]
@@ -94,7 +99,8 @@ def main():
     data = D.load_data(args.data)
     found = _results.versions("implicit")
     solvers = [("polylite CD, 1 sweep", lambda e, s: polylite_fit(data, args, e, 1, s)),
-               ("polylite CD, 2 sweeps", lambda e, s: polylite_fit(data, args, e, 2, s))]
+               ("polylite CD, 2 sweeps", lambda e, s: polylite_fit(data, args, e, 2, s)),
+               ("polylite ALS", lambda e, s: polylite_fit(data, args, e, 1, s, "als"))]
     if "implicit" in found:
         solvers = [
             ("implicit ALS (CG)", lambda e, s: implicit_fit(data, args, e, False, s)),
@@ -137,5 +143,4 @@ def main():
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     main()
