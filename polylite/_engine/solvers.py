@@ -232,6 +232,7 @@ class _WholeSide:
         self.col_vals = by_column.data.astype(np.float64)
         self.pair_ptr, self.pair_other, self.pair_index = pair_ptr, pair_other, pair_index
         self.entry_pair = np.zeros(0, dtype=np.int64)
+        self.exact = False  # its factors step by block_sweep (WholeDataDescent)
         self.penalty_scale = np.zeros(0)  # (empty: every column's factor is 1)
         self.own = np.zeros(rows.shape[0])
         self.U = np.zeros((k, rows.shape[0]))
@@ -324,8 +325,8 @@ class WholeDataDescent:
                          bool(fit_linear), int(threads))
         self.G_query = np.zeros((k + 2, k + 2))
         self.G_item = np.zeros((k + 2, k + 2))
-        self.exact = {id(side): bool(exact_sides) and self.own is None and side.one_hot()
-                      for side in (self.query, self.item)}
+        for side in (self.query, self.item):
+            side.exact = bool(exact_sides) and self.own is None and side.one_hot()
 
     def _penalty_scales(self, d, exponent):
         """Each column's factor of the penalties (see the class docstring), (d,); the
@@ -406,15 +407,15 @@ class WholeDataDescent:
     def epoch(self, w, P, limit=-1):
         """One epoch (``sweeps`` sweeps of the query side, then as many of the item
         side) on the parameters w (d,) and P (d, k), in place; stops after ``limit``
-        coordinate steps if >= 0 (tests; an exact side then steps its linear weights
-        only).  Returns the number of steps taken (an exact side's column: k)."""
+        coordinate steps if >= 0 (tests; an exact side's sweep of its factors, k steps
+        per column, runs whole once begun).  Returns the number of steps taken."""
         self.refresh(w, P)
         steps = 0
         for side, other, G_other in ((self.query, self.item, "G_item"),
                                      (self.item, self.query, "G_query")):
             fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
                                                                              G_other))))
-            exact = self.exact[id(side)]
+            exact = side.exact
             for _ in range(self.sweeps):
                 left = -1 if limit < 0 else limit - steps
                 steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,

@@ -187,7 +187,11 @@ class FactorizationMachineRanker(RegressorMixin, _BaseFactorizationMachine):
         rest (iALS's least-squares update: a k x k system per user or item), so that
         an epoch on ids alone is an iteration of alternating least squares.  Sides with
         several nonzeros per row (side features, the users' rated items) and fits with
-        ``rated_items`` step by coordinates either way.
+        ``rated_items`` step by coordinates either way.  A user's or item's exact step
+        costs about k^3 / 3 operations: it pays at small k (on MovieLens 100K's ids at
+        k = 16, 15 epochs reach a lower objective than 15 of two sweeps by coordinates
+        in about the same CPU time); at k = 128 an epoch costs several times one by
+        coordinates.
     fit_linear : bool, default=True
         Fit the linear term (only its item part matters to the ranking; for "ials"
         the query part's is fitted too, as a bias of the query).
