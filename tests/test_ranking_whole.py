@@ -84,6 +84,19 @@ def _solver(problem, alpha0=0.3, alpha=0.01, beta=0.02, n=10.0, fit_linear=True,
                             exact_sides=exact_sides)
 
 
+def _epoch_objectives(solver, w, P, epochs, objective):
+    """The brute-force ``objective`` (w, P) after each of ``epochs`` epochs of
+    ``solver`` (penalties alpha 0.01, beta 0.02), each checked against the solver's
+    own, from the caches its steps keep up to date."""
+    values = []
+    for _ in range(epochs):
+        solver.epoch(w, P)
+        values.append(objective(w, P))
+        penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
+        np.testing.assert_allclose(solver.data_term() + penalty, values[-1], rtol=1e-10)
+    return values
+
+
 def test_the_gramian_term_is_the_sum_over_every_pair(rng):
     problem = _problem(rng)
     Q, I, cq, ci, weight, item_columns, w, P = problem
@@ -384,13 +397,8 @@ def test_als_sides_and_threads_keep_the_objective_going_down(rng):
     for threads in (1, 2):
         w, P = w0.copy(), P0.copy()
         solver = _solver(problem, threads=threads, exact_sides=True)
-        values = []
-        for _ in range(5):
-            solver.epoch(w, P)
-            values.append(_objective(Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0))
-            penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
-            np.testing.assert_allclose(solver.data_term() + penalty, values[-1],
-                                       rtol=1e-10)
+        values = _epoch_objectives(solver, w, P, 5, lambda w, P: _objective(
+            Q, I, cq, ci, weight, w, P, 0.3, 0.01, 0.02, 10.0))
         assert np.all(np.diff(values) <= 1e-12 * values[0])
         fits.append((w, P))
     np.testing.assert_array_equal(fits[0][0], fits[1][0])
@@ -746,13 +754,8 @@ def test_own_columns_objective_never_increases_and_threads_agree(rng):
     for threads in (1, 2):
         w, P = problem[6].copy(), problem[7].copy()
         solver = _own_solver(problem, threads=threads)
-        values = [_own_objective(problem, w, P, *settings)]
-        for _ in range(4):
-            solver.epoch(w, P)
-            values.append(_own_objective(problem, w, P, *settings))
-            penalty = 0.5 * (0.01 * (w ** 2).sum() + 0.02 * (P ** 2).sum())
-            np.testing.assert_allclose(solver.data_term() + penalty, values[-1],
-                                       rtol=1e-10)
+        values = [_own_objective(problem, w, P, *settings)] + _epoch_objectives(
+            solver, w, P, 4, lambda w, P: _own_objective(problem, w, P, *settings))
         assert np.all(np.diff(values) <= 1e-12 * values[0])
         fits.append((w, P))
     np.testing.assert_array_equal(fits[0][1], fits[1][1])

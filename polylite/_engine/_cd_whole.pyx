@@ -552,10 +552,9 @@ def block_sweep(side, other, double[::1] yhat, const double[::1] weight,
     cdef Pairs pairs
     cdef Settings st
     _bind(side, other, yhat, weight, k, &S, &O, &pairs, "block_sweep")
-    counts = np.bincount(np.asarray(side.col_rows), minlength=S.n_rows)
-    if counts.shape[0] > S.n_rows:
+    if np.any(np.asarray(side.col_rows) >= S.n_rows):
         raise ValueError("block_sweep: inconsistent shapes")
-    if counts.shape[0] and counts.max() > 1:
+    if not side.one_hot():
         raise ValueError("block_sweep: a row holds several of the side's columns")
     alpha0, alpha, beta, n, fit_linear, n_threads, limit = settings
     threads = max(int(n_threads), 1)

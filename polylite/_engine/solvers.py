@@ -415,12 +415,13 @@ class WholeDataDescent:
                                      (self.item, self.query, "G_query")):
             fixed = _Fixed(other.U, np.ascontiguousarray(_swap_slots(getattr(self,
                                                                              G_other))))
-            exact = side.exact
+            exact, linear = side.exact, self.settings[4]
             for _ in range(self.sweeps):
                 left = -1 if limit < 0 else limit - steps
-                steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w, P,
-                                              self.settings + (left,), self.own,
-                                              factors=not exact)
+                if linear or not exact:  # (an exact side's coordinates: its w only)
+                    steps += _cd_whole.side_sweep(side, fixed, self.yhat, self.weight, w,
+                                                  P, self.settings + (left,), self.own,
+                                                  factors=not exact)
                 if exact and not 0 <= limit <= steps:
                     steps += _cd_whole.block_sweep(side, fixed, self.yhat, self.weight,
                                                    P, self.settings + (-1,))
